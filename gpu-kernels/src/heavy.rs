@@ -1,0 +1,81 @@
+//! Seed 000's heavy elementwise computation, fused into one pass over memory.
+//!
+//! `y = x^2 + x^3 * (sin x * cos x) + tan x`, evaluated in f32 in that order (PyTorch's order
+//! for the seed's expression), with `sin` and `cos` from one libdevice `sincosf` and
+//! `tan x = sin x / cos x` (IEEE division). The f16 kernel reads f16, computes in f32 and rounds
+//! once to f16 at the end.
+//!
+//! Memory is accessed with 16-byte vector loads and stores wherever input and output share an
+//! alignment (see [`streamline_abi::VectorSplit`]); the unaligned head and the tail are scalar.
+
+use crate::{libdevice::sincosf, thread::global_x};
+use streamline_abi::heavy::HeavyParams;
+use streamline_abi::VectorSplit;
+
+#[inline(always)]
+fn heavy(x: f32) -> f32 {
+    let (s, c) = sincosf(x);
+    let x2 = x * x;
+    let x3 = x2 * x;
+    x2 + x3 * (s * c) + s / c
+}
+
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct Vec16<T: Copy, const L: usize>([T; L]);
+
+/// One elementwise kernel over `T`, with `load`/`store` converting to and from f32.
+#[inline(always)]
+unsafe fn run<T: Copy, const L: usize>(p: HeavyParams, load: fn(T) -> f32, store: fn(f32) -> T) {
+    let elem = core::mem::size_of::<T>() as u64;
+    let split = VectorSplit::new(p.x, p.y, p.n, elem);
+    let x = p.x as *const T;
+    let y = p.y as *mut T;
+    let (first, stride) = global_x();
+
+    let mut v = first;
+    while v < split.vectors {
+        let off = (split.head + v * L as u64) as usize;
+        // SAFETY: `VectorSplit` guarantees `x + off` and `y + off` are 16-byte aligned and that
+        // the L elements starting there lie inside `[0, n)`, which the host validated.
+        unsafe {
+            let src = (x.add(off) as *const Vec16<T, L>).read();
+            let mut dst = src;
+            let mut l = 0;
+            while l < L {
+                dst.0[l] = store(heavy(load(src.0[l])));
+                l += 1;
+            }
+            (y.add(off) as *mut Vec16<T, L>).write(dst);
+        }
+        v += stride;
+    }
+
+    let mut i = first;
+    while i < split.scalars() {
+        let idx = split.scalar_index(i, elem) as usize;
+        // SAFETY: `scalar_index` maps `i < scalars()` into `[0, n)`.
+        unsafe { y.add(idx).write(store(heavy(load(x.add(idx).read())))) };
+        i += stride;
+    }
+}
+
+/// f32 in, f32 out.
+///
+/// # Safety
+/// `p.x` and `p.y` must address `p.n` readable and writable f32 values on the device.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn heavy_f32(p: HeavyParams) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { run::<f32, 4>(p, |v| v, |v| v) }
+}
+
+/// f16 in memory, f32 arithmetic, one rounding to nearest-even f16 at the end.
+///
+/// # Safety
+/// `p.x` and `p.y` must address `p.n` readable and writable f16 values on the device.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn heavy_f16(p: HeavyParams) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { run::<u16, 8>(p, |b| f16::from_bits(b) as f32, |v| (v as f16).to_bits()) }
+}

@@ -1,0 +1,14 @@
+//! Streamline's GPU kernels. Each module is one kernel family; its parameter structs come from
+//! `streamline-abi` so the host launches exactly what is compiled here.
+#![no_std]
+#![feature(abi_ptx, stdarch_nvptx, f16)]
+
+pub mod heavy;
+mod libdevice;
+mod thread;
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    // SAFETY: `trap` aborts the kernel; the host sees a launch failure instead of a hang.
+    unsafe { core::arch::nvptx::trap() }
+}

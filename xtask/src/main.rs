@@ -1,0 +1,188 @@
+//! `cargo xtask build-kernels | ptx-check | bundle`.
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use streamline_builder::{build_kernels, ptxas, tools, BuildOptions, BuiltArch, DEFAULT_ARCHS};
+
+#[derive(Parser)]
+#[command(about = "Streamline build tasks")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Compile gpu-kernels to PTX: target/ptx/<arch>/streamline.ptx and its manifest.
+    BuildKernels {
+        /// Comma-separated architectures.
+        #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_ARCHS.iter().map(|s| s.to_string()))]
+        arch: Vec<String>,
+    },
+    /// Build, then assemble every PTX with ptxas and report registers, shared memory, stack and
+    /// spills per kernel. Fails on ptxas errors and on spills or local memory not allowed below.
+    PtxCheck {
+        /// Comma-separated architectures.
+        #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_ARCHS.iter().map(|s| s.to_string()))]
+        arch: Vec<String>,
+    },
+    /// Put the release `streamline` binary, the release test binaries and run-tests.sh into
+    /// target/bundle/, to run the GPU suite on a machine without a Rust toolchain.
+    Bundle,
+}
+
+/// Kernels allowed to use a stack frame (local memory), with the reason. No kernel may spill.
+const STACK_ALLOWANCES: &[(&str, u32, &str)] = &[
+    // libdevice's sincosf reduces huge arguments (|x| > 105615) with Payne-Hanek, which keeps
+    // a 7-word table of partial products in a local array. Only lanes with such arguments touch
+    // it; ordinary inputs never do.
+    ("heavy_f32", 32, "libdevice sincosf Payne-Hanek reduction for |x| > 105615"),
+    ("heavy_f16", 32, "libdevice sincosf Payne-Hanek reduction (f16 inputs never reach it)"),
+];
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"))
+}
+
+fn build(arch: &[String]) -> Result<Vec<BuiltArch>> {
+    let target = target_dir();
+    let opts = BuildOptions {
+        workspace: workspace(),
+        archs: arch.to_vec(),
+        out: target.join("ptx"),
+        target_dir: target.join("kernels"),
+        cache: target.join("toolchain-cache"),
+        linker: std::env::current_exe().context("locating the xtask binary")?,
+    };
+    build_kernels(&opts)
+}
+
+fn ptx_check(arch: &[String]) -> Result<()> {
+    let built = build(arch)?;
+    let ptxas = tools::find_ptxas(&target_dir().join("toolchain-cache"))?;
+    let mut problems = Vec::new();
+    for b in &built {
+        let report = ptxas::assemble(&ptxas, &b.ptx, &b.arch)?;
+        println!("{} ({})", b.arch, b.ptx.display());
+        println!("  {:<24} {:>5} {:>10} {:>7} {:>13}  note", "kernel", "regs", "smem B", "stack B", "spill st/ld B");
+        for k in &report {
+            let allowance = STACK_ALLOWANCES.iter().find(|(n, _, _)| *n == k.name);
+            let mut note = String::new();
+            if k.spill_stores > 0 || k.spill_loads > 0 {
+                problems.push(format!("{} {}: spills {} / {} bytes", b.arch, k.name, k.spill_stores, k.spill_loads));
+                note = "SPILLS".into();
+            }
+            if k.stack > 0 {
+                match allowance {
+                    Some((_, max, why)) if k.stack <= *max => note = format!("stack allowed: {why}"),
+                    _ => {
+                        problems.push(format!("{} {}: {} bytes of stack frame without an allowance", b.arch, k.name, k.stack));
+                        note = "STACK NOT ALLOWED".into();
+                    }
+                }
+            }
+            println!(
+                "  {:<24} {:>5} {:>10} {:>7} {:>6}/{:<6}  {}",
+                k.name, k.registers, k.shared, k.stack, k.spill_stores, k.spill_loads, note
+            );
+        }
+        for e in &b.manifest.kernels {
+            if !report.iter().any(|k| k.name == e.name) {
+                problems.push(format!("{} {}: no ptxas report", b.arch, e.name));
+            }
+        }
+    }
+    if !problems.is_empty() {
+        bail!("ptx-check failed:\n  {}", problems.join("\n  "));
+    }
+    println!("ptx-check: all kernels assembled, no spills, stack only where allowed");
+    Ok(())
+}
+
+fn bundle() -> Result<()> {
+    let ws = workspace();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo).args(["build", "--release", "-p", "streamline", "--bin", "streamline"]).current_dir(&ws).status()?;
+    if !status.success() {
+        bail!("building the streamline binary failed");
+    }
+    let out = Command::new(&cargo)
+        .args(["test", "--release", "--workspace", "--no-run", "--message-format=json"])
+        .current_dir(&ws)
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    if !out.status.success() {
+        bail!("building the test binaries failed");
+    }
+    let dir = target_dir().join("bundle");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("tests"))?;
+    let mut tests = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        if v["reason"] != "compiler-artifact" || v["profile"]["test"] != true {
+            continue;
+        }
+        let Some(exe) = v["executable"].as_str() else { continue };
+        let pkg = v["target"]["name"].as_str().unwrap_or("test");
+        let kind = v["target"]["kind"][0].as_str().unwrap_or("test");
+        let name = format!("{}-{}", kind, pkg);
+        std::fs::copy(exe, dir.join("tests").join(&name))?;
+        tests.push(name);
+    }
+    tests.sort();
+    std::fs::copy(target_dir().join("release/streamline"), dir.join("streamline"))?;
+    let script = format!(
+        r#"#!/usr/bin/env bash
+# Runs Streamline's test suite (GPU tests included) from this folder; no Rust toolchain needed.
+# Extra arguments go to every test binary (e.g. a name filter). Set SANITIZER to wrap each
+# binary, e.g. SANITIZER="compute-sanitizer --tool memcheck --error-exitcode 1".
+set -u
+cd "$(dirname "$0")"
+failed=0
+for t in {tests}; do
+  echo "== $t"
+  ${{SANITIZER:-}} ./tests/$t --test-threads=1 "$@" || failed=1
+done
+if [ $failed -ne 0 ]; then echo "run-tests: FAILED"; exit 1; fi
+echo "run-tests: all test binaries passed"
+"#,
+        tests = tests.join(" ")
+    );
+    let path = dir.join("run-tests.sh");
+    std::fs::write(&path, script)?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+    let size: u64 = walk_size(&dir)?;
+    println!("bundle: {} ({} test binaries, {:.1} MiB)", dir.display(), tests.len(), size as f64 / (1 << 20) as f64);
+    Ok(())
+}
+
+fn walk_size(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        total += if e.file_type()?.is_dir() { walk_size(&e.path())? } else { e.metadata()?.len() };
+    }
+    Ok(total)
+}
+
+fn main() -> Result<()> {
+    streamline_builder::link::run_if_invoked_as_linker();
+    match Cli::parse().task {
+        Task::BuildKernels { arch } => {
+            for b in build(&arch)? {
+                println!("{}: {} ({} kernels)", b.arch, b.ptx.display(), b.manifest.kernels.len());
+            }
+            Ok(())
+        }
+        Task::PtxCheck { arch } => ptx_check(&arch),
+        Task::Bundle => bundle(),
+    }
+}
