@@ -138,6 +138,7 @@ fn bundle() -> Result<()> {
     }
     tests.sort();
     std::fs::copy(target_dir().join("release/streamline"), dir.join("streamline"))?;
+    std::fs::copy(ws.join("scripts/gpu-check.sh"), dir.join("gpu-check.sh"))?;
     let script = format!(
         r#"#!/usr/bin/env bash
 # Runs Streamline's test suite (GPU tests included) from this folder; no Rust toolchain needed.

@@ -1,0 +1,162 @@
+//! `streamline bench`: median CUDA-event times after warm-up, fresh random inputs rotated so
+//! they exceed L2, and the device-to-device copy ceiling measured in the same run.
+
+use anyhow::{Context, Result};
+use cudarc::driver::{CudaSlice, CudaStream};
+use half::f16;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use streamline::data::{randn_f32, HeavyHost};
+use streamline::ops::heavy::heavy;
+use streamline::timing::{median, time_on};
+use streamline::Gpu;
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Fewer repetitions (for a quick look; the reported numbers use the full run).
+    #[arg(long)]
+    quick: bool,
+    /// Also write the results as JSON lines to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Only run cases whose name contains this text (the copy ceiling always runs).
+    #[arg(long)]
+    filter: Option<String>,
+}
+
+struct Bench<'a> {
+    gpu: &'a Gpu,
+    stream: Arc<CudaStream>,
+    warmup: usize,
+    reps: usize,
+    bar: ProgressBar,
+    rows: Vec<Value>,
+    ceiling_gbps: Option<f64>,
+}
+
+impl Bench<'_> {
+    /// Times `work(i)` for i in 0..reps after warm-up; returns the median and the minimum.
+    fn time(&self, mut work: impl FnMut(usize) -> streamline::Result<()>) -> Result<(f64, f64)> {
+        for i in 0..self.warmup {
+            work(i)?;
+        }
+        self.stream.synchronize()?;
+        let mut samples = Vec::with_capacity(self.reps);
+        for i in 0..self.reps {
+            samples.push(time_on(&self.stream, || work(i))?);
+            self.bar.inc(1);
+        }
+        let min = samples.iter().cloned().fold(f64::INFINITY, f64::min);
+        Ok((median(&samples), min))
+    }
+
+    /// Records a case; `bytes` is the least traffic the case must move through device memory.
+    fn record(&mut self, case: &str, (ms, min): (f64, f64), bytes: f64, extra: Value) {
+        let gbps = bytes / ms / 1e6;
+        let mut row = json!({
+            "case": case, "impl": "streamline", "ms": round(ms), "min_ms": round(min),
+            "reps": self.reps, "GBps": round1(gbps),
+        });
+        if let Some(c) = self.ceiling_gbps {
+            row["floor_ms"] = json!(round(bytes / c / 1e6));
+            row["frac_of_memory_floor"] = json!(round(bytes / c / 1e6 / ms));
+        }
+        if let (Value::Object(r), Value::Object(e)) = (&mut row, extra) {
+            r.extend(e);
+        }
+        self.rows.push(row);
+    }
+}
+
+fn round(v: f64) -> f64 {
+    (v * 1e5).round() / 1e5
+}
+fn round1(v: f64) -> f64 {
+    (v * 10.0).round() / 10.0
+}
+
+pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
+    let gpu = Gpu::new(device, ptx)?;
+    let (warmup, reps) = if a.quick { (3, 10) } else { (10, 50) };
+    let wanted = |case: &str| a.filter.as_deref().is_none_or(|f| case.contains(f));
+    let heavy_cases: Vec<(&str, usize)> = ["heavy_f32_1e7", "heavy_f32_1e8", "heavy_f16_1e7", "heavy_f16_1e8"]
+        .into_iter()
+        .filter(|c| wanted(c))
+        .map(|c| (c, if c.ends_with("1e7") { 10_000_000 } else { 100_000_000 }))
+        .collect();
+    let bar = ProgressBar::new(((1 + heavy_cases.len()) * reps) as u64);
+    bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    let mut b = Bench { stream: gpu.stream().clone(), gpu: &gpu, warmup, reps, bar, rows: Vec::new(), ceiling_gbps: None };
+    let info = gpu.info().clone();
+    let (dmaj, dmin) = streamline::runtime::driver_version()?;
+    let header = json!({
+        "gpu": info.name, "compute_capability": format!("{}.{}", info.compute_capability.0, info.compute_capability.1),
+        "driver": format!("{dmaj}.{dmin}"), "ptx": gpu.image().origin, "streamline": env!("CARGO_PKG_VERSION"),
+    });
+
+    // Ceiling: 1 GiB device-to-device copy, bytes read plus bytes written.
+    b.bar.set_message("ceiling_d2d_copy_1GiB");
+    {
+        let n = 1usize << 28;
+        let src = b.stream.clone_htod(&randn_f32(n, 7)).context("allocating 1 GiB for the copy ceiling")?;
+        let mut dst: CudaSlice<f32> = b.stream.alloc_zeros(n)?;
+        let t = b.time(|_| b.stream.memcpy_dtod(&src, &mut dst).map_err(|e| streamline::Error::Driver { op: "cuMemcpyDtoDAsync", source: e }))?;
+        let bytes = 2.0 * (n * 4) as f64;
+        b.ceiling_gbps = Some(bytes / t.0 / 1e6);
+        b.record("ceiling_d2d_copy_1GiB", t, bytes, json!({}));
+    }
+
+    for (case, n) in heavy_cases {
+        b.bar.set_message(case);
+        if case.contains("f16") {
+            bench_heavy::<f16>(&mut b, case, n)?;
+        } else {
+            bench_heavy::<f32>(&mut b, case, n)?;
+        }
+    }
+    b.bar.finish_and_clear();
+
+    println!("{} (compute capability {}.{}), driver {dmaj}.{dmin}, {}", info.name, info.compute_capability.0, info.compute_capability.1, gpu.image().origin);
+    println!("{:<26} {:>10} {:>10} {:>10} {:>16}", "case", "median ms", "min ms", "GB/s", "of memory floor");
+    for r in &b.rows {
+        println!(
+            "{:<26} {:>10.4} {:>10.4} {:>10.1} {:>15.0}%",
+            r["case"].as_str().unwrap_or(""),
+            r["ms"].as_f64().unwrap_or(f64::NAN),
+            r["min_ms"].as_f64().unwrap_or(f64::NAN),
+            r["GBps"].as_f64().unwrap_or(f64::NAN),
+            100.0 * r["frac_of_memory_floor"].as_f64().unwrap_or(1.0)
+        );
+    }
+    if let Some(path) = &a.json {
+        let mut f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        writeln!(f, "{header}")?;
+        for r in &b.rows {
+            writeln!(f, "{r}")?;
+        }
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn bench_heavy<T: HeavyHost>(b: &mut Bench, case: &str, n: usize) -> Result<()> {
+    let bytes_in = n * std::mem::size_of::<T>();
+    // Rotate over enough input/output pairs that together they exceed 4x L2.
+    let l2 = b.gpu.info().l2_bytes as usize;
+    let sets = (4 * l2).div_ceil(2 * bytes_in).max(1);
+    let mut bufs = Vec::with_capacity(sets);
+    for s in 0..sets {
+        let x = b.stream.clone_htod(&T::randn(n, 1000 + s as u64))?;
+        let y = b.stream.clone_htod(&vec![T::poison(); n])?;
+        bufs.push((x, y));
+    }
+    let t = b.time(|i| {
+        let (x, y) = &mut bufs[i % sets];
+        heavy(b.gpu, &b.stream, x, y)
+    })?;
+    b.record(case, t, 2.0 * bytes_in as f64, json!({"n": n, "buffer_sets": sets}));
+    Ok(())
+}

@@ -1,0 +1,43 @@
+//! `streamline info`.
+
+use anyhow::Result;
+use std::path::Path;
+use streamline::runtime::{device_count, driver_version, embedded_archs, Gpu, SOURCE_HASH};
+use streamline_abi::KERNELS;
+
+pub fn run(device: usize, ptx: Option<&Path>) -> Result<()> {
+    println!("embedded PTX: {} (kernel sources {})", embedded_archs().join(", "), &SOURCE_HASH[..12]);
+    println!("kernels: {}", KERNELS.iter().map(|k| k.name).collect::<Vec<_>>().join(", "));
+    let (major, minor) = driver_version()?;
+    println!("CUDA driver: {major}.{minor}");
+    let count = device_count()?;
+    println!("devices: {count}");
+    for ordinal in 0..count {
+        let gpu = Gpu::new(ordinal, if ordinal == device { ptx } else { None })?;
+        let i = gpu.info();
+        println!(
+            "[{ordinal}] {}: compute capability {}.{}, {} SMs, {:.1} GiB, {} copy engines, L2 {:.0} MiB, {:.0} MHz",
+            i.name,
+            i.compute_capability.0,
+            i.compute_capability.1,
+            i.multiprocessors,
+            i.memory_bytes as f64 / (1u64 << 30) as f64,
+            i.copy_engines,
+            i.l2_bytes as f64 / (1u64 << 20) as f64,
+            i.clock_khz as f64 / 1000.0
+        );
+        println!("    kernels from {}:", gpu.image().origin);
+        println!("    {:<20} {:>5} {:>8} {:>8}", "kernel", "regs", "smem B", "local B");
+        for spec in KERNELS {
+            let f = gpu.function(spec);
+            println!(
+                "    {:<20} {:>5} {:>8} {:>8}",
+                spec.name,
+                f.num_regs().unwrap_or(-1),
+                f.shared_size_bytes().unwrap_or(-1),
+                f.local_size_bytes().unwrap_or(-1)
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,53 @@
+//! Subcommands of the `streamline` binary.
+
+mod bench;
+mod heavy;
+mod info;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Custom Rust GPU kernels over CUDA streams.
+#[derive(Parser)]
+#[command(name = "streamline", version, about)]
+pub struct Cli {
+    /// CUDA device ordinal.
+    #[arg(long, global = true, default_value_t = 0)]
+    device: usize,
+    /// Load this PTX (with its streamline.manifest.json beside it) instead of the embedded one.
+    #[arg(long, global = true)]
+    ptx: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Driver, devices, embedded PTX architectures and per-kernel resources.
+    Info,
+    /// Seed 000: the heavy computation on one stream vs split over K streams.
+    Heavy(heavy::HeavyArgs),
+    /// Benchmarks against the hardware's ceilings, as a table and JSON lines.
+    Bench(bench::BenchArgs),
+}
+
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Info => info::run(cli.device, cli.ptx.as_deref()),
+        Command::Heavy(a) => heavy::run(cli.device, cli.ptx.as_deref(), a),
+        Command::Bench(a) => bench::run(cli.device, cli.ptx.as_deref(), a),
+    }
+}
+
+/// Parses an integer in plain or scientific notation (`100000000`, `1e8`).
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    if let Ok(v) = s.parse::<u64>() {
+        return Ok(v);
+    }
+    let f: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if !(f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64) {
+        return Err(format!("`{s}` is not a whole number >= 0"));
+    }
+    Ok(f as u64)
+}

@@ -1,0 +1,65 @@
+//! The library's one error type.
+
+use cudarc::driver::DriverError;
+
+/// Everything that can go wrong in Streamline's library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The CUDA driver library could not be loaded.
+    #[error("no CUDA driver found (libcuda.so.1): {0}")]
+    NoDriver(String),
+    /// The driver loaded but has no usable device with that ordinal.
+    #[error("no CUDA device {ordinal}: {reason}")]
+    NoDevice { ordinal: usize, reason: String },
+    /// A driver call failed.
+    #[error("CUDA error in {op}: {source}")]
+    Driver {
+        op: &'static str,
+        #[source]
+        source: DriverError,
+    },
+    /// A kernel launch failed; names the kernel and its launch configuration.
+    #[error("launch of kernel `{kernel}` failed (grid {grid:?}, block {block:?}): {source}")]
+    Launch {
+        kernel: &'static str,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        #[source]
+        source: DriverError,
+    },
+    /// An argument is out of its allowed range; names the argument.
+    #[error("invalid argument `{arg}`: {reason}")]
+    InvalidArgument { arg: &'static str, reason: String },
+    /// The PTX image is unusable: stale, built from other sources, missing a kernel, or its
+    /// parameter layout differs from what this binary was compiled against.
+    #[error("kernel image {origin}: {reason}")]
+    KernelImage { origin: String, reason: String },
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// An [`Error::InvalidArgument`].
+    pub fn arg(arg: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidArgument { arg, reason: reason.into() }
+    }
+}
+
+/// Attaches the name of the driver operation to a [`DriverError`].
+pub(crate) trait DriverContext<T> {
+    fn op(self, op: &'static str) -> Result<T>;
+}
+
+impl<T> DriverContext<T> for std::result::Result<T, DriverError> {
+    fn op(self, op: &'static str) -> Result<T> {
+        self.map_err(|source| Error::Driver { op, source })
+    }
+}

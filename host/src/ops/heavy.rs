@@ -1,0 +1,64 @@
+//! Seed 000's heavy elementwise computation: `y = x^2 + x^3 * sin(x) * cos(x) + tan(x)`.
+
+use crate::error::{Error, Result};
+use crate::runtime::Gpu;
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
+use half::f16;
+use streamline_abi::heavy::{HeavyParams, HEAVY_BLOCK, HEAVY_F16, HEAVY_F32};
+use streamline_abi::{KernelSpec, VectorSplit};
+
+/// Element types the heavy kernel exists for.
+pub trait HeavyElement: DeviceRepr + Copy + 'static {
+    /// The kernel for this type.
+    const SPEC: &'static KernelSpec;
+    /// Short name (`f32`, `f16`).
+    const NAME: &'static str;
+}
+
+impl HeavyElement for f32 {
+    const SPEC: &'static KernelSpec = &HEAVY_F32;
+    const NAME: &'static str = "f32";
+}
+
+impl HeavyElement for f16 {
+    const SPEC: &'static KernelSpec = &HEAVY_F16;
+    const NAME: &'static str = "f16";
+}
+
+/// Launch configuration for `n` elements at these addresses: one 16-byte vector (or one
+/// scalar of the unaligned head/tail) per thread; the kernel strides over the rest if the grid
+/// is capped.
+pub fn launch_config(x_addr: u64, y_addr: u64, n: u64, elem: u64) -> (u32, u32) {
+    let split = VectorSplit::new(x_addr, y_addr, n, elem);
+    let work = split.vectors.max(split.scalars());
+    let blocks = work.div_ceil(HEAVY_BLOCK as u64).clamp(1, i32::MAX as u64) as u32;
+    (blocks, HEAVY_BLOCK)
+}
+
+/// Computes `y[i] = x[i]^2 + x[i]^3 * sin(x[i]) * cos(x[i]) + tan(x[i])` on `stream`, for slices
+/// or views of any length and alignment. f16 is computed in f32 and rounded once.
+///
+/// `x` and `y` must have the same length; `y` is written in full.
+pub fn heavy<T: HeavyElement>(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    x: &impl DevicePtr<T>,
+    y: &mut impl DevicePtrMut<T>,
+) -> Result<()> {
+    if x.len() != y.len() {
+        return Err(Error::arg("y", format!("length {} differs from the length of x, {}", y.len(), x.len())));
+    }
+    if x.len() == 0 {
+        return Ok(());
+    }
+    let n = x.len() as u64;
+    let elem = std::mem::size_of::<T>() as u64;
+    let (xp, _read) = x.device_ptr(stream);
+    let (yp, _write) = y.device_ptr_mut(stream);
+    let (grid, block) = launch_config(xp, yp, n, elem);
+    let params = HeavyParams { x: xp, y: yp, n };
+    // SAFETY: `x` and `y` are live device allocations of `n` elements of `T` (lengths checked
+    // above), they are distinct (one is borrowed shared, the other exclusively), and the guards
+    // `_read`/`_write` order this launch after earlier writes and record it for later users.
+    unsafe { gpu.launch(stream, T::SPEC, (grid, 1, 1), (block, 1, 1), params) }
+}

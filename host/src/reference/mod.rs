@@ -1,0 +1,4 @@
+//! Independent CPU references, one module per kernel family: plain loops in f64, written from
+//! the operation's definition and sharing no code with the kernels.
+
+pub mod heavy;

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs on a GPU machine from the folder made by `cargo xtask bundle` (no Rust toolchain needed):
+# the test suite, compute-sanitizer (memcheck, racecheck, synccheck) over the GPU tests, seed
+# 000's experiment with --check, and `streamline bench`; with the PyTorch anchors folder given,
+# also torch_anchors.py in the same run, paired with compare.py.
+#
+#   ./gpu-check.sh [ANCHORS_DIR] [RESULTS_DIR]
+set -u -o pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+anchors=${1:-}
+out=${2:-$here/results}
+mkdir -p "$out"
+status=0
+step() { echo; echo "=== $*"; }
+
+step "device"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee "$out/nvidia-smi.txt"
+"$here/streamline" info 2>&1 | tee "$out/info.txt" || status=1
+
+step "tests"
+"$here/run-tests.sh" 2>&1 | tee "$out/tests.txt" | grep -E "^(==|test result|run-tests)|FAILED|panicked|skipping" || true
+grep -q "run-tests: all test binaries passed" "$out/tests.txt" || status=1
+
+for tool in memcheck racecheck synccheck; do
+  step "compute-sanitizer $tool (GPU tests)"
+  PROPTEST_CASES=${SANITIZER_CASES:-6} SANITIZER="compute-sanitizer --tool $tool --error-exitcode 9" \
+    "$here/run-tests.sh" heavy > "$out/sanitizer-$tool.txt" 2>&1
+  rc=$?
+  grep -E "ERROR SUMMARY|run-tests|test result" "$out/sanitizer-$tool.txt" | sort | uniq -c
+  [ $rc -eq 0 ] || { echo "compute-sanitizer $tool: FAILED (rc $rc)"; status=1; }
+done
+
+step "seed 000: one stream vs split, with --check"
+for dtype in f32 f16; do
+  "$here/streamline" heavy --n 1e8 --dtype $dtype --streams 2 --repeat 20 --check 2>&1 | tee -a "$out/heavy.txt" || status=1
+  "$here/streamline" heavy --n 1e6 --dtype $dtype --streams 4 --repeat 50 2>&1 | tee -a "$out/heavy.txt" || status=1
+done
+
+step "bench"
+"$here/streamline" bench --json "$out/streamline.jsonl" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt" || status=1
+if [ -n "$anchors" ]; then
+  step "PyTorch anchors (same machine, same run)"
+  python3 "$anchors/torch_anchors.py" > "$out/torch.jsonl" 2> "$out/torch.err" || { tail -5 "$out/torch.err"; status=1; }
+  python3 "$anchors/compare.py" "$out/streamline.jsonl" "$out/torch.jsonl" | tee "$out/compare.txt"
+fi
+echo
+[ $status -eq 0 ] && echo "gpu-check: all steps passed" || echo "gpu-check: FAILED"
+exit $status
