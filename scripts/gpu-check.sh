@@ -23,10 +23,10 @@ grep -q "run-tests: all test binaries passed" "$out/tests.txt" || status=1
 
 for tool in memcheck racecheck synccheck; do
   step "compute-sanitizer $tool (GPU tests)"
-  PROPTEST_CASES=${SANITIZER_CASES:-6} SANITIZER="compute-sanitizer --tool $tool --error-exitcode 9" \
+  PROPTEST_CASES=${SANITIZER_CASES:-6} SANITIZER="compute-sanitizer --tool $tool --require-cuda-init no --error-exitcode 9" \
     "$here/run-tests.sh" heavy > "$out/sanitizer-$tool.txt" 2>&1
   rc=$?
-  grep -E "ERROR SUMMARY|run-tests|test result" "$out/sanitizer-$tool.txt" | sort | uniq -c
+  grep -E "SUMMARY|run-tests|test result" "$out/sanitizer-$tool.txt" | sort | uniq -c
   [ $rc -eq 0 ] || { echo "compute-sanitizer $tool: FAILED (rc $rc)"; status=1; }
 done
 
@@ -35,6 +35,12 @@ for dtype in f32 f16; do
   "$here/streamline" heavy --n 1e8 --dtype $dtype --streams 2 --repeat 20 --check 2>&1 | tee -a "$out/heavy.txt" || status=1
   "$here/streamline" heavy --n 1e6 --dtype $dtype --streams 4 --repeat 50 2>&1 | tee -a "$out/heavy.txt" || status=1
 done
+
+step "SASS of the kernels (instruction counts)"
+if command -v ptxas >/dev/null && command -v cuobjdump >/dev/null; then
+  ptxas -arch=sm_90 -O3 "$here/ptx/sm_90/streamline.ptx" -o "$out/streamline_sm_90.cubin" &&
+    cuobjdump -sass "$out/streamline_sm_90.cubin" > "$out/sass_sm_90.txt" && echo "wrote $out/sass_sm_90.txt"
+fi
 
 step "bench"
 "$here/streamline" bench --json "$out/streamline.jsonl" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt" || status=1

@@ -139,6 +139,12 @@ fn bundle() -> Result<()> {
     tests.sort();
     std::fs::copy(target_dir().join("release/streamline"), dir.join("streamline"))?;
     std::fs::copy(ws.join("scripts/gpu-check.sh"), dir.join("gpu-check.sh"))?;
+    for b in build(&DEFAULT_ARCHS.iter().map(|s| s.to_string()).collect::<Vec<_>>())? {
+        let d = dir.join("ptx").join(&b.arch);
+        std::fs::create_dir_all(&d)?;
+        std::fs::copy(&b.ptx, d.join("streamline.ptx"))?;
+        std::fs::copy(b.ptx.with_file_name("streamline.manifest.json"), d.join("streamline.manifest.json"))?;
+    }
     let script = format!(
         r#"#!/usr/bin/env bash
 # Runs Streamline's test suite (GPU tests included) from this folder; no Rust toolchain needed.

@@ -3,7 +3,7 @@
 
 use super::parse_count;
 use anyhow::{bail, Context, Result};
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::{sys::CUevent_flags, CudaSlice, CudaStream};
 use half::f16;
 use std::path::Path;
 use std::sync::Arc;
@@ -85,8 +85,8 @@ fn time_mode(main: &Arc<CudaStream>, repeat: u32, mut launch: impl FnMut() -> Re
     let (mut ev, mut wall) = (Vec::new(), Vec::new());
     for _ in 0..repeat {
         let t0 = Instant::now();
-        let start = ctx.new_event(None)?;
-        let end = ctx.new_event(None)?;
+        let start = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        let end = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
         start.record(main)?;
         launch()?;
         end.record(main)?;
@@ -124,7 +124,7 @@ fn experiment<T: HeavyHost>(gpu: &Gpu, a: &HeavyArgs) -> Result<()> {
         Ok(())
     })?;
     let split = time_mode(&main, a.repeat, || {
-        let fork = main.record_event(None)?;
+        let fork = main.record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?;
         for (s, p) in streams.iter().zip(parts.iter_mut()) {
             s.wait(&fork)?;
             heavy(gpu, s, &p.x, &mut p.y)?;

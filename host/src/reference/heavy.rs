@@ -3,14 +3,16 @@
 //! # Error analysis (f32 kernel)
 //!
 //! The kernel evaluates, in f32 with unit roundoff `u = 2^-24`,
-//! `t1 = x·x`, `t3' = t1·x`, `(s, c) = sincosf(x)`, `t2 = t3'·(s·c)`, `t3 = s/c`, `y = (t1 + t2) + t3`.
+//! `t1 = x·x`, `t3' = t1·x`, `(s, c) = sincosf(x)`, `t2 = t3'·(s·c)`, `t3 = s/c` (hardware
+//! reciprocal division, documented to 2 ulp for divisors in `[2^-126, 2^126]`; `|cos x|` of an
+//! f32 `x` is above 1e-9), `y = (t1 + t2) + t3`.
 //! libdevice documents `sinf`/`cosf`/`sincosf` to at most 2 ulp over the whole range (its
 //! reduction is Cody-Waite with a 3-part π/2 below 105615 and Payne-Hanek above, both accurate to
 //! well under one ulp of the reduced argument, including next to the poles of tan), and
 //! 2 ulp ≤ 4u relative. Each rounding adds at most `u` relative. First-order relative errors:
-//! `t1`: u; `x³`: 2u; `s·c`: 4u + 4u + u = 9u; `t2`: 2u + 9u + u = 12u; `t3 = s/c`: 9u.
-//! The two additions add at most `u·(|t1| + |t2| + |t3|)` each. So
-//! `|ŷ − y| ≤ u·(3|t1| + 14|t2| + 11|t3|)` to first order; second-order terms are below
+//! `t1`: u; `x³`: 2u; `s·c`: 4u + 4u + u = 9u; `t2`: 2u + 9u + u = 12u; `t3 = s/c`:
+//! 4u + 4u + 4u = 12u. The two additions add at most `u·(|t1| + |t2| + |t3|)` each. So
+//! `|ŷ − y| ≤ u·(3|t1| + 14|t2| + 14|t3|)` to first order; second-order terms are below
 //! `200·u²` relative to that, covered by a factor `1 + 1e-5`. Near subnormal results every
 //! operation's absolute error is at most 2 ulp of the smallest subnormal (2^-148), and at most
 //! five operations contribute: an absolute floor of `2^-145`.
@@ -67,7 +69,7 @@ pub fn heavy_f16(x: f16) -> f64 {
 /// Error bound of the f32 kernel at `x` (module docs).
 pub fn bound_f32(x: f32) -> f64 {
     let (a, b, c) = terms(x as f64, true);
-    U32 * (3.0 * a.abs() + 14.0 * b.abs() + 11.0 * c.abs()) * (1.0 + 1e-5) + FLOOR32
+    U32 * (3.0 * a.abs() + 14.0 * b.abs() + 14.0 * c.abs()) * (1.0 + 1e-5) + FLOOR32
 }
 
 fn half_ulp16(v: f64) -> f64 {
@@ -80,7 +82,7 @@ fn half_ulp16(v: f64) -> f64 {
 /// Error bound of the f16 kernel at `x` (module docs).
 pub fn bound_f16(x: f16) -> f64 {
     let (a, b, c) = terms(x.to_f64(), false);
-    let b32 = U32 * (3.0 * a.abs() + 14.0 * b.abs() + 11.0 * c.abs()) * (1.0 + 1e-5) + FLOOR32;
+    let b32 = U32 * (3.0 * a.abs() + 14.0 * b.abs() + 14.0 * c.abs()) * (1.0 + 1e-5) + FLOOR32;
     b32 + half_ulp16((a + b + c).abs() + b32)
 }
 
