@@ -15,7 +15,10 @@ fn main() {
 
 fn run() -> anyhow::Result<()> {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
-    let workspace = manifest_dir.parent().expect("host/ lives in the workspace").to_path_buf();
+    let workspace = manifest_dir
+        .parent()
+        .expect("host/ lives in the workspace")
+        .to_path_buf();
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
     for f in streamline_builder::manifest::tracked_sources(&workspace)? {
         println!("cargo:rerun-if-changed={}", f.display());
@@ -27,8 +30,15 @@ fn run() -> anyhow::Result<()> {
         println!("cargo:rerun-if-env-changed={var}");
     }
     let archs: Vec<String> = match std::env::var("STREAMLINE_ARCHS") {
-        Ok(list) => list.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
-        Err(_) => streamline_builder::DEFAULT_ARCHS.iter().map(|s| s.to_string()).collect(),
+        Ok(list) => list
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        Err(_) => streamline_builder::DEFAULT_ARCHS
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
     };
     let target = target_dir(&out_dir);
     let built = streamline_builder::build_kernels(&streamline_builder::BuildOptions {
@@ -40,7 +50,9 @@ fn run() -> anyhow::Result<()> {
         linker: std::env::current_exe()?,
     })?;
     let hash = streamline_builder::source_hash(&workspace)?;
-    let mut code = String::from("/// PTX embedded at build time: (arch, PTX text, manifest JSON), lowest arch first.\n");
+    let mut code = String::from(
+        "/// PTX embedded at build time: (arch, PTX text, manifest JSON), lowest arch first.\n",
+    );
     code.push_str("pub static EMBEDDED: &[(&str, &str, &str)] = &[\n");
     let mut built = built;
     built.sort_by_key(|b| b.arch[3..].parse::<u32>().unwrap_or(0));
@@ -63,11 +75,17 @@ fn run() -> anyhow::Result<()> {
 
 /// The cargo target directory holding this build's OUT_DIR (`<target>[/<triple>]/<profile>/build/<pkg>/out`).
 fn target_dir(out_dir: &Path) -> PathBuf {
-    let build = out_dir.ancestors().find(|p| p.file_name().is_some_and(|n| n == "build")).unwrap_or(out_dir);
+    let build = out_dir
+        .ancestors()
+        .find(|p| p.file_name().is_some_and(|n| n == "build"))
+        .unwrap_or(out_dir);
     let profile_dir = build.parent().unwrap_or(build);
     let mut t = profile_dir.parent().unwrap_or(profile_dir).to_path_buf();
     // With --target <triple> there is one more level.
-    if t.file_name().is_some_and(|n| n.to_string_lossy().contains('-')) && t.join("../CACHEDIR.TAG").exists() {
+    if t.file_name()
+        .is_some_and(|n| n.to_string_lossy().contains('-'))
+        && t.join("../CACHEDIR.TAG").exists()
+    {
         t = t.parent().unwrap().to_path_buf();
     }
     t

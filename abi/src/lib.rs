@@ -62,8 +62,12 @@ impl VectorSplit {
     /// Splits `n` elements of `elem` bytes read at `x_addr` and written at `y_addr`.
     pub const fn new(x_addr: u64, y_addr: u64, n: u64, elem: u64) -> Self {
         let lanes = Self::lanes(elem);
-        if x_addr % 16 != y_addr % 16 || x_addr % elem != 0 {
-            return VectorSplit { head: n, vectors: 0, tail: 0 };
+        if x_addr % 16 != y_addr % 16 || !x_addr.is_multiple_of(elem) {
+            return VectorSplit {
+                head: n,
+                vectors: 0,
+                tail: 0,
+            };
         }
         let mis = x_addr % 16;
         let mut head = if mis == 0 { 0 } else { (16 - mis) / elem };
@@ -71,7 +75,11 @@ impl VectorSplit {
             head = n;
         }
         let rest = n - head;
-        VectorSplit { head, vectors: rest / lanes, tail: rest % lanes }
+        VectorSplit {
+            head,
+            vectors: rest / lanes,
+            tail: rest % lanes,
+        }
     }
 
     /// Elements handled one at a time (head plus tail).
@@ -115,7 +123,10 @@ mod tests {
                                 seen[(first + l) as usize] += 1;
                             }
                         }
-                        assert!(seen.iter().all(|&c| c == 1), "elem {elem} xo {xo} yo {yo} n {n}");
+                        assert!(
+                            seen.iter().all(|&c| c == 1),
+                            "elem {elem} xo {xo} yo {yo} n {n}"
+                        );
                     }
                 }
             }

@@ -43,7 +43,9 @@ pub fn check_arch(arch: &str) -> Result<u32> {
     let n = arch
         .strip_prefix("sm_")
         .and_then(|d| d.parse::<u32>().ok())
-        .with_context(|| format!("--arch: `{arch}` is not of the form sm_NN (e.g. sm_80, sm_90)"))?;
+        .with_context(|| {
+            format!("--arch: `{arch}` is not of the form sm_NN (e.g. sm_80, sm_90)")
+        })?;
     if !(53..=120).contains(&n) {
         bail!("--arch: `{arch}` is outside sm_53..=sm_120");
     }
@@ -62,9 +64,24 @@ pub fn build_kernels(opts: &BuildOptions) -> Result<Vec<BuiltArch>> {
     let mut built = Vec::new();
     for arch in &opts.archs {
         let target_dir = opts.target_dir.join(arch);
-        let flags = ["-C", &format!("target-cpu={arch}"), "-C", &format!("linker={}", opts.linker.display())].join("\x1f");
+        let flags = [
+            "-C",
+            &format!("target-cpu={arch}"),
+            "-C",
+            &format!("linker={}", opts.linker.display()),
+        ]
+        .join("\x1f");
         let status = clean_command("rustup")
-            .args(["run", NIGHTLY, "cargo", "build", "--release", "--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
+            .args([
+                "run",
+                NIGHTLY,
+                "cargo",
+                "build",
+                "--release",
+                "--target",
+                "nvptx64-nvidia-cuda",
+                "-Zbuild-std=core",
+            ])
             .arg("--target-dir")
             .arg(&target_dir)
             .current_dir(&crate_dir)
@@ -78,20 +95,35 @@ pub fn build_kernels(opts: &BuildOptions) -> Result<Vec<BuiltArch>> {
             bail!("building gpu-kernels for {arch} failed (see the cargo output above)");
         }
         let produced = target_dir.join("nvptx64-nvidia-cuda/release/gpu_kernels.ptx");
-        let ptx = std::fs::read_to_string(&produced).with_context(|| format!("reading {}", produced.display()))?;
+        let ptx = std::fs::read_to_string(&produced)
+            .with_context(|| format!("reading {}", produced.display()))?;
         let kernels = parse_entries(&ptx);
         for spec in streamline_abi::KERNELS {
             if !kernels.iter().any(|k| k.name == spec.name) {
-                bail!("kernel `{}` (declared in streamline-abi) is missing from the PTX for {arch}", spec.name);
+                bail!(
+                    "kernel `{}` (declared in streamline-abi) is missing from the PTX for {arch}",
+                    spec.name
+                );
             }
         }
-        let manifest = Manifest { arch: arch.clone(), source_hash: hash.clone(), kernels };
+        let manifest = Manifest {
+            arch: arch.clone(),
+            source_hash: hash.clone(),
+            kernels,
+        };
         let dir = opts.out.join(arch);
         std::fs::create_dir_all(&dir)?;
         let out_ptx = dir.join("streamline.ptx");
         write_if_changed(&out_ptx, ptx.as_bytes())?;
-        write_if_changed(&dir.join("streamline.manifest.json"), serde_json::to_string_pretty(&manifest)?.as_bytes())?;
-        built.push(BuiltArch { arch: arch.clone(), ptx: out_ptx, manifest });
+        write_if_changed(
+            &dir.join("streamline.manifest.json"),
+            serde_json::to_string_pretty(&manifest)?.as_bytes(),
+        )?;
+        built.push(BuiltArch {
+            arch: arch.clone(),
+            ptx: out_ptx,
+            manifest,
+        });
     }
     Ok(built)
 }

@@ -48,8 +48,12 @@ fn parse(args: &[String]) -> Result<LinkArgs> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--export-symbol" => exports.push(it.next().context("--export-symbol without a name")?.clone()),
-            "--target-cpu" => cpu = Some(it.next().context("--target-cpu without a value")?.clone()),
+            "--export-symbol" => {
+                exports.push(it.next().context("--export-symbol without a name")?.clone())
+            }
+            "--target-cpu" => {
+                cpu = Some(it.next().context("--target-cpu without a value")?.clone())
+            }
             "-o" => output = Some(PathBuf::from(it.next().context("-o without a path")?)),
             "-L" | "--target" | "--linker-plugin-lto" => {
                 it.next();
@@ -68,7 +72,9 @@ fn parse(args: &[String]) -> Result<LinkArgs> {
 
 fn run(cmd: &mut Command) -> Result<()> {
     let shown = format!("{cmd:?}");
-    let out = cmd.output().with_context(|| format!("could not start {shown}"))?;
+    let out = cmd
+        .output()
+        .with_context(|| format!("could not start {shown}"))?;
     if !out.status.success() {
         bail!("{shown} failed:\n{}", String::from_utf8_lossy(&out.stderr));
     }
@@ -76,13 +82,19 @@ fn run(cmd: &mut Command) -> Result<()> {
 }
 
 fn is_bitcode(path: &Path) -> bool {
-    std::fs::read(path).map(|b| b.starts_with(b"BC\xC0\xDE")).unwrap_or(false)
+    std::fs::read(path)
+        .map(|b| b.starts_with(b"BC\xC0\xDE"))
+        .unwrap_or(false)
 }
 
 fn link(args: &[String]) -> Result<()> {
     let a = parse(args)?;
-    let bin = PathBuf::from(std::env::var_os(ENV_LLVM_BIN).context("STREAMLINE_PTX_LINK_LLVM_BIN unset")?);
-    let libdevice = PathBuf::from(std::env::var_os(ENV_LIBDEVICE).context("STREAMLINE_PTX_LINK_LIBDEVICE unset")?);
+    let bin = PathBuf::from(
+        std::env::var_os(ENV_LLVM_BIN).context("STREAMLINE_PTX_LINK_LLVM_BIN unset")?,
+    );
+    let libdevice = PathBuf::from(
+        std::env::var_os(ENV_LIBDEVICE).context("STREAMLINE_PTX_LINK_LIBDEVICE unset")?,
+    );
     if a.exports.is_empty() {
         bail!("rustc exported no kernel symbols");
     }
@@ -98,8 +110,14 @@ fn link(args: &[String]) -> Result<()> {
         if input.extension().is_some_and(|e| e == "rlib" || e == "a") {
             let dir = work.join(format!("ar{i}"));
             std::fs::create_dir_all(&dir)?;
-            run(Command::new(bin.join("llvm-ar")).arg("x").arg(std::fs::canonicalize(input)?).current_dir(&dir))?;
-            let mut members: Vec<PathBuf> = std::fs::read_dir(&dir)?.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+            run(Command::new(bin.join("llvm-ar"))
+                .arg("x")
+                .arg(std::fs::canonicalize(input)?)
+                .current_dir(&dir))?;
+            let mut members: Vec<PathBuf> = std::fs::read_dir(&dir)?
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .collect();
             members.sort();
             optional.extend(members.into_iter().filter(|p| is_bitcode(p)));
         } else if is_bitcode(input) {
@@ -123,7 +141,10 @@ fn link(args: &[String]) -> Result<()> {
     let optimized = work.join("opt.bc");
     run(Command::new(bin.join("opt"))
         .arg(format!("-mcpu={}", a.cpu))
-        .arg(format!("--internalize-public-api-list={}", a.exports.join(",")))
+        .arg(format!(
+            "--internalize-public-api-list={}",
+            a.exports.join(",")
+        ))
         .arg("-passes=internalize,nvvm-reflect,default<O3>,globaldce")
         .arg(&linked)
         .arg("-o")

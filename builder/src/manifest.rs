@@ -40,7 +40,9 @@ pub fn parse_entries(ptx: &str) -> Vec<EntryInfo> {
     let mut rest = ptx;
     while let Some(pos) = rest.find(".entry ") {
         rest = &rest[pos + ".entry ".len()..];
-        let name_end = rest.find(|c: char| c == '(' || c.is_whitespace()).unwrap_or(rest.len());
+        let name_end = rest
+            .find(|c: char| c == '(' || c.is_whitespace())
+            .unwrap_or(rest.len());
         let name = rest[..name_end].trim().to_string();
         let mut params = Vec::new();
         if let (Some(open), Some(close)) = (rest.find('('), rest.find(')')) {
@@ -89,7 +91,10 @@ fn parse_param(decl: &str) -> Option<ParamInfo> {
     };
     // On a `.ptr` parameter `.align` is the pointee's alignment, not the parameter's.
     let align = if is_ptr { elem } else { align.unwrap_or(elem) };
-    Some(ParamInfo { size: elem * count, align })
+    Some(ParamInfo {
+        size: elem * count,
+        align,
+    })
 }
 
 /// Files whose content determines the PTX: the kernels and the ABI crate.
@@ -98,7 +103,11 @@ fn source_files(workspace: &Path) -> Result<Vec<PathBuf>> {
     for dir in ["gpu-kernels/src", "abi/src"] {
         collect(&workspace.join(dir), &mut files)?;
     }
-    for f in ["gpu-kernels/Cargo.toml", "gpu-kernels/rust-toolchain.toml", "abi/Cargo.toml"] {
+    for f in [
+        "gpu-kernels/Cargo.toml",
+        "gpu-kernels/rust-toolchain.toml",
+        "abi/Cargo.toml",
+    ] {
         files.push(workspace.join(f));
     }
     files.sort();
@@ -149,6 +158,12 @@ mod tests {
         assert_eq!(e[0].name, "heavy_f32");
         assert_eq!(e[0].params, vec![ParamInfo { size: 24, align: 8 }]);
         assert_eq!(e[1].name, "k2");
-        assert_eq!(e[1].params, vec![ParamInfo { size: 8, align: 8 }, ParamInfo { size: 4, align: 4 }]);
+        assert_eq!(
+            e[1].params,
+            vec![
+                ParamInfo { size: 8, align: 8 },
+                ParamInfo { size: 4, align: 4 }
+            ]
+        );
     }
 }

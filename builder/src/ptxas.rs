@@ -30,7 +30,8 @@ pub fn assemble(ptxas: &Path, ptx: &Path, arch: &str) -> Result<Vec<KernelResour
         .arg(ptx)
         .output()
         .with_context(|| format!("could not run {}", ptxas.display()))?;
-    let text = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         bail!("ptxas rejected {} for {arch}:\n{text}", ptx.display());
     }
@@ -47,8 +48,13 @@ pub fn parse_report(text: &str) -> Vec<KernelResources> {
     let mut out: Vec<KernelResources> = Vec::new();
     for line in text.lines() {
         if let Some(pos) = line.find("Function properties for ") {
-            let name = line[pos + "Function properties for ".len()..].trim().to_string();
-            out.push(KernelResources { name, ..Default::default() });
+            let name = line[pos + "Function properties for ".len()..]
+                .trim()
+                .to_string();
+            out.push(KernelResources {
+                name,
+                ..Default::default()
+            });
             continue;
         }
         let Some(cur) = out.last_mut() else { continue };
@@ -78,7 +84,14 @@ ptxas info    : Used 38 registers, used 1 barriers, 2048 bytes smem, 360 bytes c
         let r = parse_report(text);
         assert_eq!(
             r,
-            vec![KernelResources { name: "k".into(), registers: 38, shared: 2048, stack: 40, spill_stores: 8, spill_loads: 4 }]
+            vec![KernelResources {
+                name: "k".into(),
+                registers: 38,
+                shared: 2048,
+                stack: 40,
+                spill_stores: 8,
+                spill_loads: 4
+            }]
         );
     }
 }

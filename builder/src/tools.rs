@@ -48,7 +48,10 @@ pub fn clean_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
     // Feature and cfg variables of the outer build script.
     for (key, _) in std::env::vars_os() {
         if let Some(k) = key.to_str() {
-            if k.starts_with("CARGO_FEATURE_") || k.starts_with("CARGO_CFG_") || k.starts_with("DEP_") {
+            if k.starts_with("CARGO_FEATURE_")
+                || k.starts_with("CARGO_CFG_")
+                || k.starts_with("DEP_")
+            {
                 cmd.env_remove(k);
             }
         }
@@ -57,9 +60,14 @@ pub fn clean_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
 }
 
 fn output_text(cmd: &mut Command, what: &str) -> Result<String> {
-    let out = cmd.output().with_context(|| format!("could not run {what}"))?;
+    let out = cmd
+        .output()
+        .with_context(|| format!("could not run {what}"))?;
     if !out.status.success() {
-        bail!("{what} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "{what} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -73,7 +81,10 @@ pub fn ensure_nightly() -> Result<PathBuf> {
     }
     let sysroot_ok = have(clean_command("rustup").args(["run", NIGHTLY, "rustc", "--version"]));
     let llvm_bin = |sysroot: &str| -> PathBuf {
-        Path::new(sysroot.trim()).join("lib/rustlib").join(host_triple()).join("bin")
+        Path::new(sysroot.trim())
+            .join("lib/rustlib")
+            .join(host_triple())
+            .join("bin")
     };
     if sysroot_ok {
         let sysroot = output_text(
@@ -86,9 +97,21 @@ pub fn ensure_nightly() -> Result<PathBuf> {
             return Ok(bin);
         }
     }
-    eprintln!("installing Rust {NIGHTLY} with rust-src and llvm-tools for the GPU kernels (rustup)");
+    eprintln!(
+        "installing Rust {NIGHTLY} with rust-src and llvm-tools for the GPU kernels (rustup)"
+    );
     let status = clean_command("rustup")
-        .args(["toolchain", "install", NIGHTLY, "--profile", "minimal", "-c", "rust-src", "-c", "llvm-tools"])
+        .args([
+            "toolchain",
+            "install",
+            NIGHTLY,
+            "--profile",
+            "minimal",
+            "-c",
+            "rust-src",
+            "-c",
+            "llvm-tools",
+        ])
         .status()
         .context("could not run rustup")?;
     if !status.success() {
@@ -100,7 +123,10 @@ pub fn ensure_nightly() -> Result<PathBuf> {
     )?;
     let bin = llvm_bin(&sysroot);
     if !bin.join("llc").exists() {
-        bail!("{} has no llc: run `rustup component add llvm-tools --toolchain {NIGHTLY}`", bin.display());
+        bail!(
+            "{} has no llc: run `rustup component add llvm-tools --toolchain {NIGHTLY}`",
+            bin.display()
+        );
     }
     Ok(bin)
 }
@@ -120,7 +146,9 @@ fn host_triple() -> &'static str {
 /// `program` on `PATH`, if any.
 pub fn which(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
 }
 
 fn cuda_roots() -> Vec<PathBuf> {
@@ -148,7 +176,13 @@ pub fn find_libdevice(cache: &Path) -> Result<PathBuf> {
             return Ok(p);
         }
     }
-    from_wheel(cache, "nvidia-nvvm", "nvvm/libdevice/libdevice.10.bc", "libdevice.10.bc", false)
+    from_wheel(
+        cache,
+        "nvidia-nvvm",
+        "nvvm/libdevice/libdevice.10.bc",
+        "libdevice.10.bc",
+        false,
+    )
 }
 
 /// ptxas: `$STREAMLINE_PTXAS`, `$CUDA_HOME/bin`, `/usr/local/cuda/bin`, `PATH`, else extracted from
@@ -171,8 +205,16 @@ pub fn find_ptxas(cache: &Path) -> Result<PathBuf> {
 
 /// Extracts the member ending in `suffix` from the wheel `package` (pinned to
 /// [`CUDA_WHEEL_VERSION`]) into `cache/file_name`, downloading the wheel with pip if needed.
-fn from_wheel(cache: &Path, package: &str, suffix: &str, file_name: &str, executable: bool) -> Result<PathBuf> {
-    let dest = cache.join(format!("{package}-{CUDA_WHEEL_VERSION}")).join(file_name);
+fn from_wheel(
+    cache: &Path,
+    package: &str,
+    suffix: &str,
+    file_name: &str,
+    executable: bool,
+) -> Result<PathBuf> {
+    let dest = cache
+        .join(format!("{package}-{CUDA_WHEEL_VERSION}"))
+        .join(file_name);
     if dest.is_file() {
         return Ok(dest);
     }
@@ -187,7 +229,15 @@ fn from_wheel(cache: &Path, package: &str, suffix: &str, file_name: &str, execut
                 "python3 not found: it is needed to download libdevice/ptxas with pip (or set STREAMLINE_LIBDEVICE / STREAMLINE_PTXAS)",
             )?;
             let status = Command::new(python)
-                .args(["-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "-d"])
+                .args([
+                    "-m",
+                    "pip",
+                    "download",
+                    "--quiet",
+                    "--no-deps",
+                    "--only-binary=:all:",
+                    "-d",
+                ])
                 .arg(&wheels)
                 .arg(format!("{package}=={CUDA_WHEEL_VERSION}"))
                 .status()
@@ -195,11 +245,17 @@ fn from_wheel(cache: &Path, package: &str, suffix: &str, file_name: &str, execut
             if !status.success() {
                 bail!("pip could not download {package}=={CUDA_WHEEL_VERSION}: run `python3 -m pip download --no-deps {package}=={CUDA_WHEEL_VERSION}` or set STREAMLINE_LIBDEVICE / STREAMLINE_PTXAS");
             }
-            find_wheel(&wheels, package).with_context(|| format!("pip reported success but no {package} wheel is in {}", wheels.display()))?
+            find_wheel(&wheels, package).with_context(|| {
+                format!(
+                    "pip reported success but no {package} wheel is in {}",
+                    wheels.display()
+                )
+            })?
         }
     };
     let file = std::fs::File::open(&wheel)?;
-    let mut zip = zip::ZipArchive::new(file).with_context(|| format!("{} is not a wheel", wheel.display()))?;
+    let mut zip = zip::ZipArchive::new(file)
+        .with_context(|| format!("{} is not a wheel", wheel.display()))?;
     let name = (0..zip.len())
         .filter_map(|i| zip.by_index(i).ok().map(|f| f.name().to_string()))
         .find(|n| n.ends_with(suffix))
@@ -219,7 +275,13 @@ fn from_wheel(cache: &Path, package: &str, suffix: &str, file_name: &str, execut
 
 fn find_wheel(dir: &Path, package: &str) -> Option<PathBuf> {
     let prefix = format!("{}-{CUDA_WHEEL_VERSION}-", package.replace('-', "_"));
-    std::fs::read_dir(dir).ok()?.filter_map(|e| e.ok()).map(|e| e.path()).find(|p| {
-        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".whl"))
-    })
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".whl"))
+        })
 }

@@ -49,7 +49,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// An [`Error::InvalidArgument`].
     pub fn arg(arg: &'static str, reason: impl Into<String>) -> Self {
-        Error::InvalidArgument { arg, reason: reason.into() }
+        Error::InvalidArgument {
+            arg,
+            reason: reason.into(),
+        }
     }
 }
 

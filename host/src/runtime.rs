@@ -3,7 +3,9 @@
 
 use crate::error::{DriverContext, Error, Result};
 use cudarc::driver::sys::CUdevice_attribute as Attr;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
+};
 use std::path::Path;
 use std::sync::Arc;
 use streamline_abi::{KernelSpec, KERNELS};
@@ -22,7 +24,9 @@ pub fn embedded_archs() -> Vec<&'static str> {
 }
 
 fn arch_number(arch: &str) -> u32 {
-    arch.strip_prefix("sm_").and_then(|n| n.parse().ok()).unwrap_or(0)
+    arch.strip_prefix("sm_")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// A PTX module and its manifest, checked against the kernels this binary expects.
@@ -53,9 +57,15 @@ impl KernelImage {
                 ),
             })?;
         let origin = format!("embedded {arch}");
-        let manifest = serde_json::from_str(manifest)
-            .map_err(|e| Error::KernelImage { origin: origin.clone(), reason: format!("bad manifest: {e}") })?;
-        let image = KernelImage { origin, ptx: ptx.to_string(), manifest };
+        let manifest = serde_json::from_str(manifest).map_err(|e| Error::KernelImage {
+            origin: origin.clone(),
+            reason: format!("bad manifest: {e}"),
+        })?;
+        let image = KernelImage {
+            origin,
+            ptx: ptx.to_string(),
+            manifest,
+        };
         image.validate()?;
         Ok(image)
     }
@@ -64,14 +74,24 @@ impl KernelImage {
     /// writes them).
     pub fn from_file(path: &Path) -> Result<KernelImage> {
         let origin = path.display().to_string();
-        let ptx = std::fs::read_to_string(path).map_err(|source| Error::Io { path: origin.clone(), source })?;
+        let ptx = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: origin.clone(),
+            source,
+        })?;
         let mpath = path.with_file_name("streamline.manifest.json");
-        let text = std::fs::read_to_string(&mpath).map_err(|source| Error::Io { path: mpath.display().to_string(), source })?;
+        let text = std::fs::read_to_string(&mpath).map_err(|source| Error::Io {
+            path: mpath.display().to_string(),
+            source,
+        })?;
         let manifest = serde_json::from_str(&text).map_err(|e| Error::KernelImage {
             origin: origin.clone(),
             reason: format!("bad manifest {}: {e}", mpath.display()),
         })?;
-        let image = KernelImage { origin, ptx, manifest };
+        let image = KernelImage {
+            origin,
+            ptx,
+            manifest,
+        };
         image.validate()?;
         Ok(image)
     }
@@ -79,7 +99,12 @@ impl KernelImage {
     /// Refuses PTX built from other sources than this binary, and PTX whose entry points or
     /// parameter layouts differ from [`streamline_abi::KERNELS`].
     pub fn validate(&self) -> Result<()> {
-        let fail = |reason: String| Err(Error::KernelImage { origin: self.origin.clone(), reason });
+        let fail = |reason: String| {
+            Err(Error::KernelImage {
+                origin: self.origin.clone(),
+                reason,
+            })
+        };
         if self.manifest.source_hash != SOURCE_HASH {
             return fail(format!(
                 "built from other kernel sources (hash {}…, this binary expects {}…): rebuild with `cargo xtask build-kernels`",
@@ -95,7 +120,10 @@ impl KernelImage {
             let Some(entry) = entries.iter().find(|e| e.name == spec.name) else {
                 return fail(format!("kernel `{}` is missing", spec.name));
             };
-            let want = [ParamInfo { size: spec.param_size, align: spec.param_align }];
+            let want = [ParamInfo {
+                size: spec.param_size,
+                align: spec.param_align,
+            }];
             if entry.params != want {
                 return fail(format!(
                     "kernel `{}` takes {:?} but this binary passes {:?}",
@@ -113,7 +141,9 @@ pub fn driver_present() -> Result<()> {
     if unsafe { cudarc::driver::sys::is_culib_present() } {
         Ok(())
     } else {
-        Err(Error::NoDriver("the NVIDIA driver library could not be loaded on this machine".into()))
+        Err(Error::NoDriver(
+            "the NVIDIA driver library could not be loaded on this machine".into(),
+        ))
     }
 }
 
@@ -130,7 +160,10 @@ pub fn driver_version() -> Result<(i32, i32)> {
 /// Number of CUDA devices.
 pub fn device_count() -> Result<usize> {
     driver_present()?;
-    let n = CudaContext::device_count().map_err(|e| Error::NoDevice { ordinal: 0, reason: e.to_string() })?;
+    let n = CudaContext::device_count().map_err(|e| Error::NoDevice {
+        ordinal: 0,
+        reason: e.to_string(),
+    })?;
     Ok(n.max(0) as usize)
 }
 
@@ -169,7 +202,10 @@ impl Gpu {
     /// Opens device `ordinal` and loads the embedded PTX for its architecture, or `ptx` if given.
     pub fn new(ordinal: usize, ptx: Option<&Path>) -> Result<Gpu> {
         driver_present()?;
-        let ctx = CudaContext::new(ordinal).map_err(|e| Error::NoDevice { ordinal, reason: e.to_string() })?;
+        let ctx = CudaContext::new(ordinal).map_err(|e| Error::NoDevice {
+            ordinal,
+            reason: e.to_string(),
+        })?;
         let attr = |a: Attr| ctx.attribute(a).op("cuDeviceGetAttribute");
         let info = DeviceInfo {
             ordinal,
@@ -183,21 +219,35 @@ impl Gpu {
         };
         let image = match ptx {
             Some(path) => KernelImage::from_file(path)?,
-            None => KernelImage::embedded_for(info.compute_capability.0, info.compute_capability.1)?,
+            None => {
+                KernelImage::embedded_for(info.compute_capability.0, info.compute_capability.1)?
+            }
         };
         let module = ctx
             .load_module(cudarc::nvrtc::Ptx::from_src(image.ptx.clone()))
-            .map_err(|e| Error::KernelImage { origin: image.origin.clone(), reason: format!("the driver rejected it: {e}") })?;
+            .map_err(|e| Error::KernelImage {
+                origin: image.origin.clone(),
+                reason: format!("the driver rejected it: {e}"),
+            })?;
         let mut functions = Vec::new();
         for spec in KERNELS {
-            let f = module.load_function(spec.name).map_err(|e| Error::KernelImage {
-                origin: image.origin.clone(),
-                reason: format!("cannot load kernel `{}`: {e}", spec.name),
-            })?;
+            let f = module
+                .load_function(spec.name)
+                .map_err(|e| Error::KernelImage {
+                    origin: image.origin.clone(),
+                    reason: format!("cannot load kernel `{}`: {e}", spec.name),
+                })?;
             functions.push((spec.name, f));
         }
         let stream = ctx.new_stream().op("cuStreamCreate")?;
-        Ok(Gpu { ctx, stream, image, _module: module, functions, info })
+        Ok(Gpu {
+            ctx,
+            stream,
+            image,
+            _module: module,
+            functions,
+            info,
+        })
     }
 
     /// The CUDA context.
@@ -227,7 +277,12 @@ impl Gpu {
 
     /// The loaded function of a kernel.
     pub fn function(&self, spec: &KernelSpec) -> &CudaFunction {
-        &self.functions.iter().find(|(n, _)| *n == spec.name).expect("every KERNELS entry is loaded in Gpu::new").1
+        &self
+            .functions
+            .iter()
+            .find(|(n, _)| *n == spec.name)
+            .expect("every KERNELS entry is loaded in Gpu::new")
+            .1
     }
 
     /// Launches `spec` with one by-value parameter struct on `stream`.
@@ -246,13 +301,22 @@ impl Gpu {
     ) -> Result<()> {
         debug_assert_eq!(std::mem::size_of::<P>(), spec.param_size);
         let arg = ByValue(params);
-        let cfg = LaunchConfig { grid_dim: grid, block_dim: block, shared_mem_bytes: 0 };
+        let cfg = LaunchConfig {
+            grid_dim: grid,
+            block_dim: block,
+            shared_mem_bytes: 0,
+        };
         let mut builder = stream.launch_builder(self.function(spec));
         builder.arg(&arg);
         // SAFETY: the parameter layout matches the PTX (validated at load), and the caller
         // guarantees the addresses inside are valid for this launch.
         unsafe { builder.launch(cfg) }
             .map(|_| ())
-            .map_err(|source| Error::Launch { kernel: spec.name, grid, block, source })
+            .map_err(|source| Error::Launch {
+                kernel: spec.name,
+                grid,
+                block,
+                source,
+            })
     }
 }

@@ -8,8 +8,12 @@ use std::sync::Arc;
 /// end event).
 pub fn time_on(stream: &Arc<CudaStream>, work: impl FnOnce() -> Result<()>) -> Result<f64> {
     let ctx = stream.context();
-    let start = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).op("cuEventCreate")?;
-    let end = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).op("cuEventCreate")?;
+    let start = ctx
+        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+        .op("cuEventCreate")?;
+    let end = ctx
+        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+        .op("cuEventCreate")?;
     start.record(stream).op("cuEventRecord")?;
     work()?;
     end.record(stream).op("cuEventRecord")?;

@@ -18,8 +18,15 @@ pub fn gpu() -> Option<&'static Gpu> {
 
 /// Proptest configuration for GPU properties: `PROPTEST_CASES` overrides the case count.
 pub fn gpu_config(default_cases: u32) -> proptest::test_runner::Config {
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default_cases);
-    proptest::test_runner::Config { cases, failure_persistence: None, ..Default::default() }
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default_cases);
+    proptest::test_runner::Config {
+        cases,
+        failure_persistence: None,
+        ..Default::default()
+    }
 }
 
 /// Runs a GPU property over `strategy`, or skips it (without generating any input) when no GPU

@@ -15,7 +15,11 @@ use streamline_tests::{gpu, gpu_property};
 const GUARD: usize = 19;
 
 /// Runs the kernel on `x` placed at `x_off`, output at `y_off`, and checks every element.
-fn check_gpu<T: HeavyHost + std::fmt::Debug>(x: &[T], x_off: usize, y_off: usize) -> Result<(), TestCaseError> {
+fn check_gpu<T: HeavyHost + std::fmt::Debug>(
+    x: &[T],
+    x_off: usize,
+    y_off: usize,
+) -> Result<(), TestCaseError> {
     let Some(gpu) = gpu() else { return Ok(()) };
     let s = gpu.stream();
     let n = x.len();
@@ -29,12 +33,24 @@ fn check_gpu<T: HeavyHost + std::fmt::Debug>(x: &[T], x_off: usize, y_off: usize
         heavy(gpu, s, &xv, &mut yv).unwrap();
     }
     let y = s.clone_dtoh(&yd).unwrap();
-    prop_assert!(y[..y_off].iter().chain(&y[y_off + n..]).all(|v| v.is_poison()), "wrote outside the output view");
+    prop_assert!(
+        y[..y_off]
+            .iter()
+            .chain(&y[y_off + n..])
+            .all(|v| v.is_poison()),
+        "wrote outside the output view"
+    );
     let out = &y[y_off..y_off + n];
     let unwritten = out.iter().filter(|v| v.is_poison()).count();
     prop_assert_eq!(unwritten, 0, "{} of {} outputs unwritten", unwritten, n);
     let c = T::compare(x, out);
-    prop_assert!(c.failures == 0, "{} of {} outside the bound; first (index, x, got, want) = {:?}", c.failures, n, c.first_failure);
+    prop_assert!(
+        c.failures == 0,
+        "{} of {} outside the bound; first (index, x, got, want) = {:?}",
+        c.failures,
+        n,
+        c.first_failure
+    );
     Ok(())
 }
 
@@ -52,8 +68,24 @@ fn length() -> impl Strategy<Value = usize> {
 /// pattern (huge, subnormal, NaN, ±inf), special values and points next to the poles of tan.
 fn f32_value() -> impl Strategy<Value = f32> + Clone {
     let specials = vec![
-        0.0f32, -0.0, 1.0, -1.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MIN_POSITIVE,
-        1e-40, -1e-45, f32::MAX, f32::MIN, 105_615.0, 105_616.0, -3e5, 6.9e12, 7.0e12, 2e19,
+        0.0f32,
+        -0.0,
+        1.0,
+        -1.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::MIN_POSITIVE,
+        1e-40,
+        -1e-45,
+        f32::MAX,
+        f32::MIN,
+        105_615.0,
+        105_616.0,
+        -3e5,
+        6.9e12,
+        7.0e12,
+        2e19,
     ];
     prop_oneof![
         4 => -4.0f32..4.0,
@@ -78,18 +110,28 @@ fn f16_value() -> impl Strategy<Value = f16> + Clone {
     ]
 }
 
-fn vec_of<T: std::fmt::Debug>(value: impl Strategy<Value = T> + Clone) -> impl Strategy<Value = Vec<T>> {
+fn vec_of<T: std::fmt::Debug>(
+    value: impl Strategy<Value = T> + Clone,
+) -> impl Strategy<Value = Vec<T>> {
     length().prop_flat_map(move |n| prop::collection::vec(value.clone(), n))
 }
 
 #[test]
 fn heavy_f32_matches_reference() {
-    gpu_property(64, (vec_of(f32_value()), 0usize..9, 0usize..9), |(x, xo, yo)| check_gpu(&x, xo, yo));
+    gpu_property(
+        64,
+        (vec_of(f32_value()), 0usize..9, 0usize..9),
+        |(x, xo, yo)| check_gpu(&x, xo, yo),
+    );
 }
 
 #[test]
 fn heavy_f16_matches_reference() {
-    gpu_property(64, (vec_of(f16_value()), 0usize..17, 0usize..17), |(x, xo, yo)| check_gpu(&x, xo, yo));
+    gpu_property(
+        64,
+        (vec_of(f16_value()), 0usize..17, 0usize..17),
+        |(x, xo, yo)| check_gpu(&x, xo, yo),
+    );
 }
 
 /// A large array (past any L2) of the seed's normal inputs, misaligned output.
@@ -116,5 +158,8 @@ fn heavy_rejects_mismatched_lengths() {
     let mut y: CudaSlice<f32> = s.clone_htod(&[f32::poison(); 9]).unwrap();
     let e = heavy(gpu, s, &x, &mut y).unwrap_err().to_string();
     assert!(e.contains("`y`") && e.contains("length 9"), "{e}");
-    assert!(s.clone_dtoh(&y).unwrap().iter().all(|v| v.is_poison()), "nothing may be written");
+    assert!(
+        s.clone_dtoh(&y).unwrap().iter().all(|v| v.is_poison()),
+        "nothing may be written"
+    );
 }

@@ -10,10 +10,22 @@ fn image() -> KernelImage {
 #[test]
 fn embedded_archs_are_sorted_and_selected_by_capability() {
     let archs = embedded_archs();
-    assert!(archs.contains(&"sm_80") && archs.contains(&"sm_90"), "{archs:?}");
-    assert_eq!(KernelImage::embedded_for(9, 0).unwrap().manifest.arch, "sm_90");
-    assert_eq!(KernelImage::embedded_for(8, 9).unwrap().manifest.arch, "sm_80");
-    assert_eq!(KernelImage::embedded_for(12, 0).unwrap().manifest.arch, "sm_90");
+    assert!(
+        archs.contains(&"sm_80") && archs.contains(&"sm_90"),
+        "{archs:?}"
+    );
+    assert_eq!(
+        KernelImage::embedded_for(9, 0).unwrap().manifest.arch,
+        "sm_90"
+    );
+    assert_eq!(
+        KernelImage::embedded_for(8, 9).unwrap().manifest.arch,
+        "sm_80"
+    );
+    assert_eq!(
+        KernelImage::embedded_for(12, 0).unwrap().manifest.arch,
+        "sm_90"
+    );
     let e = KernelImage::embedded_for(7, 5).unwrap_err().to_string();
     assert!(e.contains("compute capability 7.5"), "{e}");
 }
@@ -30,9 +42,14 @@ fn stale_source_hash_is_refused() {
 fn changed_parameter_layout_is_refused() {
     let mut img = image();
     let name = KERNELS[0].name;
-    let from = format!(".param .align 8 .b8 {name}_param_0[{}]", KERNELS[0].param_size);
+    let from = format!(
+        ".param .align 8 .b8 {name}_param_0[{}]",
+        KERNELS[0].param_size
+    );
     assert!(img.ptx.contains(&from), "PTX declares {from}");
-    img.ptx = img.ptx.replace(&from, &format!(".param .align 8 .b8 {name}_param_0[16]"));
+    img.ptx = img
+        .ptx
+        .replace(&from, &format!(".param .align 8 .b8 {name}_param_0[16]"));
     img.manifest.kernels = streamline_builder::manifest::parse_entries(&img.ptx);
     let e = img.validate().unwrap_err().to_string();
     assert!(e.contains(name) && e.contains("size: 16"), "{e}");
@@ -42,7 +59,9 @@ fn changed_parameter_layout_is_refused() {
 fn missing_kernel_is_refused() {
     let mut img = image();
     let name = KERNELS[1].name;
-    img.ptx = img.ptx.replace(&format!(".entry {name}("), ".entry renamed(");
+    img.ptx = img
+        .ptx
+        .replace(&format!(".entry {name}("), ".entry renamed(");
     img.manifest.kernels = streamline_builder::manifest::parse_entries(&img.ptx);
     let e = img.validate().unwrap_err().to_string();
     assert!(e.contains(&format!("`{name}` is missing")), "{e}");
@@ -51,7 +70,9 @@ fn missing_kernel_is_refused() {
 #[test]
 fn ptx_edited_behind_its_manifest_is_refused() {
     let mut img = image();
-    img.ptx = img.ptx.replace(".param .align 8 .b8", ".param .align 4 .b8");
+    img.ptx = img
+        .ptx
+        .replace(".param .align 8 .b8", ".param .align 4 .b8");
     let e = img.validate().unwrap_err().to_string();
     assert!(e.contains("differ from its manifest"), "{e}");
 }

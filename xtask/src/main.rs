@@ -38,16 +38,29 @@ const STACK_ALLOWANCES: &[(&str, u32, &str)] = &[
     // libdevice's sincosf reduces huge arguments (|x| > 105615) with Payne-Hanek, which keeps
     // a 7-word table of partial products in a local array. Only lanes with such arguments touch
     // it; ordinary inputs never do.
-    ("heavy_f32", 32, "libdevice sincosf Payne-Hanek reduction for |x| > 105615"),
-    ("heavy_f16", 32, "libdevice sincosf Payne-Hanek reduction (f16 inputs never reach it)"),
+    (
+        "heavy_f32",
+        32,
+        "libdevice sincosf Payne-Hanek reduction for |x| > 105615",
+    ),
+    (
+        "heavy_f16",
+        32,
+        "libdevice sincosf Payne-Hanek reduction (f16 inputs never reach it)",
+    ),
 ];
 
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
 }
 
 fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"))
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"))
 }
 
 fn build(arch: &[String]) -> Result<Vec<BuiltArch>> {
@@ -70,19 +83,30 @@ fn ptx_check(arch: &[String]) -> Result<()> {
     for b in &built {
         let report = ptxas::assemble(&ptxas, &b.ptx, &b.arch)?;
         println!("{} ({})", b.arch, b.ptx.display());
-        println!("  {:<24} {:>5} {:>10} {:>7} {:>13}  note", "kernel", "regs", "smem B", "stack B", "spill st/ld B");
+        println!(
+            "  {:<24} {:>5} {:>10} {:>7} {:>13}  note",
+            "kernel", "regs", "smem B", "stack B", "spill st/ld B"
+        );
         for k in &report {
             let allowance = STACK_ALLOWANCES.iter().find(|(n, _, _)| *n == k.name);
             let mut note = String::new();
             if k.spill_stores > 0 || k.spill_loads > 0 {
-                problems.push(format!("{} {}: spills {} / {} bytes", b.arch, k.name, k.spill_stores, k.spill_loads));
+                problems.push(format!(
+                    "{} {}: spills {} / {} bytes",
+                    b.arch, k.name, k.spill_stores, k.spill_loads
+                ));
                 note = "SPILLS".into();
             }
             if k.stack > 0 {
                 match allowance {
-                    Some((_, max, why)) if k.stack <= *max => note = format!("stack allowed: {why}"),
+                    Some((_, max, why)) if k.stack <= *max => {
+                        note = format!("stack allowed: {why}")
+                    }
                     _ => {
-                        problems.push(format!("{} {}: {} bytes of stack frame without an allowance", b.arch, k.name, k.stack));
+                        problems.push(format!(
+                            "{} {}: {} bytes of stack frame without an allowance",
+                            b.arch, k.name, k.stack
+                        ));
                         note = "STACK NOT ALLOWED".into();
                     }
                 }
@@ -108,12 +132,28 @@ fn ptx_check(arch: &[String]) -> Result<()> {
 fn bundle() -> Result<()> {
     let ws = workspace();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(&cargo).args(["build", "--release", "-p", "streamline", "--bin", "streamline"]).current_dir(&ws).status()?;
+    let status = Command::new(&cargo)
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "streamline",
+            "--bin",
+            "streamline",
+        ])
+        .current_dir(&ws)
+        .status()?;
     if !status.success() {
         bail!("building the streamline binary failed");
     }
     let out = Command::new(&cargo)
-        .args(["test", "--release", "--workspace", "--no-run", "--message-format=json"])
+        .args([
+            "test",
+            "--release",
+            "--workspace",
+            "--no-run",
+            "--message-format=json",
+        ])
         .current_dir(&ws)
         .stderr(std::process::Stdio::inherit())
         .output()?;
@@ -125,11 +165,15 @@ fn bundle() -> Result<()> {
     std::fs::create_dir_all(dir.join("tests"))?;
     let mut tests = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
         if v["reason"] != "compiler-artifact" || v["profile"]["test"] != true {
             continue;
         }
-        let Some(exe) = v["executable"].as_str() else { continue };
+        let Some(exe) = v["executable"].as_str() else {
+            continue;
+        };
         let pkg = v["target"]["name"].as_str().unwrap_or("test");
         let kind = v["target"]["kind"][0].as_str().unwrap_or("test");
         let name = format!("{}-{}", kind, pkg);
@@ -137,13 +181,24 @@ fn bundle() -> Result<()> {
         tests.push(name);
     }
     tests.sort();
-    std::fs::copy(target_dir().join("release/streamline"), dir.join("streamline"))?;
+    std::fs::copy(
+        target_dir().join("release/streamline"),
+        dir.join("streamline"),
+    )?;
     std::fs::copy(ws.join("scripts/gpu-check.sh"), dir.join("gpu-check.sh"))?;
-    for b in build(&DEFAULT_ARCHS.iter().map(|s| s.to_string()).collect::<Vec<_>>())? {
+    for b in build(
+        &DEFAULT_ARCHS
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>(),
+    )? {
         let d = dir.join("ptx").join(&b.arch);
         std::fs::create_dir_all(&d)?;
         std::fs::copy(&b.ptx, d.join("streamline.ptx"))?;
-        std::fs::copy(b.ptx.with_file_name("streamline.manifest.json"), d.join("streamline.manifest.json"))?;
+        std::fs::copy(
+            b.ptx.with_file_name("streamline.manifest.json"),
+            d.join("streamline.manifest.json"),
+        )?;
     }
     let script = format!(
         r#"#!/usr/bin/env bash
@@ -167,7 +222,12 @@ echo "run-tests: all test binaries passed"
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
     let size: u64 = walk_size(&dir)?;
-    println!("bundle: {} ({} test binaries, {:.1} MiB)", dir.display(), tests.len(), size as f64 / (1 << 20) as f64);
+    println!(
+        "bundle: {} ({} test binaries, {:.1} MiB)",
+        dir.display(),
+        tests.len(),
+        size as f64 / (1 << 20) as f64
+    );
     Ok(())
 }
 
@@ -175,7 +235,11 @@ fn walk_size(dir: &Path) -> Result<u64> {
     let mut total = 0;
     for e in std::fs::read_dir(dir)? {
         let e = e?;
-        total += if e.file_type()?.is_dir() { walk_size(&e.path())? } else { e.metadata()?.len() };
+        total += if e.file_type()?.is_dir() {
+            walk_size(&e.path())?
+        } else {
+            e.metadata()?.len()
+        };
     }
     Ok(total)
 }
@@ -185,7 +249,12 @@ fn main() -> Result<()> {
     match Cli::parse().task {
         Task::BuildKernels { arch } => {
             for b in build(&arch)? {
-                println!("{}: {} ({} kernels)", b.arch, b.ptx.display(), b.manifest.kernels.len());
+                println!(
+                    "{}: {} ({} kernels)",
+                    b.arch,
+                    b.ptx.display(),
+                    b.manifest.kernels.len()
+                );
             }
             Ok(())
         }

@@ -82,14 +82,39 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
     let gpu = Gpu::new(device, ptx)?;
     let (warmup, reps) = if a.quick { (3, 10) } else { (10, 50) };
     let wanted = |case: &str| a.filter.as_deref().is_none_or(|f| case.contains(f));
-    let heavy_cases: Vec<(&str, usize)> = ["heavy_f32_1e7", "heavy_f32_1e8", "heavy_f16_1e7", "heavy_f16_1e8"]
-        .into_iter()
-        .filter(|c| wanted(c))
-        .map(|c| (c, if c.ends_with("1e7") { 10_000_000 } else { 100_000_000 }))
-        .collect();
+    let heavy_cases: Vec<(&str, usize)> = [
+        "heavy_f32_1e7",
+        "heavy_f32_1e8",
+        "heavy_f16_1e7",
+        "heavy_f16_1e8",
+    ]
+    .into_iter()
+    .filter(|c| wanted(c))
+    .map(|c| {
+        (
+            c,
+            if c.ends_with("1e7") {
+                10_000_000
+            } else {
+                100_000_000
+            },
+        )
+    })
+    .collect();
     let bar = ProgressBar::new(((1 + heavy_cases.len()) * reps) as u64);
-    bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
-    let mut b = Bench { stream: gpu.stream().clone(), gpu: &gpu, warmup, reps, bar, rows: Vec::new(), ceiling_gbps: None };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut b = Bench {
+        stream: gpu.stream().clone(),
+        gpu: &gpu,
+        warmup,
+        reps,
+        bar,
+        rows: Vec::new(),
+        ceiling_gbps: None,
+    };
     let info = gpu.info().clone();
     let (dmaj, dmin) = streamline::runtime::driver_version()?;
     let header = json!({
@@ -101,9 +126,19 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
     b.bar.set_message("ceiling_d2d_copy_1GiB");
     {
         let n = 1usize << 28;
-        let src = b.stream.clone_htod(&randn_f32(n, 7)).context("allocating 1 GiB for the copy ceiling")?;
+        let src = b
+            .stream
+            .clone_htod(&randn_f32(n, 7))
+            .context("allocating 1 GiB for the copy ceiling")?;
         let mut dst: CudaSlice<f32> = b.stream.alloc_zeros(n)?;
-        let t = b.time(|_| b.stream.memcpy_dtod(&src, &mut dst).map_err(|e| streamline::Error::Driver { op: "cuMemcpyDtoDAsync", source: e }))?;
+        let t = b.time(|_| {
+            b.stream
+                .memcpy_dtod(&src, &mut dst)
+                .map_err(|e| streamline::Error::Driver {
+                    op: "cuMemcpyDtoDAsync",
+                    source: e,
+                })
+        })?;
         let bytes = 2.0 * (n * 4) as f64;
         b.ceiling_gbps = Some(bytes / t.0 / 1e6);
         b.record("ceiling_d2d_copy_1GiB", t, bytes, json!({}));
@@ -119,8 +154,17 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
     }
     b.bar.finish_and_clear();
 
-    println!("{} (compute capability {}.{}), driver {dmaj}.{dmin}, {}", info.name, info.compute_capability.0, info.compute_capability.1, gpu.image().origin);
-    println!("{:<26} {:>10} {:>10} {:>10} {:>16}", "case", "median ms", "min ms", "GB/s", "of memory floor");
+    println!(
+        "{} (compute capability {}.{}), driver {dmaj}.{dmin}, {}",
+        info.name,
+        info.compute_capability.0,
+        info.compute_capability.1,
+        gpu.image().origin
+    );
+    println!(
+        "{:<26} {:>10} {:>10} {:>10} {:>16}",
+        "case", "median ms", "min ms", "GB/s", "of memory floor"
+    );
     for r in &b.rows {
         println!(
             "{:<26} {:>10.4} {:>10.4} {:>10.1} {:>15.0}%",
@@ -132,7 +176,8 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
         );
     }
     if let Some(path) = &a.json {
-        let mut f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let mut f =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
         writeln!(f, "{header}")?;
         for r in &b.rows {
             writeln!(f, "{r}")?;
@@ -157,6 +202,11 @@ fn bench_heavy<T: HeavyHost>(b: &mut Bench, case: &str, n: usize) -> Result<()> 
         let (x, y) = &mut bufs[i % sets];
         heavy(b.gpu, &b.stream, x, y)
     })?;
-    b.record(case, t, 2.0 * bytes_in as f64, json!({"n": n, "buffer_sets": sets}));
+    b.record(
+        case,
+        t,
+        2.0 * bytes_in as f64,
+        json!({"n": n, "buffer_sets": sets}),
+    );
     Ok(())
 }

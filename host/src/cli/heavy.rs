@@ -72,13 +72,21 @@ struct Buffers<T> {
 }
 
 fn upload<T: HeavyHost>(stream: &Arc<CudaStream>, x: &[T]) -> Result<Buffers<T>> {
-    let xs = stream.clone_htod(x).context("allocating/copying the input")?;
-    let y = stream.clone_htod(&vec![T::poison(); x.len()]).context("allocating the output")?;
+    let xs = stream
+        .clone_htod(x)
+        .context("allocating/copying the input")?;
+    let y = stream
+        .clone_htod(&vec![T::poison(); x.len()])
+        .context("allocating the output")?;
     Ok(Buffers { x: xs, y })
 }
 
 /// Median event and wall times of `launch`, bracketed by events on `main`.
-fn time_mode(main: &Arc<CudaStream>, repeat: u32, mut launch: impl FnMut() -> Result<()>) -> Result<(f64, f64)> {
+fn time_mode(
+    main: &Arc<CudaStream>,
+    repeat: u32,
+    mut launch: impl FnMut() -> Result<()>,
+) -> Result<(f64, f64)> {
     launch()?; // warm-up
     main.synchronize()?;
     let ctx = main.context();
@@ -102,19 +110,26 @@ fn experiment<T: HeavyHost>(gpu: &Gpu, a: &HeavyArgs) -> Result<()> {
     let bytes = n * std::mem::size_of::<T>();
     let (free, _) = gpu.context().mem_get_info()?;
     if 4 * bytes > free {
-        bail!("--n {} needs {} MiB of device memory (two copies for the two modes), {} MiB are free", a.n, 4 * bytes >> 20, free >> 20);
+        bail!(
+            "--n {} needs {} MiB of device memory (two copies for the two modes), {} MiB are free",
+            a.n,
+            (4 * bytes) >> 20,
+            free >> 20
+        );
     }
     let host_x = T::randn(n, a.seed);
     let main = gpu.stream().clone();
     let k = a.streams as usize;
-    let streams: Vec<Arc<CudaStream>> = (0..k).map(|_| gpu.new_stream()).collect::<Result<_, _>>()?;
+    let streams: Vec<Arc<CudaStream>> =
+        (0..k).map(|_| gpu.new_stream()).collect::<Result<_, _>>()?;
 
     // One buffer for the single-stream run; K separate buffers for the split run, so that
     // each stream's part is tracked on its own and nothing serialises them but the hardware.
     let mut whole = upload(&main, &host_x)?;
     let bounds: Vec<usize> = (0..=k).map(|i| i * n / k).collect();
-    let mut parts: Vec<Buffers<T>> =
-        (0..k).map(|i| upload(&streams[i], &host_x[bounds[i]..bounds[i + 1]])).collect::<Result<_>>()?;
+    let mut parts: Vec<Buffers<T>> = (0..k)
+        .map(|i| upload(&streams[i], &host_x[bounds[i]..bounds[i + 1]]))
+        .collect::<Result<_>>()?;
     for s in &streams {
         s.synchronize()?;
     }
@@ -142,11 +157,26 @@ fn experiment<T: HeavyHost>(gpu: &Gpu, a: &HeavyArgs) -> Result<()> {
         a.n,
         a.repeat
     );
-    println!("{:<12} {:>10} {:>10} {:>10}", "mode", "event ms", "wall ms", "GB/s");
-    for (name, (ev, wall)) in [("1 stream".to_string(), single), (format!("{k} streams"), split)] {
-        println!("{:<12} {:>10.4} {:>10.4} {:>10.1}", name, ev, wall, moved / ev / 1e6);
+    println!(
+        "{:<12} {:>10} {:>10} {:>10}",
+        "mode", "event ms", "wall ms", "GB/s"
+    );
+    for (name, (ev, wall)) in [
+        ("1 stream".to_string(), single),
+        (format!("{k} streams"), split),
+    ] {
+        println!(
+            "{:<12} {:>10.4} {:>10.4} {:>10.1}",
+            name,
+            ev,
+            wall,
+            moved / ev / 1e6
+        );
     }
-    println!("split over {k} streams vs one: {:.2}x (event time)", single.0 / split.0);
+    println!(
+        "split over {k} streams vs one: {:.2}x (event time)",
+        single.0 / split.0
+    );
 
     if a.check {
         let y_whole = main.clone_dtoh(&whole.y)?;

@@ -6,8 +6,19 @@ use streamline::runtime::{device_count, driver_version, embedded_archs, Gpu, SOU
 use streamline_abi::KERNELS;
 
 pub fn run(device: usize, ptx: Option<&Path>) -> Result<()> {
-    println!("embedded PTX: {} (kernel sources {})", embedded_archs().join(", "), &SOURCE_HASH[..12]);
-    println!("kernels: {}", KERNELS.iter().map(|k| k.name).collect::<Vec<_>>().join(", "));
+    println!(
+        "embedded PTX: {} (kernel sources {})",
+        embedded_archs().join(", "),
+        &SOURCE_HASH[..12]
+    );
+    println!(
+        "kernels: {}",
+        KERNELS
+            .iter()
+            .map(|k| k.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let (major, minor) = driver_version()?;
     println!("CUDA driver: {major}.{minor}");
     let count = device_count()?;
@@ -27,7 +38,10 @@ pub fn run(device: usize, ptx: Option<&Path>) -> Result<()> {
             i.clock_khz as f64 / 1000.0
         );
         println!("    kernels from {}:", gpu.image().origin);
-        println!("    {:<20} {:>5} {:>8} {:>8}", "kernel", "regs", "smem B", "local B");
+        println!(
+            "    {:<20} {:>5} {:>8} {:>8}",
+            "kernel", "regs", "smem B", "local B"
+        );
         for spec in KERNELS {
             let f = gpu.function(spec);
             println!(

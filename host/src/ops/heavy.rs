@@ -46,7 +46,14 @@ pub fn heavy<T: HeavyElement>(
     y: &mut impl DevicePtrMut<T>,
 ) -> Result<()> {
     if x.len() != y.len() {
-        return Err(Error::arg("y", format!("length {} differs from the length of x, {}", y.len(), x.len())));
+        return Err(Error::arg(
+            "y",
+            format!(
+                "length {} differs from the length of x, {}",
+                y.len(),
+                x.len()
+            ),
+        ));
     }
     if x.len() == 0 {
         return Ok(());

@@ -47,7 +47,13 @@ const OVERFLOW16: f64 = 65520.0;
 
 /// The three terms of the expression, in f64, with `x²` and `x³` overflowing like f32.
 fn terms(x: f64, f32_intermediates: bool) -> (f64, f64, f64) {
-    let like_f32 = |v: f64| if f32_intermediates && (v as f32).is_infinite() { v.signum() * f64::INFINITY } else { v };
+    let like_f32 = |v: f64| {
+        if f32_intermediates && (v as f32).is_infinite() {
+            v.signum() * f64::INFINITY
+        } else {
+            v
+        }
+    };
     let sq = like_f32(x * x);
     let cube = like_f32(x * x * x);
     let (s, c) = (x.sin(), x.cos());
@@ -75,7 +81,11 @@ pub fn bound_f32(x: f32) -> f64 {
 fn half_ulp16(v: f64) -> f64 {
     let v = v.abs();
     // Normal f16 numbers have 10 fraction bits; below 2^-14 the spacing is 2^-24.
-    let exp = if v < 2f64.powi(-14) { -14 } else { v.log2().floor() as i32 };
+    let exp = if v < 2f64.powi(-14) {
+        -14
+    } else {
+        v.log2().floor() as i32
+    };
     2f64.powi(exp - 10) / 2.0
 }
 
@@ -117,14 +127,21 @@ pub struct Comparison {
     pub first_failure: Option<(usize, f64, f64, f64)>,
 }
 
-fn compare<X: Sync, Y: Sync>(x: &[X], y: &[Y], f: impl Fn(&X, &Y) -> (f64, f64, f64, f64, f64) + Sync) -> Comparison {
+fn compare<X: Sync, Y: Sync>(
+    x: &[X],
+    y: &[Y],
+    f: impl Fn(&X, &Y) -> (f64, f64, f64, f64, f64) + Sync,
+) -> Comparison {
     assert_eq!(x.len(), y.len(), "input and output lengths differ");
     const CHUNK: usize = 1 << 16;
     x.par_chunks(CHUNK)
         .zip(y.par_chunks(CHUNK))
         .enumerate()
         .map(|(ci, (xs, ys))| {
-            let mut c = Comparison { count: xs.len(), ..Default::default() };
+            let mut c = Comparison {
+                count: xs.len(),
+                ..Default::default()
+            };
             for (i, (xv, yv)) in xs.iter().zip(ys).enumerate() {
                 let (input, got, want, bound, overflow) = f(xv, yv);
                 if !within(got, want, bound, overflow) {
@@ -155,12 +172,28 @@ fn compare<X: Sync, Y: Sync>(x: &[X], y: &[Y], f: impl Fn(&X, &Y) -> (f64, f64, 
 
 /// Compares an f32 kernel output with the reference, element by element.
 pub fn compare_f32(x: &[f32], y: &[f32]) -> Comparison {
-    compare(x, y, |&xv, &yv| (xv as f64, yv as f64, heavy_f32(xv), bound_f32(xv), OVERFLOW32))
+    compare(x, y, |&xv, &yv| {
+        (
+            xv as f64,
+            yv as f64,
+            heavy_f32(xv),
+            bound_f32(xv),
+            OVERFLOW32,
+        )
+    })
 }
 
 /// Compares an f16 kernel output with the reference, element by element.
 pub fn compare_f16(x: &[f16], y: &[f16]) -> Comparison {
-    compare(x, y, |&xv, &yv| (xv.to_f64(), yv.to_f64(), heavy_f16(xv), bound_f16(xv), OVERFLOW16))
+    compare(x, y, |&xv, &yv| {
+        (
+            xv.to_f64(),
+            yv.to_f64(),
+            heavy_f16(xv),
+            bound_f16(xv),
+            OVERFLOW16,
+        )
+    })
 }
 
 #[cfg(test)]
@@ -171,7 +204,8 @@ mod tests {
     fn known_values() {
         assert_eq!(heavy_f32(0.0), 0.0);
         // 1 + sin(1)cos(1) + tan(1), from the definition with constants to 17 digits.
-        let want = 1.0 + 0.841_470_984_807_896_5 * 0.540_302_305_868_139_8 + 1.557_407_724_654_902_3;
+        let want =
+            1.0 + 0.841_470_984_807_896_5 * 0.540_302_305_868_139_8 + 1.557_407_724_654_902_3;
         assert!((heavy_f32(1.0) - want).abs() < 1e-15);
         assert!(heavy_f32(f32::NAN).is_nan());
         assert!(heavy_f32(f32::INFINITY).is_nan());
@@ -181,7 +215,11 @@ mod tests {
         let x = 1e20f32;
         let sc = (x as f64).sin() * (x as f64).cos();
         let r = heavy_f32(x);
-        assert!(if sc < 0.0 { r.is_nan() } else { r == f64::INFINITY });
+        assert!(if sc < 0.0 {
+            r.is_nan()
+        } else {
+            r == f64::INFINITY
+        });
     }
 
     #[test]
@@ -214,7 +252,10 @@ mod tests {
             x = (x * 1.618_034 + 0.1) % 300.0 - 150.0;
             let (s, c) = (x.sin(), x.cos());
             let y = x * x + (x * x * x) * (s * c) + s / c;
-            assert!(within(y as f64, heavy_f32(x), bound_f32(x), OVERFLOW32), "x = {x}");
+            assert!(
+                within(y as f64, heavy_f32(x), bound_f32(x), OVERFLOW32),
+                "x = {x}"
+            );
             let off = y as f64 + 40.0 * bound_f32(x);
             assert!(!within(off, heavy_f32(x), bound_f32(x), OVERFLOW32));
         }
