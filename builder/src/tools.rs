@@ -59,43 +59,29 @@ pub fn clean_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
     cmd
 }
 
-fn output_text(cmd: &mut Command, what: &str) -> Result<String> {
-    let out = cmd
-        .output()
-        .with_context(|| format!("could not run {what}"))?;
-    if !out.status.success() {
-        bail!(
-            "{what} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 /// The pinned nightly, installed through rustup if missing. Returns the directory holding its
 /// LLVM tools (`llvm-link`, `opt`, `llc`).
 pub fn ensure_nightly() -> Result<PathBuf> {
-    let have = |cmd: &mut Command| cmd.output().map(|o| o.status.success()).unwrap_or(false);
     if which("rustup").is_none() {
         bail!("rustup not found: install it (https://rustup.rs) so the kernel toolchain {NIGHTLY} can be installed");
     }
-    let sysroot_ok = have(clean_command("rustup").args(["run", NIGHTLY, "rustc", "--version"]));
-    let llvm_bin = |sysroot: &str| -> PathBuf {
-        Path::new(sysroot.trim())
-            .join("lib/rustlib")
-            .join(host_triple())
-            .join("bin")
-    };
-    if sysroot_ok {
-        let sysroot = output_text(
-            clean_command("rustup").args(["run", NIGHTLY, "rustc", "--print", "sysroot"]),
-            "rustc --print sysroot",
-        )?;
-        let bin = llvm_bin(&sysroot);
-        let src = Path::new(sysroot.trim()).join("lib/rustlib/src/rust/library/core");
-        if bin.join("llc").exists() && src.exists() {
-            return Ok(bin);
+    // The LLVM tools directory and whether `core`'s sources are there, if the nightly runs.
+    let installed = || -> Option<(PathBuf, bool)> {
+        let out = clean_command("rustup")
+            .args(["run", NIGHTLY, "rustc", "--print", "sysroot"])
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
         }
+        let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        let bin = sysroot.join("lib/rustlib").join(host_triple()).join("bin");
+        let complete =
+            bin.join("llc").exists() && sysroot.join("lib/rustlib/src/rust/library/core").exists();
+        Some((bin, complete))
+    };
+    if let Some((bin, true)) = installed() {
+        return Ok(bin);
     }
     eprintln!(
         "installing Rust {NIGHTLY} with rust-src and llvm-tools for the GPU kernels (rustup)"
@@ -114,21 +100,12 @@ pub fn ensure_nightly() -> Result<PathBuf> {
         ])
         .status()
         .context("could not run rustup")?;
-    if !status.success() {
-        bail!("rustup could not install {NIGHTLY}: run `rustup toolchain install {NIGHTLY} --profile minimal -c rust-src -c llvm-tools`");
+    match installed() {
+        Some((bin, true)) if status.success() => Ok(bin),
+        _ => bail!(
+            "rustup could not install {NIGHTLY} with its components: run `rustup toolchain install {NIGHTLY} --profile minimal -c rust-src -c llvm-tools`"
+        ),
     }
-    let sysroot = output_text(
-        clean_command("rustup").args(["run", NIGHTLY, "rustc", "--print", "sysroot"]),
-        "rustc --print sysroot",
-    )?;
-    let bin = llvm_bin(&sysroot);
-    if !bin.join("llc").exists() {
-        bail!(
-            "{} has no llc: run `rustup component add llvm-tools --toolchain {NIGHTLY}`",
-            bin.display()
-        );
-    }
-    Ok(bin)
 }
 
 fn host_triple() -> &'static str {

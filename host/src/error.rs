@@ -57,7 +57,8 @@ impl Error {
 }
 
 /// Attaches the name of the driver operation to a [`DriverError`].
-pub(crate) trait DriverContext<T> {
+pub trait DriverContext<T> {
+    /// Converts into [`Error::Driver`] naming `op`.
     fn op(self, op: &'static str) -> Result<T>;
 }
 

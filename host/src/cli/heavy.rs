@@ -9,8 +9,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 use streamline::data::{count_unwritten, HeavyHost};
+use streamline::error::DriverContext;
 use streamline::ops::heavy::heavy;
-use streamline::timing::median;
+use streamline::timing::{median, time_on};
 use streamline::Gpu;
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -85,22 +86,15 @@ fn upload<T: HeavyHost>(stream: &Arc<CudaStream>, x: &[T]) -> Result<Buffers<T>>
 fn time_mode(
     main: &Arc<CudaStream>,
     repeat: u32,
-    mut launch: impl FnMut() -> Result<()>,
+    mut launch: impl FnMut() -> streamline::Result<()>,
 ) -> Result<(f64, f64)> {
     launch()?; // warm-up
-    main.synchronize()?;
-    let ctx = main.context();
+    main.synchronize().op("cuStreamSynchronize")?;
     let (mut ev, mut wall) = (Vec::new(), Vec::new());
     for _ in 0..repeat {
         let t0 = Instant::now();
-        let start = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-        let end = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-        start.record(main)?;
-        launch()?;
-        end.record(main)?;
-        end.synchronize()?;
+        ev.push(time_on(main, &mut launch)?);
         wall.push(t0.elapsed().as_secs_f64() * 1e3);
-        ev.push(start.elapsed_ms(&end)? as f64);
     }
     Ok((median(&ev), median(&wall)))
 }
@@ -108,7 +102,7 @@ fn time_mode(
 fn experiment<T: HeavyHost>(gpu: &Gpu, a: &HeavyArgs) -> Result<()> {
     let n = a.n as usize;
     let bytes = n * std::mem::size_of::<T>();
-    let (free, _) = gpu.context().mem_get_info()?;
+    let (free, _) = gpu.context().mem_get_info().op("cuMemGetInfo")?;
     if 4 * bytes > free {
         bail!(
             "--n {} needs {} MiB of device memory (two copies for the two modes), {} MiB are free",
@@ -131,21 +125,22 @@ fn experiment<T: HeavyHost>(gpu: &Gpu, a: &HeavyArgs) -> Result<()> {
         .map(|i| upload(&streams[i], &host_x[bounds[i]..bounds[i + 1]]))
         .collect::<Result<_>>()?;
     for s in &streams {
-        s.synchronize()?;
+        s.synchronize().op("cuStreamSynchronize")?;
     }
 
     let single = time_mode(&main, a.repeat, || {
-        heavy(gpu, &main, &whole.x, &mut whole.y)?;
-        Ok(())
+        heavy(gpu, &main, &whole.x, &mut whole.y)
     })?;
     let split = time_mode(&main, a.repeat, || {
-        let fork = main.record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))?;
+        let fork = main
+            .record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
+            .op("cuEventRecord")?;
         for (s, p) in streams.iter().zip(parts.iter_mut()) {
-            s.wait(&fork)?;
+            s.wait(&fork).op("cuStreamWaitEvent")?;
             heavy(gpu, s, &p.x, &mut p.y)?;
         }
         for s in &streams {
-            main.join(s)?;
+            main.join(s).op("cuStreamWaitEvent")?;
         }
         Ok(())
     })?;
@@ -179,10 +174,10 @@ fn experiment<T: HeavyHost>(gpu: &Gpu, a: &HeavyArgs) -> Result<()> {
     );
 
     if a.check {
-        let y_whole = main.clone_dtoh(&whole.y)?;
+        let y_whole = main.clone_dtoh(&whole.y).op("cuMemcpyDtoH")?;
         let mut y_split = Vec::with_capacity(n);
         for (s, p) in streams.iter().zip(&parts) {
-            y_split.extend(s.clone_dtoh(&p.y)?);
+            y_split.extend(s.clone_dtoh(&p.y).op("cuMemcpyDtoH")?);
         }
         let mut ok = true;
         for (name, y) in [("1 stream", &y_whole), ("split", &y_split)] {
