@@ -2,7 +2,8 @@
 
 use cudarc::driver::DriverError;
 
-/// Everything that can go wrong in Streamline's library.
+/// Everything that can go wrong in Streamline's library. Variants that wrap a lower-level error
+/// expose it as their `source()` (printed after the message by `{:#}` in `anyhow`).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The CUDA driver library could not be loaded.
@@ -12,14 +13,14 @@ pub enum Error {
     #[error("no CUDA device {ordinal}: {reason}")]
     NoDevice { ordinal: usize, reason: String },
     /// A driver call failed.
-    #[error("CUDA error in {op}: {source}")]
+    #[error("CUDA error in {op}")]
     Driver {
         op: &'static str,
         #[source]
         source: DriverError,
     },
     /// A kernel launch failed; names the kernel and its launch configuration.
-    #[error("launch of kernel `{kernel}` failed (grid {grid:?}, block {block:?}): {source}")]
+    #[error("launch of kernel `{kernel}` failed (grid {grid:?}, block {block:?})")]
     Launch {
         kernel: &'static str,
         grid: (u32, u32, u32),
@@ -35,7 +36,7 @@ pub enum Error {
     #[error("kernel image {origin}: {reason}")]
     KernelImage { origin: String, reason: String },
     /// A file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("cannot access {path}")]
     Io {
         path: String,
         #[source]
