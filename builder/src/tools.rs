@@ -63,7 +63,7 @@ pub fn clean_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
 /// LLVM tools (`llvm-link`, `opt`, `llc`).
 pub fn ensure_nightly() -> Result<PathBuf> {
     if which("rustup").is_none() {
-        bail!("rustup not found: install it (https://rustup.rs) so the kernel toolchain {NIGHTLY} can be installed");
+        bail!("rustup not found: install it so the kernel toolchain {NIGHTLY} can be installed");
     }
     // The LLVM tools directory and whether `core`'s sources are there, if the nightly runs.
     let installed = || -> Option<(PathBuf, bool)> {
