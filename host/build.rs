@@ -41,7 +41,7 @@ fn run() -> anyhow::Result<()> {
             .collect(),
     };
     let target = target_dir(&out_dir);
-    let built = streamline_builder::build_kernels(&streamline_builder::BuildOptions {
+    let mut built = streamline_builder::build_kernels(&streamline_builder::BuildOptions {
         workspace: workspace.clone(),
         archs,
         out: out_dir.join("ptx"),
@@ -49,12 +49,12 @@ fn run() -> anyhow::Result<()> {
         cache: target.join("toolchain-cache"),
         linker: std::env::current_exe()?,
     })?;
-    let hash = streamline_builder::source_hash(&workspace)?;
+    // Every arch is built from the same sources; `build_kernels` refuses an empty arch list.
+    let hash = built[0].manifest.source_hash.clone();
     let mut code = String::from(
         "/// PTX embedded at build time: (arch, PTX text, manifest JSON), lowest arch first.\n",
     );
     code.push_str("pub static EMBEDDED: &[(&str, &str, &str)] = &[\n");
-    let mut built = built;
     built.sort_by_key(|b| b.arch[3..].parse::<u32>().unwrap_or(0));
     for b in &built {
         let manifest = b.ptx.with_file_name("streamline.manifest.json");

@@ -54,6 +54,9 @@ pub fn check_arch(arch: &str) -> Result<u32> {
 
 /// Builds the kernels for every architecture in `opts`.
 pub fn build_kernels(opts: &BuildOptions) -> Result<Vec<BuiltArch>> {
+    if opts.archs.is_empty() {
+        bail!("no architecture named (--arch or STREAMLINE_ARCHS, e.g. sm_80,sm_90)");
+    }
     for arch in &opts.archs {
         check_arch(arch)?;
     }
