@@ -299,12 +299,41 @@ impl Gpu {
         block: (u32, u32, u32),
         params: P,
     ) -> Result<()> {
+        // SAFETY: forwarded from this function's contract; no dynamic shared memory.
+        unsafe { self.launch_shared(stream, spec, grid, block, 0, params) }
+    }
+
+    /// Launches `spec` like [`Gpu::launch`] with `shared_bytes` of dynamic shared memory per
+    /// block (what the kernel reaches through `gpu_launch_sized_workgroup_mem`). Sizes above the
+    /// default 48 KiB window are opted into for the function first.
+    ///
+    /// # Safety
+    /// As for [`Gpu::launch`]; in addition the kernel must not touch shared memory beyond
+    /// `shared_bytes` for these parameters.
+    pub(crate) unsafe fn launch_shared<P: bytemuck::Pod>(
+        &self,
+        stream: &CudaStream,
+        spec: &'static KernelSpec,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_bytes: u32,
+        params: P,
+    ) -> Result<()> {
+        const DEFAULT_WINDOW: u32 = 48 * 1024;
+        if shared_bytes > DEFAULT_WINDOW {
+            self.function(spec)
+                .set_attribute(
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    shared_bytes as i32,
+                )
+                .op("cuFuncSetAttribute")?;
+        }
         debug_assert_eq!(std::mem::size_of::<P>(), spec.param_size);
         let arg = ByValue(params);
         let cfg = LaunchConfig {
             grid_dim: grid,
             block_dim: block,
-            shared_mem_bytes: 0,
+            shared_mem_bytes: shared_bytes,
         };
         let mut builder = stream.launch_builder(self.function(spec));
         builder.arg(&arg);
