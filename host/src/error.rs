@@ -35,6 +35,19 @@ pub enum Error {
     /// parameter layout differs from what this binary was compiled against.
     #[error("kernel image {origin}: {reason}")]
     KernelImage { origin: String, reason: String },
+    /// An optional CUDA library (cuBLAS) could not be loaded.
+    #[error("{library} is not available: {reason}")]
+    MissingLibrary {
+        library: &'static str,
+        reason: String,
+    },
+    /// A cuBLAS call failed.
+    #[error("cuBLAS error in {op}")]
+    Cublas {
+        op: &'static str,
+        #[source]
+        source: cudarc::cublas::result::CublasError,
+    },
     /// A file could not be read or written.
     #[error("cannot access {path}")]
     Io {
