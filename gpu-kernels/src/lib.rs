@@ -1,11 +1,28 @@
 //! Streamline's GPU kernels. Each module is one kernel family; its parameter structs come from
 //! `streamline-abi` so the host launches exactly what is compiled here.
 #![no_std]
-#![feature(abi_ptx, stdarch_nvptx, f16)]
+#![feature(
+    abi_ptx,
+    stdarch_nvptx,
+    f16,
+    asm_experimental_arch,
+    core_intrinsics,
+    gpu_intrinsics,
+    gpu_launch_sized_workgroup_mem
+)]
+#![allow(internal_features)]
 
+pub mod augment;
+pub mod gaussian_blur;
 pub mod heavy;
 mod libdevice;
+pub mod normalize;
+pub mod resize;
+pub mod roi_align;
+pub mod rotate;
+mod sampling;
 mod thread;
+pub mod to_float;
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {

@@ -14,3 +14,68 @@ pub fn global_x() -> (u64, u64) {
         (bid * bdim + tid, bdim * gdim)
     }
 }
+
+/// Block index along x.
+#[inline(always)]
+pub fn block_x() -> u32 {
+    // SAFETY: reading a special register has no side effects; it is defined inside a kernel.
+    unsafe { nvptx::_block_idx_x() }
+}
+
+/// Thread index inside the block along x and y.
+#[inline(always)]
+pub fn thread_xy() -> (u32, u32) {
+    // SAFETY: reading special registers has no side effects; they are defined inside a kernel.
+    unsafe { (nvptx::_thread_idx_x(), nvptx::_thread_idx_y()) }
+}
+
+/// Block barrier: every thread of the block waits here until all have arrived, and shared
+/// memory written before it is visible to all after it.
+///
+/// # Safety
+/// Every thread of the block must reach the same sequence of barriers (no barrier inside
+/// divergent control flow).
+#[inline(always)]
+pub unsafe fn sync_block() {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { nvptx::_syncthreads() }
+}
+
+/// Loads an f32 through the read-only data cache (`ld.global.nc`).
+///
+/// # Safety
+/// `p` must point to a readable f32 in global memory that nothing writes while the kernel runs.
+#[inline(always)]
+pub unsafe fn ldg(p: *const f32) -> f32 {
+    let v: f32;
+    // SAFETY: forwarded from this function's contract; `cvta.to.global` turns the generic
+    // address of global memory into its global-window address.
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .b64 %g; cvta.to.global.u64 %g, {p}; ld.global.nc.f32 {v}, [%g]; }}",
+            v = out(reg32) v,
+            p = in(reg64) p,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+    }
+    v
+}
+
+/// Loads a byte through the read-only data cache (`ld.global.nc`).
+///
+/// # Safety
+/// As for [`ldg`].
+#[inline(always)]
+pub unsafe fn ldg_u8(p: *const u8) -> u8 {
+    let v: u16;
+    // SAFETY: as for `ldg`.
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .b64 %g; cvta.to.global.u64 %g, {p}; ld.global.nc.u8 {v}, [%g]; }}",
+            v = out(reg16) v,
+            p = in(reg64) p,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+    }
+    v as u8
+}
