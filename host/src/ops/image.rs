@@ -325,10 +325,9 @@ pub struct RoiBoxes {
 }
 
 impl RoiBoxes {
-    /// Uploads `boxes`, each with a finite integral batch index `>= 0`, finite coordinates and
-    /// `x1 <= x2`, `y1 <= y2` (the batch index range is checked against the input in
-    /// [`roi_align`]).
-    pub fn upload(stream: &Arc<CudaStream>, boxes: &[[f32; 5]]) -> Result<RoiBoxes> {
+    /// Checks boxes without uploading them: each with a finite integral batch index `>= 0`,
+    /// finite coordinates and `x1 <= x2`, `y1 <= y2`.
+    pub fn check(boxes: &[[f32; 5]]) -> Result<()> {
         if boxes.is_empty() {
             return Err(Error::arg("boxes", "needs at least one box"));
         }
@@ -355,6 +354,12 @@ impl RoiBoxes {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Checks `boxes` like [`RoiBoxes::check`] and uploads them.
+    pub fn upload(stream: &Arc<CudaStream>, boxes: &[[f32; 5]]) -> Result<RoiBoxes> {
+        Self::check(boxes)?;
         let flat: Vec<f32> = boxes.iter().flatten().copied().collect();
         let dev = stream.clone_htod(&flat).map_err(|source| Error::Driver {
             op: "cuMemcpyHtoDAsync",
@@ -407,20 +412,13 @@ pub fn roi_sampling_grid(b: &[f32; 5], o: &RoiAlign) -> (i64, i64) {
     }
 }
 
-/// `torchvision.ops.roi_align(x, boxes, (out_h, out_w), spatial_scale, sampling_ratio,
-/// aligned)`: `y` is `boxes x c x out_h x out_w`.
-pub fn roi_align(
-    gpu: &Gpu,
-    stream: &CudaStream,
-    shape: Shape,
-    x: &impl DevicePtr<f32>,
-    boxes: &RoiBoxes,
-    o: RoiAlign,
-    y: &mut impl DevicePtrMut<f32>,
-) -> Result<()> {
+/// The checks of [`roi_align`] that need no device: the input shape, the output size, the
+/// options, and every box (batch index inside `0..n`, bounded sampling grid). Returns the
+/// output shape.
+pub fn check_roi_align(shape: Shape, boxes: &[[f32; 5]], o: &RoiAlign) -> Result<Shape> {
+    RoiBoxes::check(boxes)?;
     shape.check("x")?;
-    check_len("x", x.len(), shape)?;
-    let out = Shape::new(boxes.host.len(), shape.c, o.out_h, o.out_w);
+    let out = Shape::new(boxes.len(), shape.c, o.out_h, o.out_w);
     if o.out_h == 0 || o.out_w == 0 {
         return Err(Error::arg(
             "output_size",
@@ -428,7 +426,6 @@ pub fn roi_align(
         ));
     }
     out.check("output_size")?;
-    check_len("y", y.len(), out)?;
     if !o.spatial_scale.is_finite() || o.spatial_scale <= 0.0 {
         return Err(Error::arg(
             "spatial_scale",
@@ -441,7 +438,7 @@ pub fn roi_align(
             format!("{}: at most 256 (<= 0 means adaptive)", o.sampling_ratio),
         ));
     }
-    for (i, b) in boxes.host.iter().enumerate() {
+    for (i, b) in boxes.iter().enumerate() {
         if b[0] as usize >= shape.n {
             return Err(Error::arg(
                 "boxes",
@@ -451,7 +448,7 @@ pub fn roi_align(
                 ),
             ));
         }
-        let (gh, gw) = roi_sampling_grid(b, &o);
+        let (gh, gw) = roi_sampling_grid(b, o);
         if gh * gw > ROI_MAX_SAMPLES_PER_BIN as i64 {
             return Err(Error::arg(
                 "boxes",
@@ -461,6 +458,23 @@ pub fn roi_align(
             ));
         }
     }
+    Ok(out)
+}
+
+/// `torchvision.ops.roi_align(x, boxes, (out_h, out_w), spatial_scale, sampling_ratio,
+/// aligned)`: `y` is `boxes x c x out_h x out_w`.
+pub fn roi_align(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    shape: Shape,
+    x: &impl DevicePtr<f32>,
+    boxes: &RoiBoxes,
+    o: RoiAlign,
+    y: &mut impl DevicePtrMut<f32>,
+) -> Result<()> {
+    let out = check_roi_align(shape, &boxes.host, &o)?;
+    check_len("x", x.len(), shape)?;
+    check_len("y", y.len(), out)?;
     let grid = patch_grid("boxes", o.out_h, o.out_w, boxes.host.len())?;
     let (xp, _r) = x.device_ptr(stream);
     let (bp, _b) = boxes.dev.device_ptr(stream);
@@ -555,7 +569,9 @@ pub enum Sigma<'a> {
     PerImage(&'a PerImage),
 }
 
-fn check_kernel_size(arg: &'static str, k: usize, extent: usize, axis: &str) -> Result<()> {
+/// Checks a Gaussian kernel size against the image extent it slides along (reflect padding
+/// needs `k / 2 < extent`).
+pub fn check_kernel_size(arg: &'static str, k: usize, extent: usize, axis: &str) -> Result<()> {
     if k == 0 || k % 2 == 0 || k > MAX_KERNEL_SIZE as usize {
         return Err(Error::arg(
             arg,
@@ -575,7 +591,8 @@ fn check_kernel_size(arg: &'static str, k: usize, extent: usize, axis: &str) -> 
     Ok(())
 }
 
-fn check_sigma(arg: &'static str, s: f32) -> Result<()> {
+/// Checks a Gaussian sigma (finite, > 0).
+pub fn check_sigma(arg: &'static str, s: f32) -> Result<()> {
     if !s.is_finite() || s <= 0.0 {
         return Err(Error::arg(arg, format!("{s}: must be finite and > 0")));
     }
@@ -723,6 +740,71 @@ pub struct AugmentConfig {
 }
 
 impl AugmentConfig {
+    /// Checks the configuration for uint8 input of `shape` (no device needed): 1..=4
+    /// channels, a crop inside the image, an output at least as large as the crop, finite
+    /// degrees, a valid kernel size for the output and positive sigmas, one mean and std per
+    /// channel (std non-zero).
+    pub fn check(&self, shape: Shape) -> Result<()> {
+        shape.check("x")?;
+        if shape.c > AUGMENT_MAX_CHANNELS as usize {
+            return Err(Error::arg(
+                "x",
+                format!(
+                    "{} channels; the fused augmentation takes 1..={AUGMENT_MAX_CHANNELS}",
+                    shape.c
+                ),
+            ));
+        }
+        if self.crop == 0 || self.crop > shape.h || self.crop > shape.w {
+            return Err(Error::arg(
+                "crop",
+                format!(
+                    "{}: must be 1..={} (the smaller image side)",
+                    self.crop,
+                    shape.h.min(shape.w)
+                ),
+            ));
+        }
+        if self.size < self.crop || self.size > 1 << 15 {
+            return Err(Error::arg(
+                "size",
+                format!(
+                    "{}: must be at least the crop ({}) and at most 32768 (the resize only enlarges)",
+                    self.size, self.crop
+                ),
+            ));
+        }
+        if !self.degrees.is_finite() || self.degrees < 0.0 {
+            return Err(Error::arg(
+                "degrees",
+                format!("{}: must be finite and >= 0", self.degrees),
+            ));
+        }
+        check_kernel_size("kernel_size", self.kernel_size, self.size, "size")?;
+        check_sigma("sigma", self.sigma.0)?;
+        check_sigma("sigma", self.sigma.1)?;
+        if self.mean.len() != shape.c {
+            return Err(Error::arg(
+                "mean",
+                format!(
+                    "has {} values; the images have {} channels",
+                    self.mean.len(),
+                    shape.c
+                ),
+            ));
+        }
+        if self.std.len() != shape.c {
+            return Err(Error::arg(
+                "std",
+                format!("has {} values; the images have {} channels", self.std.len(), shape.c),
+            ));
+        }
+        if let Some(v) = self.std.iter().find(|v| !v.is_finite() || **v == 0.0) {
+            return Err(Error::arg("std", format!("value {v}: must be finite and non-zero")));
+        }
+        Ok(())
+    }
+
     /// Seed 003's transform for images of side `size`: crop `size / 2`, resize to `size`,
     /// rotation up to 45 degrees, blur 7, mean 0 and std 1 over `channels` channels.
     pub fn seed003(size: usize, channels: usize) -> AugmentConfig {
@@ -803,54 +885,7 @@ impl Augment {
         cfg: &AugmentConfig,
         draw: &AugmentDraw,
     ) -> Result<Augment> {
-        shape.check("x")?;
-        if shape.c > AUGMENT_MAX_CHANNELS as usize {
-            return Err(Error::arg(
-                "x",
-                format!(
-                    "{} channels; the fused augmentation takes 1..={AUGMENT_MAX_CHANNELS}",
-                    shape.c
-                ),
-            ));
-        }
-        if cfg.crop == 0 || cfg.crop > shape.h || cfg.crop > shape.w {
-            return Err(Error::arg(
-                "crop",
-                format!(
-                    "{}: must be 1..={} (the smaller image side)",
-                    cfg.crop,
-                    shape.h.min(shape.w)
-                ),
-            ));
-        }
-        if cfg.size < cfg.crop || cfg.size > 1 << 15 {
-            return Err(Error::arg(
-                "size",
-                format!(
-                    "{}: must be at least the crop ({}) and at most 32768 (the resize only enlarges)",
-                    cfg.size, cfg.crop
-                ),
-            ));
-        }
-        if !cfg.degrees.is_finite() || cfg.degrees < 0.0 {
-            return Err(Error::arg(
-                "degrees",
-                format!("{}: must be finite and >= 0", cfg.degrees),
-            ));
-        }
-        check_kernel_size("kernel_size", cfg.kernel_size, cfg.size, "size")?;
-        check_sigma("sigma", cfg.sigma.0)?;
-        check_sigma("sigma", cfg.sigma.1)?;
-        if cfg.mean.len() != shape.c {
-            return Err(Error::arg(
-                "mean",
-                format!(
-                    "has {} values; the images have {} channels",
-                    cfg.mean.len(),
-                    shape.c
-                ),
-            ));
-        }
+        cfg.check(shape)?;
         let n = shape.n;
         if draw.boxes.len() != n || draw.angles.len() != n || draw.sigmas.len() != n {
             return Err(Error::arg(
