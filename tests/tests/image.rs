@@ -81,7 +81,12 @@ fn extent() -> impl Strategy<Value = usize> {
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
-    (1usize..=3, prop::sample::select(vec![1usize, 3, 4]), extent(), extent())
+    (
+        1usize..=3,
+        prop::sample::select(vec![1usize, 3, 4]),
+        extent(),
+        extent(),
+    )
         .prop_map(|(n, c, h, w)| Shape::new(n, c, h, w))
 }
 
@@ -129,31 +134,27 @@ fn to_float_matches_reference() {
 
 #[test]
 fn normalize_matches_reference() {
-    gpu_property(
-        48,
-        (shape(), any::<u64>(), 0usize..3),
-        |(s, seed, off)| {
-            let g = gpu().unwrap();
-            let x = values(s.len() + off, seed);
-            let mean: Vec<f32> = (0..s.c).map(|c| 0.3 * c as f32 - 0.2).collect();
-            let std: Vec<f32> = (0..s.c).map(|c| 0.2 + 0.7 * c as f32).collect();
-            let stats = ChannelStats::upload(g.stream(), &mean, &std).unwrap();
-            let xd = upload(&x);
-            let mut y = poisoned(s.len());
-            {
-                let xv = xd.slice(off..off + s.len());
-                let mut yv = y.slice_mut(GUARD..GUARD + s.len());
-                normalize(g, g.stream(), s, &xv, &stats, &mut yv).unwrap();
-            }
-            let got = fetch(&y, s.len())?;
-            let xs: Vec<f64> = x[off..].iter().map(|&v| v as f64).collect();
-            let want = reference::normalize(&xs, s, &mean, &std);
-            // Two roundings (subtract, divide): |error| <= 2u |result| + u |x - m| / |std|,
-            // below 4u (|x| + |m|) / min|std| for every element.
-            let tol = 4.0 * U * (max_abs(&x) + 0.5) / 0.2;
-            close(&got, &want, tol, "normalize")
-        },
-    );
+    gpu_property(48, (shape(), any::<u64>(), 0usize..3), |(s, seed, off)| {
+        let g = gpu().unwrap();
+        let x = values(s.len() + off, seed);
+        let mean: Vec<f32> = (0..s.c).map(|c| 0.3 * c as f32 - 0.2).collect();
+        let std: Vec<f32> = (0..s.c).map(|c| 0.2 + 0.7 * c as f32).collect();
+        let stats = ChannelStats::upload(g.stream(), &mean, &std).unwrap();
+        let xd = upload(&x);
+        let mut y = poisoned(s.len());
+        {
+            let xv = xd.slice(off..off + s.len());
+            let mut yv = y.slice_mut(GUARD..GUARD + s.len());
+            normalize(g, g.stream(), s, &xv, &stats, &mut yv).unwrap();
+        }
+        let got = fetch(&y, s.len())?;
+        let xs: Vec<f64> = x[off..].iter().map(|&v| v as f64).collect();
+        let want = reference::normalize(&xs, s, &mean, &std);
+        // Two roundings (subtract, divide): |error| <= 2u |result| + u |x - m| / |std|,
+        // below 4u (|x| + |m|) / min|std| for every element.
+        let tol = 4.0 * U * (max_abs(&x) + 0.5) / 0.2;
+        close(&got, &want, tol, "normalize")
+    });
 }
 
 // ---------------------------------------------------------------- roi_align
@@ -176,8 +177,15 @@ fn roi_case() -> impl Strategy<Value = (Shape, Vec<[f32; 5]>, RoiAlign)> {
                     (-2.0 * e - 2.0..3.0 * e + 2.0),
                 ]
             };
-            let bx = (0..s.n, coord(s.w), coord(s.h), coord(s.w), coord(s.h), 0u8..4).prop_map(
-                |(n, x1, y1, x2, y2, kind)| {
+            let bx = (
+                0..s.n,
+                coord(s.w),
+                coord(s.h),
+                coord(s.w),
+                coord(s.h),
+                0u8..4,
+            )
+                .prop_map(|(n, x1, y1, x2, y2, kind)| {
                     let (x1, x2) = (x1.min(x2), x1.max(x2));
                     let (y1, y2) = (y1.min(y2), y1.max(y2));
                     match kind {
@@ -186,8 +194,7 @@ fn roi_case() -> impl Strategy<Value = (Shape, Vec<[f32; 5]>, RoiAlign)> {
                         1 => [n as f32, x1, y1, x2, y1],
                         _ => [n as f32, x1, y1, x2, y2],
                     }
-                },
-            );
+                });
             (
                 Just(s),
                 prop::collection::vec(bx, 1..6),
@@ -273,7 +280,10 @@ fn rotate_matches_reference() {
             // Source coordinates: the angle's f32 rounding and sincospi (1 ulp), the division
             // by half the size and three products/sums, then the unnormalisation: together
             // below 32u (h + w + 2) in pixels (angles up to 720 degrees included).
-            let delta = 32.0 * U * (s.h + s.w + 2) as f64 * (1.0 + angles.iter().fold(0.0f32, |m, a| m.max(a.abs())) as f64 / 180.0);
+            let delta = 32.0
+                * U
+                * (s.h + s.w + 2) as f64
+                * (1.0 + angles.iter().fold(0.0f32, |m, a| m.max(a.abs())) as f64 / 180.0);
             let r = reference::rotate(&xs, s, angles, mode, fill, delta);
             let vmax = max_abs(&x).max(fill.unwrap_or(0.0).abs() as f64);
             match mode {
@@ -338,7 +348,10 @@ fn gaussian_blur_matches_reference() {
             .iter()
             .map(|&(p, q)| (p as f32 as f64, q as f32 as f64))
             .collect();
-        let flat: Vec<f32> = pairs.iter().flat_map(|&(p, q)| [p as f32, q as f32]).collect();
+        let flat: Vec<f32> = pairs
+            .iter()
+            .flat_map(|&(p, q)| [p as f32, q as f32])
+            .collect();
         let per = PerImage::upload(g.stream(), "sigma", &flat).unwrap();
         let sigma = if per_image {
             Sigma::PerImage(&per)
@@ -396,9 +409,7 @@ fn resize_matches_reference() {
             ResizeMode::Nearest => 0.0,
             // Source coordinate: 3 roundings of a value below max(h, w): delta <= 4u max(h,w);
             // the blend moves by 2 delta max|x| per axis, its arithmetic adds 8u max|x|.
-            ResizeMode::Bilinear => {
-                (16.0 * U * (s.h.max(s.w) + 1) as f64 + 8.0 * U) * max_abs(&x)
-            }
+            ResizeMode::Bilinear => (16.0 * U * (s.h.max(s.w) + 1) as f64 + 8.0 * U) * max_abs(&x),
             // As bilinear, plus m taps per axis each with a weight normalised by a sum of m
             // terms: (2m + 8)u per axis, m <= 2 scale + 3.
             ResizeMode::BilinearAntialias => {
@@ -417,7 +428,12 @@ fn augment_case() -> impl Strategy<Value = (Shape, AugmentConfig, u64)> {
     (
         1usize..=3,
         prop::sample::select(vec![1usize, 3, 4]),
-        prop::sample::select(vec![(8usize, 5usize, 9usize), (33, 16, 40), (64, 32, 64), (40, 40, 71)]),
+        prop::sample::select(vec![
+            (8usize, 5usize, 9usize),
+            (33, 16, 40),
+            (64, 32, 64),
+            (40, 40, 71),
+        ]),
         prop::sample::select(vec![1usize, 3, 7, 15]),
         any::<bool>(),
         any::<bool>(),
@@ -567,12 +583,25 @@ fn gpu_identities() {
         let mut y = poisoned(s.len());
         {
             let mut yv = y.slice_mut(GUARD..GUARD + s.len());
-            gaussian_blur(g, g.stream(), s, &cst, (k, k), Sigma::Global(1.5, 1.5), &mut yv)
-                .unwrap();
+            gaussian_blur(
+                g,
+                g.stream(),
+                s,
+                &cst,
+                (k, k),
+                Sigma::Global(1.5, 1.5),
+                &mut yv,
+            )
+            .unwrap();
         }
         // Weights normalised in f32 sum to 1 within (k + 4)u per axis.
         let tol = 2.0 * (k as f64 + 4.0) * U * 3.25;
-        close(&fetch(&y, s.len())?, &vec![3.25; s.len()], tol, "blur of a constant")
+        close(
+            &fetch(&y, s.len())?,
+            &vec![3.25; s.len()],
+            tol,
+            "blur of a constant",
+        )
     });
 }
 
@@ -601,7 +630,11 @@ fn launchers_refuse_mismatched_lengths_and_write_nothing() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("`angles`") || e.contains("`y`"), "{e}");
-    assert!(st.clone_dtoh(&y).unwrap().iter().all(|v| v.to_bits() == POISON_F32));
+    assert!(st
+        .clone_dtoh(&y)
+        .unwrap()
+        .iter()
+        .all(|v| v.to_bits() == POISON_F32));
 }
 
 // ---------------------------------------------------------------- bad input (no GPU)
@@ -618,27 +651,44 @@ fn bad_arguments_are_named_without_a_device() {
     };
     let err = |r: streamline::Result<Shape>| r.unwrap_err().to_string();
     let e = err(check_roi_align(s, &[[2.0, 0.0, 0.0, 4.0, 4.0]], &o));
-    assert!(e.contains("`boxes`") && e.contains("out of range 0..2"), "{e}");
+    assert!(
+        e.contains("`boxes`") && e.contains("out of range 0..2"),
+        "{e}"
+    );
     let e = err(check_roi_align(s, &[[0.0, f32::NAN, 0.0, 4.0, 4.0]], &o));
     assert!(e.contains("`boxes`") && e.contains("finite"), "{e}");
     let e = err(check_roi_align(s, &[[0.0, 5.0, 0.0, 4.0, 4.0]], &o));
     assert!(e.contains("x1 <= x2"), "{e}");
-    let e = err(check_roi_align(s, &[[0.0, 0.0, 0.0, 4.0, 4.0]], &RoiAlign { out_h: 0, ..o }));
+    let e = err(check_roi_align(
+        s,
+        &[[0.0, 0.0, 0.0, 4.0, 4.0]],
+        &RoiAlign { out_h: 0, ..o },
+    ));
     assert!(e.contains("`output_size`"), "{e}");
     let e = err(check_roi_align(
         s,
         &[[0.0, 0.0, 0.0, 1e6, 1e6]],
-        &RoiAlign { out_h: 1, out_w: 1, ..o },
+        &RoiAlign {
+            out_h: 1,
+            out_w: 1,
+            ..o
+        },
     ));
     assert!(e.contains("samples per bin"), "{e}");
     let e = err(check_roi_align(Shape::new(0, 3, 8, 8), &[[0.0; 5]], &o));
     assert!(e.contains("`x`") && e.contains("zero extent"), "{e}");
 
-    let e = check_kernel_size("kernel_size", 4, 8, "width").unwrap_err().to_string();
+    let e = check_kernel_size("kernel_size", 4, 8, "width")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("`kernel_size`") && e.contains("odd"), "{e}");
-    let e = check_kernel_size("kernel_size", 0, 8, "width").unwrap_err().to_string();
+    let e = check_kernel_size("kernel_size", 0, 8, "width")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("odd"), "{e}");
-    let e = check_kernel_size("kernel_size", 9, 4, "width").unwrap_err().to_string();
+    let e = check_kernel_size("kernel_size", 9, 4, "width")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("at least 5"), "{e}");
     for bad in [0.0f32, -1.0, f32::NAN, f32::INFINITY] {
         let e = check_sigma("sigma", bad).unwrap_err().to_string();

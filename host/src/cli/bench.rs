@@ -14,6 +14,8 @@ use streamline::ops::heavy::heavy;
 use streamline::timing::{median, time_on};
 use streamline::Gpu;
 
+mod image_cases;
+
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
     /// Fewer repetitions (for a quick look; the reported numbers use the full run).
@@ -101,7 +103,14 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
         )
     })
     .collect();
-    let bar = ProgressBar::new(((1 + heavy_cases.len()) * reps) as u64);
+    let image_batches: Vec<usize> = if a.quick { vec![32] } else { vec![8, 32, 128] };
+    let image_count: usize = image_batches
+        .iter()
+        .map(|&bt| image_cases::names(bt).iter().filter(|c| wanted(c)).count())
+        .sum();
+    let bar = ProgressBar::new(
+        ((1 + heavy_cases.len() + image_count + image_batches.len()) * reps) as u64,
+    );
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -152,6 +161,9 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
             bench_heavy::<f32>(&mut b, case, n)?;
         }
     }
+    for &batch in &image_batches {
+        image_cases::run(&mut b, batch, &wanted)?;
+    }
     b.bar.finish_and_clear();
 
     println!(
@@ -162,12 +174,12 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
         gpu.image().origin
     );
     println!(
-        "{:<26} {:>10} {:>10} {:>10} {:>16}",
+        "{:<32} {:>10} {:>10} {:>10} {:>16}",
         "case", "median ms", "min ms", "GB/s", "of memory floor"
     );
     for r in &b.rows {
         println!(
-            "{:<26} {:>10.4} {:>10.4} {:>10.1} {:>15.0}%",
+            "{:<32} {:>10.4} {:>10.4} {:>10.1} {:>15.0}%",
             r["case"].as_str().unwrap_or(""),
             r["ms"].as_f64().unwrap_or(f64::NAN),
             r["min_ms"].as_f64().unwrap_or(f64::NAN),

@@ -34,7 +34,12 @@ enum Op {
     /// `(x - mean[c]) / std[c]`.
     Normalize {
         /// One mean per channel, comma-separated.
-        #[arg(long, value_delimiter = ',', required = true, allow_hyphen_values = true)]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            required = true,
+            allow_hyphen_values = true
+        )]
         mean: Vec<f32>,
         /// One std per channel, comma-separated.
         #[arg(long, value_delimiter = ',', required = true)]
@@ -59,7 +64,12 @@ enum Op {
     /// Rotation about the centre, counter-clockwise degrees.
     Rotate {
         /// One angle for every image, or one per image (comma-separated).
-        #[arg(long, value_delimiter = ',', required = true, allow_hyphen_values = true)]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            required = true,
+            allow_hyphen_values = true
+        )]
         angle: Vec<f32>,
         /// `nearest` or `bilinear`.
         #[arg(long, default_value = "nearest")]
@@ -144,9 +154,7 @@ pub fn run_op(device: usize, ptx: Option<&Path>, a: OpArgs) -> Result<()> {
         let st = gpu.stream();
         let xd = st.clone_htod(&data)?;
         let mut yd: CudaSlice<f32> = st.alloc_zeros(data.len().max(1))?;
-        let mut yv = yd.slice_mut(0..data.len());
-        to_float(&gpu, st, &xd, &mut yv, scale)?;
-        drop(yv);
+        to_float(&gpu, st, &xd, &mut yd.slice_mut(0..data.len()), scale)?;
         let mut y = st.clone_dtoh(&yd)?;
         y.truncate(data.len());
         return write_f32(&output, &dims, y);
@@ -332,9 +340,9 @@ pub fn synthetic_image(size: usize, index: usize) -> Vec<u8> {
     for y in 0..size {
         for x in 0..size {
             let xs = x + index * cell / 4;
-            let check = ((xs / cell) + (y / cell)) % 2 == 0;
+            let check = ((xs / cell) + (y / cell)).is_multiple_of(2);
             let r = ((x as f64 - c).powi(2) + (y as f64 - c).powi(2)).sqrt();
-            let ring = (r / (size as f64 / 16.0)).floor() as usize % 2 == 0;
+            let ring = ((r / (size as f64 / 16.0)).floor() as usize).is_multiple_of(2);
             let gx = (255 * x / size.max(1)) as u8;
             let gy = (255 * y / size.max(1)) as u8;
             let arrow = {
@@ -381,7 +389,12 @@ fn read_images(dir: &Path) -> Result<(Shape, Vec<u8>, Vec<String>)> {
     let mut names = Vec::new();
     for f in &files {
         let img = image::open(f)
-            .with_context(|| format!("invalid argument `input`: cannot read image {}", f.display()))?
+            .with_context(|| {
+                format!(
+                    "invalid argument `input`: cannot read image {}",
+                    f.display()
+                )
+            })?
             .to_rgb8();
         let (w, h) = img.dimensions();
         match dims {
@@ -409,7 +422,11 @@ fn read_images(dir: &Path) -> Result<(Shape, Vec<u8>, Vec<String>)> {
         );
     }
     let (w, h) = dims.expect("at least one image");
-    Ok((Shape::new(files.len(), 3, h as usize, w as usize), data, names))
+    Ok((
+        Shape::new(files.len(), 3, h as usize, w as usize),
+        data,
+        names,
+    ))
 }
 
 /// One output plane set to an RGB image: values clamped to the 0..=255 range of the input.
@@ -505,7 +522,11 @@ pub fn run_augment(device: usize, ptx: Option<&Path>, a: AugmentArgs) -> Result<
         shape.w,
         out.h,
         out.w,
-        if a.separate { "separate kernels" } else { "fused kernel" },
+        if a.separate {
+            "separate kernels"
+        } else {
+            "fused kernel"
+        },
         out.n,
         path.display()
     );

@@ -11,8 +11,8 @@
 use crate::error::{Error, Result};
 use crate::runtime::Gpu;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use std::sync::Arc;
 use rand::{rngs::StdRng, Rng, SeedableRng};
+use std::sync::Arc;
 use streamline_abi::image::{self as abi, *};
 use streamline_abi::KernelSpec;
 
@@ -77,7 +77,10 @@ impl Shape {
             ));
         }
         if self.n > u32::MAX as usize || self.c > u32::MAX as usize {
-            return Err(Error::arg(arg, format!("shape {self}: too many images or channels")));
+            return Err(Error::arg(
+                arg,
+                format!("shape {self}: too many images or channels"),
+            ));
         }
         Ok(())
     }
@@ -107,7 +110,11 @@ const BLOCK: (u32, u32, u32) = (IMAGE_BLOCK_X, IMAGE_BLOCK_Y, 1);
 /// Grid of the per-pixel kernels: 32 x 16 patches of an `h x w` plane, times `count`.
 fn patch_grid(arg: &'static str, h: usize, w: usize, count: usize) -> Result<(u32, u32, u32)> {
     let rows = (IMAGE_BLOCK_Y * IMAGE_ROWS_PER_THREAD) as usize;
-    grid_of(arg, w.div_ceil(IMAGE_BLOCK_X as usize) * h.div_ceil(rows), count)
+    grid_of(
+        arg,
+        w.div_ceil(IMAGE_BLOCK_X as usize) * h.div_ceil(rows),
+        count,
+    )
 }
 
 /// Grid of the tiled kernels: `TILE x TILE` tiles of an `h x w` plane, times `count`.
@@ -143,12 +150,10 @@ impl PerImage {
         if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
             return Err(Error::arg(arg, format!("value {i} is {v}; must be finite")));
         }
-        let dev = stream
-            .clone_htod(values)
-            .map_err(|source| Error::Driver {
-                op: "cuMemcpyHtoDAsync",
-                source,
-            })?;
+        let dev = stream.clone_htod(values).map_err(|source| Error::Driver {
+            op: "cuMemcpyHtoDAsync",
+            source,
+        })?;
         Ok(PerImage {
             dev,
             host: values.to_vec(),
@@ -172,7 +177,10 @@ impl ChannelStats {
     /// Uploads `mean` and `std` (one per channel, finite, `std != 0`).
     pub fn upload(stream: &Arc<CudaStream>, mean: &[f32], std: &[f32]) -> Result<ChannelStats> {
         if mean.is_empty() {
-            return Err(Error::arg("mean", "needs one value per channel (at least one)"));
+            return Err(Error::arg(
+                "mean",
+                "needs one value per channel (at least one)",
+            ));
         }
         if std.len() != mean.len() {
             return Err(Error::arg(
@@ -227,16 +235,18 @@ pub fn to_float(
     if x.len() != y.len() {
         return Err(Error::arg(
             "y",
-            format!("length {} differs from the length of x, {}", y.len(), x.len()),
+            format!(
+                "length {} differs from the length of x, {}",
+                y.len(),
+                x.len()
+            ),
         ));
     }
     if x.len() == 0 {
         return Ok(());
     }
     let n = x.len() as u64;
-    let blocks = n
-        .div_ceil(16 * ELEMENTWISE_BLOCK as u64)
-        .clamp(1, 1 << 20) as u32;
+    let blocks = n.div_ceil(16 * ELEMENTWISE_BLOCK as u64).clamp(1, 1 << 20) as u32;
     let (xp, _r) = x.device_ptr(stream);
     let (yp, _w) = y.device_ptr_mut(stream);
     let p = ToFloatParams {
@@ -303,7 +313,7 @@ pub fn normalize(
         plane_len: plane as u32,
         pad: 0,
     };
-    let vec = plane % 4 == 0 && xp % 16 == 0 && yp % 16 == 0;
+    let vec = plane.is_multiple_of(4) && xp.is_multiple_of(16) && yp.is_multiple_of(16);
     let units = if vec { plane / 4 } else { plane };
     let grid = grid_of(
         "x",
@@ -572,7 +582,7 @@ pub enum Sigma<'a> {
 /// Checks a Gaussian kernel size against the image extent it slides along (reflect padding
 /// needs `k / 2 < extent`).
 pub fn check_kernel_size(arg: &'static str, k: usize, extent: usize, axis: &str) -> Result<()> {
-    if k == 0 || k % 2 == 0 || k > MAX_KERNEL_SIZE as usize {
+    if k == 0 || k.is_multiple_of(2) || k > MAX_KERNEL_SIZE as usize {
         return Err(Error::arg(
             arg,
             format!("{k}: must be odd, 1..={MAX_KERNEL_SIZE}"),
@@ -705,9 +715,7 @@ pub fn resize(
     // Antialiasing changes nothing when neither axis shrinks (the triangle's support stays one
     // pixel): the plain bilinear kernel computes the same values.
     let spec = match mode {
-        ResizeMode::BilinearAntialias if out_h < shape.h || out_w < shape.w => {
-            &RESIZE_BILINEAR_AA
-        }
+        ResizeMode::BilinearAntialias if out_h < shape.h || out_w < shape.w => &RESIZE_BILINEAR_AA,
         ResizeMode::Bilinear | ResizeMode::BilinearAntialias => &RESIZE_BILINEAR,
         ResizeMode::Nearest => &RESIZE_NEAREST,
     };
@@ -796,11 +804,18 @@ impl AugmentConfig {
         if self.std.len() != shape.c {
             return Err(Error::arg(
                 "std",
-                format!("has {} values; the images have {} channels", self.std.len(), shape.c),
+                format!(
+                    "has {} values; the images have {} channels",
+                    self.std.len(),
+                    shape.c
+                ),
             ));
         }
         if let Some(v) = self.std.iter().find(|v| !v.is_finite() || **v == 0.0) {
-            return Err(Error::arg("std", format!("value {v}: must be finite and non-zero")));
+            return Err(Error::arg(
+                "std",
+                format!("value {v}: must be finite and non-zero"),
+            ));
         }
         Ok(())
     }
@@ -1017,10 +1032,12 @@ impl Augment {
         let crop = self.shape.with_size(self.cfg.crop, self.cfg.crop);
         if scratch.is_none() {
             let alloc = |n: usize| {
-                stream.alloc_zeros::<f32>(n).map_err(|source| Error::Driver {
-                    op: "cuMemAlloc",
-                    source,
-                })
+                stream
+                    .alloc_zeros::<f32>(n)
+                    .map_err(|source| Error::Driver {
+                        op: "cuMemAlloc",
+                        source,
+                    })
             };
             *scratch = Some(AugmentScratch {
                 float: alloc(self.shape.len())?,
@@ -1038,7 +1055,15 @@ impl Augment {
             sampling_ratio: -1,
             aligned: false,
         };
-        roi_align(gpu, stream, self.shape, &s.float, &self.roi_boxes, o, &mut s.crop)?;
+        roi_align(
+            gpu,
+            stream,
+            self.shape,
+            &s.float,
+            &self.roi_boxes,
+            o,
+            &mut s.crop,
+        )?;
         resize(
             gpu,
             stream,
@@ -1048,7 +1073,16 @@ impl Augment {
             ResizeMode::BilinearAntialias,
             &mut s.a,
         )?;
-        rotate(gpu, stream, out, &s.a, &self.angles, self.cfg.interp, None, &mut s.b)?;
+        rotate(
+            gpu,
+            stream,
+            out,
+            &s.a,
+            &self.angles,
+            self.cfg.interp,
+            None,
+            &mut s.b,
+        )?;
         let k = self.cfg.kernel_size;
         gaussian_blur(
             gpu,

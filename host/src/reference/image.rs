@@ -284,11 +284,11 @@ pub fn gaussian_blur(x: &[f64], s: Shape, kx: usize, ky: usize, sigmas: &[(f64, 
             for i in 0..s.h {
                 for j in 0..s.w {
                     let mut acc = 0.0;
-                    for a in 0..ky {
+                    for (a, wya) in wy.iter().enumerate() {
                         let yy = reflect(i as i64 + a as i64 - ry, s.h);
-                        for b in 0..kx {
+                        for (b, wxb) in wx.iter().enumerate() {
                             let xx = reflect(j as i64 + b as i64 - rx, s.w);
-                            acc += wy[a] * wx[b] * x[idx(s, n, c, yy, xx)];
+                            acc += wya * wxb * x[idx(s, n, c, yy, xx)];
                         }
                     }
                     y[idx(s, n, c, i, j)] = acc;
@@ -351,8 +351,12 @@ pub fn resize_taps(mode: ResizeMode, n_in: usize, n_out: usize, d: usize) -> Vec
 pub fn resize(x: &[f64], s: Shape, out_h: usize, out_w: usize, mode: ResizeMode) -> Vec<f64> {
     let out = s.with_size(out_h, out_w);
     let mut y = vec![0.0; out.len()];
-    let ty: Vec<_> = (0..out_h).map(|d| resize_taps(mode, s.h, out_h, d)).collect();
-    let tx: Vec<_> = (0..out_w).map(|d| resize_taps(mode, s.w, out_w, d)).collect();
+    let ty: Vec<_> = (0..out_h)
+        .map(|d| resize_taps(mode, s.h, out_h, d))
+        .collect();
+    let tx: Vec<_> = (0..out_w)
+        .map(|d| resize_taps(mode, s.w, out_w, d))
+        .collect();
     for n in 0..s.n {
         for c in 0..s.c {
             for i in 0..out_h {
@@ -418,8 +422,7 @@ pub fn augment(
                 for (oi, oj) in [(i as i64 + a, j as i64 + bb)] {
                     for ri in [oi, -oi, 2 * (os.h as i64 - 1) - oi] {
                         for rj in [oj, -oj, 2 * (os.w as i64 - 1) - oj] {
-                            if ri >= 0 && rj >= 0 && (ri as usize) < os.h && (rj as usize) < os.w
-                            {
+                            if ri >= 0 && rj >= 0 && (ri as usize) < os.h && (rj as usize) < os.w {
                                 amb[(plane * os.h + ri as usize) * os.w + rj as usize] = true;
                             }
                         }
@@ -456,7 +459,10 @@ mod tests {
     fn rotation_by_90_maps_top_right_to_bottom_right() {
         // Counter-clockwise: the output's top-right corner shows the input's bottom-right.
         let (y, x) = rotation_source(90.0, 5, 5, 0, 4);
-        assert!((y - 4.0).abs() < 1e-12 && (x - 4.0).abs() < 1e-12, "{y} {x}");
+        assert!(
+            (y - 4.0).abs() < 1e-12 && (x - 4.0).abs() < 1e-12,
+            "{y} {x}"
+        );
     }
 
     #[test]
