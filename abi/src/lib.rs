@@ -7,6 +7,7 @@
 #![no_std]
 
 pub mod heavy;
+pub mod image;
 pub mod matmul;
 
 /// What the host knows about one kernel entry point: its PTX name and the layout of its single
@@ -71,6 +72,16 @@ pub const KERNELS: &[KernelSpec] = &[
     matmul::SGEMM_5_PIPELINED_128X128.spec,
     matmul::SGEMM_5_PIPELINED_128X64.spec,
     matmul::SGEMM_5_PIPELINED_64X64.spec,
+    image::TO_FLOAT,
+    image::NORMALIZE,
+    image::ROI_ALIGN,
+    image::ROTATE_NEAREST,
+    image::ROTATE_BILINEAR,
+    image::GAUSSIAN_BLUR,
+    image::RESIZE_BILINEAR,
+    image::RESIZE_BILINEAR_AA,
+    image::RESIZE_NEAREST,
+    image::AUGMENT,
 ];
 
 /// How a contiguous elementwise range `[0, n)` splits into a scalar head, a body of 16-byte

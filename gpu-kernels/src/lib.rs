@@ -5,18 +5,26 @@
     abi_ptx,
     stdarch_nvptx,
     f16,
+    asm_experimental_arch,
     core_intrinsics,
-    gpu_launch_sized_workgroup_mem,
     gpu_intrinsics,
-    asm_experimental_arch
+    gpu_launch_sized_workgroup_mem
 )]
 #![allow(internal_features)]
 
+pub mod augment;
+pub mod gaussian_blur;
 pub mod heavy;
 mod libdevice;
 pub mod matmul;
 mod mem;
+pub mod normalize;
+pub mod resize;
+pub mod roi_align;
+pub mod rotate;
+mod sampling;
 mod thread;
+pub mod to_float;
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {

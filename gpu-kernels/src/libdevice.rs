@@ -24,3 +24,70 @@ pub fn sincosf(x: f32) -> (f32, f32) {
     unsafe { __nv_sincosf(x, &mut s, &mut c) };
     (s, c)
 }
+
+extern "C" {
+    fn __nv_sincospif(x: f32, sptr: *mut f32, cptr: *mut f32);
+    fn __nv_expf(x: f32) -> f32;
+    fn __nv_floorf(x: f32) -> f32;
+    fn __nv_ceilf(x: f32) -> f32;
+}
+
+/// `(sin(pi x), cos(pi x))`, at most 1 ulp each and exact at multiples of 1/2 (so rotations by
+/// multiples of 90 degrees have exact zero and unit coefficients).
+#[inline(always)]
+pub fn sincospif(x: f32) -> (f32, f32) {
+    let mut s = 0.0f32;
+    let mut c = 0.0f32;
+    // SAFETY: libdevice writes exactly one f32 through each pointer; both point to live locals.
+    unsafe { __nv_sincospif(x, &mut s, &mut c) };
+    (s, c)
+}
+
+/// `e^x`, at most 2 ulp (libdevice's documented bound).
+#[inline(always)]
+pub fn expf(x: f32) -> f32 {
+    // SAFETY: a pure function of its argument.
+    unsafe { __nv_expf(x) }
+}
+
+/// Largest integer not above `x` (exact).
+#[inline(always)]
+pub fn floorf(x: f32) -> f32 {
+    // SAFETY: a pure function of its argument.
+    unsafe { __nv_floorf(x) }
+}
+
+/// Smallest integer not below `x` (exact).
+#[inline(always)]
+pub fn ceilf(x: f32) -> f32 {
+    // SAFETY: a pure function of its argument.
+    unsafe { __nv_ceilf(x) }
+}
+
+extern "C" {
+    fn __nv_float2int_rz(x: f32) -> i32;
+    fn __nv_float2int_rd(x: f32) -> i32;
+    fn __nv_float2int_rn(x: f32) -> i32;
+}
+
+/// `x` truncated toward zero to i32 in one instruction; out-of-range values saturate and NaN
+/// gives 0 (the hardware conversion's rule, which is also Rust's `as`).
+#[inline(always)]
+pub fn trunc_i32(x: f32) -> i32 {
+    // SAFETY: a pure function of its argument.
+    unsafe { __nv_float2int_rz(x) }
+}
+
+/// `floor(x)` as i32, saturating, NaN gives 0.
+#[inline(always)]
+pub fn floor_i32(x: f32) -> i32 {
+    // SAFETY: a pure function of its argument.
+    unsafe { __nv_float2int_rd(x) }
+}
+
+/// `x` rounded to nearest (ties to even) as i32, saturating, NaN gives 0.
+#[inline(always)]
+pub fn rint_i32(x: f32) -> i32 {
+    // SAFETY: a pure function of its argument.
+    unsafe { __nv_float2int_rn(x) }
+}

@@ -2,7 +2,7 @@
 //!
 //! A Rust pointer becomes a generic PTX address, and LLVM may split or merge loads it cannot
 //! prove aligned; these helpers pin down the instruction a hot loop relies on: a read-only
-//! (`.nc`) global load, 4 or 16 bytes, from a generic address converted to a global one.
+//! (`.nc`) global load of 1, 4 or 16 bytes, from a generic address converted to a global one.
 use core::arch::asm;
 
 /// One f32 through the read-only global path.
@@ -46,4 +46,24 @@ pub unsafe fn ldg4(p: *const f32) -> [f32; 4] {
         );
     }
     [a, b, c, d]
+}
+
+/// Loads a byte through the read-only data cache (`ld.global.nc`).
+///
+/// # Safety
+/// `p` must point to a readable byte in global memory that nothing writes while the kernel
+/// runs.
+#[inline(always)]
+pub unsafe fn ldg_u8(p: *const u8) -> u8 {
+    let v: u16;
+    // SAFETY: as for `ldg`.
+    unsafe {
+        asm!(
+            "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.global.nc.u8 {v}, [g]; }}",
+            v = out(reg16) v,
+            p = in(reg64) p,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+    }
+    v as u8
 }

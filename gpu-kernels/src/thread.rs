@@ -14,3 +14,29 @@ pub fn global_x() -> (u64, u64) {
         (bid * bdim + tid, bdim * gdim)
     }
 }
+
+/// Block index along x.
+#[inline(always)]
+pub fn block_x() -> u32 {
+    // SAFETY: reading a special register has no side effects; it is defined inside a kernel.
+    unsafe { nvptx::_block_idx_x() }
+}
+
+/// Thread index inside the block along x and y.
+#[inline(always)]
+pub fn thread_xy() -> (u32, u32) {
+    // SAFETY: reading special registers has no side effects; they are defined inside a kernel.
+    unsafe { (nvptx::_thread_idx_x(), nvptx::_thread_idx_y()) }
+}
+
+/// Block barrier: every thread of the block waits here until all have arrived, and shared
+/// memory written before it is visible to all after it.
+///
+/// # Safety
+/// Every thread of the block must reach the same sequence of barriers (no barrier inside
+/// divergent control flow).
+#[inline(always)]
+pub unsafe fn sync_block() {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { nvptx::_syncthreads() }
+}

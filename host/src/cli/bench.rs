@@ -16,6 +16,8 @@ use streamline::timing::{median, time_on};
 use streamline::Gpu;
 use streamline_abi::matmul::SGEMM_ALL;
 
+mod image_cases;
+
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
     /// Fewer repetitions (for a quick look; the reported numbers use the full run).
@@ -126,8 +128,18 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
         .into_iter()
         .filter(|s| wanted(&format!("sgemm_f32_{s}")))
         .collect();
+    let image_batches: Vec<usize> = if a.quick { vec![32] } else { vec![8, 32, 128] };
+    let image_count: usize = image_batches
+        .iter()
+        .map(|&bt| image_cases::names(bt).iter().filter(|c| wanted(c)).count())
+        .sum();
     let bar = ProgressBar::new(
-        ((1 + heavy_cases.len() + 2 * sgemm_sizes.len() + SGEMM_ALL.len()) * reps) as u64,
+        ((1 + heavy_cases.len()
+            + 2 * sgemm_sizes.len()
+            + SGEMM_ALL.len()
+            + image_count
+            + image_batches.len())
+            * reps) as u64,
     );
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}")
@@ -181,6 +193,9 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
     }
     if !sgemm_sizes.is_empty() {
         bench_sgemm(&mut b, &sgemm_sizes)?;
+    }
+    for &batch in &image_batches {
+        image_cases::run(&mut b, batch, &wanted)?;
     }
     b.bar.finish_and_clear();
 

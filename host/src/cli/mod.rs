@@ -2,6 +2,7 @@
 
 mod bench;
 mod heavy;
+mod img;
 mod info;
 mod matmul;
 
@@ -33,6 +34,10 @@ enum Command {
     Matmul(matmul::MatmulArgs),
     /// Benchmarks against the hardware's ceilings, as a table and JSON lines.
     Bench(bench::BenchArgs),
+    /// One image operation on a `.npy` array (NCHW), written as `.npy`.
+    Op(img::OpArgs),
+    /// Seed 003's augmentation on PNG/JPEG images (or a synthetic one): PNGs and a contact sheet.
+    Augment(img::AugmentArgs),
 }
 
 pub fn run(cli: Cli) -> Result<()> {
@@ -41,6 +46,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Heavy(a) => heavy::run(cli.device, cli.ptx.as_deref(), a),
         Command::Matmul(a) => matmul::run(cli.device, cli.ptx.as_deref(), a),
         Command::Bench(a) => bench::run(cli.device, cli.ptx.as_deref(), a),
+        Command::Op(a) => img::run_op(cli.device, cli.ptx.as_deref(), a),
+        Command::Augment(a) => img::run_augment(cli.device, cli.ptx.as_deref(), a),
     }
 }
 

@@ -2,4 +2,5 @@
 //! the operation's definition and sharing no code with the kernels.
 
 pub mod heavy;
+pub mod image;
 pub mod matmul;

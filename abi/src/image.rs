@@ -1,0 +1,285 @@
+//! Image kernels on NCHW batches: uint8 to float, ROI-align crop, rotation, Gaussian blur,
+//! resize, per-channel normalisation, and seed 003's whole augmentation fused into one kernel.
+//!
+//! All images are dense NCHW (`n` images of `c` planes of `h` rows of `w` values). Per-image
+//! parameters (boxes, angles, sigmas) live in device arrays, so one launch covers a batch whose
+//! images each get their own random parameters. The host validates every array before it is
+//! uploaded; the kernels stay memory-safe even for values it would refuse (they never index
+//! outside the arrays whatever the parameters hold).
+//!
+//! Geometry: a plane holds at most `i32::MAX` values (`h * w <= 2^31 - 1`), so coordinates
+//! fit `i32` on the device; offsets of planes are computed in 64 bits.
+
+use crate::KernelSpec;
+
+/// Threads per block along x of the per-pixel image kernels (one warp along a row).
+pub const IMAGE_BLOCK_X: u32 = 32;
+/// Threads per block along y of the per-pixel image kernels.
+pub const IMAGE_BLOCK_Y: u32 = 8;
+/// Output rows each thread of the per-pixel kernels computes (the block covers
+/// `IMAGE_BLOCK_X x IMAGE_BLOCK_Y * IMAGE_ROWS_PER_THREAD` pixels).
+pub const IMAGE_ROWS_PER_THREAD: u32 = 2;
+/// Side of the square output tile of the blur and the fused augmentation.
+pub const TILE: u32 = 32;
+/// Largest Gaussian kernel size (odd) of `gaussian_blur` and `augment`.
+pub const MAX_KERNEL_SIZE: u32 = 63;
+/// Largest channel count of the fused `augment` (its shared-memory tile holds every channel).
+pub const AUGMENT_MAX_CHANNELS: u32 = 4;
+/// Threads per block of the elementwise kernels (`to_float`, `normalize`).
+pub const ELEMENTWISE_BLOCK: u32 = 256;
+/// Largest number of bilinear samples per output bin of `roi_align` (`grid_h * grid_w`); the
+/// host refuses boxes that would need more, so a huge box cannot stall the device.
+pub const ROI_MAX_SAMPLES_PER_BIN: u32 = 1 << 16;
+
+/// `to_float`: `y[i] = f32(x[i]) * scale` for `n` bytes at `x`, `n` f32 at `y`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct ToFloatParams {
+    /// Device address of the `u8` input.
+    pub x: u64,
+    /// Device address of the f32 output.
+    pub y: u64,
+    /// Number of elements.
+    pub n: u64,
+    /// Multiplier: 1 (`ToDtype(float32)`) or `f32(1/255)` (`ToDtype(float32, scale=True)`).
+    pub scale: f32,
+    /// Padding (zero).
+    pub pad: u32,
+}
+
+/// `normalize`: `y = (x - mean[c]) / std[c]` over `planes` planes of `plane_len` values,
+/// plane `p` having channel `p % channels`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct NormalizeParams {
+    /// Device address of the f32 input.
+    pub x: u64,
+    /// Device address of the f32 output.
+    pub y: u64,
+    /// Device address of `channels` f32 means followed by `channels` f32 standard deviations.
+    pub stats: u64,
+    /// Number of planes (`n * c`).
+    pub planes: u32,
+    /// Channels per image.
+    pub channels: u32,
+    /// Values per plane (`h * w`).
+    pub plane_len: u32,
+    /// Padding (zero).
+    pub pad: u32,
+}
+
+/// `roi_align`: `torchvision.ops.roi_align` over `num_boxes` boxes `[batch_index, x1, y1, x2,
+/// y2]` (f32) into `num_boxes x channels x out_h x out_w`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct RoiAlignParams {
+    /// Device address of the f32 input, `batch x channels x height x width`.
+    pub x: u64,
+    /// Device address of the boxes, `num_boxes x 5` f32.
+    pub boxes: u64,
+    /// Device address of the f32 output.
+    pub y: u64,
+    /// Images in the input.
+    pub batch: u32,
+    /// Channels per image.
+    pub channels: u32,
+    /// Input height.
+    pub height: u32,
+    /// Input width.
+    pub width: u32,
+    /// Number of boxes.
+    pub num_boxes: u32,
+    /// Output height (`pooled_height`).
+    pub out_h: u32,
+    /// Output width (`pooled_width`).
+    pub out_w: u32,
+    /// Samples per bin along each axis; `<= 0` means adaptive (`ceil(roi_size / out_size)`).
+    pub sampling_ratio: i32,
+    /// Factor from box coordinates to input pixels.
+    pub spatial_scale: f32,
+    /// 1: shift box coordinates by -0.5 pixel (`aligned=True`), 0: not.
+    pub aligned: u32,
+}
+
+/// `rotate_nearest` / `rotate_bilinear`: each image rotated by its own angle about its centre.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct RotateParams {
+    /// Device address of the f32 input, `batch x channels x height x width`.
+    pub x: u64,
+    /// Device address of the f32 output (same shape).
+    pub y: u64,
+    /// Device address of `batch` f32 angles in degrees, counter-clockwise.
+    pub angles: u64,
+    /// Images.
+    pub batch: u32,
+    /// Channels per image.
+    pub channels: u32,
+    /// Height.
+    pub height: u32,
+    /// Width.
+    pub width: u32,
+    /// Fill value for pixels whose source lies outside (used when `has_fill == 1`).
+    pub fill: f32,
+    /// 0: zero padding (torchvision's `fill=None`), 1: torchvision's masked fill with `fill`.
+    pub has_fill: u32,
+}
+
+/// `gaussian_blur`: separable Gaussian blur with reflect padding, kernel `kx` wide and `ky`
+/// tall (both odd).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct GaussianBlurParams {
+    /// Device address of the f32 input, `batch x channels x height x width`.
+    pub x: u64,
+    /// Device address of the f32 output (same shape).
+    pub y: u64,
+    /// Device address of `batch` pairs `[sigma_x, sigma_y]` (f32), or 0 to use
+    /// `sigma_x`/`sigma_y` below for every image.
+    pub sigmas: u64,
+    /// Images.
+    pub batch: u32,
+    /// Channels per image.
+    pub channels: u32,
+    /// Height.
+    pub height: u32,
+    /// Width.
+    pub width: u32,
+    /// Kernel width (odd, at most [`MAX_KERNEL_SIZE`]).
+    pub kx: u32,
+    /// Kernel height (odd, at most [`MAX_KERNEL_SIZE`]).
+    pub ky: u32,
+    /// Sigma along x for every image when `sigmas == 0`.
+    pub sigma_x: f32,
+    /// Sigma along y for every image when `sigmas == 0`.
+    pub sigma_y: f32,
+}
+
+/// `resize_*`: every plane of `planes` planes resized from `in_h x in_w` to `out_h x out_w`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct ResizeParams {
+    /// Device address of the f32 input.
+    pub x: u64,
+    /// Device address of the f32 output.
+    pub y: u64,
+    /// Images.
+    pub batch: u32,
+    /// Channels per image.
+    pub channels: u32,
+    /// Input height.
+    pub in_h: u32,
+    /// Input width.
+    pub in_w: u32,
+    /// Output height.
+    pub out_h: u32,
+    /// Output width.
+    pub out_w: u32,
+}
+
+/// `augment`: seed 003's transform, uint8 NCHW in, f32 NCHW out: to float (times `scale`),
+/// crop each image by its box with `roi_align` (aligned=False, sampling_ratio=-1,
+/// spatial_scale=1) to `crop_h x crop_w`, resize bilinear to `out_h x out_w` (upscaling, where
+/// torchvision's antialias changes nothing), rotate by the image's angle (nearest or bilinear,
+/// zero fill), Gaussian blur (`ksize` square, the image's sigma for both axes, reflect padding),
+/// normalize per channel.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct AugmentParams {
+    /// Device address of the `u8` input, `batch x channels x height x width`.
+    pub x: u64,
+    /// Device address of the f32 output, `batch x channels x out_h x out_w`.
+    pub y: u64,
+    /// Device address of `batch` boxes `[x1, y1, x2, y2]` (f32, input pixels).
+    pub boxes: u64,
+    /// Device address of `batch` angles in degrees (f32, counter-clockwise).
+    pub angles: u64,
+    /// Device address of `batch` blur sigmas (f32).
+    pub sigmas: u64,
+    /// Device address of `channels` means followed by `channels` standard deviations.
+    pub stats: u64,
+    /// Images.
+    pub batch: u32,
+    /// Channels per image (at most [`AUGMENT_MAX_CHANNELS`]).
+    pub channels: u32,
+    /// Input height.
+    pub height: u32,
+    /// Input width.
+    pub width: u32,
+    /// Crop (roi_align output) height.
+    pub crop_h: u32,
+    /// Crop width.
+    pub crop_w: u32,
+    /// Output height (resize target; at least `crop_h`).
+    pub out_h: u32,
+    /// Output width (at least `crop_w`).
+    pub out_w: u32,
+    /// Blur kernel size (odd, at most [`MAX_KERNEL_SIZE`]).
+    pub ksize: u32,
+    /// uint8-to-float multiplier (1 or `f32(1/255)`).
+    pub scale: f32,
+    /// 1: nearest rotation (torchvision's default), 0: bilinear.
+    pub nearest: u32,
+    /// Padding (zero).
+    pub pad: u32,
+}
+
+/// uint8 to f32.
+pub const TO_FLOAT: KernelSpec = KernelSpec::of::<ToFloatParams>("to_float");
+/// Per-channel normalisation.
+pub const NORMALIZE: KernelSpec = KernelSpec::of::<NormalizeParams>("normalize");
+/// ROI-align.
+pub const ROI_ALIGN: KernelSpec = KernelSpec::of::<RoiAlignParams>("roi_align");
+/// Rotation, nearest neighbour.
+pub const ROTATE_NEAREST: KernelSpec = KernelSpec::of::<RotateParams>("rotate_nearest");
+/// Rotation, bilinear.
+pub const ROTATE_BILINEAR: KernelSpec = KernelSpec::of::<RotateParams>("rotate_bilinear");
+/// Separable Gaussian blur.
+pub const GAUSSIAN_BLUR: KernelSpec = KernelSpec::of::<GaussianBlurParams>("gaussian_blur");
+/// Bilinear resize without antialiasing (also antialiased upscaling, where it is the same).
+pub const RESIZE_BILINEAR: KernelSpec = KernelSpec::of::<ResizeParams>("resize_bilinear");
+/// Antialiased bilinear resize (triangle filter widened by the downscale factor).
+pub const RESIZE_BILINEAR_AA: KernelSpec = KernelSpec::of::<ResizeParams>("resize_bilinear_aa");
+/// Nearest-neighbour resize (torch's `nearest`).
+pub const RESIZE_NEAREST: KernelSpec = KernelSpec::of::<ResizeParams>("resize_nearest");
+/// Seed 003's whole transform in one kernel.
+pub const AUGMENT: KernelSpec = KernelSpec::of::<AugmentParams>("augment");
+
+/// Every image kernel.
+pub const IMAGE_KERNELS: [KernelSpec; 10] = [
+    TO_FLOAT,
+    NORMALIZE,
+    ROI_ALIGN,
+    ROTATE_NEAREST,
+    ROTATE_BILINEAR,
+    GAUSSIAN_BLUR,
+    RESIZE_BILINEAR,
+    RESIZE_BILINEAR_AA,
+    RESIZE_NEAREST,
+    AUGMENT,
+];
+
+/// Dynamic shared memory in bytes of `gaussian_blur` for kernel sizes `kx`, `ky`: the input
+/// tile with its halo, the horizontally blurred tile, and both weight vectors.
+pub const fn blur_shared_bytes(kx: u32, ky: u32) -> u32 {
+    let rx = kx / 2;
+    let ry = ky / 2;
+    let tile_in = (TILE + 2 * ry) * (TILE + 2 * rx);
+    let tile_h = (TILE + 2 * ry) * TILE;
+    4 * (tile_in + tile_h + kx + ky)
+}
+
+/// Dynamic shared memory in bytes of `augment` for `channels` channels and kernel size `k`:
+/// the rotated tile with its halo for every channel, one horizontally blurred tile, and the
+/// weights.
+pub const fn augment_shared_bytes(channels: u32, k: u32) -> u32 {
+    let side = TILE + 2 * (k / 2);
+    4 * (channels * side * side + side * TILE + k)
+}

@@ -1,0 +1,217 @@
+//! Separable Gaussian blur with reflect padding, like
+//! `torchvision.transforms.v2.functional.gaussian_blur(img, [kx, ky], [sigma_x, sigma_y])`,
+//! for a whole batch, optionally with per-image sigmas.
+//!
+//! A block computes a 32 x 32 output tile of one plane: it loads the tile and its halo
+//! (reflected at the image border) into shared memory once, blurs the rows into a second
+//! shared tile, then blurs the columns of that into the output. The weights are
+//! `exp(-0.5 ((t - r) / sigma)^2)`, computed once per block; their normalisation by the sum is
+//! applied to the result.
+
+use crate::mem::ldg;
+use crate::sampling::{gauss, reflect};
+use crate::thread::{block_x, sync_block, thread_xy};
+use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
+use streamline_abi::image::{GaussianBlurParams, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, TILE};
+
+/// Blurs one `TILE x TILE` output tile whose top-left pixel is `(y0, x0)` of a plane of
+/// `h x w`. `fill_input(buf, rows, cols)` must write the tile and its halo (reflected at the
+/// border) into `input`, a shared tile of `(TILE + 2 ry) x (TILE + 2 rx)`; `hbuf` is a shared
+/// tile of `(TILE + 2 ry) x TILE`; `wx`/`wy` hold the unnormalised weights (written before the
+/// call, read only after its first barrier). `store(row, col, value)` receives the normalised
+/// result of every pixel of the tile inside the plane.
+///
+/// # Safety
+/// Called by every thread of a 32 x 8 block with the same arguments; the shared buffers must
+/// be as large as stated and not in use by anything else; it synchronises the block.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub unsafe fn blur_tile(
+    (h, w): (i32, i32),
+    (y0, x0): (i32, i32),
+    (rx, ry): (i32, i32),
+    input: *mut f32,
+    hbuf: *mut f32,
+    wx: *const f32,
+    wy: *const f32,
+    fill_input: impl Fn(*mut f32, usize, usize),
+    mut store: impl FnMut(i32, i32, f32),
+) {
+    let (tx, ty) = thread_xy();
+    let (tx, ty) = (tx as usize, ty as usize);
+    let t = TILE as usize;
+    let kx = 2 * rx as usize + 1;
+    let ky = 2 * ry as usize + 1;
+    let in_rows = t + 2 * ry as usize;
+    let in_cols = t + 2 * rx as usize;
+    // 1. The tile and its halo.
+    fill_input(input, in_rows, in_cols);
+    // SAFETY: every thread of the block reaches this barrier.
+    unsafe { sync_block() };
+    // torchvision normalises each 1-D kernel by its sum; the product of both normalisations is
+    // applied once to the result.
+    // SAFETY: the weights were written before the barrier above.
+    let norm = unsafe { (1.0 / sum(wx, kx as u32)) * (1.0 / sum(wy, ky as u32)) };
+    // 2. Rows: hbuf[r][c] = sum_k wx[k] * input[r][c + k].
+    let mut r = ty;
+    while r < in_rows {
+        let mut c = tx;
+        while c < t {
+            let mut acc = 0.0f32;
+            let mut k = 0;
+            while k < kx {
+                // SAFETY: `r < in_rows`, `c + k < in_cols`, `k < kx`.
+                acc += unsafe { *input.add(r * in_cols + c + k) * *wx.add(k) };
+                k += 1;
+            }
+            // SAFETY: `r < in_rows`, `c < TILE`.
+            unsafe { *hbuf.add(r * t + c) = acc };
+            c += IMAGE_BLOCK_X as usize;
+        }
+        r += IMAGE_BLOCK_Y as usize;
+    }
+    // SAFETY: every thread of the block reaches this barrier.
+    unsafe { sync_block() };
+    // 3. Columns: out[r][c] = sum_k wy[k] * hbuf[r + k][c].
+    let mut r = ty;
+    while r < t {
+        let c = tx;
+        let (gy, gx) = (y0 + r as i32, x0 + c as i32);
+        if gy < h && gx < w {
+            let mut acc = 0.0f32;
+            let mut k = 0;
+            while k < ky {
+                // SAFETY: `r + k < in_rows`, `c < TILE`, `k < ky`.
+                acc += unsafe { *hbuf.add((r + k) * t + c) * *wy.add(k) };
+                k += 1;
+            }
+            store(gy, gx, acc * norm);
+        }
+        r += IMAGE_BLOCK_Y as usize;
+    }
+    // SAFETY: every thread of the block reaches this barrier (the buffers may be reused next).
+    unsafe { sync_block() };
+}
+
+/// Writes the unnormalised weights of a kernel of size `k` and deviation `sigma` into `dst`,
+/// one tap per thread of the first `k` threads (x index + 32 * y index).
+///
+/// # Safety
+/// `dst` must hold `k` f32 of shared memory not read before the next barrier.
+#[inline(always)]
+pub unsafe fn write_weights(dst: *mut f32, k: u32, sigma: f32) {
+    let (tx, ty) = thread_xy();
+    let lin = ty * IMAGE_BLOCK_X + tx;
+    let mut t = lin;
+    while t < k {
+        // SAFETY: `t < k`.
+        unsafe { *dst.add(t as usize) = gauss(t, k / 2, sigma) };
+        t += IMAGE_BLOCK_X * IMAGE_BLOCK_Y;
+    }
+}
+
+/// Sum of `k` values in shared memory.
+///
+/// # Safety
+/// `src` must hold `k` f32 written before the last barrier.
+#[inline(always)]
+pub unsafe fn sum(src: *const f32, k: u32) -> f32 {
+    let mut s = 0.0f32;
+    let mut t = 0;
+    while t < k as usize {
+        // SAFETY: `t < k`.
+        s += unsafe { *src.add(t) };
+        t += 1;
+    }
+    s
+}
+
+/// # Safety
+/// `p.x`, `p.y` must address `batch * channels * height * width` f32; `p.sigmas` 0 or
+/// `2 * batch` f32; `kx`, `ky` odd and at most `MAX_KERNEL_SIZE` with `kx / 2 < width` and
+/// `ky / 2 < height`; grid `ceil(width / 32) * ceil(height / 32) * batch * channels` blocks of
+/// 32 x 8 threads with `blur_shared_bytes(kx, ky)` bytes of dynamic shared memory.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn gaussian_blur(p: GaussianBlurParams) {
+    let tiles_x = p.width.div_ceil(TILE);
+    let tiles_y = p.height.div_ceil(TILE);
+    let b = block_x();
+    let per_plane = (tiles_x * tiles_y).max(1);
+    let plane = b / per_plane;
+    let t = b % per_plane;
+    // The whole block takes the same branch: `plane` depends on the block only.
+    if plane >= p.batch * p.channels {
+        return;
+    }
+    let n = plane / p.channels.max(1);
+    let (sx, sy) = if p.sigmas == 0 {
+        (p.sigma_x, p.sigma_y)
+    } else {
+        let s = p.sigmas as *const f32;
+        // SAFETY: `n < batch`; `sigmas` holds `2 * batch` f32.
+        unsafe {
+            (
+                s.add(2 * n as usize).read(),
+                s.add(2 * n as usize + 1).read(),
+            )
+        }
+    };
+    let (rx, ry) = ((p.kx / 2) as i32, (p.ky / 2) as i32);
+    let tile = TILE as usize;
+    let in_rows = tile + 2 * ry as usize;
+    let in_cols = tile + 2 * rx as usize;
+    let smem = gpu_launch_sized_workgroup_mem::<f32>();
+    let input = smem;
+    let hbuf = smem.wrapping_add(in_rows * in_cols);
+    let wx = hbuf.wrapping_add(in_rows * tile);
+    let wy = wx.wrapping_add(p.kx as usize);
+    // SAFETY: `wx`, `wy` are `kx`, `ky` f32 of the launch's shared memory, read after the
+    // barrier inside `blur_tile`.
+    unsafe {
+        write_weights(wx, p.kx, sx);
+        write_weights(wy, p.ky, sy);
+    }
+    let (h, w) = (p.height as i32, p.width as i32);
+    let y0 = ((t / tiles_x.max(1)) * TILE) as i32;
+    let x0 = ((t % tiles_x.max(1)) * TILE) as i32;
+    let base = plane as usize * p.height as usize * p.width as usize;
+    let src = (p.x as *const f32).wrapping_add(base);
+    let dst = (p.y as *mut f32).wrapping_add(base);
+    let wcols = p.width as usize;
+    let load = |r: i32, c: i32| {
+        // SAFETY: callers pass indices inside the plane.
+        unsafe { ldg(src.add(r as usize * wcols + c as usize)) }
+    };
+    let fill = |buf: *mut f32, rows: usize, cols: usize| {
+        let (tx, ty) = thread_xy();
+        let mut r = ty as usize;
+        while r < rows {
+            let gy = reflect(y0 - ry + r as i32, h);
+            let mut c = tx as usize;
+            while c < cols {
+                let gx = reflect(x0 - rx + c as i32, w);
+                // SAFETY: `reflect` keeps indices inside the plane; `r < rows`, `c < cols`.
+                unsafe { *buf.add(r * cols + c) = load(gy, gx) };
+                c += IMAGE_BLOCK_X as usize;
+            }
+            r += IMAGE_BLOCK_Y as usize;
+        }
+    };
+    let wout = p.width as usize;
+    // SAFETY: all threads call it with the same arguments; the buffers are sized by the host
+    // (`blur_shared_bytes`) and the weights were written above.
+    unsafe {
+        blur_tile(
+            (h, w),
+            (y0, x0),
+            (rx, ry),
+            input,
+            hbuf,
+            wx,
+            wy,
+            fill,
+            // SAFETY: `blur_tile` stores only pixels inside the plane.
+            |r, c, v| dst.add(r as usize * wout + c as usize).write(v),
+        )
+    };
+}

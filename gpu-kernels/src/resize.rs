@@ -1,0 +1,186 @@
+//! Resizing every plane of a batch, like `torch.nn.functional.interpolate` (as
+//! `torchvision.transforms.v2.functional.resize` calls it): bilinear with
+//! `align_corners=False`, its antialiased variant, and `nearest`.
+//!
+//! A block covers a 32 x 16 patch of one image's output; each thread finds its taps once and
+//! reads every channel through them, so a warp writes 32 consecutive values of a row.
+
+use crate::libdevice::{floor_i32, trunc_i32};
+use crate::mem::ldg;
+use crate::sampling::LinearTaps;
+use crate::thread::{block_x, thread_xy};
+use streamline_abi::image::{ResizeParams, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, IMAGE_ROWS_PER_THREAD};
+
+/// Runs `pixel(image, i, j)` for the output pixels of this thread.
+#[inline(always)]
+fn for_pixels(p: &ResizeParams, mut pixel: impl FnMut(u32, u32, u32)) {
+    let rows_per_block = IMAGE_BLOCK_Y * IMAGE_ROWS_PER_THREAD;
+    let tiles_x = p.out_w.div_ceil(IMAGE_BLOCK_X);
+    let tiles_y = p.out_h.div_ceil(rows_per_block);
+    let b = block_x();
+    let per_image = (tiles_x * tiles_y).max(1);
+    let n = b / per_image;
+    let t = b % per_image;
+    let (tx, ty) = thread_xy();
+    let j = (t % tiles_x.max(1)) * IMAGE_BLOCK_X + tx;
+    if n >= p.batch || j >= p.out_w {
+        return;
+    }
+    let mut r = 0;
+    while r < IMAGE_ROWS_PER_THREAD {
+        let i = (t / tiles_x.max(1)) * rows_per_block + r * IMAGE_BLOCK_Y + ty;
+        if i < p.out_h {
+            pixel(n, i, j);
+        }
+        r += 1;
+    }
+}
+
+/// Writes `value(plane_in_base)` for every channel of output pixel `(n, i, j)`.
+#[inline(always)]
+fn each_channel(p: &ResizeParams, n: u32, i: u32, j: u32, value: impl Fn(*const f32) -> f32) {
+    let plane_in = p.in_h as usize * p.in_w as usize;
+    let plane_out = p.out_h as usize * p.out_w as usize;
+    let mut c = 0;
+    while c < p.channels {
+        let plane = n as usize * p.channels as usize + c as usize;
+        let v = value((p.x as *const f32).wrapping_add(plane * plane_in));
+        let o = plane * plane_out + i as usize * p.out_w as usize + j as usize;
+        // SAFETY: `n < batch`, `c < channels`, `i < out_h`, `j < out_w`.
+        unsafe { (p.y as *mut f32).add(o).write(v) };
+        c += 1;
+    }
+}
+
+/// Bilinear, `align_corners=False`: source `scale * (d + 0.5) - 0.5` clamped below at 0, with
+/// `scale = in / out`; the upper neighbour is the pixel itself on the last row/column.
+///
+/// # Safety
+/// `p.x` must address `batch * channels * in_h * in_w` f32, `p.y`
+/// `batch * channels * out_h * out_w` f32, all sizes at least 1; grid
+/// `ceil(out_w / 32) * ceil(out_h / 16) * batch` blocks of 32 x 8 threads.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn resize_bilinear(p: ResizeParams) {
+    let sh = p.in_h as f32 / p.out_h as f32;
+    let sw = p.in_w as f32 / p.out_w as f32;
+    let w_in = p.in_w as usize;
+    for_pixels(&p, |n, i, j| {
+        let ty = LinearTaps::new(sh, i, p.in_h);
+        let tx = LinearTaps::new(sw, j, p.in_w);
+        each_channel(&p, n, i, j, |src| {
+            // SAFETY: the taps lie in `[0, in_h) x [0, in_w)`.
+            let at = |yy: i32, xx: i32| unsafe { ldg(src.add(yy as usize * w_in + xx as usize)) };
+            ty.l0 * (tx.l0 * at(ty.i0, tx.i0) + tx.l1 * at(ty.i0, tx.i1))
+                + ty.l1 * (tx.l0 * at(ty.i1, tx.i0) + tx.l1 * at(ty.i1, tx.i1))
+        });
+    });
+}
+
+/// torch's antialiased bilinear filter along one axis: output `d` covers input
+/// `[min, min + size)` with triangle weights of support `max(scale, 1)`, normalised by their
+/// sum.
+#[derive(Clone, Copy)]
+struct AaSpan {
+    min: i32,
+    size: i32,
+    center: f32,
+    invscale: f32,
+    inv_total: f32,
+}
+
+impl AaSpan {
+    #[inline(always)]
+    fn new(scale: f32, d: u32, n_in: u32) -> AaSpan {
+        let support = if scale >= 1.0 { scale } else { 1.0 };
+        let center = scale * (d as f32 + 0.5);
+        let invscale = if scale >= 1.0 { 1.0 / scale } else { 1.0 };
+        let lo = trunc_i32(center - support + 0.5);
+        let min = if lo > 0 { lo } else { 0 };
+        let hi = trunc_i32(center + support + 0.5);
+        let hi = if hi < n_in as i32 { hi } else { n_in as i32 };
+        let mut span = AaSpan {
+            min,
+            size: hi - min,
+            center,
+            invscale,
+            inv_total: 1.0,
+        };
+        let mut total = 0.0f32;
+        let mut k = 0;
+        while k < span.size {
+            total += span.raw(k);
+            k += 1;
+        }
+        span.inv_total = if total != 0.0 { 1.0 / total } else { 1.0 };
+        span
+    }
+
+    /// Unnormalised weight of tap `k`: the triangle `max(0, 1 - |t|)`.
+    #[inline(always)]
+    fn raw(&self, k: i32) -> f32 {
+        let t = ((k + self.min) as f32 - self.center + 0.5) * self.invscale;
+        let t = if t < 0.0 { -t } else { t };
+        if t < 1.0 {
+            1.0 - t
+        } else {
+            0.0
+        }
+    }
+
+    #[inline(always)]
+    fn weight(&self, k: i32) -> f32 {
+        self.raw(k) * self.inv_total
+    }
+}
+
+/// Antialiased bilinear (torch's `_upsample_bilinear2d_aa`): separable triangle filter whose
+/// support widens by the downscale factor, rows blended first, then columns.
+///
+/// # Safety
+/// As for [`resize_bilinear`].
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn resize_bilinear_aa(p: ResizeParams) {
+    let sh = p.in_h as f32 / p.out_h as f32;
+    let sw = p.in_w as f32 / p.out_w as f32;
+    let w_in = p.in_w as usize;
+    for_pixels(&p, |n, i, j| {
+        let sy = AaSpan::new(sh, i, p.in_h);
+        let sx = AaSpan::new(sw, j, p.in_w);
+        each_channel(&p, n, i, j, |src| {
+            let mut acc = 0.0f32;
+            let mut kx = 0;
+            while kx < sx.size {
+                let col = (sx.min + kx) as usize;
+                let mut t = 0.0f32;
+                let mut ky = 0;
+                while ky < sy.size {
+                    let row = (sy.min + ky) as usize;
+                    // SAFETY: the spans lie inside `[0, in_h) x [0, in_w)`.
+                    t += unsafe { ldg(src.add(row * w_in + col)) } * sy.weight(ky);
+                    ky += 1;
+                }
+                acc += t * sx.weight(kx);
+                kx += 1;
+            }
+            acc
+        });
+    });
+}
+
+/// Nearest (torch's `nearest`): source `min(floor(d * scale), in - 1)` with `scale = in / out`
+/// in f32.
+///
+/// # Safety
+/// As for [`resize_bilinear`].
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn resize_nearest(p: ResizeParams) {
+    let sh = p.in_h as f32 / p.out_h as f32;
+    let sw = p.in_w as f32 / p.out_w as f32;
+    let w_in = p.in_w as usize;
+    for_pixels(&p, |n, i, j| {
+        let yi = floor_i32(i as f32 * sh).max(0).min(p.in_h as i32 - 1) as usize;
+        let xi = floor_i32(j as f32 * sw).max(0).min(p.in_w as i32 - 1) as usize;
+        // SAFETY: `yi < in_h`, `xi < in_w`.
+        each_channel(&p, n, i, j, |src| unsafe { ldg(src.add(yi * w_in + xi)) });
+    });
+}

@@ -1,0 +1,117 @@
+//! Per-image rotation about the image centre, like
+//! `torchvision.transforms.v2.functional.rotate(img, angle, interpolation, expand=False,
+//! fill=...)`, for a whole batch with one angle per image.
+//!
+//! A block covers a 32 x 16 patch of one image; each thread computes the source coordinates of
+//! its pixels once and samples every channel there, so a warp writes 32 consecutive values of
+//! a row and reads a short rotated run of the input (cached in L1).
+
+use crate::mem::ldg;
+use crate::sampling::{nearest_pixel, Bilinear, Rotation};
+use crate::thread::{block_x, thread_xy};
+use streamline_abi::image::{RotateParams, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, IMAGE_ROWS_PER_THREAD};
+
+/// Runs `pixel(image, i, j)` for the pixels of this thread.
+#[inline(always)]
+fn for_pixels(p: &RotateParams, mut pixel: impl FnMut(u32, u32, u32)) {
+    let rows_per_block = IMAGE_BLOCK_Y * IMAGE_ROWS_PER_THREAD;
+    let tiles_x = p.width.div_ceil(IMAGE_BLOCK_X);
+    let tiles_y = p.height.div_ceil(rows_per_block);
+    let b = block_x();
+    let per_image = (tiles_x * tiles_y).max(1);
+    let n = b / per_image;
+    let t = b % per_image;
+    let (tx, ty) = thread_xy();
+    let j = (t % tiles_x.max(1)) * IMAGE_BLOCK_X + tx;
+    if n >= p.batch || j >= p.width {
+        return;
+    }
+    let mut r = 0;
+    while r < IMAGE_ROWS_PER_THREAD {
+        let i = (t / tiles_x.max(1)) * rows_per_block + r * IMAGE_BLOCK_Y + ty;
+        if i < p.height {
+            pixel(n, i, j);
+        }
+        r += 1;
+    }
+}
+
+/// The image's rotation (its angle read from `p.angles`).
+#[inline(always)]
+fn rotation(p: &RotateParams, n: u32) -> Rotation {
+    // SAFETY: `n < batch`; `angles` holds `batch` f32.
+    let deg = unsafe { (p.angles as *const f32).add(n as usize).read() };
+    Rotation::new(deg, p.height, p.width)
+}
+
+/// Nearest neighbour (torchvision's default): the input pixel nearest to the source point, or
+/// the fill (0 without one) when that pixel lies outside.
+///
+/// # Safety
+/// `p.x`, `p.y` must address `batch * channels * height * width` f32, `p.angles` `batch` f32;
+/// grid `ceil(width / 32) * ceil(height / 16) * batch` blocks of 32 x 8 threads.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn rotate_nearest(p: RotateParams) {
+    let plane = p.height as usize * p.width as usize;
+    let (h, w) = (p.height as i32, p.width as i32);
+    let fill = if p.has_fill != 0 { p.fill } else { 0.0 };
+    let x = p.x as *const f32;
+    let y = p.y as *mut f32;
+    for_pixels(&p, |n, i, j| {
+        let (sy, sx) = rotation(&p, n).source(i as i32, j as i32);
+        let src = nearest_pixel(sy, sx, h, w);
+        let mut c = 0;
+        while c < p.channels {
+            let base = (n as usize * p.channels as usize + c as usize) * plane;
+            let v = match src {
+                // SAFETY: `nearest_pixel` returns only pixels inside the plane.
+                Some((yi, xi)) => unsafe {
+                    ldg(x.add(base + yi as usize * p.width as usize + xi as usize))
+                },
+                None => fill,
+            };
+            // SAFETY: `i < height`, `j < width`, `c < channels`, `n < batch`.
+            unsafe {
+                y.add(base + i as usize * p.width as usize + j as usize)
+                    .write(v)
+            };
+            c += 1;
+        }
+    });
+}
+
+/// Bilinear: the four neighbours of the source point, those outside counting as 0; with a fill,
+/// torchvision's `mask * (value - fill) + fill` where `mask` is the weight of the neighbours
+/// inside.
+///
+/// # Safety
+/// As for [`rotate_nearest`].
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn rotate_bilinear(p: RotateParams) {
+    let plane = p.height as usize * p.width as usize;
+    let (h, w) = (p.height as i32, p.width as i32);
+    let x = p.x as *const f32;
+    let y = p.y as *mut f32;
+    for_pixels(&p, |n, i, j| {
+        let (sy, sx) = rotation(&p, n).source(i as i32, j as i32);
+        let bl = Bilinear::new(sy, sx, h, w);
+        let mask = bl.mask();
+        let mut c = 0;
+        while c < p.channels {
+            let base = (n as usize * p.channels as usize + c as usize) * plane;
+            // SAFETY: `Bilinear::sample` loads only neighbours inside the plane.
+            let mut v = bl.sample(|yy, xx| unsafe {
+                ldg(x.add(base + yy as usize * p.width as usize + xx as usize))
+            });
+            if p.has_fill != 0 {
+                v = (v - p.fill) * mask + p.fill;
+            }
+            // SAFETY: `i < height`, `j < width`, `c < channels`, `n < batch`.
+            unsafe {
+                y.add(base + i as usize * p.width as usize + j as usize)
+                    .write(v)
+            };
+            c += 1;
+        }
+    });
+}

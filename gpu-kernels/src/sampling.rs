@@ -1,0 +1,332 @@
+//! Sampling rules shared by the image kernels, each written to follow the PyTorch/torchvision
+//! operation it names (the exact definitions are in the host's `reference` modules).
+
+use crate::libdevice::{ceilf, floor_i32, floorf, rint_i32, sincospif, trunc_i32};
+
+/// torchvision's `roi_align` bilinear sample at `(y, x)` of an `h x w` plane read by `load`:
+/// 0 when the point is more than one pixel outside (`y < -1`, `y > h`, `x < -1`, `x > w`),
+/// otherwise coordinates below 0 are clamped to 0 and those at or past the last row/column to
+/// it, and the four neighbours are blended.
+#[inline(always)]
+pub fn roi_bilinear(h: i32, w: i32, y: f32, x: f32, load: impl Fn(i32, i32) -> f32) -> f32 {
+    if y < -1.0 || y > h as f32 || x < -1.0 || x > w as f32 {
+        return 0.0;
+    }
+    let mut y = if y <= 0.0 { 0.0 } else { y };
+    let mut x = if x <= 0.0 { 0.0 } else { x };
+    // The conversion saturates and maps NaN to 0, so the indices below stay inside the plane.
+    let mut y_low = trunc_i32(y);
+    let mut x_low = trunc_i32(x);
+    let y_high;
+    let x_high;
+    if y_low >= h - 1 {
+        y_low = h - 1;
+        y_high = h - 1;
+        y = y_low as f32;
+    } else {
+        y_high = y_low + 1;
+    }
+    if x_low >= w - 1 {
+        x_low = w - 1;
+        x_high = w - 1;
+        x = x_low as f32;
+    } else {
+        x_high = x_low + 1;
+    }
+    let ly = y - y_low as f32;
+    let lx = x - x_low as f32;
+    let hy = 1.0 - ly;
+    let hx = 1.0 - lx;
+    let v1 = load(y_low, x_low);
+    let v2 = load(y_low, x_high);
+    let v3 = load(y_high, x_low);
+    let v4 = load(y_high, x_high);
+    hy * hx * v1 + hy * lx * v2 + ly * hx * v3 + ly * lx * v4
+}
+
+/// One ROI box in pixel coordinates, with torchvision's derived bin sizes and sampling grid.
+#[derive(Clone, Copy)]
+pub struct Roi {
+    pub start_y: f32,
+    pub start_x: f32,
+    pub bin_h: f32,
+    pub bin_w: f32,
+    pub grid_h: i32,
+    pub grid_w: i32,
+    pub count: f32,
+}
+
+impl Roi {
+    /// torchvision's `roi_align` box setup for box `(x1, y1, x2, y2)`. The sampling grid is
+    /// clamped so that `grid_h * grid_w <= max_samples` whatever the box holds (the host
+    /// refuses boxes beyond that before they reach the device).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        b: [f32; 4],
+        spatial_scale: f32,
+        aligned: bool,
+        sampling_ratio: i32,
+        out_h: u32,
+        out_w: u32,
+        max_samples: u32,
+    ) -> Roi {
+        let offset = if aligned { 0.5 } else { 0.0 };
+        let start_x = b[0] * spatial_scale - offset;
+        let start_y = b[1] * spatial_scale - offset;
+        let end_x = b[2] * spatial_scale - offset;
+        let end_y = b[3] * spatial_scale - offset;
+        let mut roi_w = end_x - start_x;
+        let mut roi_h = end_y - start_y;
+        if !aligned {
+            roi_w = if roi_w > 1.0 { roi_w } else { 1.0 };
+            roi_h = if roi_h > 1.0 { roi_h } else { 1.0 };
+        }
+        let bin_h = roi_h / out_h as f32;
+        let bin_w = roi_w / out_w as f32;
+        let max = max_samples as i32;
+        let mut grid_h = if sampling_ratio > 0 {
+            sampling_ratio
+        } else {
+            trunc_i32(ceilf(roi_h / out_h as f32))
+        };
+        let mut grid_w = if sampling_ratio > 0 {
+            sampling_ratio
+        } else {
+            trunc_i32(ceilf(roi_w / out_w as f32))
+        };
+        grid_h = grid_h.max(0).min(max);
+        grid_w = grid_w.max(0).min(max / grid_h.max(1));
+        let n = grid_h * grid_w;
+        Roi {
+            start_y,
+            start_x,
+            bin_h,
+            bin_w,
+            grid_h,
+            grid_w,
+            count: (if n > 1 { n } else { 1 }) as f32,
+        }
+    }
+
+    /// Average of the bin `(ph, pw)` over its sampling grid, sampling with [`roi_bilinear`].
+    #[inline(always)]
+    pub fn bin(&self, h: i32, w: i32, ph: u32, pw: u32, load: impl Fn(i32, i32) -> f32) -> f32 {
+        let mut acc = 0.0f32;
+        let base_y = self.start_y + ph as f32 * self.bin_h;
+        let base_x = self.start_x + pw as f32 * self.bin_w;
+        let mut iy = 0;
+        while iy < self.grid_h {
+            let y = base_y + (iy as f32 + 0.5) * self.bin_h / self.grid_h as f32;
+            let mut ix = 0;
+            while ix < self.grid_w {
+                let x = base_x + (ix as f32 + 0.5) * self.bin_w / self.grid_w as f32;
+                acc += roi_bilinear(h, w, y, x, &load);
+                ix += 1;
+            }
+            iy += 1;
+        }
+        acc / self.count
+    }
+}
+
+/// The inverse map of torchvision's `rotate` (expand=False, centre of the image) for an image
+/// of `h x w`: output pixel `(i, j)` samples the input at `source(i, j)` (pixel-centre
+/// coordinates as `grid_sample(align_corners=False)` unnormalises them).
+#[derive(Clone, Copy)]
+pub struct Rotation {
+    t00: f32,
+    t01: f32,
+    t10: f32,
+    t11: f32,
+    hf: f32,
+    wf: f32,
+}
+
+impl Rotation {
+    /// Rotation by `degrees` counter-clockwise.
+    #[inline(always)]
+    pub fn new(degrees: f32, h: u32, w: u32) -> Rotation {
+        let (s, c) = sincospif(degrees / 180.0);
+        let wf = w as f32;
+        let hf = h as f32;
+        // torchvision's inverse matrix [[cos, -sin, 0], [sin, cos, 0]], each row divided by
+        // half the image size as `_affine_grid` does.
+        let half_w = 0.5 * wf;
+        let half_h = 0.5 * hf;
+        Rotation {
+            t00: c / half_w,
+            t01: -s / half_w,
+            t10: s / half_h,
+            t11: c / half_h,
+            hf,
+            wf,
+        }
+    }
+
+    /// Source `(y, x)` in input pixel coordinates for output pixel `(i, j)`.
+    #[inline(always)]
+    pub fn source(&self, i: i32, j: i32) -> (f32, f32) {
+        // The base grid: pixel centres relative to the image centre.
+        let bx = j as f32 + (1.0 - self.wf) * 0.5;
+        let by = i as f32 + (1.0 - self.hf) * 0.5;
+        let gx = bx * self.t00 + by * self.t01;
+        let gy = bx * self.t10 + by * self.t11;
+        // grid_sample's unnormalisation with align_corners=False.
+        let x = ((gx + 1.0) * self.wf - 1.0) * 0.5;
+        let y = ((gy + 1.0) * self.hf - 1.0) * 0.5;
+        (y, x)
+    }
+}
+
+/// Whether `(y, x)` lies inside an `h x w` plane.
+#[inline(always)]
+pub fn inside(y: i32, x: i32, h: i32, w: i32) -> bool {
+    y >= 0 && y < h && x >= 0 && x < w
+}
+
+/// `grid_sample(mode="nearest", padding_mode="zeros")`: the in-bounds pixel nearest to
+/// `(y, x)` (ties to even), or `None`.
+#[inline(always)]
+pub fn nearest_pixel(y: f32, x: f32, h: i32, w: i32) -> Option<(i32, i32)> {
+    let yi = rint_i32(y);
+    let xi = rint_i32(x);
+    // NaN coordinates must not pass as pixel 0: they compare false here.
+    let finite = !y.is_nan() && !x.is_nan();
+    if finite && inside(yi, xi, h, w) {
+        Some((yi, xi))
+    } else {
+        None
+    }
+}
+
+/// `grid_sample(mode="bilinear", padding_mode="zeros")` at `(y, x)`: the four neighbours with
+/// their weights (north-west, north-east, south-west, south-east); neighbours outside the plane
+/// have `inside == false`.
+#[derive(Clone, Copy)]
+pub struct Bilinear {
+    pub y0: i32,
+    pub x0: i32,
+    pub w: [f32; 4],
+    pub inside: [bool; 4],
+}
+
+impl Bilinear {
+    #[inline(always)]
+    pub fn new(y: f32, x: f32, h: i32, w: i32) -> Bilinear {
+        let fy = floorf(y);
+        let fx = floorf(x);
+        let y0 = floor_i32(y);
+        let x0 = floor_i32(x);
+        let y1 = y0.wrapping_add(1);
+        let x1 = x0.wrapping_add(1);
+        let finite = !y.is_nan() && !x.is_nan();
+        // torch: nw = (x_se - x) * (y_se - y), ne = (x - x_sw) * (y_sw - y),
+        // sw = (x_ne - x) * (y - y_ne), se = (x - x_nw) * (y - y_nw).
+        let (ex1, ey1) = (fx + 1.0, fy + 1.0);
+        Bilinear {
+            y0,
+            x0,
+            w: [
+                (ex1 - x) * (ey1 - y),
+                (x - fx) * (ey1 - y),
+                (ex1 - x) * (y - fy),
+                (x - fx) * (y - fy),
+            ],
+            inside: [
+                finite && inside(y0, x0, h, w),
+                finite && inside(y0, x1, h, w),
+                finite && inside(y1, x0, h, w),
+                finite && inside(y1, x1, h, w),
+            ],
+        }
+    }
+
+    /// The blended value, neighbours outside the plane counting as 0 (torch's order:
+    /// north-west, north-east, south-west, south-east).
+    #[inline(always)]
+    pub fn sample(&self, load: impl Fn(i32, i32) -> f32) -> f32 {
+        let (y1, x1) = (self.y0.wrapping_add(1), self.x0.wrapping_add(1));
+        let mut acc = 0.0f32;
+        if self.inside[0] {
+            acc += load(self.y0, self.x0) * self.w[0];
+        }
+        if self.inside[1] {
+            acc += load(self.y0, x1) * self.w[1];
+        }
+        if self.inside[2] {
+            acc += load(y1, self.x0) * self.w[2];
+        }
+        if self.inside[3] {
+            acc += load(y1, x1) * self.w[3];
+        }
+        acc
+    }
+
+    /// Sum of the weights of the neighbours inside the plane (the `mask` torchvision uses for
+    /// its fill).
+    #[inline(always)]
+    pub fn mask(&self) -> f32 {
+        let mut m = 0.0f32;
+        if self.inside[0] {
+            m += self.w[0];
+        }
+        if self.inside[1] {
+            m += self.w[1];
+        }
+        if self.inside[2] {
+            m += self.w[2];
+        }
+        if self.inside[3] {
+            m += self.w[3];
+        }
+        m
+    }
+}
+
+/// Linear interpolation taps of torch's `upsample_bilinear2d` (align_corners=False) along one
+/// axis: output index `d` of a resize from `n_in` to `n_out` reads `i0` and `i0 + step` with
+/// weights `l0`, `l1`.
+#[derive(Clone, Copy)]
+pub struct LinearTaps {
+    pub i0: i32,
+    pub i1: i32,
+    pub l0: f32,
+    pub l1: f32,
+}
+
+impl LinearTaps {
+    /// `scale = n_in / n_out` (f32, as torch computes it).
+    #[inline(always)]
+    pub fn new(scale: f32, d: u32, n_in: u32) -> LinearTaps {
+        let s = scale * (d as f32 + 0.5) - 0.5;
+        let s = if s < 0.0 { 0.0 } else { s };
+        let i0 = trunc_i32(s);
+        let step = if i0 < n_in as i32 - 1 { 1 } else { 0 };
+        let l1 = s - i0 as f32;
+        LinearTaps {
+            i0,
+            i1: i0 + step,
+            l0: 1.0 - l1,
+            l1,
+        }
+    }
+}
+
+/// Reflect padding without repeating the edge (`torch.nn.functional.pad(mode="reflect")`):
+/// index `i` of a line of `n` values, for `-(n-1) <= i <= 2(n-1)`; anything further out is
+/// clamped into the line so that no read ever leaves it.
+#[inline(always)]
+pub fn reflect(i: i32, n: i32) -> i32 {
+    let r = if i < 0 { -i } else { i };
+    let r = if r >= n { 2 * (n - 1) - r } else { r };
+    r.max(0).min(n - 1)
+}
+
+/// Unnormalised Gaussian weight of tap `t` of a kernel of radius `r` and standard deviation
+/// `sigma`: `exp(-0.5 * ((t - r) / sigma)^2)`.
+#[inline(always)]
+pub fn gauss(t: u32, r: u32, sigma: f32) -> f32 {
+    let x = (t as f32 - r as f32) / sigma;
+    crate::libdevice::expf(-0.5 * x * x)
+}

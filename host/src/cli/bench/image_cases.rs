@@ -1,0 +1,230 @@
+//! Seed 003's image cases of `streamline bench`, named as in the anchors: each batch size of
+//! 8, 32 and 128 images of 3 x 256 x 256, inputs rotated over enough buffer sets to exceed L2,
+//! bytes counted as the least traffic the operation needs.
+
+use super::Bench;
+use anyhow::Result;
+use cudarc::driver::CudaSlice;
+use serde_json::json;
+use streamline::data::randn_f32;
+use streamline::ops::image::*;
+
+const SIZE: usize = 256;
+const CROP: usize = 128;
+
+/// The case names this module runs for batch `b`.
+pub fn names(b: usize) -> Vec<String> {
+    [
+        "roi_align_crop128",
+        "resize_bilinear_128to256",
+        "rotate_nearest",
+        "rotate_bilinear",
+        "gaussian_blur_k7",
+        "normalize",
+        "augment_pipeline",
+    ]
+    .iter()
+    .map(|c| format!("{c}_b{b}"))
+    .collect()
+}
+
+/// Number of input/output sets so that together they exceed 4x L2.
+fn sets(b: &Bench, bytes_per_set: usize) -> usize {
+    (4 * b.gpu.info().l2_bytes as usize)
+        .div_ceil(bytes_per_set.max(1))
+        .max(1)
+}
+
+fn f32_sets(
+    b: &Bench,
+    s_in: Shape,
+    s_out: Shape,
+    seed: u64,
+) -> Result<Vec<(CudaSlice<f32>, CudaSlice<f32>)>> {
+    let n = sets(b, 4 * (s_in.len() + s_out.len()));
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        let x = b
+            .stream
+            .clone_htod(&randn_f32(s_in.len(), seed + i as u64))?;
+        let y = b.stream.alloc_zeros::<f32>(s_out.len())?;
+        v.push((x, y));
+    }
+    Ok(v)
+}
+
+/// Runs the cases of batch `batch` that `wanted` accepts.
+pub fn run(b: &mut Bench, batch: usize, wanted: &dyn Fn(&str) -> bool) -> Result<()> {
+    let gpu = b.gpu;
+    let st = b.stream.clone();
+    let full = Shape::new(batch, 3, SIZE, SIZE);
+    let crop = full.with_size(CROP, CROP);
+    let plane_bytes = |s: Shape| (4 * s.len()) as f64;
+    let mut rng_seed = 0x5eed_0003u64 + batch as u64;
+    let mut next = || {
+        rng_seed = rng_seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        rng_seed
+    };
+
+    let case = format!("roi_align_crop128_b{batch}");
+    if wanted(&case) {
+        b.bar.set_message(case.clone());
+        let mut bufs = f32_sets(b, full, crop, 100)?;
+        let boxes: Vec<[f32; 5]> = (0..batch)
+            .map(|i| {
+                let (t, l) = (
+                    (next() >> 33) % (SIZE - CROP + 1) as u64,
+                    (next() >> 33) % (SIZE - CROP + 1) as u64,
+                );
+                [
+                    i as f32,
+                    l as f32,
+                    t as f32,
+                    (l as usize + CROP) as f32,
+                    (t as usize + CROP) as f32,
+                ]
+            })
+            .collect();
+        let rb = RoiBoxes::upload(&st, &boxes)?;
+        let o = RoiAlign {
+            out_h: CROP,
+            out_w: CROP,
+            spatial_scale: 1.0,
+            sampling_ratio: -1,
+            aligned: false,
+        };
+        let n = bufs.len();
+        let t = b.time(|i| {
+            let (x, y) = &mut bufs[i % n];
+            roi_align(gpu, &st, full, x, &rb, o, y)
+        })?;
+        // Reads the (crop + 1)^2 window of every plane, writes the crop.
+        let bytes = (batch * 3 * (CROP + 1) * (CROP + 1) * 4) as f64 + plane_bytes(crop);
+        b.record(&case, t, bytes, json!({"batch": batch, "buffer_sets": n}));
+    }
+
+    let case = format!("resize_bilinear_128to256_b{batch}");
+    if wanted(&case) {
+        b.bar.set_message(case.clone());
+        let mut bufs = f32_sets(b, crop, full, 200)?;
+        let n = bufs.len();
+        let t = b.time(|i| {
+            let (x, y) = &mut bufs[i % n];
+            resize(
+                gpu,
+                &st,
+                crop,
+                x,
+                (SIZE, SIZE),
+                ResizeMode::BilinearAntialias,
+                y,
+            )
+        })?;
+        b.record(
+            &case,
+            t,
+            plane_bytes(crop) + plane_bytes(full),
+            json!({"batch": batch, "buffer_sets": n, "antialias": true}),
+        );
+    }
+
+    let angles: Vec<f32> = (0..batch)
+        .map(|_| ((next() >> 40) as f64 / (1u64 << 24) as f64 * 90.0 - 45.0) as f32)
+        .collect();
+    let angles = PerImage::upload(&st, "angles", &angles)?;
+    for (mode, name) in [
+        (Interp::Nearest, "rotate_nearest"),
+        (Interp::Bilinear, "rotate_bilinear"),
+    ] {
+        let case = format!("{name}_b{batch}");
+        if wanted(&case) {
+            b.bar.set_message(case.clone());
+            let mut bufs = f32_sets(b, full, full, 300)?;
+            let n = bufs.len();
+            let t = b.time(|i| {
+                let (x, y) = &mut bufs[i % n];
+                rotate(gpu, &st, full, x, &angles, mode, None, y)
+            })?;
+            b.record(
+                &case,
+                t,
+                2.0 * plane_bytes(full),
+                json!({"batch": batch, "buffer_sets": n}),
+            );
+        }
+    }
+
+    let case = format!("gaussian_blur_k7_b{batch}");
+    if wanted(&case) {
+        b.bar.set_message(case.clone());
+        let mut bufs = f32_sets(b, full, full, 400)?;
+        let n = bufs.len();
+        let t = b.time(|i| {
+            let (x, y) = &mut bufs[i % n];
+            gaussian_blur(gpu, &st, full, x, (7, 7), Sigma::Global(1.5, 1.5), y)
+        })?;
+        b.record(
+            &case,
+            t,
+            2.0 * plane_bytes(full),
+            json!({"batch": batch, "buffer_sets": n}),
+        );
+    }
+
+    let case = format!("normalize_b{batch}");
+    if wanted(&case) {
+        b.bar.set_message(case.clone());
+        let stats = ChannelStats::upload(&st, &[0.485, 0.456, 0.406], &[0.229, 0.224, 0.225])?;
+        let mut bufs = f32_sets(b, full, full, 500)?;
+        let n = bufs.len();
+        let t = b.time(|i| {
+            let (x, y) = &mut bufs[i % n];
+            normalize(gpu, &st, full, x, &stats, y)
+        })?;
+        b.record(
+            &case,
+            t,
+            2.0 * plane_bytes(full),
+            json!({"batch": batch, "buffer_sets": n}),
+        );
+    }
+
+    let case = format!("augment_pipeline_b{batch}");
+    if wanted(&case) {
+        b.bar.set_message(case.clone());
+        let cfg = AugmentConfig::seed003(SIZE, 3);
+        let draw = AugmentDraw::random(&cfg, batch, SIZE, SIZE, next());
+        let aug = Augment::new(&st, full, &cfg, &draw)?;
+        let n = sets(b, full.len() + 4 * full.len());
+        let mut bufs = Vec::with_capacity(n);
+        for s in 0..n {
+            let bytes: Vec<u8> = randn_f32(full.len(), 600 + s as u64)
+                .iter()
+                .map(|v| (v.abs() * 80.0).min(255.0) as u8)
+                .collect();
+            bufs.push((st.clone_htod(&bytes)?, st.alloc_zeros::<f32>(full.len())?));
+        }
+        // The fused kernel needs only the (crop + 1)^2 window of each uint8 plane and writes
+        // the f32 output once.
+        let bytes = (batch * 3 * (CROP + 1) * (CROP + 1)) as f64 + plane_bytes(full);
+        let t = b.time(|i| {
+            let (x, y) = &mut bufs[i % n];
+            aug.run_fused(gpu, &st, x, y)
+        })?;
+        b.record(
+            &case,
+            t,
+            bytes,
+            json!({"batch": batch, "buffer_sets": n, "fused": true}),
+        );
+        let mut scratch = None;
+        let t = b.time(|i| {
+            let (x, y) = &mut bufs[i % n];
+            aug.run_separate(gpu, &st, x, &mut scratch, y)
+        })?;
+        b.record(&case, t, bytes, json!({"impl": "streamline-separate", "batch": batch, "buffer_sets": n, "fused": false}));
+    }
+    Ok(())
+}

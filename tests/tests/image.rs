@@ -1,0 +1,796 @@
+//! The image kernels against their CPU references (`streamline::reference::image`, whose
+//! module documentation holds the error analysis the tolerances below come from), plus
+//! CPU-only properties of the references and the argument checks that run before any device
+//! work.
+//!
+//! Every GPU case poisons its output (and guard zones around it) first and checks that every
+//! output element was written and nothing outside it.
+
+use cudarc::driver::CudaSlice;
+use proptest::prelude::*;
+use streamline::data::POISON_F32;
+use streamline::ops::image::{self as ops, *};
+use streamline::reference::image as reference;
+use streamline_tests::{gpu, gpu_property};
+
+/// f32 unit roundoff.
+const U: f64 = 1.0 / (1u64 << 24) as f64;
+const GUARD: usize = 13;
+
+fn poison() -> f32 {
+    f32::from_bits(POISON_F32)
+}
+
+/// A poisoned device buffer of `n` values with guard zones on both sides.
+fn poisoned(n: usize) -> CudaSlice<f32> {
+    let g = gpu().expect("GPU checked by the caller");
+    g.stream()
+        .clone_htod(&vec![poison(); n + 2 * GUARD])
+        .unwrap()
+}
+
+/// Downloads the output view, checking the guards are intact and every element was written.
+fn fetch(buf: &CudaSlice<f32>, n: usize) -> Result<Vec<f32>, TestCaseError> {
+    let g = gpu().expect("GPU checked by the caller");
+    let all = g.stream().clone_dtoh(buf).unwrap();
+    prop_assert!(
+        all[..GUARD]
+            .iter()
+            .chain(&all[GUARD + n..])
+            .all(|v| v.to_bits() == POISON_F32),
+        "wrote outside the output"
+    );
+    let out = all[GUARD..GUARD + n].to_vec();
+    let unwritten = out.iter().filter(|v| v.to_bits() == POISON_F32).count();
+    prop_assert_eq!(unwritten, 0, "{} of {} outputs unwritten", unwritten, n);
+    Ok(out)
+}
+
+/// Every `got[i]` within `tol` of `want[i]`.
+fn close(got: &[f32], want: &[f64], tol: f64, what: &str) -> Result<(), TestCaseError> {
+    prop_assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        prop_assert!(
+            ((*g as f64) - w).abs() <= tol,
+            "{}: element {} is {} but the reference gives {} (tolerance {})",
+            what,
+            i,
+            g,
+            w,
+            tol
+        );
+    }
+    Ok(())
+}
+
+fn max_abs(v: &[f32]) -> f64 {
+    v.iter().fold(0.0f64, |m, x| m.max(x.abs() as f64))
+}
+
+fn upload(v: &[f32]) -> CudaSlice<f32> {
+    gpu().unwrap().stream().clone_htod(v).unwrap()
+}
+
+/// Image extents: 1, 2, 3, primes, around the 32 x 16 patch and the 32 x 32 tile, and large.
+fn extent() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        3 => prop::sample::select(vec![1usize, 2, 3, 5, 7, 13, 16, 17, 31, 32, 33, 47, 64, 97]),
+        1 => 1usize..80,
+        1 => prop::sample::select(vec![128usize, 131, 256]),
+    ]
+}
+
+fn shape() -> impl Strategy<Value = Shape> {
+    (
+        1usize..=3,
+        prop::sample::select(vec![1usize, 3, 4]),
+        extent(),
+        extent(),
+    )
+        .prop_map(|(n, c, h, w)| Shape::new(n, c, h, w))
+}
+
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    streamline::data::randn_f32(n, seed)
+}
+
+// ---------------------------------------------------------------- to_float
+
+#[test]
+fn to_float_matches_reference() {
+    gpu_property(
+        48,
+        (
+            prop_oneof![0usize..100, 100usize..300_000],
+            0usize..17,
+            any::<bool>(),
+            any::<u64>(),
+        ),
+        |(n, off, scale, seed)| {
+            let g = gpu().unwrap();
+            let bytes: Vec<u8> = (0..n + off)
+                .map(|i| (seed.wrapping_mul(i as u64 + 1) >> 13) as u8)
+                .collect();
+            let x: CudaSlice<u8> = g.stream().clone_htod(&bytes).unwrap();
+            let mut y = poisoned(n);
+            {
+                let xv = x.slice(off..off + n);
+                let mut yv = y.slice_mut(GUARD..GUARD + n);
+                to_float(g, g.stream(), &xv, &mut yv, scale).unwrap();
+            }
+            let got = fetch(&y, n)?;
+            // One rounding of an exact product on both sides: bitwise equal.
+            let want = reference::to_float(&bytes[off..], scale);
+            prop_assert!(got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
+            Ok(())
+        },
+    );
+}
+
+// ---------------------------------------------------------------- normalize
+
+#[test]
+fn normalize_matches_reference() {
+    gpu_property(48, (shape(), any::<u64>(), 0usize..3), |(s, seed, off)| {
+        let g = gpu().unwrap();
+        let x = values(s.len() + off, seed);
+        let mean: Vec<f32> = (0..s.c).map(|c| 0.3 * c as f32 - 0.2).collect();
+        let std: Vec<f32> = (0..s.c).map(|c| 0.2 + 0.7 * c as f32).collect();
+        let stats = ChannelStats::upload(g.stream(), &mean, &std).unwrap();
+        let xd = upload(&x);
+        let mut y = poisoned(s.len());
+        {
+            let xv = xd.slice(off..off + s.len());
+            let mut yv = y.slice_mut(GUARD..GUARD + s.len());
+            normalize(g, g.stream(), s, &xv, &stats, &mut yv).unwrap();
+        }
+        let got = fetch(&y, s.len())?;
+        let xs: Vec<f64> = x[off..].iter().map(|&v| v as f64).collect();
+        let want = reference::normalize(&xs, s, &mean, &std);
+        // Two roundings (subtract, divide): |error| <= 2u |result| + u |x - m| / |std|,
+        // below 4u (|x| + |m|) / min|std| for every element.
+        let tol = 4.0 * U * (max_abs(&x) + 0.5) / 0.2;
+        close(&got, &want, tol, "normalize")
+    });
+}
+
+// ---------------------------------------------------------------- roi_align
+
+fn roi_case() -> impl Strategy<Value = (Shape, Vec<[f32; 5]>, RoiAlign)> {
+    (
+        shape(),
+        1usize..9,
+        1usize..9,
+        prop::sample::select(vec![-1i32, 0, 1, 2, 4]),
+        any::<bool>(),
+        prop::sample::select(vec![1.0f32, 0.5, 0.25]),
+    )
+        .prop_flat_map(|(s, oh, ow, sr, aligned, scale)| {
+            let coord = move |ext: usize| {
+                let e = ext as f32 / scale;
+                prop_oneof![
+                    // Whole and quarter pixels partly or wholly outside the image.
+                    (-8i32..(4 * e as i32 + 8)).prop_map(|q| q as f32 / 4.0 - 1.0),
+                    (-2.0 * e - 2.0..3.0 * e + 2.0),
+                ]
+            };
+            let bx = (
+                0..s.n,
+                coord(s.w),
+                coord(s.h),
+                coord(s.w),
+                coord(s.h),
+                0u8..4,
+            )
+                .prop_map(|(n, x1, y1, x2, y2, kind)| {
+                    let (x1, x2) = (x1.min(x2), x1.max(x2));
+                    let (y1, y2) = (y1.min(y2), y1.max(y2));
+                    match kind {
+                        // Zero-size and degenerate boxes.
+                        0 => [n as f32, x1, y1, x1, y1],
+                        1 => [n as f32, x1, y1, x2, y1],
+                        _ => [n as f32, x1, y1, x2, y2],
+                    }
+                });
+            (
+                Just(s),
+                prop::collection::vec(bx, 1..6),
+                Just(RoiAlign {
+                    out_h: oh,
+                    out_w: ow,
+                    spatial_scale: scale,
+                    sampling_ratio: sr,
+                    aligned,
+                }),
+            )
+        })
+}
+
+#[test]
+fn roi_align_matches_reference() {
+    gpu_property(64, (roi_case(), any::<u64>()), |((s, boxes, o), seed)| {
+        let g = gpu().unwrap();
+        let x = values(s.len(), seed);
+        let xd = upload(&x);
+        let rb = RoiBoxes::upload(g.stream(), &boxes).unwrap();
+        let out = Shape::new(boxes.len(), s.c, o.out_h, o.out_w);
+        let mut y = poisoned(out.len());
+        {
+            let mut yv = y.slice_mut(GUARD..GUARD + out.len());
+            roi_align(g, g.stream(), s, &xd, &rb, o, &mut yv).unwrap();
+        }
+        let got = fetch(&y, out.len())?;
+        let xs: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        let want = reference::roi_align(&xs, s, &boxes, &o);
+        // Sample coordinates carry a few ulp of their magnitude (box coordinates up to 3x the
+        // image over the scale): delta <= 8u (|coords| + h + w); a bilinear sample moves by at
+        // most 2 delta max|x|, each sample's blend adds 8u max|x|, the average u. A sample
+        // within delta of the y = -1 / y = h (or x) cut-off can flip between 0 and its value;
+        // with quarter-pixel and random coordinates that is not hit in practice, so the bound
+        // below is the continuous one.
+        let big = (3 * (s.h + s.w)) as f64 / o.spatial_scale as f64 + 8.0;
+        let delta = 8.0 * U * big;
+        let tol = (2.0 * delta + 10.0 * U) * max_abs(&x) + 1e-30;
+        close(&got, &want, tol, "roi_align")
+    });
+}
+
+// ---------------------------------------------------------------- rotate
+
+fn angle() -> impl Strategy<Value = f32> {
+    prop_oneof![
+        2 => prop::sample::select(vec![0.0f32, 90.0, 180.0, -45.0, 45.0, -90.0, 270.0]),
+        2 => -180.0f32..180.0,
+        1 => -720.0f32..720.0,
+    ]
+}
+
+#[test]
+fn rotate_matches_reference() {
+    gpu_property(
+        64,
+        (
+            shape(),
+            prop::collection::vec(angle(), 3),
+            any::<bool>(),
+            prop::option::of(-2.0f32..2.0),
+            any::<u64>(),
+        ),
+        |(s, ang, nearest, fill, seed)| {
+            let g = gpu().unwrap();
+            let angles = &ang[..s.n];
+            let x = values(s.len(), seed);
+            let xd = upload(&x);
+            let a = PerImage::upload(g.stream(), "angles", angles).unwrap();
+            let mode = if nearest {
+                Interp::Nearest
+            } else {
+                Interp::Bilinear
+            };
+            let mut y = poisoned(s.len());
+            {
+                let mut yv = y.slice_mut(GUARD..GUARD + s.len());
+                rotate(g, g.stream(), s, &xd, &a, mode, fill, &mut yv).unwrap();
+            }
+            let got = fetch(&y, s.len())?;
+            let xs: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+            // Source coordinates: the angle's f32 rounding and sincospi (1 ulp), the division
+            // by half the size and three products/sums, then the unnormalisation: together
+            // below 32u (h + w + 2) in pixels (angles up to 720 degrees included).
+            let delta = 32.0
+                * U
+                * (s.h + s.w + 2) as f64
+                * (1.0 + angles.iter().fold(0.0f32, |m, a| m.max(a.abs())) as f64 / 180.0);
+            let r = reference::rotate(&xs, s, angles, mode, fill, delta);
+            let vmax = max_abs(&x).max(fill.unwrap_or(0.0).abs() as f64);
+            match mode {
+                Interp::Nearest => {
+                    for (i, g) in got.iter().enumerate() {
+                        let g = *g as f64;
+                        let ok = match r.ambiguous.get(&i) {
+                            Some(alts) => alts.contains(&g),
+                            None => g == r.values[i],
+                        };
+                        prop_assert!(
+                            ok,
+                            "rotate nearest: element {} is {} but the reference gives {} (or {:?})",
+                            i,
+                            g,
+                            r.values[i],
+                            r.ambiguous.get(&i)
+                        );
+                    }
+                    Ok(())
+                }
+                Interp::Bilinear => {
+                    // A coordinate error delta moves a blend by at most 2 delta max|x| (the
+                    // weights are linear in it, including those of neighbours crossing the
+                    // border); the blend and the fill add about 12u max(|x|, |fill|).
+                    let tol = (4.0 * delta + 16.0 * U) * vmax;
+                    close(&got, &r.values, tol, "rotate bilinear")
+                }
+            }
+        },
+    );
+}
+
+// ---------------------------------------------------------------- gaussian_blur
+
+#[test]
+fn gaussian_blur_matches_reference() {
+    let case = (
+        shape(),
+        (0usize..16, 0usize..16),
+        prop_oneof![0.05f32..0.5, 0.5f32..3.0, 5.0f32..50.0],
+        any::<bool>(),
+        any::<u64>(),
+    );
+    gpu_property(64, case, |(s, (a, b), sig, per_image, seed)| {
+        let g = gpu().unwrap();
+        // Odd kernel sizes 1..=31 that fit the image (reflect padding).
+        let fit = |k: usize, ext: usize| (2 * k + 1).min(2 * ext - 1);
+        let (kx, ky) = (fit(a, s.w), fit(b, s.h));
+        let x = values(s.len(), seed);
+        let xd = upload(&x);
+        let pairs: Vec<(f64, f64)> = (0..s.n)
+            .map(|i| {
+                if per_image {
+                    (sig as f64 * (1.0 + i as f64 * 0.5), sig as f64 * 0.7)
+                } else {
+                    (sig as f64, sig as f64 * 1.3)
+                }
+            })
+            .collect();
+        let pairs: Vec<(f64, f64)> = pairs
+            .iter()
+            .map(|&(p, q)| (p as f32 as f64, q as f32 as f64))
+            .collect();
+        let flat: Vec<f32> = pairs
+            .iter()
+            .flat_map(|&(p, q)| [p as f32, q as f32])
+            .collect();
+        let per = PerImage::upload(g.stream(), "sigma", &flat).unwrap();
+        let sigma = if per_image {
+            Sigma::PerImage(&per)
+        } else {
+            Sigma::Global(flat[0], flat[1])
+        };
+        let mut y = poisoned(s.len());
+        {
+            let mut yv = y.slice_mut(GUARD..GUARD + s.len());
+            gaussian_blur(g, g.stream(), s, &xd, (kx, ky), sigma, &mut yv).unwrap();
+        }
+        let got = fetch(&y, s.len())?;
+        let xs: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        let want = reference::gaussian_blur(&xs, s, kx, ky, &pairs);
+        // Each weight: expf (2 ulp) of an argument with 3 roundings, so ~(2 + 3 |arg|) u
+        // relative with |arg| <= 0.5 ((k-1)/2 / sigma)^2 where it still matters (weights that
+        // small contribute below u); sums over k taps add k u each; the two passes and the
+        // normalisation: below (2 kx + 2 ky + 24) u max|x| plus 4u per unit of |arg| kept
+        // small by taking |arg| <= 40 (exp(-40) < u).
+        let tol = ((2 * kx + 2 * ky + 24) as f64 + 2.0 * 160.0) * U * max_abs(&x);
+        close(&got, &want, tol, "gaussian_blur")
+    });
+}
+
+// ---------------------------------------------------------------- resize
+
+#[test]
+fn resize_matches_reference() {
+    let case = (
+        shape(),
+        extent(),
+        extent(),
+        prop::sample::select(vec![
+            ResizeMode::Bilinear,
+            ResizeMode::BilinearAntialias,
+            ResizeMode::Nearest,
+        ]),
+        any::<u64>(),
+    );
+    gpu_property(64, case, |(s, oh, ow, mode, seed)| {
+        let g = gpu().unwrap();
+        let x = values(s.len(), seed);
+        let xd = upload(&x);
+        let out = s.with_size(oh, ow);
+        let mut y = poisoned(out.len());
+        {
+            let mut yv = y.slice_mut(GUARD..GUARD + out.len());
+            resize(g, g.stream(), s, &xd, (oh, ow), mode, &mut yv).unwrap();
+        }
+        let got = fetch(&y, out.len())?;
+        let xs: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        let want = reference::resize(&xs, s, oh, ow, mode);
+        let tol = match mode {
+            // torch's f32 index rule on both sides: exact.
+            ResizeMode::Nearest => 0.0,
+            // Source coordinate: 3 roundings of a value below max(h, w): delta <= 4u max(h,w);
+            // the blend moves by 2 delta max|x| per axis, its arithmetic adds 8u max|x|.
+            ResizeMode::Bilinear => (16.0 * U * (s.h.max(s.w) + 1) as f64 + 8.0 * U) * max_abs(&x),
+            // As bilinear, plus m taps per axis each with a weight normalised by a sum of m
+            // terms: (2m + 8)u per axis, m <= 2 scale + 3.
+            ResizeMode::BilinearAntialias => {
+                let m = |i: usize, o: usize| 2.0 * (i as f64 / o as f64).max(1.0) + 3.0;
+                let taps = m(s.h, oh) + m(s.w, ow);
+                (16.0 * U * (s.h.max(s.w) + 1) as f64 + (2.0 * taps + 16.0) * U) * max_abs(&x)
+            }
+        };
+        close(&got, &want, tol, "resize")
+    });
+}
+
+// ---------------------------------------------------------------- augment
+
+fn augment_case() -> impl Strategy<Value = (Shape, AugmentConfig, u64)> {
+    (
+        1usize..=3,
+        prop::sample::select(vec![1usize, 3, 4]),
+        prop::sample::select(vec![
+            (8usize, 5usize, 9usize),
+            (33, 16, 40),
+            (64, 32, 64),
+            (40, 40, 71),
+        ]),
+        // 31 with 4 channels needs more than 48 KiB of shared memory (the opt-in path).
+        prop::sample::select(vec![1usize, 3, 7, 15, 31]),
+        any::<bool>(),
+        any::<bool>(),
+        any::<u64>(),
+    )
+        .prop_map(|(n, c, (side, crop, size), k, nearest, scale, seed)| {
+            let mut cfg = AugmentConfig::seed003(size, c);
+            cfg.crop = crop;
+            cfg.kernel_size = k.min(2 * size - 1);
+            cfg.interp = if nearest {
+                Interp::Nearest
+            } else {
+                Interp::Bilinear
+            };
+            cfg.scale = scale;
+            cfg.mean = (0..c).map(|i| 0.1 * i as f32).collect();
+            cfg.std = (0..c).map(|i| 0.5 + 0.25 * i as f32).collect();
+            (Shape::new(n, c, side, side), cfg, seed)
+        })
+}
+
+#[test]
+fn augment_fused_matches_reference_and_chain() {
+    gpu_property(32, augment_case(), |(s, cfg, seed)| {
+        let g = gpu().unwrap();
+        let st = g.stream();
+        let bytes: Vec<u8> = (0..s.len())
+            .map(|i| ((i as u64).wrapping_mul(2654435761) ^ seed) as u8)
+            .collect();
+        let draw = AugmentDraw::random(&cfg, s.n, s.h, s.w, seed);
+        let aug = Augment::new(st, s, &cfg, &draw).unwrap();
+        let out = aug.output_shape();
+        let x: CudaSlice<u8> = st.clone_htod(&bytes).unwrap();
+        let mut fused = poisoned(out.len());
+        let mut chain = poisoned(out.len());
+        let mut scratch = None;
+        {
+            let mut fv = fused.slice_mut(GUARD..GUARD + out.len());
+            aug.run_fused(g, st, &x, &mut fv).unwrap();
+            let mut cv = chain.slice_mut(GUARD..GUARD + out.len());
+            aug.run_separate(g, st, &x, &mut scratch, &mut cv).unwrap();
+        }
+        let f = fetch(&fused, out.len())?;
+        let c = fetch(&chain, out.len())?;
+        // Error budget in units of the largest value v = 255 (or 1 scaled) over the smallest
+        // std 0.5: crop samples 10u, resize (delta_r = 4u crop) 2 delta_r + 8u, rotation
+        // (delta = 32u (2 size + 2)) 4 delta + 16u, blur (4k + 24)u, normalise 4u.
+        let vmax = if cfg.scale { 1.0 } else { 255.0 };
+        let delta = 32.0 * U * (2 * cfg.size + 2) as f64 * 1.25;
+        let k = cfg.kernel_size as f64;
+        let tol = (10.0 * U
+            + 8.0 * U * cfg.crop as f64
+            + 8.0 * U
+            + 4.0 * delta
+            + 16.0 * U
+            + (4.0 * k + 24.0) * U
+            + 4.0 * U)
+            * vmax
+            / 0.5;
+        let (want, amb) = reference::augment(&bytes, s, &cfg, &draw, delta);
+        for i in 0..out.len() {
+            if amb[i] {
+                // A nearest-neighbour tie within delta: the value of either neighbour is
+                // right; both stay within the data range.
+                let lim = vmax / 0.5 + 1.0;
+                prop_assert!(f[i].is_finite() && (f[i] as f64).abs() <= lim);
+                continue;
+            }
+            prop_assert!(
+                ((f[i] as f64) - want[i]).abs() <= tol,
+                "fused element {} is {} but the reference gives {} (tolerance {})",
+                i,
+                f[i],
+                want[i],
+                tol
+            );
+            prop_assert!(
+                ((c[i] as f64) - want[i]).abs() <= tol,
+                "chain element {} is {} but the reference gives {} (tolerance {})",
+                i,
+                c[i],
+                want[i],
+                tol
+            );
+        }
+        Ok(())
+    });
+}
+
+/// Seed 003's exact workload: 256 x 256 images, crop 128, blur 7, batch 32.
+#[test]
+fn augment_seed003_batch() {
+    let Some(g) = gpu() else { return };
+    let st = g.stream();
+    let s = Shape::new(32, 3, 256, 256);
+    let cfg = AugmentConfig::seed003(256, 3);
+    let draw = AugmentDraw::random(&cfg, s.n, s.h, s.w, 3);
+    let aug = Augment::new(st, s, &cfg, &draw).unwrap();
+    let bytes: Vec<u8> = (0..s.len()).map(|i| (i * 7 % 251) as u8).collect();
+    let x: CudaSlice<u8> = st.clone_htod(&bytes).unwrap();
+    let out = aug.output_shape();
+    let mut fused = poisoned(out.len());
+    let mut chain = poisoned(out.len());
+    let mut scratch = None;
+    {
+        let mut fv = fused.slice_mut(GUARD..GUARD + out.len());
+        aug.run_fused(g, st, &x, &mut fv).unwrap();
+        let mut cv = chain.slice_mut(GUARD..GUARD + out.len());
+        aug.run_separate(g, st, &x, &mut scratch, &mut cv).unwrap();
+    }
+    let f = fetch(&fused, out.len()).unwrap();
+    let c = fetch(&chain, out.len()).unwrap();
+    // Same stages, same f32 rules: the two differ only by the blur's summation order
+    // ((4k + 24)u of 255) except near nearest-neighbour ties, where a blurred window may take
+    // the other neighbour (at most 255 times the largest weight); require that of nearly all.
+    let tol = (4.0 * 7.0 + 24.0) * U * 255.0 * 4.0;
+    let off = f
+        .iter()
+        .zip(&c)
+        .filter(|(a, b)| ((**a - **b) as f64).abs() > tol)
+        .count();
+    assert!(
+        off * 1000 <= out.len(),
+        "{off} of {} fused values differ from the chain by more than {tol}",
+        out.len()
+    );
+}
+
+// ---------------------------------------------------------------- GPU identities
+
+/// Rotation by 0 (nearest) copies the input, blur of a constant is that constant.
+#[test]
+fn gpu_identities() {
+    gpu_property(16, (shape(), any::<u64>()), |(s, seed)| {
+        let g = gpu().unwrap();
+        let x = values(s.len(), seed);
+        let xd = upload(&x);
+        let a = PerImage::upload(g.stream(), "angles", &vec![0.0; s.n]).unwrap();
+        let mut y = poisoned(s.len());
+        {
+            let mut yv = y.slice_mut(GUARD..GUARD + s.len());
+            rotate(g, g.stream(), s, &xd, &a, Interp::Nearest, None, &mut yv).unwrap();
+        }
+        prop_assert_eq!(fetch(&y, s.len())?, x);
+        let cst = upload(&vec![3.25f32; s.len()]);
+        let k = (2 * s.h.min(s.w) - 1).min(7);
+        let mut y = poisoned(s.len());
+        {
+            let mut yv = y.slice_mut(GUARD..GUARD + s.len());
+            gaussian_blur(
+                g,
+                g.stream(),
+                s,
+                &cst,
+                (k, k),
+                Sigma::Global(1.5, 1.5),
+                &mut yv,
+            )
+            .unwrap();
+        }
+        // Weights normalised in f32 sum to 1 within (k + 4)u per axis.
+        let tol = 2.0 * (k as f64 + 4.0) * U * 3.25;
+        close(
+            &fetch(&y, s.len())?,
+            &vec![3.25; s.len()],
+            tol,
+            "blur of a constant",
+        )
+    });
+}
+
+// ---------------------------------------------------------------- bad input (GPU)
+
+#[test]
+fn launchers_refuse_mismatched_lengths_and_write_nothing() {
+    let Some(g) = gpu() else { return };
+    let st = g.stream();
+    let s = Shape::new(2, 3, 5, 7);
+    let x = upload(&vec![1.0; s.len()]);
+    let mut y = poisoned(s.len() - 1);
+    let a = PerImage::upload(st, "angles", &[0.0, 1.0]).unwrap();
+    let e = rotate(g, st, s, &x, &a, Interp::Nearest, None, &mut y)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`y`"), "{e}");
+    let few = PerImage::upload(st, "angles", &[0.0]).unwrap();
+    let mut y2 = poisoned(s.len() - 2 * GUARD);
+    let e = resize(g, st, s, &x, (0, 3), ResizeMode::Bilinear, &mut y2)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`size`"), "{e}");
+    let mut y3 = poisoned(s.len() - 2 * GUARD);
+    let e = rotate(g, st, s, &x, &few, Interp::Nearest, None, &mut y3)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`angles`") || e.contains("`y`"), "{e}");
+    assert!(st
+        .clone_dtoh(&y)
+        .unwrap()
+        .iter()
+        .all(|v| v.to_bits() == POISON_F32));
+}
+
+// ---------------------------------------------------------------- bad input (no GPU)
+
+#[test]
+fn bad_arguments_are_named_without_a_device() {
+    let s = Shape::new(2, 3, 8, 8);
+    let o = RoiAlign {
+        out_h: 4,
+        out_w: 4,
+        spatial_scale: 1.0,
+        sampling_ratio: -1,
+        aligned: false,
+    };
+    let err = |r: streamline::Result<Shape>| r.unwrap_err().to_string();
+    let e = err(check_roi_align(s, &[[2.0, 0.0, 0.0, 4.0, 4.0]], &o));
+    assert!(
+        e.contains("`boxes`") && e.contains("out of range 0..2"),
+        "{e}"
+    );
+    let e = err(check_roi_align(s, &[[0.0, f32::NAN, 0.0, 4.0, 4.0]], &o));
+    assert!(e.contains("`boxes`") && e.contains("finite"), "{e}");
+    let e = err(check_roi_align(s, &[[0.0, 5.0, 0.0, 4.0, 4.0]], &o));
+    assert!(e.contains("x1 <= x2"), "{e}");
+    let e = err(check_roi_align(
+        s,
+        &[[0.0, 0.0, 0.0, 4.0, 4.0]],
+        &RoiAlign { out_h: 0, ..o },
+    ));
+    assert!(e.contains("`output_size`"), "{e}");
+    let e = err(check_roi_align(
+        s,
+        &[[0.0, 0.0, 0.0, 1e6, 1e6]],
+        &RoiAlign {
+            out_h: 1,
+            out_w: 1,
+            ..o
+        },
+    ));
+    assert!(e.contains("samples per bin"), "{e}");
+    let e = err(check_roi_align(Shape::new(0, 3, 8, 8), &[[0.0; 5]], &o));
+    assert!(e.contains("`x`") && e.contains("zero extent"), "{e}");
+
+    let e = check_kernel_size("kernel_size", 4, 8, "width")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`kernel_size`") && e.contains("odd"), "{e}");
+    let e = check_kernel_size("kernel_size", 0, 8, "width")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("odd"), "{e}");
+    let e = check_kernel_size("kernel_size", 9, 4, "width")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("at least 5"), "{e}");
+    for bad in [0.0f32, -1.0, f32::NAN, f32::INFINITY] {
+        let e = check_sigma("sigma", bad).unwrap_err().to_string();
+        assert!(e.contains("`sigma`") && e.contains("> 0"), "{e}");
+    }
+
+    let shape = Shape::new(4, 3, 64, 64);
+    let ok = AugmentConfig::seed003(64, 3);
+    ok.check(shape).unwrap();
+    let bad = |f: &dyn Fn(&mut AugmentConfig), arg: &str| {
+        let mut c = ok.clone();
+        f(&mut c);
+        let e = c.check(shape).unwrap_err().to_string();
+        assert!(e.contains(&format!("`{arg}`")), "{arg}: {e}");
+    };
+    bad(&|c| c.crop = 65, "crop");
+    bad(&|c| c.crop = 0, "crop");
+    bad(&|c| c.size = 10, "size");
+    bad(&|c| c.kernel_size = 8, "kernel_size");
+    bad(&|c| c.sigma = (0.0, 2.0), "sigma");
+    bad(&|c| c.mean = vec![0.0], "mean");
+    bad(&|c| c.std = vec![1.0, 0.0, 1.0], "std");
+    bad(&|c| c.degrees = f32::NAN, "degrees");
+    let e = ok.check(Shape::new(1, 5, 64, 64)).unwrap_err().to_string();
+    assert!(e.contains("channels"), "{e}");
+}
+
+// ---------------------------------------------------------------- CPU-only properties
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, failure_persistence: None, ..Default::default() })]
+
+    /// A blur of a constant image is that constant (the weights sum to 1, reflection keeps
+    /// every tap inside).
+    #[test]
+    fn reference_blur_of_constant_is_constant(
+        s in shape(), a in 0usize..16, sig in 0.05f64..40.0, v in -100.0f64..100.0
+    ) {
+        let k = (2 * a + 1).min(2 * s.h.min(s.w) - 1);
+        let x = vec![v; s.len()];
+        let y = reference::gaussian_blur(&x, s, k, k, &vec![(sig, sig); s.n]);
+        for o in y {
+            prop_assert!((o - v).abs() <= 1e-12 * v.abs().max(1.0));
+        }
+    }
+
+    /// Rotation by 0 degrees (nearest) is the identity.
+    #[test]
+    fn reference_rotate_by_zero_is_identity(s in shape(), seed in any::<u64>()) {
+        let x: Vec<f64> = values(s.len(), seed).iter().map(|&v| v as f64).collect();
+        let r = reference::rotate(&x, s, &vec![0.0; s.n], Interp::Nearest, None, 0.0);
+        prop_assert_eq!(r.values, x);
+    }
+
+    /// roi_align with `aligned=true`, a box covering the image and the output the image's size
+    /// is the identity: every sample lands on a pixel centre.
+    #[test]
+    fn reference_roi_align_full_box_is_identity(s in shape(), seed in any::<u64>()) {
+        let x: Vec<f64> = values(s.len(), seed).iter().map(|&v| v as f64).collect();
+        let boxes: Vec<[f32; 5]> =
+            (0..s.n).map(|n| [n as f32, 0.0, 0.0, s.w as f32, s.h as f32]).collect();
+        let o = RoiAlign { out_h: s.h, out_w: s.w, spatial_scale: 1.0, sampling_ratio: -1, aligned: true };
+        let y = reference::roi_align(&x, s, &boxes, &o);
+        for (a, b) in y.iter().zip(&x) {
+            prop_assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "{} vs {}", a, b);
+        }
+    }
+
+    /// Normalize then un-normalize (`x * std + mean`) gives back the input.
+    #[test]
+    fn reference_normalize_round_trips(
+        s in shape(), seed in any::<u64>(), m in -3.0f32..3.0, sd in 0.01f32..10.0
+    ) {
+        let x: Vec<f64> = values(s.len(), seed).iter().map(|&v| v as f64).collect();
+        let mean = vec![m; s.c];
+        let std: Vec<f32> = (0..s.c).map(|c| sd * (c + 1) as f32).collect();
+        let y = reference::normalize(&x, s, &mean, &std);
+        for (i, (a, b)) in y.iter().zip(&x).enumerate() {
+            let c = (i / (s.h * s.w)) % s.c;
+            let back = a * std[c] as f64 + mean[c] as f64;
+            prop_assert!((back - b).abs() <= 1e-12 * (b.abs() + m.abs() as f64 + 1.0));
+        }
+    }
+
+    /// The separable resize reference with equal sizes is the identity in every mode.
+    #[test]
+    fn reference_resize_same_size_is_identity(s in shape(), seed in any::<u64>()) {
+        let x: Vec<f64> = values(s.len(), seed).iter().map(|&v| v as f64).collect();
+        for mode in [ResizeMode::Bilinear, ResizeMode::BilinearAntialias, ResizeMode::Nearest] {
+            let y = reference::resize(&x, s, s.h, s.w, mode);
+            for (a, b) in y.iter().zip(&x) {
+                prop_assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0));
+            }
+        }
+    }
+}
+
+/// The ops module lists every image kernel, and every one is in the launch table.
+#[test]
+fn every_image_kernel_is_registered() {
+    for k in ops::KERNELS {
+        assert!(streamline_abi::KERNELS.contains(&k), "{}", k.name);
+    }
+}
