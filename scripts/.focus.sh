@@ -1,5 +1,8 @@
 cd target/bundle
-for s in 4096 8192; do ./streamline matmul --m $s --n $s --k $s --kernel all --vs-cublas --repeat 10 2>&1 | grep -v "naive\|tiled\|blocked"; done
-for s in 1024 2048; do ./streamline matmul --m $s --n $s --k $s --kernel all --vs-cublas --repeat 20 2>&1 | grep -v "naive\|tiled"; done
-./streamline matmul --m 4096 --n 4096 --k 4096 --kernel 5_pipelined_128x128 --check --repeat 3 2>&1 | grep check
-./run-tests.sh sgemm_edge 2>&1 | grep -E "test result: ok. 1|panicked"
+R=/tmp/res
+./gpu-check.sh "$PWD/../../.anchors" $R > /tmp/gc.log 2>&1; echo "gpu-check rc $?"
+grep -E "^===|FAILED|panicked|SUMMARY|test result|run-tests|check |gpu-check" /tmp/gc.log | grep -v " 0 passed; 0 failed" | head -150
+cp $R/bench.txt $R/compare.txt $R/streamline.jsonl $R/torch.jsonl $R/matmul.txt $OUT/ 2>/dev/null
+cp $R/augment/contact_sheet.png $OUT/ 2>/dev/null
+tail -c 200000 /tmp/gc.log > $OUT/gc.log
+ls $R $R/augment | head -40
