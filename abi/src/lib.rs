@@ -7,6 +7,7 @@
 #![no_std]
 
 pub mod heavy;
+pub mod spin;
 
 /// What the host knows about one kernel entry point: its PTX name and the layout of its single
 /// by-value parameter. The build manifest records the layout found in the PTX; the host refuses
@@ -34,7 +35,7 @@ impl KernelSpec {
 
 /// Every kernel entry point the crate `gpu-kernels` exports. The build keeps exactly these
 /// symbols visible and the host checks that each is present with the expected layout.
-pub const KERNELS: &[KernelSpec] = &[heavy::HEAVY_F32, heavy::HEAVY_F16];
+pub const KERNELS: &[KernelSpec] = &[heavy::HEAVY_F32, heavy::HEAVY_F16, spin::SPIN_COPY_F32];
 
 /// How a contiguous elementwise range `[0, n)` splits into a scalar head, a body of 16-byte
 /// vectors and a scalar tail, so that both input and output are accessed with 16-byte
