@@ -13,6 +13,7 @@ pub mod error;
 pub mod ops;
 pub mod reference;
 pub mod runtime;
+pub mod scenarios;
 pub mod timing;
 
 pub use error::{Error, Result};

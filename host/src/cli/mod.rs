@@ -3,6 +3,7 @@
 mod bench;
 mod heavy;
 mod info;
+mod pipeline;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -30,6 +31,8 @@ enum Command {
     Heavy(heavy::HeavyArgs),
     /// Benchmarks against the hardware's ceilings, as a table and JSON lines.
     Bench(bench::BenchArgs),
+    /// The seeds' stream scenarios: serial vs overlapped, overlap metrics, trace and timeline.
+    Pipeline(pipeline::PipelineArgs),
 }
 
 pub fn run(cli: Cli) -> Result<()> {
@@ -37,6 +40,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Info => info::run(cli.device, cli.ptx.as_deref()),
         Command::Heavy(a) => heavy::run(cli.device, cli.ptx.as_deref(), a),
         Command::Bench(a) => bench::run(cli.device, cli.ptx.as_deref(), a),
+        Command::Pipeline(a) => pipeline::run(cli.device, cli.ptx.as_deref(), a),
     }
 }
 

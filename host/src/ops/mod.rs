@@ -4,3 +4,4 @@
 //! earlier work on them, and holds the only `unsafe` launch of its kernel.
 
 pub mod heavy;
+pub mod spin;
