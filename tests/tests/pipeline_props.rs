@@ -144,7 +144,6 @@ fn prefetch_output_is_schedule_independent() {
                 plan.run(&pool, &lanes, 0..o.batches, None, &mut stage)
                     .map_err(fail)?;
             }
-            drop(stage);
             let got = bufs.results.as_slice().map_err(fail)?.to_vec();
             check_all(&host, &got)
         },
@@ -220,7 +219,6 @@ fn branches_output_is_schedule_independent() {
             plan.run(&pool, &lanes, 0..iters, None, &mut stage)
                 .map_err(fail)?;
         }
-        drop(stage);
         let got = out.as_slice().map_err(fail)?;
         for i in 0..iters {
             let x = &host[i * n..(i + 1) * n];

@@ -97,12 +97,12 @@ fn usize_of(v: u64, name: &str) -> Result<usize> {
     usize::try_from(v).with_context(|| format!("--{name} {v} does not fit this machine"))
 }
 
+/// A scenario with its options bound, waiting for the device.
+type Runner = Box<dyn FnOnce(&Gpu, &Common) -> streamline::Result<Report>>;
+
 pub fn run(device: usize, ptx: Option<&Path>, a: PipelineArgs) -> Result<()> {
     // Validate everything the scenario does not need the device for before opening it.
-    let (args, go): (
-        CommonArgs,
-        Box<dyn FnOnce(&Gpu, &Common) -> streamline::Result<Report>>,
-    ) = match a.scenario {
+    let (args, go): (CommonArgs, Runner) = match a.scenario {
         Scenario::HeavySplit {
             common: c,
             sizes,

@@ -594,24 +594,17 @@ pub struct PinnedViewMut<'a, T> {
     _t: PhantomData<&'a mut T>,
 }
 
-/// The host slice of `len` elements from `start` of a pinned allocation, with the access
-/// recorded on `stream`.
-///
-/// # Safety
-/// Only the device may touch the memory through the slice, on `stream`, for as long as the
-/// returned guard lives (cudarc's `HostSlice` contract).
-unsafe fn pinned_slice<'a, T>(
+/// The address of element `start` of a pinned allocation, with an access by `stream`
+/// recorded (a write when `write`).
+fn pinned_access<'a, T>(
     alloc: &'a Arc<Allocation>,
     start: usize,
-    len: usize,
     stream: &'a CudaStream,
     write: bool,
-) -> (&'a mut [T], SyncOnDrop<'a>) {
+) -> (*mut T, SyncOnDrop<'a>) {
     let guard = alloc.access(stream, write);
-    // SAFETY: `start + len` lies inside the allocation (checked when the view was made, or the
-    // whole buffer); the caller upholds the access contract.
-    let s = unsafe { std::slice::from_raw_parts_mut((alloc.ptr as *mut T).add(start), len) };
-    (s, guard)
+    // `start` lies inside the allocation: checked when the view was made (0 for the whole).
+    ((alloc.ptr as *mut T).wrapping_add(start), guard)
 }
 
 macro_rules! host_slice {
@@ -624,16 +617,18 @@ macro_rules! host_slice {
                 &'b self,
                 stream: &'b CudaStream,
             ) -> (&'b [T], SyncOnDrop<'b>) {
-                // SAFETY: forwarded from cudarc's `HostSlice` contract.
-                let (s, g) = unsafe { pinned_slice(&self.alloc, $start(self), self.len, stream, false) };
-                (s, g)
+                let (p, g) = pinned_access::<T>(&self.alloc, $start(self), stream, false);
+                // SAFETY: `p` addresses `len` initialized elements inside the allocation; the
+                // caller upholds cudarc's `HostSlice` contract (device use on `stream` only).
+                (unsafe { std::slice::from_raw_parts(p, self.len) }, g)
             }
             unsafe fn stream_synced_mut_slice<'b>(
                 &'b mut self,
                 stream: &'b CudaStream,
             ) -> (&'b mut [T], SyncOnDrop<'b>) {
-                // SAFETY: forwarded from cudarc's `HostSlice` contract.
-                unsafe { pinned_slice(&self.alloc, $start(self), self.len, stream, true) }
+                let (p, g) = pinned_access::<T>(&self.alloc, $start(self), stream, true);
+                // SAFETY: as above; `&mut self` makes this the only access through this view.
+                (unsafe { std::slice::from_raw_parts_mut(p, self.len) }, g)
             }
         }
     };

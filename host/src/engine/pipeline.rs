@@ -422,7 +422,7 @@ impl Plan {
         };
         let stream_of = |s: usize| lane_streams[self.spec.stages[s].lane];
         let mut out = vec![Vec::new(); n];
-        for to in 0..n {
+        for (to, waits) in out.iter_mut().enumerate() {
             // Latest issued source per stream: issue index (iteration - distance) * n + pos.
             let mut best: BTreeMap<usize, (i64, usize, usize)> = BTreeMap::new();
             for d in self.deps.iter().filter(|d| d.to == to) {
@@ -436,7 +436,7 @@ impl Plan {
                     *e = (key, d.from, d.distance);
                 }
             }
-            out[to] = best.values().map(|&(_, f, d)| (f, d)).collect();
+            *waits = best.values().map(|&(_, f, d)| (f, d)).collect();
         }
         Ok(out)
     }
@@ -475,8 +475,8 @@ impl Plan {
             }
         }
         let mut events: Vec<Vec<CudaEvent>> = Vec::with_capacity(n);
-        for s in 0..n {
-            let k = if needed[s] { ring } else { 0 };
+        for &need in &needed {
+            let k = if need { ring } else { 0 };
             events.push(
                 (0..k)
                     .map(|_| {

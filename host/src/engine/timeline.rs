@@ -443,7 +443,7 @@ fn fmt_ms(t: f64) -> String {
 
 /// 1, 2 or 5 times a power of ten, at least `raw`.
 fn nice_step(raw: f64) -> f64 {
-    if !(raw > 0.0) || !raw.is_finite() {
+    if raw.is_nan() || raw <= 0.0 || !raw.is_finite() {
         return 1.0;
     }
     let p = 10f64.powf(raw.log10().floor());

@@ -127,7 +127,7 @@ pub fn validate(o: &Options) -> Result<()> {
             format!("must be in 1..=16, got {}", o.depth),
         ));
     }
-    if o.batches < o.depth || o.batches % o.depth != 0 || o.batches > 4096 {
+    if o.batches < o.depth || !o.batches.is_multiple_of(o.depth) || o.batches > 4096 {
         return Err(Error::arg(
             "batches",
             format!(
