@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on a GPU machine from the folder made by `cargo xtask bundle` (no Rust toolchain needed):
 # the test suite, compute-sanitizer (memcheck, racecheck, synccheck) over the GPU tests, seed
-# 000's experiment with --check, and `streamline bench`; with the PyTorch anchors folder given,
+# 000's experiment with --check, the pipeline scenarios with their traces and timelines, and
+# `streamline bench`; with the PyTorch anchors folder given,
 # also torch_anchors.py in the same run, paired with compare.py.
 #
 #   ./gpu-check.sh [ANCHORS_DIR] [RESULTS_DIR]
@@ -24,7 +25,9 @@ grep -q "run-tests: all test binaries passed" "$out/tests.txt" || status=1
 for tool in memcheck racecheck synccheck; do
   step "compute-sanitizer $tool (GPU tests)"
   PROPTEST_CASES=${SANITIZER_CASES:-6} SANITIZER="compute-sanitizer --tool $tool --require-cuda-init no --error-exitcode 9" \
-    "$here/run-tests.sh" heavy > "$out/sanitizer-$tool.txt" 2>&1
+    "$here/run-tests.sh" heavy spin_copy buffer_ free_waits pinned_host foreign_stream copies_validate \
+      pool_priorities graph_replay capture_misuse schedule_independent --skip cudarc_ \
+      > "$out/sanitizer-$tool.txt" 2>&1
   rc=$?
   grep -E "SUMMARY|run-tests|test result" "$out/sanitizer-$tool.txt" | sort | uniq -c
   [ $rc -eq 0 ] || { echo "compute-sanitizer $tool: FAILED (rc $rc)"; status=1; }
@@ -35,6 +38,14 @@ for dtype in f32 f16; do
   "$here/streamline" heavy --n 1e8 --dtype $dtype --streams 2 --repeat 20 --check 2>&1 | tee -a "$out/heavy.txt" || status=1
   "$here/streamline" heavy --n 1e6 --dtype $dtype --streams 4 --repeat 50 2>&1 | tee -a "$out/heavy.txt" || status=1
 done
+
+step "pipelines (seeds 000-002): serial vs overlapped, graph, trace and timeline"
+for p in heavy-split branches prefetch; do
+  "$here/streamline" pipeline $p --graph --trace "$out/pipeline-$p.json" --timeline "$out/pipeline-$p.svg" \
+    2>&1 | tee -a "$out/pipelines.txt" || status=1
+done
+"$here/streamline" pipeline prefetch --depth 3 --batches 18 --trace "$out/pipeline-prefetch-depth3.json" \
+  --timeline "$out/pipeline-prefetch-depth3.svg" 2>&1 | tee -a "$out/pipelines.txt" || status=1
 
 step "SASS of the kernels (instruction counts)"
 if command -v ptxas >/dev/null && command -v cuobjdump >/dev/null; then

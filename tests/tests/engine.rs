@@ -20,6 +20,12 @@ const SLOW_NS: u64 = 50_000_000;
 /// One wave of blocks on any current GPU, so the slow reader waits once.
 const N: usize = 1 << 15;
 
+/// Whether the test runs under compute-sanitizer (gpu-check.sh sets SANITIZER), which may make
+/// launches wait for earlier kernels: host-side timing claims are not checked there.
+fn sanitized() -> bool {
+    std::env::var_os("SANITIZER").is_some_and(|v| !v.is_empty())
+}
+
 fn data() -> Vec<f32> {
     (0..N).map(|i| 1.0 + i as f32).collect()
 }
@@ -82,7 +88,7 @@ fn buffer_write_waits_for_every_reader() {
     assert_eq!(yb.to_vec(b).unwrap(), data());
     assert_eq!(x.to_vec(c).unwrap(), vec![0.0; N]);
     assert!(
-        queued < Duration::from_nanos(SLOW_NS / 2),
+        sanitized() || queued < Duration::from_nanos(SLOW_NS / 2),
         "queuing took {queued:?}: the host waited"
     );
 }

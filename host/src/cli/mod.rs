@@ -1,6 +1,7 @@
 //! Subcommands of the `streamline` binary.
 
 mod bench;
+mod bench_engine;
 mod heavy;
 mod info;
 mod pipeline;
