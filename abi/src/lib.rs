@@ -7,6 +7,7 @@
 #![no_std]
 
 pub mod heavy;
+pub mod matmul;
 pub mod spin;
 
 /// What the host knows about one kernel entry point: its PTX name and the layout of its single
@@ -20,6 +21,20 @@ pub struct KernelSpec {
     pub param_size: usize,
     /// Alignment in bytes of the parameter struct.
     pub param_align: usize,
+    /// Occupancy promise compiled into the PTX, if any.
+    pub bounds: Option<LaunchBounds>,
+}
+
+/// A kernel's promise to the assembler (PTX `.maxntid` and `.minnctapersm`): it is never
+/// launched with more than `max_threads` threads per block, and `min_blocks` blocks should fit
+/// on one multiprocessor at once, which caps the registers per thread accordingly. The host
+/// refuses launches that would break the promise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchBounds {
+    /// Most threads per block any launch uses.
+    pub max_threads: u32,
+    /// Blocks per multiprocessor the register allocation must allow.
+    pub min_blocks: u32,
 }
 
 impl KernelSpec {
@@ -29,13 +44,36 @@ impl KernelSpec {
             name,
             param_size: core::mem::size_of::<P>(),
             param_align: core::mem::align_of::<P>(),
+            bounds: None,
+        }
+    }
+
+    /// This spec with launch bounds (see [`LaunchBounds`]).
+    pub const fn with_bounds(self, max_threads: u32, min_blocks: u32) -> Self {
+        KernelSpec {
+            bounds: Some(LaunchBounds {
+                max_threads,
+                min_blocks,
+            }),
+            ..self
         }
     }
 }
 
 /// Every kernel entry point the crate `gpu-kernels` exports. The build keeps exactly these
 /// symbols visible and the host checks that each is present with the expected layout.
-pub const KERNELS: &[KernelSpec] = &[heavy::HEAVY_F32, heavy::HEAVY_F16, spin::SPIN_COPY_F32];
+pub const KERNELS: &[KernelSpec] = &[
+    heavy::HEAVY_F32,
+    heavy::HEAVY_F16,
+    matmul::SGEMM_1_NAIVE.spec,
+    matmul::SGEMM_2_TILED.spec,
+    matmul::SGEMM_3_BLOCKED.spec,
+    matmul::SGEMM_4_VECTORIZED.spec,
+    matmul::SGEMM_5_PIPELINED_128X128.spec,
+    matmul::SGEMM_5_PIPELINED_128X64.spec,
+    matmul::SGEMM_5_PIPELINED_64X64.spec,
+    spin::SPIN_COPY_F32,
+];
 
 /// How a contiguous elementwise range `[0, n)` splits into a scalar head, a body of 16-byte
 /// vectors and a scalar tail, so that both input and output are accessed with 16-byte

@@ -72,6 +72,11 @@ pub fn build_kernels(opts: &BuildOptions) -> Result<Vec<BuiltArch>> {
             &format!("target-cpu={arch}"),
             "-C",
             &format!("linker={}", opts.linker.display()),
+            "-C",
+            &format!(
+                "llvm-args=-unroll-threshold={}",
+                crate::link::UNROLL_THRESHOLD
+            ),
         ]
         .join("\x1f");
         let status = clean_command("rustup")

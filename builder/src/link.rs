@@ -12,6 +12,10 @@ use std::process::Command;
 /// Set (to "1") in the environment of the nested cargo so that the program rustc runs as the
 /// linker knows to act as one.
 pub const ENV_LINK: &str = "STREAMLINE_PTX_LINK";
+/// LLVM's full-unroll size threshold for kernels (its default is 300), given to
+/// rustc's optimizer and to `opt` alike.
+pub const UNROLL_THRESHOLD: u32 = 4000;
+
 /// Directory with `llvm-link`, `opt`, `llc`.
 pub const ENV_LLVM_BIN: &str = "STREAMLINE_PTX_LINK_LLVM_BIN";
 /// Path of `libdevice.10.bc`.
@@ -146,6 +150,10 @@ fn link(args: &[String]) -> Result<()> {
             a.exports.join(",")
         ))
         .arg("-passes=internalize,nvvm-reflect,default<O3>,globaldce")
+        // Kernels keep per-thread tiles in fixed-size arrays; they stay in registers only when
+        // every loop over them is fully unrolled, which LLVM's default size threshold (tuned
+        // for CPUs) refuses for a 64-accumulator tile.
+        .arg(format!("-unroll-threshold={UNROLL_THRESHOLD}"))
         .arg(&linked)
         .arg("-o")
         .arg(&optimized))?;
@@ -156,5 +164,35 @@ fn link(args: &[String]) -> Result<()> {
         .arg(&optimized)
         .arg("-o")
         .arg(&a.output))?;
+    let ptx = std::fs::read_to_string(&a.output)?;
+    std::fs::write(
+        &a.output,
+        apply_launch_bounds(&ptx, streamline_abi::KERNELS)?,
+    )?;
     Ok(())
+}
+
+/// Writes each kernel's [`streamline_abi::LaunchBounds`] into the PTX as the performance
+/// directives `.maxntid` and `.minnctapersm`, between the entry's parameter list and its body
+/// (Rust has no attribute for them).
+pub fn apply_launch_bounds(ptx: &str, kernels: &[streamline_abi::KernelSpec]) -> Result<String> {
+    let mut out = ptx.to_string();
+    for spec in kernels {
+        let Some(b) = spec.bounds else { continue };
+        let entry = format!(".entry {}(", spec.name);
+        let Some(start) = out.find(&entry) else {
+            continue;
+        };
+        let body = out[start..]
+            .find("\n{")
+            .with_context(|| format!("no body after `{entry}` in the PTX"))?;
+        out.insert_str(
+            start + body,
+            &format!(
+                "\n.maxntid {}, 1, 1\n.minnctapersm {}",
+                b.max_threads, b.min_blocks
+            ),
+        );
+    }
+    Ok(out)
 }

@@ -1,13 +1,21 @@
 //! Streamline's GPU kernels. Each module is one kernel family; its parameter structs come from
 //! `streamline-abi` so the host launches exactly what is compiled here.
 #![no_std]
-#![feature(abi_ptx, stdarch_nvptx, f16, link_llvm_intrinsics)]
-// `link_llvm_intrinsics` reads the %globaltimer register (spin.rs); core::arch::nvptx has no
-// wrapper for it.
+#![feature(
+    abi_ptx,
+    stdarch_nvptx,
+    f16,
+    core_intrinsics,
+    gpu_launch_sized_workgroup_mem,
+    gpu_intrinsics,
+    asm_experimental_arch
+)]
 #![allow(internal_features)]
 
 pub mod heavy;
 mod libdevice;
+pub mod matmul;
+mod mem;
 pub mod spin;
 mod thread;
 

@@ -4,16 +4,20 @@
 use crate::thread::global_x;
 use streamline_abi::spin::SpinCopyParams;
 
-extern "C" {
-    /// The `%globaltimer` special register: nanoseconds of a device-wide clock.
-    #[link_name = "llvm.nvvm.read.ptx.sreg.globaltimer"]
-    fn globaltimer() -> u64;
-}
-
+/// Nanoseconds of the device-wide `%globaltimer` clock. Neither `pure` nor `nomem`: every call
+/// reads the register anew, and no memory access moves across it.
 #[inline(always)]
 fn now_ns() -> u64 {
-    // SAFETY: reading a special register has no side effects.
-    unsafe { globaltimer() }
+    let t: u64;
+    // SAFETY: reading a special register has no side effects on memory.
+    unsafe {
+        core::arch::asm!(
+            "mov.u64 {t}, %globaltimer;",
+            t = out(reg64) t,
+            options(nostack, preserves_flags)
+        )
+    };
+    t
 }
 
 /// Every thread waits `p.spin_ns` nanoseconds, then the grid copies `p.n` f32 from `p.x` to

@@ -41,6 +41,19 @@ pub enum Error {
     /// A CUDA graph capture was misused (nested, launched while capturing, empty, ...).
     #[error("graph capture: {0}")]
     Capture(String),
+    /// An optional CUDA library (cuBLAS) could not be loaded.
+    #[error("{library} is not available: {reason}")]
+    MissingLibrary {
+        library: &'static str,
+        reason: String,
+    },
+    /// A cuBLAS call failed.
+    #[error("cuBLAS error in {op}")]
+    Cublas {
+        op: &'static str,
+        #[source]
+        source: cudarc::cublas::result::CublasError,
+    },
     /// A file could not be read or written.
     #[error("cannot access {path}")]
     Io {

@@ -320,6 +320,18 @@ impl Gpu {
         params: P,
     ) -> Result<()> {
         const DEFAULT_WINDOW: u32 = 48 * 1024;
+        if let Some(b) = spec.bounds {
+            let threads = block.0 as u64 * block.1 as u64 * block.2 as u64;
+            if threads > b.max_threads as u64 {
+                return Err(Error::arg(
+                    "block",
+                    format!(
+                        "{threads} threads per block; kernel `{}` was compiled for at most {}",
+                        spec.name, b.max_threads
+                    ),
+                ));
+            }
+        }
         if shared_bytes > DEFAULT_WINDOW {
             self.function(spec)
                 .set_attribute(

@@ -11,8 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use streamline::data::{randn_f32, HeavyHost};
 use streamline::ops::heavy::heavy;
+use streamline::ops::matmul::{choose, sgemm, Cublas, Gemm, Kernel};
 use streamline::timing::{median, time_on};
 use streamline::Gpu;
+use streamline_abi::matmul::SGEMM_ALL;
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
@@ -74,6 +76,25 @@ impl Bench<'_> {
     }
 }
 
+impl Bench<'_> {
+    /// Records a compute-bound case with its FLOP rate and its fraction of cuBLAS's time.
+    fn record_flops(
+        &mut self,
+        case: &str,
+        imp: &str,
+        kernel: &str,
+        (ms, min): (f64, f64),
+        flops: f64,
+        cublas_ms: f64,
+    ) {
+        self.rows.push(json!({
+            "case": case, "impl": imp, "kernel": kernel, "ms": round(ms), "min_ms": round(min),
+            "reps": self.reps, "TFLOPs": round1(flops / ms / 1e9 * 10.0) / 10.0,
+            "frac_of_cublas": round(cublas_ms / ms),
+        }));
+    }
+}
+
 fn round(v: f64) -> f64 {
     (v * 1e5).round() / 1e5
 }
@@ -104,7 +125,13 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
         )
     })
     .collect();
-    let bar = ProgressBar::new(((1 + heavy_cases.len()) * reps) as u64);
+    let sgemm_sizes: Vec<usize> = [1024, 2048, 4096, 8192]
+        .into_iter()
+        .filter(|s| wanted(&format!("sgemm_f32_{s}")))
+        .collect();
+    let bar = ProgressBar::new(
+        ((1 + heavy_cases.len() + 2 * sgemm_sizes.len() + SGEMM_ALL.len()) * reps) as u64,
+    );
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -162,6 +189,9 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
             bench_heavy::<f32>(&mut b, case, n)?;
         }
     }
+    if !sgemm_sizes.is_empty() {
+        bench_sgemm(&mut b, &sgemm_sizes)?;
+    }
     b.bar.finish_and_clear();
 
     println!(
@@ -172,18 +202,43 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
         gpu.image().origin
     );
     println!(
-        "{:<26} {:>10} {:>10} {:>10} {:>16}",
-        "case", "median ms", "min ms", "GB/s", "of memory floor"
+        "{:<34} {:<10} {:>10} {:>10} {:>10} {:>16}",
+        "case", "impl", "median ms", "min ms", "GB/s", "of memory floor"
     );
-    for r in &b.rows {
+    for r in b.rows.iter().filter(|r| r.get("TFLOPs").is_none()) {
         println!(
-            "{:<26} {:>10.4} {:>10.4} {:>10.1} {:>15.0}%",
+            "{:<34} {:<10} {:>10.4} {:>10.4} {:>10.1} {:>15.0}%",
             r["case"].as_str().unwrap_or(""),
+            r["impl"].as_str().unwrap_or(""),
             r["ms"].as_f64().unwrap_or(f64::NAN),
             r["min_ms"].as_f64().unwrap_or(f64::NAN),
             r["GBps"].as_f64().unwrap_or(f64::NAN),
             100.0 * r["frac_of_memory_floor"].as_f64().unwrap_or(1.0)
         );
+    }
+    let flops: Vec<&Value> = b
+        .rows
+        .iter()
+        .filter(|r| r.get("TFLOPs").is_some())
+        .collect();
+    if !flops.is_empty() {
+        println!(
+            "{:<34} {:<10} {:>10} {:>10} {:>10} {:>16}",
+            "case", "impl", "median ms", "min ms", "TFLOP/s", "of cuBLAS"
+        );
+        for r in flops {
+            println!(
+                "{:<34} {:<10} {:>10.4} {:>10.4} {:>10.2} {:>16}",
+                r["case"].as_str().unwrap_or(""),
+                r["impl"].as_str().unwrap_or(""),
+                r["ms"].as_f64().unwrap_or(f64::NAN),
+                r["min_ms"].as_f64().unwrap_or(f64::NAN),
+                r["TFLOPs"].as_f64().unwrap_or(f64::NAN),
+                r["frac_of_cublas"]
+                    .as_f64()
+                    .map_or(String::new(), |f| format!("{:.1}%", 100.0 * f))
+            );
+        }
     }
     if let Some(path) = &a.json {
         let mut f =
@@ -218,5 +273,49 @@ fn bench_heavy<T: HeavyHost>(b: &mut Bench, case: &str, n: usize) -> Result<()> 
         2.0 * bytes_in as f64,
         json!({"n": n, "buffer_sets": sets}),
     );
+    Ok(())
+}
+
+/// Square SGEMM at each size, ours (the shape rule) and cuBLAS on the same inputs, plus every
+/// step of the progression at 4096 (`sgemm_f32_4096_<kernel>`). cuBLAS rows carry
+/// `"impl": "cublas"`; pair only the `streamline` rows with other peers.
+fn bench_sgemm(b: &mut Bench, sizes: &[usize]) -> Result<()> {
+    let blas = Cublas::new(b.stream.clone())?;
+    for &size in sizes {
+        let case = format!("sgemm_f32_{size}");
+        b.bar.set_message(case.clone());
+        let g = Gemm::dense(size, size, size);
+        let da = b.stream.clone_htod(&randn_f32(size * size, 11))?;
+        let db = b.stream.clone_htod(&randn_f32(size * size, 12))?;
+        let mut dc: CudaSlice<f32> = b.stream.alloc_zeros(size * size)?;
+        let t_blas = b.time(|_| blas.sgemm(&g, &da, &db, &mut dc))?;
+        let auto = choose(size, size, b.gpu.info().multiprocessors);
+        let t_ours = b.time(|_| sgemm(b.gpu, &b.stream, Kernel::Auto, &g, &da, &db, &mut dc))?;
+        b.record_flops(
+            &case,
+            "streamline",
+            auto.spec.name,
+            t_ours,
+            g.flops(),
+            t_blas.0,
+        );
+        b.record_flops(&case, "cublas", "cublasSgemm", t_blas, g.flops(), t_blas.0);
+        if size == 4096 {
+            for t in &SGEMM_ALL {
+                let name = t.spec.name.trim_start_matches("sgemm_");
+                b.bar.set_message(format!("{case}_{name}"));
+                let tk =
+                    b.time(|_| sgemm(b.gpu, &b.stream, Kernel::Fixed(t), &g, &da, &db, &mut dc))?;
+                b.record_flops(
+                    &format!("{case}_{name}"),
+                    "streamline",
+                    t.spec.name,
+                    tk,
+                    g.flops(),
+                    t_blas.0,
+                );
+            }
+        }
+    }
     Ok(())
 }

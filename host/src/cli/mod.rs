@@ -4,6 +4,7 @@ mod bench;
 mod bench_engine;
 mod heavy;
 mod info;
+mod matmul;
 mod pipeline;
 
 use anyhow::Result;
@@ -30,6 +31,8 @@ enum Command {
     Info,
     /// Seed 000: the heavy computation on one stream vs split over K streams.
     Heavy(heavy::HeavyArgs),
+    /// FP32 matmul (C = alpha A B + beta C), optionally against cuBLAS and the CPU reference.
+    Matmul(matmul::MatmulArgs),
     /// Benchmarks against the hardware's ceilings, as a table and JSON lines.
     Bench(bench::BenchArgs),
     /// The seeds' stream scenarios: serial vs overlapped, overlap metrics, trace and timeline.
@@ -40,6 +43,7 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Info => info::run(cli.device, cli.ptx.as_deref()),
         Command::Heavy(a) => heavy::run(cli.device, cli.ptx.as_deref(), a),
+        Command::Matmul(a) => matmul::run(cli.device, cli.ptx.as_deref(), a),
         Command::Bench(a) => bench::run(cli.device, cli.ptx.as_deref(), a),
         Command::Pipeline(a) => pipeline::run(cli.device, cli.ptx.as_deref(), a),
     }

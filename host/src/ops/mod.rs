@@ -4,4 +4,5 @@
 //! earlier work on them, and holds the only `unsafe` launch of its kernel.
 
 pub mod heavy;
+pub mod matmul;
 pub mod spin;

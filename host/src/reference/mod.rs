@@ -2,3 +2,4 @@
 //! the operation's definition and sharing no code with the kernels.
 
 pub mod heavy;
+pub mod matmul;

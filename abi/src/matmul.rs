@@ -1,0 +1,171 @@
+//! FP32 matrix multiply `C = alpha * A @ B + beta * C`, row-major with leading dimensions.
+//!
+//! The kernels form a progression, each a numbered step that a reader can compare with the one
+//! before (see `gpu-kernels/src/matmul.rs`); every step computes the same thing for any shape,
+//! so the host can run any of them on any input.
+
+use crate::KernelSpec;
+
+/// Parameters of every `sgemm_*` kernel.
+///
+/// `A` is `m x k` with row stride `lda` (elements), `B` is `k x n` with row stride `ldb`, `C` is
+/// `m x n` with row stride `ldc`. When `beta == 0`, `C` is not read (BLAS semantics: its old
+/// contents may be anything, NaN included).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct GemmParams {
+    /// Device address of `A`.
+    pub a: u64,
+    /// Device address of `B`.
+    pub b: u64,
+    /// Device address of `C`.
+    pub c: u64,
+    /// Rows of `A` and `C`.
+    pub m: u32,
+    /// Columns of `B` and `C`.
+    pub n: u32,
+    /// Columns of `A`, rows of `B`.
+    pub k: u32,
+    /// Row stride of `A` in elements (`>= k`).
+    pub lda: u32,
+    /// Row stride of `B` in elements (`>= n`).
+    pub ldb: u32,
+    /// Row stride of `C` in elements (`>= n`).
+    pub ldc: u32,
+    /// Scale of the product.
+    pub alpha: f32,
+    /// Scale of the old `C`; 0 means `C` is write-only.
+    pub beta: f32,
+}
+
+/// How one kernel tiles `C`: each block of `threads` threads computes a `bm x bn` tile of `C`,
+/// walking `K` in steps of `bk`, with `shared_bytes` of dynamic shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmTiling {
+    /// The kernel.
+    pub spec: KernelSpec,
+    /// Rows of `C` per block.
+    pub bm: u32,
+    /// Columns of `C` per block.
+    pub bn: u32,
+    /// Depth of one shared-memory tile along `K`.
+    pub bk: u32,
+    /// Threads per block along x.
+    pub block_x: u32,
+    /// Threads per block along y (steps 1 and 2 use a square block, one thread per output).
+    pub block_y: u32,
+    /// Dynamic shared memory per block in bytes.
+    pub shared_bytes: u32,
+}
+
+impl GemmTiling {
+    /// Threads per block.
+    pub const fn threads(&self) -> u32 {
+        self.block_x * self.block_y
+    }
+}
+
+const fn spec(name: &'static str) -> KernelSpec {
+    KernelSpec::of::<GemmParams>(name)
+}
+
+/// Padding (in floats) added to each row of the transposed `A` tile of steps 4 and 5, so the
+/// transposing stores of one warp fall into distinct banks (see the kernel).
+pub const A_PAD: u32 = 4;
+
+/// Shared bytes of a register-blocked tiling: `stages` copies of a transposed `A` tile
+/// (`bk x (bm + pad)`) and a `B` tile (`bk x bn`).
+const fn blocked_smem(bm: u32, bn: u32, bk: u32, pad: u32, stages: u32) -> u32 {
+    stages * bk * (bm + pad + bn) * 4
+}
+
+/// Step 1: one thread per element of `C`, reading `A` and `B` straight from global memory.
+pub const SGEMM_1_NAIVE: GemmTiling = GemmTiling {
+    spec: spec("sgemm_1_naive"),
+    bm: 16,
+    bn: 16,
+    bk: 1,
+    block_x: 16,
+    block_y: 16,
+    shared_bytes: 0,
+};
+
+/// Step 2: 32 x 32 tiles of `A` and `B` staged in shared memory, one element of `C` per thread.
+pub const SGEMM_2_TILED: GemmTiling = GemmTiling {
+    spec: spec("sgemm_2_tiled"),
+    bm: 32,
+    bn: 32,
+    bk: 32,
+    block_x: 32,
+    block_y: 32,
+    shared_bytes: 2 * 32 * 32 * 4,
+};
+
+/// Step 3: 128 x 128 block tiles, 8 x 8 outputs per thread held in registers.
+pub const SGEMM_3_BLOCKED: GemmTiling = GemmTiling {
+    spec: spec("sgemm_3_blocked"),
+    bm: 128,
+    bn: 128,
+    bk: 8,
+    block_x: 256,
+    block_y: 1,
+    shared_bytes: blocked_smem(128, 128, 8, 0, 1),
+};
+
+/// Step 4: step 3 with 16-byte global and shared accesses and a bank-conflict-free layout.
+pub const SGEMM_4_VECTORIZED: GemmTiling = GemmTiling {
+    spec: spec("sgemm_4_vectorized"),
+    bm: 128,
+    bn: 128,
+    bk: 8,
+    block_x: 256,
+    block_y: 1,
+    shared_bytes: blocked_smem(128, 128, 8, A_PAD, 1),
+};
+
+/// Step 5, large tiles: step 4 with two shared stages, the next tile's global loads in flight
+/// while the current one is multiplied. Bounded to 128 registers per thread so that two blocks
+/// (16 warps) share a multiprocessor; the assembler fits it without spilling.
+pub const SGEMM_5_PIPELINED_128X128: GemmTiling = GemmTiling {
+    spec: spec("sgemm_5_pipelined_128x128").with_bounds(256, 2),
+    bm: 128,
+    bn: 128,
+    bk: 8,
+    block_x: 256,
+    block_y: 1,
+    shared_bytes: blocked_smem(128, 128, 8, A_PAD, 2),
+};
+
+/// Step 5, medium tiles (more blocks for shapes that would leave SMs idle with 128 x 128).
+pub const SGEMM_5_PIPELINED_128X64: GemmTiling = GemmTiling {
+    spec: spec("sgemm_5_pipelined_128x64"),
+    bm: 128,
+    bn: 64,
+    bk: 8,
+    block_x: 128,
+    block_y: 1,
+    shared_bytes: blocked_smem(128, 64, 8, A_PAD, 2),
+};
+
+/// Step 5, small tiles (small or skinny products).
+pub const SGEMM_5_PIPELINED_64X64: GemmTiling = GemmTiling {
+    spec: spec("sgemm_5_pipelined_64x64"),
+    bm: 64,
+    bn: 64,
+    bk: 8,
+    block_x: 64,
+    block_y: 1,
+    shared_bytes: blocked_smem(64, 64, 8, A_PAD, 2),
+};
+
+/// Every matmul kernel, in the order of the progression.
+pub const SGEMM_ALL: [GemmTiling; 7] = [
+    SGEMM_1_NAIVE,
+    SGEMM_2_TILED,
+    SGEMM_3_BLOCKED,
+    SGEMM_4_VECTORIZED,
+    SGEMM_5_PIPELINED_128X128,
+    SGEMM_5_PIPELINED_128X64,
+    SGEMM_5_PIPELINED_64X64,
+];

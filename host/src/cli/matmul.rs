@@ -1,0 +1,184 @@
+//! `streamline matmul`: our FP32 matmul, optionally beside cuBLAS SGEMM on the same inputs in
+//! the same run, optionally checked against the f64 CPU reference.
+
+use super::parse_count;
+use anyhow::{bail, Context, Result};
+use cudarc::driver::CudaSlice;
+use streamline::data::{count_unwritten, randn_f32, HeavyHost};
+use streamline::error::DriverContext;
+use streamline::ops::matmul::{choose, sgemm, Cublas, Gemm, Kernel};
+use streamline::reference::matmul as reference;
+use streamline::timing::{median, time_on};
+use streamline::Gpu;
+use streamline_abi::matmul::SGEMM_ALL;
+
+#[derive(clap::Args, Debug)]
+pub struct MatmulArgs {
+    /// Rows of A and C.
+    #[arg(long, value_parser = parse_count)]
+    m: u64,
+    /// Columns of B and C.
+    #[arg(long, value_parser = parse_count)]
+    n: u64,
+    /// Columns of A, rows of B.
+    #[arg(long, value_parser = parse_count)]
+    k: u64,
+    /// `auto` (the shape rule), `all` (every step of the progression), or one kernel such as
+    /// `5_pipelined_128x128` or `3_blocked`.
+    #[arg(long, default_value = "auto")]
+    kernel: String,
+    /// Scale of the product.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    alpha: f32,
+    /// Scale of the old C (0: C is write-only).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    beta: f32,
+    /// Also run cuBLAS SGEMM (FP32, no TF32) on the same inputs and print the ratio.
+    #[arg(long)]
+    vs_cublas: bool,
+    /// Compare C with the f64 CPU reference (every row up to 2^31 multiply-adds, else a
+    /// spread of 256 rows) and check that every element was written.
+    #[arg(long)]
+    check: bool,
+    /// Timed repetitions per kernel (1..=10000) after one warm-up; the median is reported.
+    #[arg(long, default_value_t = 20)]
+    repeat: u32,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// The rows `--check` compares.
+fn check_rows(g: &Gemm) -> Vec<usize> {
+    if g.flops() / 2.0 <= (1u64 << 31) as f64 || g.m <= 256 {
+        (0..g.m).collect()
+    } else {
+        // Evenly spread, including the first and last rows (tile edges).
+        (0..256).map(|i| i * (g.m - 1) / 255).collect()
+    }
+}
+
+pub fn run(device: usize, ptx: Option<&std::path::Path>, a: MatmulArgs) -> Result<()> {
+    let g = Gemm {
+        alpha: a.alpha,
+        beta: a.beta,
+        ..Gemm::dense(a.m as usize, a.n as usize, a.k as usize)
+    };
+    let (na, nb, nc) = g.validate()?;
+    if !(1..=10_000).contains(&a.repeat) {
+        bail!("--repeat must be in 1..=10000, got {}", a.repeat);
+    }
+    let kernels: Vec<Kernel> = match a.kernel.as_str() {
+        "all" => SGEMM_ALL.iter().map(Kernel::Fixed).collect(),
+        s => vec![Kernel::parse(s)?],
+    };
+    let gpu = Gpu::new(device, ptx)?;
+    let bytes = 4 * (na as u128 + nb as u128 + 2 * nc as u128);
+    let (free, _) = gpu.context().mem_get_info().op("cuMemGetInfo")?;
+    if bytes > free as u128 {
+        bail!(
+            "the shape needs {} MiB of device memory, {} MiB are free",
+            bytes >> 20,
+            free >> 20
+        );
+    }
+    let stream = gpu.stream().clone();
+    let ha = randn_f32(na, a.seed);
+    let hb = randn_f32(nb, a.seed.wrapping_add(1));
+    let hc0 = randn_f32(nc, a.seed.wrapping_add(2));
+    let da = stream.clone_htod(&ha).context("uploading A")?;
+    let db = stream.clone_htod(&hb).context("uploading B")?;
+    let dc0 = stream.clone_htod(&hc0).context("uploading C")?;
+    let mut dc: CudaSlice<f32> = stream.alloc_zeros(nc).context("allocating C")?;
+    let cublas = if a.vs_cublas {
+        Some(Cublas::new(stream.clone())?)
+    } else {
+        None
+    };
+    let reference_rows = if a.check {
+        let rows = check_rows(&g);
+        eprintln!("computing the f64 reference for {} rows...", rows.len());
+        Some(reference::rows(&g, &ha, &hb, &hc0, &rows))
+    } else {
+        None
+    };
+    let poison = vec![f32::poison(); nc];
+
+    println!(
+        "sgemm {} x {} x {} (alpha {}, beta {}), median of {} CUDA-event times after a warm-up",
+        g.m, g.n, g.k, g.alpha, g.beta, a.repeat
+    );
+    println!(
+        "{:<30} {:>10} {:>9} {:>10}",
+        "kernel", "ms", "TFLOP/s", "of cuBLAS"
+    );
+    let time = |run: &mut dyn FnMut() -> streamline::Result<()>| -> Result<f64> {
+        run()?;
+        stream.synchronize().op("cuStreamSynchronize")?;
+        let mut t = Vec::with_capacity(a.repeat as usize);
+        for _ in 0..a.repeat {
+            t.push(time_on(&stream, &mut *run)?);
+        }
+        Ok(median(&t))
+    };
+    let cublas_ms = match &cublas {
+        Some(blas) => Some(time(&mut || blas.sgemm(&g, &da, &db, &mut dc))?),
+        None => None,
+    };
+    let mut failed = false;
+    for kernel in kernels {
+        let name = match kernel {
+            Kernel::Auto => format!(
+                "{} (auto)",
+                choose(g.m, g.n, gpu.info().multiprocessors)
+                    .spec
+                    .name
+                    .trim_start_matches("sgemm_")
+            ),
+            Kernel::Fixed(t) => t.spec.name.trim_start_matches("sgemm_").to_string(),
+        };
+        if let Some(rows) = &reference_rows {
+            // One run from a known C: poison when beta is 0 (every element must be
+            // overwritten), the random C0 otherwise.
+            if g.beta == 0.0 {
+                stream.memcpy_htod(&poison, &mut dc).op("cuMemcpyHtoD")?;
+            } else {
+                stream.memcpy_dtod(&dc0, &mut dc).op("cuMemcpyDtoD")?;
+            }
+            sgemm(&gpu, &stream, kernel, &g, &da, &db, &mut dc)?;
+            let hc = stream.clone_dtoh(&dc).op("cuMemcpyDtoH")?;
+            let unwritten = if g.beta == 0.0 {
+                count_unwritten(&hc)
+            } else {
+                0
+            };
+            let cmp = reference::compare(&g, &hc, rows);
+            println!(
+                "  check {name}: {} elements, {} outside the bound, {} unwritten, worst err/bound {:.3} at {:?}",
+                cmp.checked, cmp.outside, unwritten, cmp.worst_ratio, cmp.worst_at
+            );
+            failed |= cmp.outside > 0 || unwritten > 0;
+        }
+        let ms = time(&mut || sgemm(&gpu, &stream, kernel, &g, &da, &db, &mut dc))?;
+        let ratio = cublas_ms.map_or(String::new(), |c| format!("{:.1}%", 100.0 * c / ms));
+        println!(
+            "{:<30} {:>10.4} {:>9.2} {:>10}",
+            name,
+            ms,
+            g.flops() / ms / 1e9,
+            ratio
+        );
+    }
+    if let Some(ms) = cublas_ms {
+        println!(
+            "{:<30} {:>10.4} {:>9.2}",
+            "cublas",
+            ms,
+            g.flops() / ms / 1e9
+        );
+    }
+    if failed {
+        bail!("the GPU result does not match the CPU reference");
+    }
+    Ok(())
+}

@@ -1,0 +1,302 @@
+//! The matmul kernels against the f64 CPU reference (`streamline::reference::matmul`, whose
+//! module documentation derives the bound `gamma_{k+2} (|alpha| S + |beta c|) + k 2^-149`
+//! used here), and against cuBLAS.
+//!
+//! GPU cases place A, B and C at random element offsets inside larger buffers (so the 16-byte
+//! paths and their scalar fallbacks both run), with padded row strides. C's buffer is poisoned
+//! everywhere except, when `beta != 0`, the matrix elements (which hold the old C); afterwards
+//! every matrix element must meet the bound (poison is a NaN, so an unwritten element fails)
+//! and every other element must still be poison.
+
+use cudarc::driver::CudaSlice;
+use proptest::prelude::*;
+use streamline::data::{randn_f32, HeavyHost};
+use streamline::ops::matmul::{choose, sgemm, Cublas, Gemm, Kernel};
+use streamline::reference::matmul as reference;
+use streamline_abi::matmul::SGEMM_ALL;
+use streamline_tests::{gpu, gpu_property};
+
+const GUARD: usize = 13;
+
+/// One GPU case; `kernel` indexes `SGEMM_ALL`, or is `SGEMM_ALL.len()` for the shape rule.
+#[derive(Clone, Debug)]
+struct Case {
+    g: Gemm,
+    kernel: usize,
+    offsets: [usize; 3],
+    seed: u64,
+}
+
+fn run_case(c: &Case) -> Result<(), TestCaseError> {
+    let Some(gpu) = gpu() else { return Ok(()) };
+    let s = gpu.stream();
+    let g = &c.g;
+    let (na, nb, nc) = g.validate().unwrap();
+    let [oa, ob, oc] = c.offsets;
+    let a = randn_f32(na, c.seed);
+    let b = randn_f32(nb, c.seed + 1);
+    let c0 = randn_f32(nc, c.seed + 2);
+    let mut abuf = vec![1.0f32; oa + na + GUARD];
+    abuf[oa..oa + na].copy_from_slice(&a);
+    let mut bbuf = vec![1.0f32; ob + nb + GUARD];
+    bbuf[ob..ob + nb].copy_from_slice(&b);
+    let in_c = |i: usize| i >= oc && i < oc + nc && (i - oc) % g.ldc < g.n;
+    let mut cbuf = vec![f32::poison(); oc + nc + GUARD];
+    if g.beta != 0.0 {
+        for (i, v) in cbuf.iter_mut().enumerate() {
+            if in_c(i) {
+                *v = c0[i - oc];
+            }
+        }
+    }
+    let da: CudaSlice<f32> = s.clone_htod(&abuf).unwrap();
+    let db: CudaSlice<f32> = s.clone_htod(&bbuf).unwrap();
+    let mut dc: CudaSlice<f32> = s.clone_htod(&cbuf).unwrap();
+    let kernel = SGEMM_ALL.get(c.kernel).map_or(Kernel::Auto, Kernel::Fixed);
+    {
+        let av = da.slice(oa..oa + na);
+        let bv = db.slice(ob..ob + nb);
+        let mut cv = dc.slice_mut(oc..oc + nc);
+        sgemm(gpu, s, kernel, g, &av, &bv, &mut cv).unwrap();
+    }
+    let out = s.clone_dtoh(&dc).unwrap();
+    let stray = (0..out.len())
+        .filter(|&i| !in_c(i) && !out[i].is_poison())
+        .count();
+    prop_assert_eq!(stray, 0, "{} elements outside C were written", stray);
+    let rows: Vec<usize> = (0..g.m).collect();
+    let want = reference::rows(g, &a, &b, &c0, &rows);
+    let cmp = reference::compare(g, &out[oc..oc + nc], &want);
+    prop_assert!(
+        cmp.outside == 0,
+        "{} of {} outside the bound (unwritten elements count too); worst err/bound {} at {:?}",
+        cmp.outside,
+        cmp.checked,
+        cmp.worst_ratio,
+        cmp.worst_at
+    );
+    Ok(())
+}
+
+/// Dimensions: 1, primes, the tile sizes (8, 16, 32, 64, 128) and their neighbours, random.
+fn dim() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        3 => 1usize..=300,
+        2 => prop::sample::select(vec![
+            1usize, 2, 3, 5, 7, 8, 9, 13, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129,
+            131, 191, 255, 256, 257, 293, 300,
+        ]),
+    ]
+}
+
+/// (alpha, beta): the plain product, accumulation, scaling both ways, a zero product.
+fn scalars() -> impl Strategy<Value = (f32, f32)> {
+    prop::sample::select(vec![
+        (1.0f32, 0.0f32),
+        (1.0, 1.0),
+        (-1.5, 0.0),
+        (0.5, 2.0),
+        (2.0, -0.25),
+        (0.0, 1.0),
+    ])
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        (dim(), dim(), dim()),
+        (0usize..6, 0usize..6, 0usize..6),
+        scalars(),
+        0..=SGEMM_ALL.len(),
+        (0usize..4, 0usize..4, 0usize..4),
+        any::<u64>(),
+    )
+        .prop_map(
+            |((m, n, k), (pa, pb, pc), (alpha, beta), kernel, (oa, ob, oc), seed)| Case {
+                g: Gemm {
+                    m,
+                    n,
+                    k,
+                    lda: k + pa,
+                    ldb: n + pb,
+                    ldc: n + pc,
+                    alpha,
+                    beta,
+                },
+                kernel,
+                offsets: [oa, ob, oc],
+                seed: seed >> 8,
+            },
+        )
+}
+
+#[test]
+fn sgemm_matches_reference() {
+    gpu_property(96, case(), |c| run_case(&c));
+}
+
+/// Every kernel on shapes that exercise each edge at once: K = 1, one row, one column,
+/// 1 x 1 x 1, and non-multiples of every tile in all three dimensions.
+#[test]
+fn sgemm_edge_shapes_every_kernel() {
+    let shapes = [
+        (1, 1, 1),
+        (300, 257, 1),
+        (1, 300, 129),
+        (300, 1, 65),
+        (129, 131, 257),
+        (64, 64, 8),
+    ];
+    for (i, &(m, n, k)) in shapes.iter().enumerate() {
+        for kernel in 0..=SGEMM_ALL.len() {
+            run_case(&Case {
+                g: Gemm {
+                    alpha: 1.5,
+                    beta: -0.5,
+                    ..Gemm::dense(m, n, k)
+                },
+                kernel,
+                offsets: [0, 0, 0],
+                seed: 100 + i as u64,
+            })
+            .unwrap();
+        }
+    }
+}
+
+/// Ours (the shape rule) against cuBLAS on the same inputs: relative Frobenius difference
+/// below 1e-5. Both meet `|err| <= gamma_k S` elementwise; for random normal inputs the
+/// rounding errors are close to independent, so the Frobenius difference grows like
+/// `sqrt(k) u` (about 4e-6 at k = 4096) rather than `k u`.
+#[test]
+fn sgemm_agrees_with_cublas() {
+    let Some(gpu) = gpu() else { return };
+    let s = gpu.stream();
+    let blas = match Cublas::new(s.clone()) {
+        Ok(b) => b,
+        Err(e) => panic!("cuBLAS is needed for this comparison: {e}"),
+    };
+    for (i, size) in [1024usize, 2048, 4096].into_iter().enumerate() {
+        let g = Gemm::dense(size, size, size);
+        let a = randn_f32(size * size, 40 + i as u64);
+        let b = randn_f32(size * size, 50 + i as u64);
+        let da = s.clone_htod(&a).unwrap();
+        let db = s.clone_htod(&b).unwrap();
+        let mut ours: CudaSlice<f32> = s.clone_htod(&vec![f32::poison(); size * size]).unwrap();
+        let mut theirs: CudaSlice<f32> = s.alloc_zeros(size * size).unwrap();
+        sgemm(gpu, s, Kernel::Auto, &g, &da, &db, &mut ours).unwrap();
+        blas.sgemm(&g, &da, &db, &mut theirs).unwrap();
+        let x = s.clone_dtoh(&ours).unwrap();
+        let y = s.clone_dtoh(&theirs).unwrap();
+        let rel = reference::relative_frobenius(&x, &y, size, size, size);
+        let chosen = choose(size, size, gpu.info().multiprocessors).spec.name;
+        assert!(
+            rel < 1e-5,
+            "{size}: {chosen} vs cuBLAS relative error {rel:e}"
+        );
+        // And both against the f64 reference on a spread of rows, elementwise.
+        let rows: Vec<usize> = (0..16).map(|r| r * (size - 1) / 15).collect();
+        let want = reference::rows(&g, &a, &b, &[], &rows);
+        for (name, c) in [(chosen, &x), ("cublas", &y)] {
+            let cmp = reference::compare(&g, c, &want);
+            assert_eq!(cmp.outside, 0, "{size} {name}: {cmp:?}");
+        }
+    }
+}
+
+/// Buffers shorter than the shape are refused with an error naming the buffer, and nothing
+/// is written.
+#[test]
+fn sgemm_rejects_short_buffers() {
+    let Some(gpu) = gpu() else { return };
+    let s = gpu.stream();
+    let g = Gemm::dense(4, 5, 6);
+    let a: CudaSlice<f32> = s.clone_htod(&[1.0f32; 24]).unwrap();
+    let b: CudaSlice<f32> = s.clone_htod(&[1.0f32; 30]).unwrap();
+    let mut c: CudaSlice<f32> = s.clone_htod(&[f32::poison(); 19]).unwrap();
+    let e = sgemm(gpu, s, Kernel::Auto, &g, &a, &b, &mut c)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`c`") && e.contains("19"), "{e}");
+    assert!(s.clone_dtoh(&c).unwrap().iter().all(|v| v.is_poison()));
+    let short_b: CudaSlice<f32> = s.clone_htod(&[1.0f32; 29]).unwrap();
+    let mut c: CudaSlice<f32> = s.alloc_zeros(20).unwrap();
+    let e = sgemm(gpu, s, Kernel::Auto, &g, &a, &short_b, &mut c)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`b`"), "{e}");
+}
+
+// CPU-only checks of the argument rules and the launch rule.
+
+#[test]
+fn validation_names_the_argument() {
+    let msg = |g: Gemm| g.validate().unwrap_err().to_string();
+    assert!(msg(Gemm::dense(0, 4, 4)).contains("`m`"));
+    assert!(msg(Gemm::dense(4, 0, 4)).contains("`n`"));
+    assert!(msg(Gemm::dense(4, 4, 0)).contains("`k`"));
+    assert!(msg(Gemm::dense(1 << 31, 4, 4)).contains("1..=2147483647"));
+    let e = msg(Gemm {
+        lda: 3,
+        ..Gemm::dense(4, 4, 4)
+    });
+    assert!(e.contains("`lda`") && e.contains("4..="), "{e}");
+    let e = msg(Gemm {
+        ldc: 2,
+        ..Gemm::dense(4, 4, 4)
+    });
+    assert!(e.contains("`ldc`"), "{e}");
+    // Fits i32 per dimension but the buffer of A would exceed the address space.
+    let huge = (i32::MAX) as usize;
+    let e = msg(Gemm {
+        lda: huge,
+        ..Gemm::dense(huge, 1, 1)
+    });
+    assert!(e.contains("`a`") && e.contains("overflows"), "{e}");
+    assert_eq!(
+        Gemm::dense(3, 5, 7).validate().unwrap(),
+        (3 * 7, 7 * 5, 3 * 5)
+    );
+    let padded = Gemm {
+        lda: 9,
+        ldb: 6,
+        ldc: 8,
+        ..Gemm::dense(3, 5, 7)
+    };
+    assert_eq!(
+        padded.validate().unwrap(),
+        (2 * 9 + 7, 6 * 6 + 5, 2 * 8 + 5)
+    );
+    let e = padded.check_lengths(25, 41, 20).unwrap_err().to_string();
+    assert!(e.contains("`c`") && e.contains("21"), "{e}");
+}
+
+#[test]
+fn kernel_names_parse() {
+    assert_eq!(Kernel::parse("auto").unwrap(), Kernel::Auto);
+    for t in &SGEMM_ALL {
+        assert_eq!(Kernel::parse(t.spec.name).unwrap(), Kernel::Fixed(t));
+        let short = t.spec.name.trim_start_matches("sgemm_");
+        assert_eq!(Kernel::parse(short).unwrap(), Kernel::Fixed(t));
+    }
+    let e = Kernel::parse("6_magic").unwrap_err().to_string();
+    assert!(e.contains("`kernel`") && e.contains("1_naive"), "{e}");
+}
+
+proptest! {
+    /// The shape rule picks the largest pipelined tile that gives at least 90% of the SMs a
+    /// block, and the smallest tile when none does.
+    #[test]
+    fn launch_rule_fills_the_gpu(m in 1usize..20_000, n in 1usize..20_000, sms in 1u32..200) {
+        let t = choose(m, n, sms);
+        let blocks = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn);
+        prop_assert!(t.spec.name.starts_with("sgemm_5_"));
+        let enough = (sms as usize * 9).div_ceil(10);
+        if blocks(128, 128) >= enough {
+            prop_assert_eq!(t.bm * t.bn, 128 * 128);
+        } else if blocks(128, 64) >= enough {
+            prop_assert_eq!((t.bm, t.bn), (128, 64));
+        } else {
+            prop_assert_eq!((t.bm, t.bn), (64, 64));
+        }
+    }
+}
