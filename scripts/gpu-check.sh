@@ -43,7 +43,7 @@ step "matmul: the progression at 4096 beside cuBLAS, checked; odd and large shap
 "$here/streamline" matmul --m 8192 --n 8192 --k 8192 --vs-cublas --check --repeat 10 2>&1 | tee -a "$out/matmul.txt" || status=1
 
 step "pipelines (seeds 000-002): serial vs overlapped, graph, trace and timeline"
-for p in heavy-split branches prefetch; do
+for p in heavy-split branches prefetch multistage; do
   "$here/streamline" pipeline $p --graph --trace "$out/pipeline-$p.json" --timeline "$out/pipeline-$p.svg" \
     2>&1 | tee -a "$out/pipelines.txt" || status=1
 done

@@ -8,7 +8,7 @@ use serde_json::json;
 use streamline::data::randn_f32;
 use streamline::engine::memory::h2d;
 use streamline::engine::{PinnedBuffer, StreamPool};
-use streamline::scenarios::{branches, heavy_split, prefetch, Common, Report};
+use streamline::scenarios::{branches, heavy_split, multistage, prefetch, Common, Report};
 
 /// Cases this module adds, in the order they run.
 pub const CASES: &[&str] = &[
@@ -17,6 +17,7 @@ pub const CASES: &[&str] = &[
     "pipeline_heavy_split_1e7_k2",
     "pipeline_branches_1Mi",
     "pipeline_prefetch_4Mi_x16",
+    "pipeline_multistage_512",
 ];
 
 /// Runs the wanted cases.
@@ -77,6 +78,11 @@ pub fn run(b: &mut Bench, wanted: &dyn Fn(&str) -> bool) -> Result<()> {
         b.bar.set_message(CASES[4]);
         let r = prefetch::run(gpu, &common, &prefetch::Options::default())?;
         scenario(b, CASES[4], r);
+    }
+    if wanted(CASES[5]) {
+        b.bar.set_message(CASES[5]);
+        let r = multistage::run(gpu, &common, &multistage::Options::default())?;
+        scenario(b, CASES[5], r);
     }
     Ok(())
 }

@@ -4,7 +4,7 @@
 use super::parse_count;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
-use streamline::scenarios::{branches, heavy_split, prefetch, Common, Report};
+use streamline::scenarios::{branches, heavy_split, multistage, prefetch, Common, Report};
 use streamline::Gpu;
 
 #[derive(clap::Args, Debug)]
@@ -58,6 +58,20 @@ enum Scenario {
         /// Iterations per run.
         #[arg(long, default_value_t = 8)]
         iterations: usize,
+    },
+    /// Seed 002: H2D -> matmul -> matmul on three streams with event dependencies.
+    Multistage {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Rows per batch.
+        #[arg(long, default_value_t = 512)]
+        rows: usize,
+        /// Batch columns and weight matrix size.
+        #[arg(long, default_value_t = 512)]
+        size: usize,
+        /// Batches per run (even).
+        #[arg(long, default_value_t = 8)]
+        batches: usize,
     },
     /// Seeds 001/002: H2D of batch N+1 while batch N computes, double-buffered.
     Prefetch {
@@ -128,6 +142,20 @@ pub fn run(device: usize, ptx: Option<&Path>, a: PipelineArgs) -> Result<()> {
                 ..Default::default()
             };
             (c, Box::new(move |g, c| branches::run(g, c, &o)))
+        }
+        Scenario::Multistage {
+            common: c,
+            rows,
+            size,
+            batches,
+        } => {
+            let o = multistage::Options {
+                rows,
+                size,
+                batches,
+            };
+            multistage::validate(&o)?;
+            (c, Box::new(move |g, c| multistage::run(g, c, &o)))
         }
         Scenario::Prefetch {
             common: c,

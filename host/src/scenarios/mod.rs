@@ -5,12 +5,13 @@
 //! as a CUDA graph, records one overlapped run's timeline, and checks a sample of the output
 //! against the CPU reference.
 //!
-//! Scenarios whose compute is a matrix multiplication or image augmentation (seed 002's
-//! `multistage`, seed 004's `copy-overlap`, seed 003's `augment-train`) plug in the same way:
+//! Scenarios whose compute is a matrix multiplication or image augmentation (seed 004's
+//! `copy-overlap`, seed 003's `augment-train`) plug in the same way as `multistage`:
 //! a compute stage is any closure that queues kernels on the stream it is handed.
 
 pub mod branches;
 pub mod heavy_split;
+pub mod multistage;
 pub mod prefetch;
 
 use crate::engine::timeline::OverlapMetrics;
@@ -102,6 +103,26 @@ impl Check {
     /// Whether everything compared passed.
     pub fn passed(&self) -> bool {
         self.failures == 0 && self.unwritten == 0 && self.compared > 0
+    }
+
+    /// Adds counts of a comparison made elsewhere; `worst_at` locates its worst element.
+    pub fn add_counts(
+        &mut self,
+        what: &str,
+        compared: usize,
+        failures: usize,
+        worst_at: (usize, usize),
+    ) {
+        self.compared += compared;
+        self.failures += failures;
+        if failures > 0 && self.first_failure.is_none() {
+            self.first_failure = Some((
+                format!("{what} at {worst_at:?}"),
+                f64::NAN,
+                f64::NAN,
+                f64::NAN,
+            ));
+        }
     }
 
     /// Adds a comparison of `n` elements made by [`crate::reference::heavy`].
