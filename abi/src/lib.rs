@@ -9,6 +9,7 @@
 pub mod heavy;
 pub mod image;
 pub mod matmul;
+pub mod spin;
 
 /// What the host knows about one kernel entry point: its PTX name and the layout of its single
 /// by-value parameter. The build manifest records the layout found in the PTX; the host refuses
@@ -82,6 +83,7 @@ pub const KERNELS: &[KernelSpec] = &[
     image::RESIZE_BILINEAR_AA,
     image::RESIZE_NEAREST,
     image::AUGMENT,
+    spin::SPIN_COPY_F32,
 ];
 
 /// How a contiguous elementwise range `[0, n)` splits into a scalar head, a body of 16-byte

@@ -23,6 +23,7 @@ pub mod resize;
 pub mod roi_align;
 pub mod rotate;
 mod sampling;
+pub mod spin;
 mod thread;
 pub mod to_float;
 

@@ -31,19 +31,22 @@ pub struct BenchArgs {
     filter: Option<String>,
 }
 
-struct Bench<'a> {
-    gpu: &'a Gpu,
-    stream: Arc<CudaStream>,
+pub(super) struct Bench<'a> {
+    pub(super) gpu: &'a Gpu,
+    pub(super) stream: Arc<CudaStream>,
     warmup: usize,
-    reps: usize,
-    bar: ProgressBar,
-    rows: Vec<Value>,
+    pub(super) reps: usize,
+    pub(super) bar: ProgressBar,
+    pub(super) rows: Vec<Value>,
     ceiling_gbps: Option<f64>,
 }
 
 impl Bench<'_> {
     /// Times `work(i)` for i in 0..reps after warm-up; returns the median and the minimum.
-    fn time(&self, mut work: impl FnMut(usize) -> streamline::Result<()>) -> Result<(f64, f64)> {
+    pub(super) fn time(
+        &self,
+        mut work: impl FnMut(usize) -> streamline::Result<()>,
+    ) -> Result<(f64, f64)> {
         for i in 0..self.warmup {
             work(i)?;
         }
@@ -58,7 +61,7 @@ impl Bench<'_> {
     }
 
     /// Records a case; `bytes` is the least traffic the case must move through device memory.
-    fn record(&mut self, case: &str, (ms, min): (f64, f64), bytes: f64, extra: Value) {
+    pub(super) fn record(&mut self, case: &str, (ms, min): (f64, f64), bytes: f64, extra: Value) {
         let gbps = bytes / ms / 1e6;
         let mut row = json!({
             "case": case, "impl": "streamline", "ms": round(ms), "min_ms": round(min),
@@ -182,6 +185,13 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
         b.ceiling_gbps = Some(bytes / t.0 / 1e6);
         b.record("ceiling_d2d_copy_1GiB", t, bytes, json!({}));
     }
+
+    let engine_cases = super::bench_engine::CASES
+        .iter()
+        .filter(|c| wanted(c))
+        .count();
+    b.bar.inc_length((engine_cases * reps) as u64);
+    super::bench_engine::run(&mut b, &wanted)?;
 
     for (case, n) in heavy_cases {
         b.bar.set_message(case);

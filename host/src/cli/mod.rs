@@ -1,10 +1,12 @@
 //! Subcommands of the `streamline` binary.
 
 mod bench;
+mod bench_engine;
 mod heavy;
 mod img;
 mod info;
 mod matmul;
+mod pipeline;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -38,6 +40,8 @@ enum Command {
     Op(img::OpArgs),
     /// Seed 003's augmentation on PNG/JPEG images (or a synthetic one): PNGs and a contact sheet.
     Augment(img::AugmentArgs),
+    /// The seeds' stream scenarios: serial vs overlapped, overlap metrics, trace and timeline.
+    Pipeline(pipeline::PipelineArgs),
 }
 
 pub fn run(cli: Cli) -> Result<()> {
@@ -48,6 +52,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench(a) => bench::run(cli.device, cli.ptx.as_deref(), a),
         Command::Op(a) => img::run_op(cli.device, cli.ptx.as_deref(), a),
         Command::Augment(a) => img::run_augment(cli.device, cli.ptx.as_deref(), a),
+        Command::Pipeline(a) => pipeline::run(cli.device, cli.ptx.as_deref(), a),
     }
 }
 

@@ -6,3 +6,4 @@
 pub mod heavy;
 pub mod image;
 pub mod matmul;
+pub mod spin;

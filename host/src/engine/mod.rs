@@ -1,0 +1,25 @@
+//! Running work concurrently over CUDA streams, safely and visibly.
+//!
+//! - [`pool`]: a pool of streams (with priorities), events for cross-stream dependencies
+//!   (`wait_stream` / `wait_event`) and timing events; CUDA graph capture of work spread over
+//!   the pool.
+//! - [`memory`]: device buffers and page-locked host buffers whose every access is tracked per
+//!   stream, so that a write (or the free) waits on *every* stream still reading, and a read
+//!   waits on the last write, without synchronizing the device. cudarc's own `CudaSlice` keeps
+//!   one read event, which the last reader overwrites: with two readers on different streams a
+//!   later writer waits for only one of them. These buffers close that gap.
+//! - [`pipeline`]: a pipeline description (stages, the stream each runs on, rings of buffers
+//!   for double/triple buffering) from which the cross-stream events and buffer lifetimes are
+//!   derived, run eagerly or captured into a CUDA graph.
+//! - [`timeline`]: per-operation event timestamps per stream, exported as Chrome/Perfetto trace
+//!   JSON and as an SVG Gantt chart, with overlap metrics.
+
+pub mod memory;
+pub mod pipeline;
+pub mod pool;
+pub mod timeline;
+
+pub use memory::{DeviceBuffer, PinnedBuffer};
+pub use pipeline::{PipelineSpec, Plan};
+pub use pool::{Graph, StreamPool};
+pub use timeline::{OpKind, Recorder, Timeline};

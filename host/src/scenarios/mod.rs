@@ -1,0 +1,207 @@
+//! The seeds' stream scenarios as runnable, measured, checked programs (`streamline pipeline`).
+//!
+//! Each scenario builds a [`PipelineSpec`](crate::engine::PipelineSpec), runs it with every
+//! lane on one stream (serial) and with one stream per lane (overlapped), optionally replays it
+//! as a CUDA graph, records one overlapped run's timeline, and checks a sample of the output
+//! against the CPU reference.
+//!
+//! Scenarios whose compute is a matrix multiplication or image augmentation (seed 004's
+//! `copy-overlap`, seed 003's `augment-train`) plug in the same way as `multistage`:
+//! a compute stage is any closure that queues kernels on the stream it is handed.
+
+pub mod branches;
+pub mod heavy_split;
+pub mod multistage;
+pub mod prefetch;
+
+use crate::engine::timeline::OverlapMetrics;
+use crate::engine::{Recorder, StreamPool, Timeline};
+use crate::error::{DriverContext, Result};
+use crate::reference::heavy::Comparison;
+use crate::timing::median;
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
+/// Options every scenario takes.
+#[derive(Clone, Debug)]
+pub struct Common {
+    /// Timed repetitions (median reported).
+    pub reps: usize,
+    /// Also replay the overlapped schedule as a CUDA graph.
+    pub graph: bool,
+    /// Seed of the random inputs.
+    pub seed: u64,
+    /// Elements compared with the reference.
+    pub sample: usize,
+}
+
+impl Default for Common {
+    fn default() -> Self {
+        Common {
+            reps: 10,
+            graph: false,
+            seed: 1,
+            sample: 4096,
+        }
+    }
+}
+
+/// One timed configuration of a scenario.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// What ran (e.g. `2 streams`).
+    pub label: String,
+    /// Median milliseconds.
+    pub ms: f64,
+}
+
+/// What a scenario measured and checked.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// Scenario name.
+    pub name: String,
+    /// One line describing the workload.
+    pub workload: String,
+    /// Median ms with every lane on one stream.
+    pub serial_ms: f64,
+    /// Median ms with one stream per lane.
+    pub overlapped_ms: f64,
+    /// Median ms of the graph replay of the overlapped schedule, when asked for.
+    pub graph_ms: Option<f64>,
+    /// Further timed configurations (sweeps).
+    pub rows: Vec<Row>,
+    /// Overlap metrics of the recorded overlapped run.
+    pub metrics: OverlapMetrics,
+    /// The recorded overlapped run.
+    pub timeline: Timeline,
+    /// The check of the output against the CPU reference.
+    pub check: Check,
+    /// Findings to print (break-even, which stage is longest, ...).
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    /// Serial over overlapped time.
+    pub fn speedup(&self) -> f64 {
+        self.serial_ms / self.overlapped_ms
+    }
+}
+
+/// Outcome of comparing sampled outputs with the reference.
+#[derive(Clone, Debug, Default)]
+pub struct Check {
+    /// Elements compared.
+    pub compared: usize,
+    /// Elements outside the reference's error bound.
+    pub failures: usize,
+    /// Elements still holding the poison value.
+    pub unwritten: usize,
+    /// First failure: (where, input, got, want).
+    pub first_failure: Option<(String, f64, f64, f64)>,
+}
+
+impl Check {
+    /// Whether everything compared passed.
+    pub fn passed(&self) -> bool {
+        self.failures == 0 && self.unwritten == 0 && self.compared > 0
+    }
+
+    /// Adds counts of a comparison made elsewhere; `worst_at` locates its worst element.
+    pub fn add_counts(
+        &mut self,
+        what: &str,
+        compared: usize,
+        failures: usize,
+        worst_at: (usize, usize),
+    ) {
+        self.compared += compared;
+        self.failures += failures;
+        if failures > 0 && self.first_failure.is_none() {
+            self.first_failure = Some((
+                format!("{what} at {worst_at:?}"),
+                f64::NAN,
+                f64::NAN,
+                f64::NAN,
+            ));
+        }
+    }
+
+    /// Adds a comparison of `n` elements made by [`crate::reference::heavy`].
+    pub fn add(&mut self, what: &str, c: &Comparison, unwritten: usize) {
+        self.compared += c.count;
+        self.failures += c.failures;
+        self.unwritten += unwritten;
+        if self.first_failure.is_none() {
+            if let Some((i, x, got, want)) = c.first_failure {
+                self.first_failure = Some((format!("{what}[{i}]"), x, got, want));
+            }
+        }
+    }
+}
+
+/// `k` distinct sorted indices below `n` (all of them when `k >= n`), deterministic in `seed`.
+pub fn sample_indices(n: usize, k: usize, seed: u64) -> Vec<usize> {
+    if k >= n {
+        return (0..n).collect();
+    }
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut v: Vec<usize> = (0..k).map(|_| rng.gen_range(0..n)).collect();
+    // Always include both ends, where off-by-one errors show.
+    v.push(0);
+    v.push(n - 1);
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Milliseconds between a timing event on pool stream 0 that every stream in `used` waits
+/// for before `work`, and one recorded on stream 0 after it waited for all of them.
+pub fn timed(pool: &StreamPool, used: &[usize], work: impl FnOnce() -> Result<()>) -> Result<f64> {
+    let start = pool.timing_event()?;
+    let end = pool.timing_event()?;
+    let s0 = pool.stream(0)?;
+    start.record(s0).op("cuEventRecord")?;
+    for &s in used {
+        pool.wait_event(s, &start)?;
+    }
+    work()?;
+    for &s in used {
+        pool.wait_stream(0, s)?;
+    }
+    end.record(s0).op("cuEventRecord")?;
+    end.synchronize().op("cuEventSynchronize")?;
+    Ok(start.elapsed_ms(&end).op("cuEventElapsedTime")? as f64)
+}
+
+/// Median of `reps` timings of `work` after one untimed warm-up run.
+pub fn median_ms(
+    pool: &StreamPool,
+    used: &[usize],
+    reps: usize,
+    mut work: impl FnMut() -> Result<()>,
+) -> Result<f64> {
+    timed(pool, used, &mut work)?;
+    let mut v = Vec::with_capacity(reps);
+    for _ in 0..reps.max(1) {
+        v.push(timed(pool, used, &mut work)?);
+    }
+    Ok(median(&v))
+}
+
+/// A recorder with one track per pool stream.
+pub fn recorder(pool: &StreamPool, capacity: usize) -> Result<Recorder> {
+    let tracks = (0..pool.len()).map(|i| pool.name(i).to_string()).collect();
+    Recorder::new(pool.context(), tracks, capacity)
+}
+
+/// Drops the tracks nothing ran on (e.g. the unused streams of a serial run).
+pub fn trim(mut t: Timeline) -> Timeline {
+    let used: Vec<usize> = (0..t.tracks.len())
+        .filter(|&k| t.intervals.iter().any(|i| i.track == k))
+        .collect();
+    let tracks = used.iter().map(|&k| t.tracks[k].clone()).collect();
+    for iv in &mut t.intervals {
+        iv.track = used.iter().position(|&k| k == iv.track).unwrap_or(0);
+    }
+    t.tracks = tracks;
+    t
+}

@@ -1,0 +1,279 @@
+//! The engine's cross-stream safety on the device: every reader is waited for, frees wait for
+//! readers, the host waits only where it must, graphs order their launches.
+//!
+//! The first test shows the gap in cudarc's own tracking that `DeviceBuffer` closes; the same
+//! schedule then runs on `DeviceBuffer` and must come out right.
+
+use cudarc::driver::{CudaSlice, DeviceSlice};
+use std::time::{Duration, Instant};
+use streamline::data::randn_f32;
+use streamline::engine::memory::{d2h, h2d};
+use streamline::engine::pool::StreamSpec;
+use streamline::engine::{DeviceBuffer, PinnedBuffer, StreamPool};
+use streamline::ops::spin::spin_copy;
+use streamline::reference::heavy::compare_f32;
+use streamline::scenarios::prefetch;
+use streamline_tests::gpu;
+
+/// How long the slow reader waits before it reads: long against any launch latency.
+const SLOW_NS: u64 = 50_000_000;
+/// One wave of blocks on any current GPU, so the slow reader waits once.
+const N: usize = 1 << 15;
+
+/// Whether the test runs under compute-sanitizer (gpu-check.sh sets SANITIZER), which may make
+/// launches wait for earlier kernels: host-side timing claims are not checked there.
+fn sanitized() -> bool {
+    std::env::var_os("SANITIZER").is_some_and(|v| !v.is_empty())
+}
+
+fn data() -> Vec<f32> {
+    (0..N).map(|i| 1.0 + i as f32).collect()
+}
+
+/// cudarc's `CudaSlice` keeps one read event: a slow read on stream A, then a fast read on B
+/// re-records it on B, so a writer on C waits for B only and overwrites the input while A still
+/// waits to read it. A reads zeros. (This documents why `DeviceBuffer` exists; it fails if
+/// cudarc starts tracking every reader, and cannot show anything under tools that serialize
+/// kernels, such as compute-sanitizer.)
+#[test]
+fn cudarc_slice_misses_the_first_reader() {
+    let Some(gpu) = gpu() else { return };
+    let (a, b, c) = (
+        gpu.new_stream().unwrap(),
+        gpu.new_stream().unwrap(),
+        gpu.new_stream().unwrap(),
+    );
+    let x: CudaSlice<f32> = a.clone_htod(&data()).unwrap();
+    let mut ya: CudaSlice<f32> = a.alloc_zeros(N).unwrap();
+    let mut yb: CudaSlice<f32> = b.alloc_zeros(N).unwrap();
+    a.synchronize().unwrap();
+    b.synchronize().unwrap();
+    let mut x = x;
+    spin_copy(gpu, &a, &x, &mut ya, SLOW_NS).unwrap();
+    spin_copy(gpu, &b, &x, &mut yb, 0).unwrap();
+    c.memset_zeros(&mut x).unwrap();
+    let got = a.clone_dtoh(&ya).unwrap();
+    let corrupted = got.iter().zip(data()).filter(|(g, w)| **g != *w).count();
+    assert!(
+        corrupted > 0,
+        "the writer waited for the slow reader: cudarc now tracks every reader"
+    );
+}
+
+/// The same schedule on `DeviceBuffer`: the writer waits for both readers, and queuing it does
+/// not make the host wait.
+#[test]
+fn buffer_write_waits_for_every_reader() {
+    let Some(gpu) = gpu() else { return };
+    let pool = StreamPool::with_streams(gpu, 3).unwrap();
+    let (a, b, c) = (
+        pool.stream(0).unwrap(),
+        pool.stream(1).unwrap(),
+        pool.stream(2).unwrap(),
+    );
+    let mut x = DeviceBuffer::from_slice(&pool, 0, &data()).unwrap();
+    let mut ya = DeviceBuffer::<f32>::zeros(&pool, 0, N).unwrap();
+    let mut yb = DeviceBuffer::<f32>::zeros(&pool, 1, N).unwrap();
+    pool.synchronize().unwrap();
+    let t = Instant::now();
+    spin_copy(gpu, a, &x, &mut ya, SLOW_NS).unwrap();
+    spin_copy(gpu, b, &x, &mut yb, 0).unwrap();
+    x.fill_zeros(c).unwrap();
+    let queued = t.elapsed();
+    assert_eq!(
+        ya.to_vec(a).unwrap(),
+        data(),
+        "the slow reader saw the overwrite"
+    );
+    assert_eq!(yb.to_vec(b).unwrap(), data());
+    assert_eq!(x.to_vec(c).unwrap(), vec![0.0; N]);
+    assert!(
+        sanitized() || queued < Duration::from_nanos(SLOW_NS / 2),
+        "queuing took {queued:?}: the host waited"
+    );
+}
+
+/// Readers wait for the last write, on whichever stream it ran, and for nothing else.
+#[test]
+fn buffer_read_waits_for_the_last_write() {
+    let Some(gpu) = gpu() else { return };
+    let pool = StreamPool::with_streams(gpu, 2).unwrap();
+    let (a, b) = (pool.stream(0).unwrap(), pool.stream(1).unwrap());
+    let src = DeviceBuffer::from_slice(&pool, 0, &data()).unwrap();
+    let mut x = DeviceBuffer::<f32>::zeros(&pool, 0, N).unwrap();
+    let mut y = DeviceBuffer::<f32>::zeros(&pool, 1, N).unwrap();
+    pool.synchronize().unwrap();
+    spin_copy(gpu, a, &src, &mut x, SLOW_NS).unwrap();
+    spin_copy(gpu, b, &x, &mut y, 0).unwrap();
+    assert_eq!(y.to_vec(b).unwrap(), data());
+}
+
+/// Dropping a buffer while another stream still reads it: the free waits for the reader, so
+/// memory the pool hands out again is not overwritten under it.
+#[test]
+fn free_waits_for_readers() {
+    let Some(gpu) = gpu() else { return };
+    let pool = StreamPool::with_streams(gpu, 2).unwrap();
+    let (owner, reader) = (pool.stream(0).unwrap(), pool.stream(1).unwrap());
+    let x = DeviceBuffer::from_slice(&pool, 0, &data()).unwrap();
+    let mut y = DeviceBuffer::<f32>::zeros(&pool, 1, N).unwrap();
+    pool.synchronize().unwrap();
+    let t = Instant::now();
+    spin_copy(gpu, reader, &x, &mut y, SLOW_NS).unwrap();
+    drop(x);
+    // Same size on the same stream: the allocator may return the block just freed.
+    let mut again = DeviceBuffer::<f32>::zeros(&pool, 0, N).unwrap();
+    again.fill_zeros(owner).unwrap();
+    assert!(
+        t.elapsed() < Duration::from_nanos(SLOW_NS / 2),
+        "the host waited"
+    );
+    assert_eq!(y.to_vec(reader).unwrap(), data());
+}
+
+/// Host access to pinned memory waits for the device writes queued into it.
+#[test]
+fn pinned_host_read_waits_for_device_write() {
+    let Some(gpu) = gpu() else { return };
+    let pool = StreamPool::with_streams(gpu, 2).unwrap();
+    let a = pool.stream(1).unwrap();
+    let src = DeviceBuffer::from_slice(&pool, 0, &data()).unwrap();
+    let mut y = DeviceBuffer::<f32>::zeros(&pool, 1, N).unwrap();
+    let mut host = PinnedBuffer::<f32>::zeros(&pool, N).unwrap();
+    spin_copy(gpu, a, &src, &mut y, SLOW_NS).unwrap();
+    d2h(a, &y, &mut host).unwrap();
+    assert_eq!(host.as_slice().unwrap(), &data()[..]);
+    // And a host write waits for a device read still in flight.
+    let mut dev = DeviceBuffer::<f32>::zeros(&pool, 0, N).unwrap();
+    let b = pool.stream(0).unwrap();
+    spin_copy(gpu, b, &src, &mut y, SLOW_NS).unwrap();
+    h2d(b, &host, &mut dev).unwrap();
+    host.as_mut_slice().unwrap().fill(-1.0);
+    assert_eq!(dev.to_vec(b).unwrap(), data());
+}
+
+/// An access on a stream outside the pool is finished before the call returns.
+#[test]
+fn foreign_stream_access_is_waited_for() {
+    let Some(gpu) = gpu() else { return };
+    let pool = StreamPool::with_streams(gpu, 1).unwrap();
+    let foreign = gpu.new_stream().unwrap();
+    let src = DeviceBuffer::from_slice(&pool, 0, &data()).unwrap();
+    let mut y = DeviceBuffer::<f32>::zeros(&pool, 0, N).unwrap();
+    pool.synchronize().unwrap();
+    let t = Instant::now();
+    spin_copy(gpu, &foreign, &src, &mut y, 20_000_000).unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(20));
+    assert_eq!(y.to_vec(pool.stream(0).unwrap()).unwrap(), data());
+}
+
+/// Copies refuse mismatched lengths, naming the argument, and write nothing.
+#[test]
+fn copies_validate_lengths() {
+    let Some(gpu) = gpu() else { return };
+    let pool = StreamPool::with_streams(gpu, 1).unwrap();
+    let s = pool.stream(0).unwrap();
+    let mut d = DeviceBuffer::<f32>::zeros(&pool, 0, 8).unwrap();
+    let e = h2d(s, &[1.0f32; 7][..], &mut d).unwrap_err().to_string();
+    assert!(e.contains("`dst`") && e.contains("7"), "{e}");
+    let mut h = vec![5.0f32; 9];
+    assert!(d2h(s, &d, &mut h).is_err());
+    assert_eq!(h, vec![5.0; 9]);
+    assert_eq!(d.to_vec(s).unwrap(), vec![0.0; 8]);
+    let (lo, hi) = (4, 3);
+    assert!(d.view(3..9).is_err() && d.view(lo..hi).is_err());
+    assert_eq!(d.view(2..8).unwrap().len(), 6);
+}
+
+/// Priorities outside the device's range are clamped to it; bad indices are errors.
+#[test]
+fn pool_priorities_and_indices() {
+    let Some(gpu) = gpu() else { return };
+    let pool = StreamPool::new(
+        gpu,
+        &[
+            StreamSpec::new("urgent").priority(-1000),
+            StreamSpec::new("lazy").priority(1000),
+            StreamSpec::new("default"),
+        ],
+    )
+    .unwrap();
+    let (least, greatest) = pool.priority_range().unwrap();
+    assert!(greatest <= least);
+    assert_eq!(pool.priority(0), greatest);
+    assert_eq!(pool.priority(1), least);
+    assert_eq!(pool.priority(2), 0i32.clamp(greatest, least));
+    assert_eq!(pool.name(0), "urgent");
+    assert!(pool.stream(3).is_err());
+    assert!(pool.wait_stream(0, 3).is_err());
+    pool.wait_stream(0, 1).unwrap();
+    assert!(StreamPool::new(gpu, &[]).is_err());
+}
+
+fn small_prefetch() -> prefetch::Options {
+    prefetch::Options {
+        batch: 10_007,
+        batches: 6,
+        depth: 3,
+        compute_reps: 2,
+    }
+}
+
+fn check_results(host: &[f32], results: &[f32]) {
+    let c = compare_f32(host, results);
+    assert_eq!(c.failures, 0, "first failure {:?}", c.first_failure);
+}
+
+/// The prefetch pipeline captured as a graph gives the eager result; after a launch, host
+/// access and eager work wait for the graph, and a replay reads the pinned input anew.
+#[test]
+fn graph_replay_matches_eager_and_orders_later_accesses() {
+    let Some(gpu) = gpu() else { return };
+    let o = small_prefetch();
+    let pool = StreamPool::with_streams(gpu, 3).unwrap();
+    let plan = prefetch::spec(o.depth).plan().unwrap();
+    let host = randn_f32(o.batch * o.batches, 5);
+    let mut bufs = prefetch::Buffers::new(&pool, &host, &o).unwrap();
+    let graph = plan
+        .capture(&pool, &[0, 1, 2], 0, 0..o.batches, |c| {
+            bufs.stage(gpu, &o, c)
+        })
+        .unwrap();
+    assert!(graph.buffers() >= 2 * o.depth + 2);
+    graph.launch().unwrap();
+    check_results(&host, bufs.results.as_slice().unwrap());
+    // New input through the same pinned buffer; the replay sees it.
+    let host2 = randn_f32(host.len(), 6);
+    bufs.dataset.as_mut_slice().unwrap().copy_from_slice(&host2);
+    graph.launch().unwrap();
+    check_results(&host2, bufs.results.as_slice().unwrap());
+    // Eager after the graph.
+    bufs.results.as_mut_slice().unwrap().fill(f32::NAN);
+    bufs.dataset.as_mut_slice().unwrap().copy_from_slice(&host);
+    plan.run(&pool, &[0, 1, 2], 0..o.batches, None, |c| {
+        bufs.stage(gpu, &o, c)
+    })
+    .unwrap();
+    check_results(&host, bufs.results.as_slice().unwrap());
+    // And a graph launched right after eager work waits for it.
+    bufs.dataset.as_mut_slice().unwrap().copy_from_slice(&host2);
+    graph.launch().unwrap();
+    check_results(&host2, bufs.results.as_slice().unwrap());
+}
+
+/// Misuse of captures is refused with an error.
+#[test]
+fn capture_misuse_is_an_error() {
+    let Some(gpu) = gpu() else { return };
+    let pool = StreamPool::with_streams(gpu, 2).unwrap();
+    let cap = pool.begin_capture(0).unwrap();
+    assert!(pool.begin_capture(1).is_err(), "nested capture");
+    assert!(pool.begin_capture(5).is_err(), "origin outside the pool");
+    // A capture with no work may or may not give an (empty) graph; either way it ends.
+    let _ = cap.end();
+    // A capture dropped without ending is discarded.
+    drop(pool.begin_capture(1).unwrap());
+    // The pool works normally afterwards.
+    let x = DeviceBuffer::from_slice(&pool, 0, &data()).unwrap();
+    assert_eq!(x.to_vec(pool.stream(1).unwrap()).unwrap(), data());
+}

@@ -1,0 +1,230 @@
+//! Shuffled schedules never change a pipeline's output: random stream assignment of the
+//! lanes, random host-side delays between stage calls, and random extra work (device waits)
+//! queued on the stages' own streams and on other streams. A missing wait anywhere shows up as
+//! a wrong or unwritten output element, since the delays make a racing stage run early or late.
+//!
+//! Outputs are compared with the CPU reference of the heavy kernel (error analysis in
+//! `streamline::reference::heavy`), element by element, and must all be written.
+
+use proptest::prelude::*;
+use std::time::Duration;
+use streamline::data::{randn_f32, POISON_F32};
+use streamline::engine::memory::{d2h, h2d};
+use streamline::engine::pipeline::StageCall;
+use streamline::engine::{DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, StreamPool};
+use streamline::ops::heavy::heavy;
+use streamline::ops::spin::spin_copy;
+use streamline::reference::heavy::compare_f32;
+use streamline::scenarios::prefetch;
+use streamline::Gpu;
+use streamline_tests::{gpu, gpu_property};
+
+const POOL: usize = 4;
+
+/// What to do around one stage call, drawn per call.
+#[derive(Clone, Debug)]
+struct Jitter {
+    /// Host sleep before queuing the stage, µs.
+    host_us: u16,
+    /// Device wait queued on the stage's own stream before its work, µs.
+    own_us: u16,
+    /// Device wait queued on another stream after the stage, and which stream.
+    other_us: u16,
+    other: usize,
+}
+
+fn jitter() -> impl Strategy<Value = Jitter> {
+    (
+        prop_oneof![3 => Just(0u16), 1 => 0u16..1500],
+        prop_oneof![2 => Just(0u16), 1 => 0u16..3000],
+        prop_oneof![2 => Just(0u16), 1 => 0u16..3000],
+        0..POOL,
+    )
+        .prop_map(|(host_us, own_us, other_us, other)| Jitter {
+            host_us,
+            own_us,
+            other_us,
+            other,
+        })
+}
+
+/// Scratch buffers the extra work runs over, one pair per pool stream.
+struct Extra(Vec<(DeviceBuffer<f32>, DeviceBuffer<f32>)>);
+
+impl Extra {
+    fn new(pool: &StreamPool) -> Extra {
+        Extra(
+            (0..POOL)
+                .map(|s| {
+                    (
+                        DeviceBuffer::zeros(pool, s, 256).unwrap(),
+                        DeviceBuffer::zeros(pool, s, 256).unwrap(),
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    /// Host delay and a device wait on the stage's own stream, before the stage.
+    fn before(&mut self, gpu: &Gpu, c: &StageCall, j: &Jitter) -> streamline::Result<()> {
+        if j.host_us > 0 {
+            std::thread::sleep(Duration::from_micros(j.host_us as u64));
+        }
+        if j.own_us > 0 {
+            let (x, y) = &mut self.0[c.stream_index];
+            spin_copy(gpu, c.stream, x, y, j.own_us as u64 * 1000)?;
+        }
+        Ok(())
+    }
+
+    /// A device wait on another stream, after the stage.
+    fn after(&mut self, gpu: &Gpu, pool: &StreamPool, j: &Jitter) -> streamline::Result<()> {
+        if j.other_us > 0 {
+            let s = pool.stream(j.other)?.clone();
+            let (x, y) = &mut self.0[j.other];
+            spin_copy(gpu, &s, x, y, j.other_us as u64 * 1000)?;
+        }
+        Ok(())
+    }
+}
+
+fn fail(e: impl std::fmt::Display) -> TestCaseError {
+    TestCaseError::fail(e.to_string())
+}
+
+fn check_all(host: &[f32], got: &[f32]) -> Result<(), TestCaseError> {
+    let unwritten = got.iter().filter(|v| v.to_bits() == POISON_F32).count();
+    prop_assert_eq!(unwritten, 0, "unwritten outputs");
+    let c = compare_f32(host, got);
+    prop_assert_eq!(c.failures, 0, "first failure {:?}", c.first_failure);
+    Ok(())
+}
+
+/// Prefetch (H2D / compute / D2H over rings) with shuffled schedules, eager and as a graph.
+#[test]
+fn prefetch_output_is_schedule_independent() {
+    let strategy = (
+        1usize..=3,
+        1usize..=3,
+        prop::sample::select(vec![1usize, 7, 1000, 65_537]),
+        prop::collection::vec(0..POOL, 3),
+        prop::collection::vec(jitter(), 48),
+        any::<bool>(),
+    );
+    gpu_property(
+        24,
+        strategy,
+        |(depth, periods, batch, lanes, jit, graph)| {
+            let Some(gpu) = gpu() else { return Ok(()) };
+            let o = prefetch::Options {
+                batch,
+                batches: depth * periods.max(if depth == 1 { 2 } else { 1 }),
+                depth,
+                compute_reps: 1,
+            };
+            let pool = StreamPool::with_streams(gpu, POOL).map_err(fail)?;
+            let plan = prefetch::spec(depth).plan().map_err(fail)?;
+            let host = randn_f32(o.batch * o.batches, batch as u64 + depth as u64);
+            let mut bufs = prefetch::Buffers::new(&pool, &host, &o).map_err(fail)?;
+            let mut extra = Extra::new(&pool);
+            let mut k = 0;
+            let mut stage = |c: &StageCall| {
+                let j = jit[k % jit.len()].clone();
+                k += 1;
+                extra.before(gpu, c, &j)?;
+                bufs.stage(gpu, &o, c)?;
+                extra.after(gpu, &pool, &j)
+            };
+            if graph {
+                let g = plan
+                    .capture(&pool, &lanes, lanes[0], 0..o.batches, &mut stage)
+                    .map_err(fail)?;
+                g.launch().map_err(fail)?;
+            } else {
+                plan.run(&pool, &lanes, 0..o.batches, None, &mut stage)
+                    .map_err(fail)?;
+            }
+            let got = bufs.results.as_slice().map_err(fail)?.to_vec();
+            check_all(&host, &got)
+        },
+    );
+}
+
+/// Seed 001's branches: each iteration loads a new input that two branches read; the next
+/// load overwrites it, so it must wait for both readers. Every iteration's outputs are kept.
+#[test]
+fn branches_output_is_schedule_independent() {
+    let strategy = (
+        prop::sample::select(vec![1usize, 33, 4099]),
+        2usize..6,
+        prop::collection::vec(0..POOL, 3),
+        prop::collection::vec(jitter(), 40),
+        any::<bool>(),
+    );
+    gpu_property(24, strategy, |(n, iters, lanes, jit, graph)| {
+        let Some(gpu) = gpu() else { return Ok(()) };
+        let spec = PipelineSpec::new(1)
+            .lane("main")
+            .lane("left")
+            .lane("right")
+            .persistent("inputs")
+            .persistent("x")
+            .persistent("a")
+            .persistent("b")
+            .persistent("out")
+            .stage("load", OpKind::H2D, "main", &["inputs"], &["x"])
+            .stage("left", OpKind::Compute, "left", &["x"], &["a"])
+            .stage("right", OpKind::Compute, "right", &["x"], &["b"])
+            .stage("join", OpKind::D2H, "main", &["a", "b"], &["out"]);
+        let plan = spec.plan().map_err(fail)?;
+        let pool = StreamPool::with_streams(gpu, POOL).map_err(fail)?;
+        let host = randn_f32(n * iters, n as u64 * 31 + iters as u64);
+        let inputs = PinnedBuffer::from_slice(&pool, &host).map_err(fail)?;
+        let mut out =
+            PinnedBuffer::from_slice(&pool, &vec![f32::from_bits(POISON_F32); 2 * n * iters])
+                .map_err(fail)?;
+        let z = |s| DeviceBuffer::<f32>::zeros(&pool, s, n).map_err(fail);
+        let (mut x, mut a, mut t, mut b) = (z(0)?, z(1)?, z(2)?, z(2)?);
+        let mut extra = Extra::new(&pool);
+        let mut k = 0;
+        let mut stage = |c: &StageCall| -> streamline::Result<()> {
+            let j = jit[k % jit.len()].clone();
+            k += 1;
+            extra.before(gpu, c, &j)?;
+            let i = c.iteration;
+            match c.stage {
+                0 => h2d(c.stream, &inputs.view(i * n..(i + 1) * n)?, &mut x)?,
+                1 => heavy(gpu, c.stream, &x, &mut a)?,
+                2 => {
+                    spin_copy(gpu, c.stream, &x, &mut t, j.own_us as u64 * 100)?;
+                    heavy(gpu, c.stream, &t, &mut b)?
+                }
+                _ => {
+                    d2h(c.stream, &a, &mut out.view_mut(2 * i * n..(2 * i + 1) * n)?)?;
+                    d2h(
+                        c.stream,
+                        &b,
+                        &mut out.view_mut((2 * i + 1) * n..(2 * i + 2) * n)?,
+                    )?
+                }
+            }
+            extra.after(gpu, &pool, &j)
+        };
+        if graph {
+            let g = plan
+                .capture(&pool, &lanes, lanes[0], 0..iters, &mut stage)
+                .map_err(fail)?;
+            g.launch().map_err(fail)?;
+        } else {
+            plan.run(&pool, &lanes, 0..iters, None, &mut stage)
+                .map_err(fail)?;
+        }
+        let got = out.as_slice().map_err(fail)?;
+        for i in 0..iters {
+            let x = &host[i * n..(i + 1) * n];
+            check_all(x, &got[2 * i * n..(2 * i + 1) * n])?;
+            check_all(x, &got[(2 * i + 1) * n..(2 * i + 2) * n])?;
+        }
+        Ok(())
+    });
+}
