@@ -266,9 +266,38 @@ pub const IMAGE_KERNELS: [KernelSpec; 10] = [
     AUGMENT,
 ];
 
-/// Dynamic shared memory in bytes of `gaussian_blur` for kernel sizes `kx`, `ky`: the input
-/// tile with its halo, the horizontally blurred tile, and both weight vectors.
+/// Largest radius (`kernel_size / 2`) of `gaussian_blur`'s fast path, taken for square kernels
+/// (`kx == ky`): the vertical taps live in registers, one window of `2r + 1` per thread.
+pub const BLUR_FAST_MAX_RADIUS: u32 = 7;
+/// Output tile of the fast path: `BLUR_FAST_W` columns (one per thread of four warps side by
+/// side) by `BLUR_FAST_H` rows (two warp rows of `BLUR_FAST_H / 2`).
+pub const BLUR_FAST_W: u32 = 128;
+/// See [`BLUR_FAST_W`].
+pub const BLUR_FAST_H: u32 = 64;
+
+/// Whether `gaussian_blur` takes its fast path for these kernel sizes.
+pub const fn blur_fast(kx: u32, ky: u32) -> bool {
+    kx == ky && kx / 2 <= BLUR_FAST_MAX_RADIUS
+}
+
+/// Output tile `(width, height)` of `gaussian_blur` for these kernel sizes; the grid has one
+/// block per tile per plane.
+pub const fn blur_output_tile(kx: u32, ky: u32) -> (u32, u32) {
+    if blur_fast(kx, ky) {
+        (BLUR_FAST_W, BLUR_FAST_H)
+    } else {
+        (TILE, TILE)
+    }
+}
+
+/// Dynamic shared memory in bytes of `gaussian_blur` for kernel sizes `kx`, `ky`. Fast path:
+/// the input tile with its halo. Otherwise: the input tile with its halo, the horizontally
+/// blurred tile, and both weight vectors.
 pub const fn blur_shared_bytes(kx: u32, ky: u32) -> u32 {
+    if blur_fast(kx, ky) {
+        let r = kx / 2;
+        return 4 * (BLUR_FAST_H + 2 * r) * (BLUR_FAST_W + 2 * r);
+    }
     let rx = kx / 2;
     let ry = ky / 2;
     let tile_in = (TILE + 2 * ry) * (TILE + 2 * rx);

@@ -13,6 +13,7 @@
 #![allow(internal_features)]
 
 pub mod augment;
+mod channels;
 pub mod gaussian_blur;
 pub mod heavy;
 mod libdevice;

@@ -5,6 +5,7 @@
 //! A block covers a 32 x 16 patch of one image's output; each thread finds its taps once and
 //! reads every channel through them, so a warp writes 32 consecutive values of a row.
 
+use crate::channels::for_channels;
 use crate::libdevice::{floor_i32, trunc_i32};
 use crate::mem::ldg;
 use crate::sampling::LinearTaps;
@@ -41,15 +42,16 @@ fn for_pixels(p: &ResizeParams, mut pixel: impl FnMut(u32, u32, u32)) {
 fn each_channel(p: &ResizeParams, n: u32, i: u32, j: u32, value: impl Fn(*const f32) -> f32) {
     let plane_in = p.in_h as usize * p.in_w as usize;
     let plane_out = p.out_h as usize * p.out_w as usize;
-    let mut c = 0;
-    while c < p.channels {
-        let plane = n as usize * p.channels as usize + c as usize;
-        let v = value((p.x as *const f32).wrapping_add(plane * plane_in));
-        let o = plane * plane_out + i as usize * p.out_w as usize + j as usize;
-        // SAFETY: `n < batch`, `c < channels`, `i < out_h`, `j < out_w`.
-        unsafe { (p.y as *mut f32).add(o).write(v) };
-        c += 1;
-    }
+    let plane = |c: u32| n as usize * p.channels as usize + c as usize;
+    for_channels(
+        p.channels,
+        |c| value((p.x as *const f32).wrapping_add(plane(c) * plane_in)),
+        |c, v| {
+            let o = plane(c) * plane_out + i as usize * p.out_w as usize + j as usize;
+            // SAFETY: `n < batch`, `c < channels`, `i < out_h`, `j < out_w`.
+            unsafe { (p.y as *mut f32).add(o).write(v) };
+        },
+    );
 }
 
 /// Bilinear, `align_corners=False`: source `scale * (d + 0.5) - 0.5` clamped below at 0, with
@@ -146,6 +148,34 @@ pub unsafe extern "ptx-kernel" fn resize_bilinear_aa(p: ResizeParams) {
     for_pixels(&p, |n, i, j| {
         let sy = AaSpan::new(sh, i, p.in_h);
         let sx = AaSpan::new(sw, j, p.in_w);
+        if (1..=2).contains(&sx.size) && (1..=2).contains(&sy.size) {
+            // Upscaling (and mild downscaling): at most two taps per axis, weights computed
+            // once for every channel; the same operations in the same order as the loop below.
+            let (ny, nx) = (sy.size, sx.size);
+            let wy = [sy.weight(0), if ny > 1 { sy.weight(1) } else { 0.0 }];
+            let wx = [sx.weight(0), if nx > 1 { sx.weight(1) } else { 0.0 }];
+            let rows = [sy.min as usize, (sy.min + (ny > 1) as i32) as usize];
+            let cols = [sx.min as usize, (sx.min + (nx > 1) as i32) as usize];
+            each_channel(&p, n, i, j, |src| {
+                // SAFETY: the spans lie inside `[0, in_h) x [0, in_w)`.
+                let at = |r: usize, c: usize| unsafe { ldg(src.add(rows[r] * w_in + cols[c])) };
+                let column = |c: usize| {
+                    let t = 0.0f32 + at(0, c) * wy[0];
+                    if ny > 1 {
+                        t + at(1, c) * wy[1]
+                    } else {
+                        t
+                    }
+                };
+                let acc = 0.0f32 + column(0) * wx[0];
+                if nx > 1 {
+                    acc + column(1) * wx[1]
+                } else {
+                    acc
+                }
+            });
+            return;
+        }
         each_channel(&p, n, i, j, |src| {
             let mut acc = 0.0f32;
             let mut kx = 0;

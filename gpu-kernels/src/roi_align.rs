@@ -6,6 +6,7 @@
 //! for every channel, so the box setup is done once per thread and a warp writes 32
 //! consecutive values of a row.
 
+use crate::channels::for_channels;
 use crate::libdevice::trunc_i32;
 use crate::mem::ldg;
 use crate::sampling::Roi;
@@ -67,26 +68,27 @@ pub unsafe extern "ptx-kernel" fn roi_align(p: RoiAlignParams) {
     while r < IMAGE_ROWS_PER_THREAD {
         let ph = (t / tiles_x.max(1)) * rows_per_block + r * IMAGE_BLOCK_Y + ty;
         if ph < p.out_h {
-            let mut c = 0;
-            while c < p.channels {
-                let v = if valid {
+            let plane = |c: u32| k as usize * p.channels as usize + c as usize;
+            for_channels(
+                p.channels,
+                |c| {
+                    if !valid {
+                        return 0.0;
+                    }
                     let src = x
                         .wrapping_add((img as usize * p.channels as usize + c as usize) * plane_in);
-                    // SAFETY: `roi_bilinear` only loads indices inside the `h x w` plane of
-                    // image `img < batch`.
+                    // SAFETY: `roi.bin` only loads indices inside the `h x w` plane of image
+                    // `img < batch`.
                     roi.bin(h, w, ph, pw, |yy, xx| unsafe {
                         ldg(src.add(yy as usize * p.width as usize + xx as usize))
                     })
-                } else {
-                    0.0
-                };
-                let o = (k as usize * p.channels as usize + c as usize) * plane_out
-                    + ph as usize * p.out_w as usize
-                    + pw as usize;
-                // SAFETY: `k < num_boxes`, `c < channels`, `ph < out_h`, `pw < out_w`.
-                unsafe { y.add(o).write(v) };
-                c += 1;
-            }
+                },
+                |c, v| {
+                    let o = plane(c) * plane_out + ph as usize * p.out_w as usize + pw as usize;
+                    // SAFETY: `k < num_boxes`, `c < channels`, `ph < out_h`, `pw < out_w`.
+                    unsafe { y.add(o).write(v) };
+                },
+            );
         }
         r += 1;
     }

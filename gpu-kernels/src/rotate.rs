@@ -6,6 +6,7 @@
 //! its pixels once and samples every channel there, so a warp writes 32 consecutive values of
 //! a row and reads a short rotated run of the input (cached in L1).
 
+use crate::channels::for_channels;
 use crate::mem::ldg;
 use crate::sampling::{nearest_pixel, Bilinear, Rotation};
 use crate::thread::{block_x, thread_xy};
@@ -60,23 +61,22 @@ pub unsafe extern "ptx-kernel" fn rotate_nearest(p: RotateParams) {
     for_pixels(&p, |n, i, j| {
         let (sy, sx) = rotation(&p, n).source(i as i32, j as i32);
         let src = nearest_pixel(sy, sx, h, w);
-        let mut c = 0;
-        while c < p.channels {
-            let base = (n as usize * p.channels as usize + c as usize) * plane;
-            let v = match src {
+        let base = |c: u32| (n as usize * p.channels as usize + c as usize) * plane;
+        for_channels(
+            p.channels,
+            |c| match src {
                 // SAFETY: `nearest_pixel` returns only pixels inside the plane.
                 Some((yi, xi)) => unsafe {
-                    ldg(x.add(base + yi as usize * p.width as usize + xi as usize))
+                    ldg(x.add(base(c) + yi as usize * p.width as usize + xi as usize))
                 },
                 None => fill,
-            };
+            },
             // SAFETY: `i < height`, `j < width`, `c < channels`, `n < batch`.
-            unsafe {
-                y.add(base + i as usize * p.width as usize + j as usize)
+            |c, v| unsafe {
+                y.add(base(c) + i as usize * p.width as usize + j as usize)
                     .write(v)
-            };
-            c += 1;
-        }
+            },
+        );
     });
 }
 
@@ -96,22 +96,25 @@ pub unsafe extern "ptx-kernel" fn rotate_bilinear(p: RotateParams) {
         let (sy, sx) = rotation(&p, n).source(i as i32, j as i32);
         let bl = Bilinear::new(sy, sx, h, w);
         let mask = bl.mask();
-        let mut c = 0;
-        while c < p.channels {
-            let base = (n as usize * p.channels as usize + c as usize) * plane;
-            // SAFETY: `Bilinear::sample` loads only neighbours inside the plane.
-            let mut v = bl.sample(|yy, xx| unsafe {
-                ldg(x.add(base + yy as usize * p.width as usize + xx as usize))
-            });
-            if p.has_fill != 0 {
-                v = (v - p.fill) * mask + p.fill;
-            }
+        let base = |c: u32| (n as usize * p.channels as usize + c as usize) * plane;
+        for_channels(
+            p.channels,
+            |c| {
+                // SAFETY: `Bilinear::sample` loads only neighbours inside the plane.
+                let v = bl.sample(|yy, xx| unsafe {
+                    ldg(x.add(base(c) + yy as usize * p.width as usize + xx as usize))
+                });
+                if p.has_fill != 0 {
+                    (v - p.fill) * mask + p.fill
+                } else {
+                    v
+                }
+            },
             // SAFETY: `i < height`, `j < width`, `c < channels`, `n < batch`.
-            unsafe {
-                y.add(base + i as usize * p.width as usize + j as usize)
+            |c, v| unsafe {
+                y.add(base(c) + i as usize * p.width as usize + j as usize)
                     .write(v)
-            };
-            c += 1;
-        }
+            },
+        );
     });
 }

@@ -648,7 +648,12 @@ pub fn gaussian_blur(
             (Some(&s.dev), 0.0, 0.0)
         }
     };
-    let grid = tile_grid("x", shape.h, shape.w, shape.n * shape.c)?;
+    let (tw, th) = blur_output_tile(kx as u32, ky as u32);
+    let grid = grid_of(
+        "x",
+        shape.w.div_ceil(tw as usize) * shape.h.div_ceil(th as usize),
+        shape.n * shape.c,
+    )?;
     let (xp, _r) = x.device_ptr(stream);
     let sguard = sp.map(|d| d.device_ptr(stream));
     let (yp, _w) = y.device_ptr_mut(stream);
