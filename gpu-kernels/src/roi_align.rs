@@ -6,7 +6,6 @@
 //! for every channel, so the box setup is done once per thread and a warp writes 32
 //! consecutive values of a row.
 
-use crate::channels::for_channels;
 use crate::libdevice::trunc_i32;
 use crate::mem::ldg;
 use crate::sampling::Roi;
@@ -59,37 +58,93 @@ pub unsafe extern "ptx-kernel" fn roi_align(p: RoiAlignParams) {
         p.out_w,
         ROI_MAX_SAMPLES_PER_BIN,
     );
-    let (h, w) = (p.height as i32, p.width as i32);
-    let plane_in = p.height as usize * p.width as usize;
-    let plane_out = p.out_h as usize * p.out_w as usize;
     let x = p.x as *const f32;
     let y = p.y as *mut f32;
     let mut r = 0;
     while r < IMAGE_ROWS_PER_THREAD {
         let ph = (t / tiles_x.max(1)) * rows_per_block + r * IMAGE_BLOCK_Y + ty;
         if ph < p.out_h {
-            let plane = |c: u32| k as usize * p.channels as usize + c as usize;
-            for_channels(
-                p.channels,
-                |c| {
-                    if !valid {
-                        return 0.0;
+            let mut c = 0;
+            while c < p.channels {
+                let group = Group {
+                    p: &p,
+                    x,
+                    y,
+                    valid,
+                    img: img as usize,
+                    k: k as usize,
+                    first: c as usize,
+                    ph,
+                    pw,
+                    roi: &roi,
+                };
+                // SAFETY: forwarded from this kernel's contract.
+                c += unsafe {
+                    match p.channels - c {
+                        1 => group.run::<1>(),
+                        2 => group.run::<2>(),
+                        3 => group.run::<3>(),
+                        _ => group.run::<4>(),
                     }
-                    let src = x
-                        .wrapping_add((img as usize * p.channels as usize + c as usize) * plane_in);
-                    // SAFETY: `roi.bin` only loads indices inside the `h x w` plane of image
-                    // `img < batch`.
-                    roi.bin(h, w, ph, pw, |yy, xx| unsafe {
-                        ldg(src.add(yy as usize * p.width as usize + xx as usize))
-                    })
-                },
-                |c, v| {
-                    let o = plane(c) * plane_out + ph as usize * p.out_w as usize + pw as usize;
-                    // SAFETY: `k < num_boxes`, `c < channels`, `ph < out_h`, `pw < out_w`.
-                    unsafe { y.add(o).write(v) };
-                },
-            );
+                };
+            }
         }
         r += 1;
+    }
+}
+
+/// Up to four channels of one output pixel, computed from one set of sampling points and
+/// written after all their loads are issued.
+struct Group<'a> {
+    p: &'a RoiAlignParams,
+    x: *const f32,
+    y: *mut f32,
+    valid: bool,
+    img: usize,
+    k: usize,
+    first: usize,
+    ph: u32,
+    pw: u32,
+    roi: &'a Roi,
+}
+
+impl Group<'_> {
+    /// Computes and stores channels `first..first + N`; returns `N`.
+    ///
+    /// # Safety
+    /// As for [`roi_align`]; `first + N <= channels`, `ph < out_h`, `pw < out_w`, and when
+    /// `valid`, `img < batch`.
+    #[inline(always)]
+    unsafe fn run<const N: usize>(&self) -> u32 {
+        let p = self.p;
+        let plane_in = p.height as usize * p.width as usize;
+        let plane_out = p.out_h as usize * p.out_w as usize;
+        let channels = p.channels as usize;
+        let v = if self.valid {
+            let src = self
+                .x
+                .wrapping_add((self.img * channels + self.first) * plane_in);
+            // SAFETY: `bin_n` only loads indices inside the `h x w` plane of channels
+            // `first..first + N` of image `img < batch`.
+            self.roi.bin_n::<N>(
+                p.height as i32,
+                p.width as i32,
+                self.ph,
+                self.pw,
+                |c, yy, xx| unsafe {
+                    ldg(src.add(c * plane_in + yy as usize * p.width as usize + xx as usize))
+                },
+            )
+        } else {
+            [0.0; N]
+        };
+        for (c, &value) in v.iter().enumerate() {
+            let o = (self.k * channels + self.first + c) * plane_out
+                + self.ph as usize * p.out_w as usize
+                + self.pw as usize;
+            // SAFETY: `k < num_boxes`, channel below `channels`, `ph < out_h`, `pw < out_w`.
+            unsafe { self.y.add(o).write(value) };
+        }
+        N as u32
     }
 }

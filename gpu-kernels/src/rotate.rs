@@ -58,8 +58,12 @@ pub unsafe extern "ptx-kernel" fn rotate_nearest(p: RotateParams) {
     let fill = if p.has_fill != 0 { p.fill } else { 0.0 };
     let x = p.x as *const f32;
     let y = p.y as *mut f32;
+    // Every pixel of a block belongs to one image: its rotation is set up once.
+    let mut rot = None;
     for_pixels(&p, |n, i, j| {
-        let (sy, sx) = rotation(&p, n).source(i as i32, j as i32);
+        let (sy, sx) = rot
+            .get_or_insert_with(|| rotation(&p, n))
+            .source(i as i32, j as i32);
         let src = nearest_pixel(sy, sx, h, w);
         let base = |c: u32| (n as usize * p.channels as usize + c as usize) * plane;
         for_channels(
@@ -92,8 +96,12 @@ pub unsafe extern "ptx-kernel" fn rotate_bilinear(p: RotateParams) {
     let (h, w) = (p.height as i32, p.width as i32);
     let x = p.x as *const f32;
     let y = p.y as *mut f32;
+    // Every pixel of a block belongs to one image: its rotation is set up once.
+    let mut rot = None;
     for_pixels(&p, |n, i, j| {
-        let (sy, sx) = rotation(&p, n).source(i as i32, j as i32);
+        let (sy, sx) = rot
+            .get_or_insert_with(|| rotation(&p, n))
+            .source(i as i32, j as i32);
         let bl = Bilinear::new(sy, sx, h, w);
         let mask = bl.mask();
         let base = |c: u32| (n as usize * p.channels as usize + c as usize) * plane;

@@ -44,6 +44,60 @@ pub fn roi_bilinear(h: i32, w: i32, y: f32, x: f32, load: impl Fn(i32, i32) -> f
     hy * hx * v1 + hy * lx * v2 + ly * hx * v3 + ly * lx * v4
 }
 
+/// [`roi_bilinear`] for `N` planes at once (`load(k, y, x)` reads plane `k`): the point's
+/// neighbours and weights are found once and every plane's four loads are issued together.
+/// Each plane's result is bit-identical to [`roi_bilinear`]'s.
+#[inline(always)]
+pub fn roi_bilinear_n<const N: usize>(
+    h: i32,
+    w: i32,
+    y: f32,
+    x: f32,
+    load: &impl Fn(usize, i32, i32) -> f32,
+) -> [f32; N] {
+    let mut out = [0.0f32; N];
+    if y < -1.0 || y > h as f32 || x < -1.0 || x > w as f32 {
+        return out;
+    }
+    let mut y = if y <= 0.0 { 0.0 } else { y };
+    let mut x = if x <= 0.0 { 0.0 } else { x };
+    let mut y_low = trunc_i32(y);
+    let mut x_low = trunc_i32(x);
+    let y_high;
+    let x_high;
+    if y_low >= h - 1 {
+        y_low = h - 1;
+        y_high = h - 1;
+        y = y_low as f32;
+    } else {
+        y_high = y_low + 1;
+    }
+    if x_low >= w - 1 {
+        x_low = w - 1;
+        x_high = w - 1;
+        x = x_low as f32;
+    } else {
+        x_high = x_low + 1;
+    }
+    let ly = y - y_low as f32;
+    let lx = x - x_low as f32;
+    let hy = 1.0 - ly;
+    let hx = 1.0 - lx;
+    let mut v = [[0.0f32; 4]; N];
+    for (k, vk) in v.iter_mut().enumerate() {
+        *vk = [
+            load(k, y_low, x_low),
+            load(k, y_low, x_high),
+            load(k, y_high, x_low),
+            load(k, y_high, x_high),
+        ];
+    }
+    for (o, vk) in out.iter_mut().zip(v.iter()) {
+        *o = hy * hx * vk[0] + hy * lx * vk[1] + ly * hx * vk[2] + ly * lx * vk[3];
+    }
+    out
+}
+
 /// One ROI box in pixel coordinates, with torchvision's derived bin sizes and sampling grid.
 #[derive(Clone, Copy)]
 pub struct Roi {
@@ -127,6 +181,40 @@ impl Roi {
             iy += 1;
         }
         acc / self.count
+    }
+
+    /// [`Roi::bin`] for `N` planes at once (`load(k, y, x)` reads plane `k`), each result
+    /// bit-identical to [`Roi::bin`]'s: the sampling points are found once for all planes.
+    #[inline(always)]
+    pub fn bin_n<const N: usize>(
+        &self,
+        h: i32,
+        w: i32,
+        ph: u32,
+        pw: u32,
+        load: impl Fn(usize, i32, i32) -> f32,
+    ) -> [f32; N] {
+        let mut acc = [0.0f32; N];
+        let base_y = self.start_y + ph as f32 * self.bin_h;
+        let base_x = self.start_x + pw as f32 * self.bin_w;
+        let mut iy = 0;
+        while iy < self.grid_h {
+            let y = base_y + (iy as f32 + 0.5) * self.bin_h / self.grid_h as f32;
+            let mut ix = 0;
+            while ix < self.grid_w {
+                let x = base_x + (ix as f32 + 0.5) * self.bin_w / self.grid_w as f32;
+                let v = roi_bilinear_n::<N>(h, w, y, x, &load);
+                for k in 0..N {
+                    acc[k] += v[k];
+                }
+                ix += 1;
+            }
+            iy += 1;
+        }
+        for a in acc.iter_mut() {
+            *a /= self.count;
+        }
+        acc
     }
 }
 
