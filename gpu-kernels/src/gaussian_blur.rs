@@ -272,16 +272,27 @@ unsafe fn fast<const R: usize>(
     let (tx, ty) = thread_xy();
     let (tx, ty) = (tx as usize, ty as usize);
 
-    // 1. Tile and halo, rows `y0 - R ..`, columns `x0 - R ..`, reflected at the border.
+    // 1. Tile and halo, rows `y0 - R ..`, columns `x0 - R ..`, reflected at the border. A
+    // thread loads the same few columns on every row, so their reflection is found once.
+    const SPAN: usize =
+        (BLUR_FAST_W as usize + 2 * BLUR_FAST_MAX_RADIUS as usize).div_ceil(IMAGE_BLOCK_X as usize);
+    let mut src_col = [0usize; SPAN];
+    for (m, g) in src_col.iter_mut().enumerate() {
+        *g = reflect(
+            x0 as i32 - R as i32 + (tx + m * IMAGE_BLOCK_X as usize) as i32,
+            w,
+        ) as usize;
+    }
     let mut r = ty;
     while r < rows {
         let gy = reflect(y0 as i32 - R as i32 + r as i32, h) as usize;
-        let mut c = tx;
-        while c < cols {
-            let gx = reflect(x0 as i32 - R as i32 + c as i32, w) as usize;
-            // SAFETY: `reflect` keeps `(gy, gx)` inside the plane; `r < rows`, `c < cols`.
-            unsafe { *tile.add(r * cols + c) = ldg(src.add(gy * p.width as usize + gx)) };
-            c += IMAGE_BLOCK_X as usize;
+        let src_row = src.wrapping_add(gy * p.width as usize);
+        for (m, &gx) in src_col.iter().enumerate() {
+            let c = tx + m * IMAGE_BLOCK_X as usize;
+            if c < cols {
+                // SAFETY: `reflect` keeps `(gy, gx)` inside the plane; `r < rows`, `c < cols`.
+                unsafe { *tile.add(r * cols + c) = ldg(src_row.add(gx)) };
+            }
         }
         r += IMAGE_BLOCK_Y as usize;
     }
