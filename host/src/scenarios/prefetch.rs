@@ -214,6 +214,7 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         overlapped_ms: overlapped,
         graph_ms,
         rows: Vec::new(),
+        table: Vec::new(),
         metrics,
         timeline,
         check,
