@@ -36,7 +36,7 @@ pub fn run(b: &mut Bench, wanted: &dyn Fn(&str) -> bool) -> Result<()> {
             let host = randn_f32(n, 41);
             let stream = b.stream.clone();
             let t = b.time(|_| h2d(&stream, &host, &mut dst))?;
-            b.record(CASES[0], t, bytes, json!({"host_memory": "pageable"}));
+            b.record_link(CASES[0], t, bytes, json!({"host_memory": "pageable"}));
         }
         if wanted(CASES[1]) {
             b.bar.set_message(CASES[1]);
@@ -45,7 +45,7 @@ pub fn run(b: &mut Bench, wanted: &dyn Fn(&str) -> bool) -> Result<()> {
             let host = PinnedBuffer::from_slice(&pool, &randn_f32(n, 42))?;
             let stream = b.stream.clone();
             let t = b.time(|_| h2d(&stream, &host, &mut dst))?;
-            b.record(CASES[1], t, bytes, json!({"host_memory": "pinned"}));
+            b.record_link(CASES[1], t, bytes, json!({"host_memory": "pinned"}));
         }
     }
     let common = Common {
