@@ -18,7 +18,7 @@ pub const CASES: &[&str] = &[
     "h2d_256MiB_pinned",
     "pipeline_heavy_split_1e7_k2",
     "pipeline_branches_1Mi",
-    "pipeline_prefetch_4Mi_x16",
+    "pipeline_prefetch_4Mi_x32",
     "pipeline_multistage_512",
     "pipeline_copy_overlap_1024",
     "pipeline_augment_train_b32",

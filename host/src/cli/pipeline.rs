@@ -117,7 +117,7 @@ enum Scenario {
         #[arg(long, value_parser = parse_count, default_value = "4194304")]
         batch: u64,
         /// Batches per run (a multiple of --depth).
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = 32)]
         batches: usize,
         /// Ring depth: 2 double buffering, 3 triple.
         #[arg(long, default_value_t = 2)]
