@@ -51,8 +51,8 @@ step "seed 003: augmentation of the synthetic image (PNGs and contact sheet)"
 "$here/streamline" augment --synthetic --batch 16 --size 256 --seed 3 --out "$out/augment" 2>&1 | tee "$out/augment.txt" || status=1
 "$here/streamline" augment --synthetic --batch 16 --size 256 --seed 3 --separate --out "$out/augment-separate" 2>&1 | tee -a "$out/augment.txt" || status=1
 
-step "pipelines (seeds 000-002): serial vs overlapped, graph, trace and timeline"
-for p in heavy-split branches prefetch multistage; do
+step "pipelines (seeds 000-004): serial vs overlapped, graph, trace and timeline"
+for p in heavy-split branches prefetch multistage copy-overlap augment-train; do
   "$here/streamline" pipeline $p --graph --trace "$out/pipeline-$p.json" --timeline "$out/pipeline-$p.svg" \
     2>&1 | tee -a "$out/pipelines.txt" || status=1
 done

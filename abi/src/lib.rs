@@ -10,6 +10,7 @@ pub mod heavy;
 pub mod image;
 pub mod matmul;
 pub mod spin;
+pub mod train;
 
 /// What the host knows about one kernel entry point: its PTX name and the layout of its single
 /// by-value parameter. The build manifest records the layout found in the PTX; the host refuses
@@ -84,6 +85,11 @@ pub const KERNELS: &[KernelSpec] = &[
     image::RESIZE_NEAREST,
     image::AUGMENT,
     spin::SPIN_COPY_F32,
+    train::RELU_F32,
+    train::RELU_BACKWARD_F32,
+    train::MSE_GRAD_F32,
+    train::SGD_F32,
+    train::TRANSPOSE_F32,
 ];
 
 /// How a contiguous elementwise range `[0, n)` splits into a scalar head, a body of 16-byte

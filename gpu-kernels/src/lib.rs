@@ -27,6 +27,7 @@ mod sampling;
 pub mod spin;
 mod thread;
 pub mod to_float;
+pub mod train;
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {

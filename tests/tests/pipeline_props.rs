@@ -228,3 +228,109 @@ fn branches_output_is_schedule_independent() {
         Ok(())
     });
 }
+
+/// Seed 002's multi-stage pipeline (H2D, matmul, matmul over rings of two, three lanes) with
+/// shuffled schedules, eager and as a graph: every batch's two products match the f64
+/// reference of their own inputs (bound from `streamline::reference::matmul`), all written.
+#[test]
+fn multistage_output_is_schedule_independent() {
+    use streamline::ops::matmul::Gemm;
+    use streamline::reference::matmul as refmm;
+    use streamline::scenarios::multistage;
+    let strategy = (
+        prop::sample::select(vec![1usize, 7, 33, 64]),
+        prop::sample::select(vec![1usize, 5, 64, 97]),
+        1usize..=2,
+        prop::collection::vec(0..POOL, 3),
+        prop::collection::vec(jitter(), 30),
+        any::<bool>(),
+    );
+    gpu_property(16, strategy, |(rows, size, periods, lanes, jit, graph)| {
+        let Some(gpu) = gpu() else { return Ok(()) };
+        let batches = 2 * periods;
+        let per = rows * size;
+        let pool = StreamPool::with_streams(gpu, POOL).map_err(fail)?;
+        let plan = multistage::spec().plan().map_err(fail)?;
+        let host = randn_f32(per * batches, (rows * 131 + size) as u64);
+        let w1h = randn_f32(size * size, 5);
+        let w2h = randn_f32(size * size, 6);
+        let poison = vec![f32::from_bits(POISON_F32); per * batches];
+        let ring = |s: usize| -> Result<Vec<DeviceBuffer<f32>>, TestCaseError> {
+            (0..2)
+                .map(|_| DeviceBuffer::zeros(&pool, s, per).map_err(fail))
+                .collect()
+        };
+        let mut b = multistage::Buffers {
+            dataset: PinnedBuffer::from_slice(&pool, &host).map_err(fail)?,
+            w1: DeviceBuffer::from_slice(&pool, 1, &w1h).map_err(fail)?,
+            w2: DeviceBuffer::from_slice(&pool, 2, &w2h).map_err(fail)?,
+            x: ring(0)?,
+            h: ring(1)?,
+            y: ring(2)?,
+            hidden: PinnedBuffer::from_slice(&pool, &poison).map_err(fail)?,
+            results: PinnedBuffer::from_slice(&pool, &poison).map_err(fail)?,
+        };
+        let o = multistage::Options {
+            rows,
+            size,
+            batches,
+        };
+        let mut extra = Extra::new(&pool);
+        let mut k = 0;
+        let mut stage = |c: &StageCall| {
+            let j = jit[k % jit.len()].clone();
+            k += 1;
+            extra.before(gpu, c, &j)?;
+            b.stage(gpu, &o, c)?;
+            extra.after(gpu, &pool, &j)
+        };
+        if graph {
+            let g = plan
+                .capture(&pool, &lanes, lanes[0], 0..batches, &mut stage)
+                .map_err(fail)?;
+            g.launch().map_err(fail)?;
+        } else {
+            plan.run(&pool, &lanes, 0..batches, None, &mut stage)
+                .map_err(fail)?;
+        }
+        let hidden = b.hidden.as_slice().map_err(fail)?.to_vec();
+        let results = b.results.as_slice().map_err(fail)?.to_vec();
+        prop_assert!(
+            hidden
+                .iter()
+                .chain(&results)
+                .all(|v| v.to_bits() != POISON_F32),
+            "unwritten outputs"
+        );
+        let g = Gemm::dense(rows, size, size);
+        let all: Vec<usize> = (0..rows).collect();
+        for i in 0..batches {
+            let r = i * per..(i + 1) * per;
+            let c1 = refmm::compare(
+                &g,
+                &hidden[r.clone()],
+                &refmm::rows(&g, &host[r.clone()], &w1h, &[], &all),
+            );
+            prop_assert_eq!(
+                c1.outside,
+                0,
+                "batch {} x @ w1, worst at {:?}",
+                i,
+                c1.worst_at
+            );
+            let c2 = refmm::compare(
+                &g,
+                &results[r.clone()],
+                &refmm::rows(&g, &hidden[r.clone()], &w2h, &[], &all),
+            );
+            prop_assert_eq!(
+                c2.outside,
+                0,
+                "batch {} h @ w2, worst at {:?}",
+                i,
+                c2.worst_at
+            );
+        }
+        Ok(())
+    });
+}

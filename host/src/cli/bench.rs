@@ -79,6 +79,24 @@ impl Bench<'_> {
 }
 
 impl Bench<'_> {
+    /// Records a host-device copy: its rate is the PCIe link's, so no device-memory floor.
+    pub(super) fn record_link(
+        &mut self,
+        case: &str,
+        (ms, min): (f64, f64),
+        bytes: f64,
+        extra: Value,
+    ) {
+        let mut row = json!({
+            "case": case, "impl": "streamline", "ms": round(ms), "min_ms": round(min),
+            "reps": self.reps, "GBps": round1(bytes / ms / 1e6), "link": "PCIe",
+        });
+        if let (Value::Object(r), Value::Object(e)) = (&mut row, extra) {
+            r.extend(e);
+        }
+        self.rows.push(row);
+    }
+
     /// Records a compute-bound case with its FLOP rate and its fraction of cuBLAS's time.
     fn record_flops(
         &mut self,
@@ -221,14 +239,27 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
         "case", "impl", "median ms", "min ms", "GB/s", "of memory floor"
     );
     for r in b.rows.iter().filter(|r| r.get("TFLOPs").is_none()) {
+        // Blank where a column does not apply: host copies run at the PCIe link's rate (no
+        // device-memory floor), pipeline scenarios move no single byte count.
+        let gbps = r["GBps"].as_f64().map_or(String::new(), |g| {
+            let link = r["link"]
+                .as_str()
+                .map_or(String::new(), |l| format!(" {l}"));
+            format!("{g:.1}{link}")
+        });
+        let floor = r["frac_of_memory_floor"]
+            .as_f64()
+            .map_or(String::new(), |f| format!("{:.0}%", 100.0 * f));
         println!(
-            "{:<34} {:<10} {:>10.4} {:>10.4} {:>10.1} {:>15.0}%",
+            "{:<34} {:<10} {:>10.4} {:>10} {:>10} {:>16}",
             r["case"].as_str().unwrap_or(""),
             r["impl"].as_str().unwrap_or(""),
             r["ms"].as_f64().unwrap_or(f64::NAN),
-            r["min_ms"].as_f64().unwrap_or(f64::NAN),
-            r["GBps"].as_f64().unwrap_or(f64::NAN),
-            100.0 * r["frac_of_memory_floor"].as_f64().unwrap_or(1.0)
+            r["min_ms"]
+                .as_f64()
+                .map_or(String::new(), |m| format!("{m:.4}")),
+            gbps,
+            floor
         );
     }
     let flops: Vec<&Value> = b

@@ -8,7 +8,9 @@ use serde_json::json;
 use streamline::data::randn_f32;
 use streamline::engine::memory::h2d;
 use streamline::engine::{PinnedBuffer, StreamPool};
-use streamline::scenarios::{branches, heavy_split, multistage, prefetch, Common, Report};
+use streamline::scenarios::{
+    augment_train, branches, copy_overlap, heavy_split, multistage, prefetch, Common, Report,
+};
 
 /// Cases this module adds, in the order they run.
 pub const CASES: &[&str] = &[
@@ -16,8 +18,10 @@ pub const CASES: &[&str] = &[
     "h2d_256MiB_pinned",
     "pipeline_heavy_split_1e7_k2",
     "pipeline_branches_1Mi",
-    "pipeline_prefetch_4Mi_x16",
+    "pipeline_prefetch_4Mi_x32",
     "pipeline_multistage_512",
+    "pipeline_copy_overlap_1024",
+    "pipeline_augment_train_b32",
 ];
 
 /// Runs the wanted cases.
@@ -32,7 +36,7 @@ pub fn run(b: &mut Bench, wanted: &dyn Fn(&str) -> bool) -> Result<()> {
             let host = randn_f32(n, 41);
             let stream = b.stream.clone();
             let t = b.time(|_| h2d(&stream, &host, &mut dst))?;
-            b.record(CASES[0], t, bytes, json!({"host_memory": "pageable"}));
+            b.record_link(CASES[0], t, bytes, json!({"host_memory": "pageable"}));
         }
         if wanted(CASES[1]) {
             b.bar.set_message(CASES[1]);
@@ -41,7 +45,7 @@ pub fn run(b: &mut Bench, wanted: &dyn Fn(&str) -> bool) -> Result<()> {
             let host = PinnedBuffer::from_slice(&pool, &randn_f32(n, 42))?;
             let stream = b.stream.clone();
             let t = b.time(|_| h2d(&stream, &host, &mut dst))?;
-            b.record(CASES[1], t, bytes, json!({"host_memory": "pinned"}));
+            b.record_link(CASES[1], t, bytes, json!({"host_memory": "pinned"}));
         }
     }
     let common = Common {
@@ -58,6 +62,7 @@ pub fn run(b: &mut Bench, wanted: &dyn Fn(&str) -> bool) -> Result<()> {
             "longest_stream_fraction": round(r.metrics.longest_track_fraction),
             "concurrency": round(r.metrics.concurrency),
             "check_passed": r.check.passed(),
+            "rows": r.rows.iter().map(|w| (w.label.clone(), json!(round(w.ms)))).collect::<serde_json::Map<_, _>>(),
         }));
     };
     if wanted(CASES[2]) {
@@ -83,6 +88,20 @@ pub fn run(b: &mut Bench, wanted: &dyn Fn(&str) -> bool) -> Result<()> {
         b.bar.set_message(CASES[5]);
         let r = multistage::run(gpu, &common, &multistage::Options::default())?;
         scenario(b, CASES[5], r);
+    }
+    if wanted(CASES[6]) {
+        b.bar.set_message(CASES[6]);
+        let r = copy_overlap::run(gpu, &common, &copy_overlap::Options::default())?;
+        scenario(b, CASES[6], r);
+    }
+    if wanted(CASES[7]) {
+        b.bar.set_message(CASES[7]);
+        let o = augment_train::Options {
+            batches: vec![32],
+            ..Default::default()
+        };
+        let r = augment_train::run(gpu, &common, &o)?;
+        scenario(b, CASES[7], r);
     }
     Ok(())
 }

@@ -4,7 +4,9 @@
 use super::parse_count;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
-use streamline::scenarios::{branches, heavy_split, multistage, prefetch, Common, Report};
+use streamline::scenarios::{
+    augment_train, branches, copy_overlap, heavy_split, multistage, prefetch, Common, Report,
+};
 use streamline::Gpu;
 
 #[derive(clap::Args, Debug)]
@@ -73,6 +75,40 @@ enum Scenario {
         #[arg(long, default_value_t = 8)]
         batches: usize,
     },
+    /// Seed 004: matmul loop, D2H and H2D on three streams; pinned vs pageable host memory.
+    CopyOverlap {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Side of the square matrices.
+        #[arg(long, default_value_t = 1024)]
+        size: usize,
+        /// Products queued on the compute stream.
+        #[arg(long, default_value_t = 50)]
+        matmuls: usize,
+        /// Matrices copied in each direction.
+        #[arg(long, default_value_t = 50)]
+        copies: usize,
+    },
+    /// Seed 003: augmentation of batch N+1 on a transform stream while an MLP trains on batch N.
+    AugmentTrain {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Batch sizes of the sweep, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "8,32,64,128")]
+        batches: Vec<usize>,
+        /// Side of the square images (3 channels).
+        #[arg(long, default_value_t = 64)]
+        size: usize,
+        /// Hidden units of the MLP.
+        #[arg(long, default_value_t = 1024)]
+        hidden: usize,
+        /// Classes (outputs) of the MLP.
+        #[arg(long, default_value_t = 10)]
+        classes: usize,
+        /// Training steps per timed run (even).
+        #[arg(long, default_value_t = 16)]
+        steps: usize,
+    },
     /// Seeds 001/002: H2D of batch N+1 while batch N computes, double-buffered.
     Prefetch {
         #[command(flatten)]
@@ -81,7 +117,7 @@ enum Scenario {
         #[arg(long, value_parser = parse_count, default_value = "4194304")]
         batch: u64,
         /// Batches per run (a multiple of --depth).
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = 32)]
         batches: usize,
         /// Ring depth: 2 double buffering, 3 triple.
         #[arg(long, default_value_t = 2)]
@@ -156,6 +192,39 @@ pub fn run(device: usize, ptx: Option<&Path>, a: PipelineArgs) -> Result<()> {
             };
             multistage::validate(&o)?;
             (c, Box::new(move |g, c| multistage::run(g, c, &o)))
+        }
+        Scenario::CopyOverlap {
+            common: c,
+            size,
+            matmuls,
+            copies,
+        } => {
+            let o = copy_overlap::Options {
+                size,
+                matmuls,
+                copies,
+            };
+            copy_overlap::validate(&o)?;
+            (c, Box::new(move |g, c| copy_overlap::run(g, c, &o)))
+        }
+        Scenario::AugmentTrain {
+            common: c,
+            batches,
+            size,
+            hidden,
+            classes,
+            steps,
+        } => {
+            let o = augment_train::Options {
+                batches,
+                size,
+                hidden,
+                classes,
+                steps,
+                ..Default::default()
+            };
+            augment_train::validate(&o)?;
+            (c, Box::new(move |g, c| augment_train::run(g, c, &o)))
         }
         Scenario::Prefetch {
             common: c,
@@ -238,6 +307,20 @@ fn print(r: &Report) {
         println!("{:<40} {:>10}", "sweep", "median ms");
         for row in &r.rows {
             println!("{:<40} {:>10.4}", row.label, row.ms);
+        }
+    }
+    if let Some((head, body)) = r.table.split_first() {
+        println!();
+        let row = |cells: &[String]| {
+            let mut line = format!("{:<8}", cells.first().map_or("", |c| c.as_str()));
+            for c in &cells[1.min(cells.len())..] {
+                line.push_str(&format!(" {c:>18}"));
+            }
+            println!("{line}");
+        };
+        row(head);
+        for cells in body {
+            row(cells);
         }
     }
     let m = &r.metrics;

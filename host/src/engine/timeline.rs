@@ -243,7 +243,8 @@ impl Timeline {
                     busy_us: busy,
                     busy_fraction: frac(busy),
                     gaps: gaps.len(),
-                    gap_us: gaps.iter().sum(),
+                    // A fold from +0: `Sum` of no f64 is -0, which prints as "-0.0".
+                    gap_us: gaps.iter().fold(0.0, |a, g| a + g),
                     longest_gap_us: gaps.iter().cloned().fold(0.0, f64::max),
                 }
             })
@@ -635,6 +636,8 @@ mod tests {
         assert_eq!(m.tracks[1].longest_gap_us, 12.0);
         assert_eq!(m.tracks[2].busy_us, 0.0);
         assert_eq!(m.tracks[2].gaps, 0);
+        assert!(m.tracks[2].gap_us.is_sign_positive(), "no gaps: +0, not -0");
+        assert!(m.tracks[1].longest_gap_us.is_sign_positive());
         assert!((m.concurrency - 44.0 / 40.0).abs() < 1e-12);
         assert!((m.longest_track_fraction - 24.0 / 40.0).abs() < 1e-12);
     }

@@ -7,3 +7,4 @@ pub mod heavy;
 pub mod image;
 pub mod matmul;
 pub mod spin;
+pub mod train;

@@ -4,3 +4,4 @@
 pub mod heavy;
 pub mod image;
 pub mod matmul;
+pub mod train;

@@ -170,6 +170,7 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         overlapped_ms: overlapped,
         graph_ms,
         rows: Vec::new(),
+        table: Vec::new(),
         notes: vec![format!(
             "streams busy at once on average: {:.2} (1 = no overlap)",
             metrics.concurrency

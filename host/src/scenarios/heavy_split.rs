@@ -199,6 +199,7 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         overlapped_ms: overlapped,
         graph_ms: graph,
         rows,
+        table: Vec::new(),
         metrics: timeline.metrics(),
         timeline,
         check,

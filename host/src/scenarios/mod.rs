@@ -5,11 +5,13 @@
 //! as a CUDA graph, records one overlapped run's timeline, and checks a sample of the output
 //! against the CPU reference.
 //!
-//! Scenarios whose compute is a matrix multiplication or image augmentation (seed 004's
-//! `copy-overlap`, seed 003's `augment-train`) plug in the same way as `multistage`:
-//! a compute stage is any closure that queues kernels on the stream it is handed.
+//! A compute stage is any closure that queues kernels on the stream it is handed: the heavy
+//! kernel, our matmul (`multistage`, `copy-overlap`) or the image augmentation and a small
+//! training step (`augment-train`).
 
+pub mod augment_train;
 pub mod branches;
+pub mod copy_overlap;
 pub mod heavy_split;
 pub mod multistage;
 pub mod prefetch;
@@ -69,6 +71,9 @@ pub struct Report {
     pub graph_ms: Option<f64>,
     /// Further timed configurations (sweeps).
     pub rows: Vec<Row>,
+    /// A table of its own (first row the header), when the scenario has one (e.g. seed 003's
+    /// steps per second over batch sizes).
+    pub table: Vec<Vec<String>>,
     /// Overlap metrics of the recorded overlapped run.
     pub metrics: OverlapMetrics,
     /// The recorded overlapped run.

@@ -58,19 +58,29 @@ pub fn spec() -> PipelineSpec {
         .stage("d2h", OpKind::D2H, "stage 2", &["y"], &["results"])
 }
 
-struct Buffers {
-    dataset: PinnedBuffer<f32>,
-    w1: DeviceBuffer<f32>,
-    w2: DeviceBuffer<f32>,
-    x: Vec<DeviceBuffer<f32>>,
-    h: Vec<DeviceBuffer<f32>>,
-    y: Vec<DeviceBuffer<f32>>,
-    hidden: PinnedBuffer<f32>,
-    results: PinnedBuffer<f32>,
+/// The scenario's buffers (public for the schedule-shuffling tests).
+pub struct Buffers {
+    /// Page-locked input batches.
+    pub dataset: PinnedBuffer<f32>,
+    /// First weight matrix.
+    pub w1: DeviceBuffer<f32>,
+    /// Second weight matrix.
+    pub w2: DeviceBuffer<f32>,
+    /// Ring of inputs.
+    pub x: Vec<DeviceBuffer<f32>>,
+    /// Ring of first products.
+    pub h: Vec<DeviceBuffer<f32>>,
+    /// Ring of second products.
+    pub y: Vec<DeviceBuffer<f32>>,
+    /// Page-locked first products, per batch.
+    pub hidden: PinnedBuffer<f32>,
+    /// Page-locked second products, per batch.
+    pub results: PinnedBuffer<f32>,
 }
 
 impl Buffers {
-    fn stage(&mut self, gpu: &Gpu, o: &Options, c: &StageCall) -> Result<()> {
+    /// Queues stage `c` (indices as in [`spec`]).
+    pub fn stage(&mut self, gpu: &Gpu, o: &Options, c: &StageCall) -> Result<()> {
         let per = o.rows * o.size;
         let r = c.iteration % o.batches * per..(c.iteration % o.batches + 1) * per;
         let g = Gemm::dense(o.rows, o.size, o.size);
@@ -221,6 +231,7 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         overlapped_ms: overlapped,
         graph_ms,
         rows: Vec::new(),
+        table: Vec::new(),
         notes: vec![format!(
             "streams busy at once on average: {:.2}; copy hidden under compute {:.1}%",
             metrics.concurrency,

@@ -1,0 +1,122 @@
+//! The elementwise and layout kernels of a small training step (seed 003's model stream): the
+//! ReLU and its gradient, the gradient of the mean squared error, a plain SGD update and a
+//! transpose, which together with the matmul make a two-layer MLP's forward and backward pass.
+
+use crate::KernelSpec;
+
+/// Parameters of `relu_f32`: `y[i] = x[i]` where `x[i] > 0` or is NaN, else `+0`, for
+/// `i < n`. The ranges must not overlap unless `x == y`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct ReluParams {
+    /// Device address of the input.
+    pub x: u64,
+    /// Device address of the output.
+    pub y: u64,
+    /// Number of elements.
+    pub n: u64,
+}
+
+/// Parameters of `relu_backward_f32`: `dx[i] = dy[i]` where `x[i] > 0`, else `+0` (the
+/// gradient of the ReLU at its input `x`, as `threshold_backward` defines it).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct ReluBackwardParams {
+    /// Device address of the incoming gradient.
+    pub dy: u64,
+    /// Device address of the ReLU's input.
+    pub x: u64,
+    /// Device address of the outgoing gradient (may equal `dy`).
+    pub dx: u64,
+    /// Number of elements.
+    pub n: u64,
+}
+
+/// Parameters of `mse_grad_f32`: `d[i] = scale * (y[i] - t[i])`, the gradient of
+/// `sum (y - t)^2 * scale / 2` (with `scale = 2 / count`, of the mean squared error).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct MseGradParams {
+    /// Device address of the prediction.
+    pub y: u64,
+    /// Device address of the target.
+    pub t: u64,
+    /// Device address of the gradient.
+    pub d: u64,
+    /// Number of elements.
+    pub n: u64,
+    /// Factor applied to the difference.
+    pub scale: f32,
+    /// Zero (keeps the struct free of implicit padding).
+    pub pad: u32,
+}
+
+/// Parameters of `sgd_f32`: `w[i] = w[i] - lr * g[i]` in place, one rounding (a fused
+/// multiply-add).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct SgdParams {
+    /// Device address of the weights, updated in place.
+    pub w: u64,
+    /// Device address of the gradient (must not overlap `w`).
+    pub g: u64,
+    /// Number of elements.
+    pub n: u64,
+    /// Learning rate.
+    pub lr: f32,
+    /// Zero (keeps the struct free of implicit padding).
+    pub pad: u32,
+}
+
+/// Parameters of `transpose_f32`: `y[j * rows + i] = x[i * cols + j]` for the row-major
+/// `rows x cols` matrix `x` (the ranges must not overlap).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct TransposeParams {
+    /// Device address of the input.
+    pub x: u64,
+    /// Device address of the output.
+    pub y: u64,
+    /// Rows of the input.
+    pub rows: u32,
+    /// Columns of the input.
+    pub cols: u32,
+}
+
+/// ReLU.
+pub const RELU_F32: KernelSpec = KernelSpec::of::<ReluParams>("relu_f32");
+/// Gradient of the ReLU.
+pub const RELU_BACKWARD_F32: KernelSpec = KernelSpec::of::<ReluBackwardParams>("relu_backward_f32");
+/// Gradient of the mean squared error.
+pub const MSE_GRAD_F32: KernelSpec = KernelSpec::of::<MseGradParams>("mse_grad_f32");
+/// SGD update.
+pub const SGD_F32: KernelSpec = KernelSpec::of::<SgdParams>("sgd_f32");
+/// Transpose through a shared-memory tile.
+pub const TRANSPOSE_F32: KernelSpec = KernelSpec::of::<TransposeParams>("transpose_f32");
+
+/// Every kernel of this family.
+pub const TRAIN_KERNELS: [KernelSpec; 5] = [
+    RELU_F32,
+    RELU_BACKWARD_F32,
+    MSE_GRAD_F32,
+    SGD_F32,
+    TRANSPOSE_F32,
+];
+
+/// Threads per block of the elementwise kernels.
+pub const TRAIN_BLOCK: u32 = 256;
+
+/// Side of the square tile `transpose_f32` stages through shared memory; its block is
+/// `TRANSPOSE_TILE x TRANSPOSE_ROWS` threads, each moving `TRANSPOSE_TILE / TRANSPOSE_ROWS`
+/// elements.
+pub const TRANSPOSE_TILE: u32 = 32;
+/// Rows of threads in a `transpose_f32` block.
+pub const TRANSPOSE_ROWS: u32 = 8;
+/// Dynamic shared memory of one `transpose_f32` block: the tile with one column of padding, so
+/// that reading a tile column touches 32 different banks.
+pub const TRANSPOSE_SHARED_BYTES: u32 = TRANSPOSE_TILE * (TRANSPOSE_TILE + 1) * 4;

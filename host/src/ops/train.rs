@@ -1,0 +1,203 @@
+//! The elementwise and layout kernels of a small training step (ReLU and its gradient, the
+//! mean-squared-error gradient, SGD, transpose): with [`crate::ops::matmul`], a two-layer MLP's
+//! forward and backward pass.
+
+use crate::error::{Error, Result};
+use crate::runtime::Gpu;
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use streamline_abi::train::{
+    MseGradParams, ReluBackwardParams, ReluParams, SgdParams, TransposeParams, MSE_GRAD_F32,
+    RELU_BACKWARD_F32, RELU_F32, SGD_F32, TRAIN_BLOCK, TRANSPOSE_F32, TRANSPOSE_ROWS,
+    TRANSPOSE_SHARED_BYTES, TRANSPOSE_TILE,
+};
+
+fn same(arg: &'static str, have: usize, want: usize, of: &str) -> Result<()> {
+    if have != want {
+        return Err(Error::arg(
+            arg,
+            format!("length {have} differs from the length of {of}, {want}"),
+        ));
+    }
+    Ok(())
+}
+
+/// One thread per element, the grid capped (the kernels stride over the rest).
+fn grid(n: usize) -> (u32, u32, u32) {
+    let blocks = (n as u64).div_ceil(TRAIN_BLOCK as u64).clamp(1, 1 << 20) as u32;
+    (blocks, 1, 1)
+}
+
+const BLOCK: (u32, u32, u32) = (TRAIN_BLOCK, 1, 1);
+
+/// `y = relu(x)` on `stream` (`x` where positive or NaN, else `+0`). Equal lengths.
+pub fn relu(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    x: &impl DevicePtr<f32>,
+    y: &mut impl DevicePtrMut<f32>,
+) -> Result<()> {
+    same("y", y.len(), x.len(), "x")?;
+    if x.len() == 0 {
+        return Ok(());
+    }
+    let n = x.len();
+    let (xp, _r) = x.device_ptr(stream);
+    let (yp, _w) = y.device_ptr_mut(stream);
+    let p = ReluParams {
+        x: xp,
+        y: yp,
+        n: n as u64,
+    };
+    // SAFETY: both buffers hold `n` f32 (checked); `y` is borrowed exclusively so it does not
+    // overlap `x`; the guards order the launch after earlier accesses.
+    unsafe { gpu.launch(stream, &RELU_F32, grid(n), BLOCK, p) }
+}
+
+/// `dx = dy` where `x > 0`, else `+0`: the gradient through a ReLU whose input was `x`.
+/// Equal lengths.
+pub fn relu_backward(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    dy: &impl DevicePtr<f32>,
+    x: &impl DevicePtr<f32>,
+    dx: &mut impl DevicePtrMut<f32>,
+) -> Result<()> {
+    same("x", x.len(), dy.len(), "dy")?;
+    same("dx", dx.len(), dy.len(), "dy")?;
+    let n = dy.len();
+    if n == 0 {
+        return Ok(());
+    }
+    let (gp, _g) = dy.device_ptr(stream);
+    let (xp, _x) = x.device_ptr(stream);
+    let (dp, _w) = dx.device_ptr_mut(stream);
+    let p = ReluBackwardParams {
+        dy: gp,
+        x: xp,
+        dx: dp,
+        n: n as u64,
+    };
+    // SAFETY: the three buffers hold `n` f32 (checked); `dx` is borrowed exclusively so it
+    // overlaps neither input; the guards order the launch.
+    unsafe { gpu.launch(stream, &RELU_BACKWARD_F32, grid(n), BLOCK, p) }
+}
+
+/// `d = scale * (y - t)`: with `scale = 2 / y.len()`, the gradient of the mean squared error
+/// `mean((y - t)^2)` with respect to `y`. Equal lengths; `scale` finite.
+pub fn mse_grad(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    y: &impl DevicePtr<f32>,
+    t: &impl DevicePtr<f32>,
+    scale: f32,
+    d: &mut impl DevicePtrMut<f32>,
+) -> Result<()> {
+    same("t", t.len(), y.len(), "y")?;
+    same("d", d.len(), y.len(), "y")?;
+    if !scale.is_finite() {
+        return Err(Error::arg("scale", format!("{scale}: must be finite")));
+    }
+    let n = y.len();
+    if n == 0 {
+        return Ok(());
+    }
+    let (yp, _y) = y.device_ptr(stream);
+    let (tp, _t) = t.device_ptr(stream);
+    let (dp, _w) = d.device_ptr_mut(stream);
+    let p = MseGradParams {
+        y: yp,
+        t: tp,
+        d: dp,
+        n: n as u64,
+        scale,
+        pad: 0,
+    };
+    // SAFETY: the three buffers hold `n` f32 (checked); `d` is borrowed exclusively; the
+    // guards order the launch.
+    unsafe { gpu.launch(stream, &MSE_GRAD_F32, grid(n), BLOCK, p) }
+}
+
+/// `w = w - lr * g` in place (one rounding). Equal lengths; `lr` finite.
+pub fn sgd(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    w: &mut impl DevicePtrMut<f32>,
+    g: &impl DevicePtr<f32>,
+    lr: f32,
+) -> Result<()> {
+    same("g", g.len(), w.len(), "w")?;
+    if !lr.is_finite() {
+        return Err(Error::arg("lr", format!("{lr}: must be finite")));
+    }
+    let n = w.len();
+    if n == 0 {
+        return Ok(());
+    }
+    let (gp, _g) = g.device_ptr(stream);
+    let (wp, _w) = w.device_ptr_mut(stream);
+    let p = SgdParams {
+        w: wp,
+        g: gp,
+        n: n as u64,
+        lr,
+        pad: 0,
+    };
+    // SAFETY: both buffers hold `n` f32 (checked); `w` is borrowed exclusively so `g` does not
+    // overlap it; the guards order the launch.
+    unsafe { gpu.launch(stream, &SGD_F32, grid(n), BLOCK, p) }
+}
+
+/// Largest `rows` [`transpose`] accepts: one grid row of blocks per 32 rows, at most 65535.
+pub const TRANSPOSE_MAX_ROWS: usize = 65_535 * TRANSPOSE_TILE as usize;
+
+/// `y = x^T` for the row-major `rows x cols` matrix `x` (`y` is `cols x rows`). Both hold
+/// exactly `rows * cols` elements; `rows` is in `1..=2097120`, `cols` in `1..=2^31 - 1`.
+pub fn transpose(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    rows: usize,
+    cols: usize,
+    x: &impl DevicePtr<f32>,
+    y: &mut impl DevicePtrMut<f32>,
+) -> Result<()> {
+    if !(1..=TRANSPOSE_MAX_ROWS).contains(&rows) {
+        return Err(Error::arg(
+            "rows",
+            format!("{rows} is outside the allowed range 1..={TRANSPOSE_MAX_ROWS}"),
+        ));
+    }
+    if !(1..=i32::MAX as usize).contains(&cols) {
+        return Err(Error::arg(
+            "cols",
+            format!("{cols} is outside the allowed range 1..={}", i32::MAX),
+        ));
+    }
+    let n = rows
+        .checked_mul(cols)
+        .ok_or_else(|| Error::arg("cols", "rows * cols overflows"))?;
+    same("x", x.len(), n, "the rows x cols matrix")?;
+    same("y", y.len(), n, "the rows x cols matrix")?;
+    let t = TRANSPOSE_TILE as usize;
+    let grid = (cols.div_ceil(t) as u32, rows.div_ceil(t) as u32, 1);
+    let (xp, _r) = x.device_ptr(stream);
+    let (yp, _w) = y.device_ptr_mut(stream);
+    let p = TransposeParams {
+        x: xp,
+        y: yp,
+        rows: rows as u32,
+        cols: cols as u32,
+    };
+    // SAFETY: both buffers hold `rows * cols` f32 (checked), `y` borrowed exclusively; the grid
+    // and block are the kernel's contract (grid.y <= 65535 by the row limit, grid.x below
+    // 2^26) and the shared memory is its tile.
+    unsafe {
+        gpu.launch_shared(
+            stream,
+            &TRANSPOSE_F32,
+            grid,
+            (TRANSPOSE_TILE, TRANSPOSE_ROWS, 1),
+            TRANSPOSE_SHARED_BYTES,
+            p,
+        )
+    }
+}

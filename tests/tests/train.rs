@@ -1,0 +1,208 @@
+//! The training-step kernels against their CPU references (`streamline::reference::train`,
+//! whose error analysis gives the tolerances): every output element checked, outputs poisoned
+//! with guard zones on both sides that must stay untouched, over awkward lengths and shapes
+//! (empty, 1, primes, non-multiples of the block and of the transpose tile).
+
+use cudarc::driver::CudaSlice;
+use proptest::prelude::*;
+use streamline::data::POISON_F32;
+use streamline::ops::train::{mse_grad, relu, relu_backward, sgd, transpose};
+use streamline::reference::train as reference;
+use streamline_tests::{gpu, gpu_property};
+
+const GUARD: usize = 11;
+
+fn poison() -> f32 {
+    f32::from_bits(POISON_F32)
+}
+
+/// Output buffer: `n` poisoned elements between two poisoned guard zones.
+fn poisoned(n: usize) -> CudaSlice<f32> {
+    gpu()
+        .expect("GPU tests run only with a GPU")
+        .stream()
+        .clone_htod(&vec![poison(); n + 2 * GUARD])
+        .unwrap()
+}
+
+/// The `n` elements between the guards, after checking the guards are intact.
+fn fetch(buf: &CudaSlice<f32>, n: usize) -> Result<Vec<f32>, TestCaseError> {
+    let all = gpu().unwrap().stream().clone_dtoh(buf).unwrap();
+    prop_assert!(
+        all[..GUARD]
+            .iter()
+            .chain(&all[GUARD + n..])
+            .all(|v| v.to_bits() == POISON_F32),
+        "wrote outside the output"
+    );
+    let out = all[GUARD..GUARD + n].to_vec();
+    prop_assert!(
+        out.iter().all(|v| v.to_bits() != POISON_F32),
+        "unwritten elements"
+    );
+    Ok(out)
+}
+
+fn values(n: impl Strategy<Value = usize>) -> impl Strategy<Value = Vec<f32>> {
+    n.prop_flat_map(|n| {
+        prop::collection::vec(
+            prop_oneof![
+                4 => -1e3f32..1e3,
+                1 => Just(0.0f32),
+                1 => Just(-0.0f32),
+                1 => -1e-38f32..1e-38,
+            ],
+            n,
+        )
+    })
+}
+
+fn lengths() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        2 => 1usize..40,
+        2 => prop::sample::select(vec![1usize, 255, 256, 257, 1021, 65_537]),
+        1 => 40usize..200_000,
+    ]
+}
+
+#[test]
+fn relu_and_its_gradient_match_bit_for_bit() {
+    gpu_property(
+        32,
+        lengths().prop_flat_map(|n| (values(Just(n)), values(Just(n)))),
+        |(x, dy)| {
+            let g = gpu().unwrap();
+            let s = g.stream();
+            let n = x.len();
+            let xd = s.clone_htod(&x).unwrap();
+            let dyd = s.clone_htod(&dy).unwrap();
+            let mut y = poisoned(n);
+            let mut dx = poisoned(n);
+            {
+                let mut yv = y.slice_mut(GUARD..GUARD + n);
+                relu(g, s, &xd, &mut yv).unwrap();
+                let mut dv = dx.slice_mut(GUARD..GUARD + n);
+                relu_backward(g, s, &dyd, &xd, &mut dv).unwrap();
+            }
+            let (y, dx) = (fetch(&y, n)?, fetch(&dx, n)?);
+            for i in 0..n {
+                prop_assert_eq!(
+                    y[i].to_bits(),
+                    reference::relu(x[i]).to_bits(),
+                    "relu at {}",
+                    i
+                );
+                prop_assert_eq!(
+                    dx[i].to_bits(),
+                    reference::relu_backward(dy[i], x[i]).to_bits(),
+                    "relu_backward at {}",
+                    i
+                );
+            }
+            Ok(())
+        },
+    );
+}
+
+#[test]
+fn mse_grad_and_sgd_within_their_bounds() {
+    gpu_property(
+        32,
+        (
+            lengths().prop_flat_map(|n| (values(Just(n)), values(Just(n)))),
+            prop_oneof![Just(2.0f32 / 7.0), 1e-6f32..10.0, -10.0f32..-1e-6],
+        ),
+        |((y, t), k)| {
+            let g = gpu().unwrap();
+            let s = g.stream();
+            let n = y.len();
+            let yd = s.clone_htod(&y).unwrap();
+            let td = s.clone_htod(&t).unwrap();
+            let mut d = poisoned(n);
+            let mut w = s.clone_htod(&y).unwrap();
+            {
+                let mut dv = d.slice_mut(GUARD..GUARD + n);
+                mse_grad(g, s, &yd, &td, k, &mut dv).unwrap();
+                sgd(g, s, &mut w, &td, k).unwrap();
+            }
+            let d = fetch(&d, n)?;
+            let w = s.clone_dtoh(&w).unwrap();
+            for i in 0..n {
+                let (want, bound) = reference::mse_grad(y[i], t[i], k);
+                prop_assert!(
+                    ((d[i] as f64) - want).abs() <= bound,
+                    "mse_grad at {}: {} vs {} (bound {})",
+                    i,
+                    d[i],
+                    want,
+                    bound
+                );
+                let (want, bound) = reference::sgd(y[i], t[i], k);
+                prop_assert!(
+                    ((w[i] as f64) - want).abs() <= bound,
+                    "sgd at {}: {} vs {} (bound {})",
+                    i,
+                    w[i],
+                    want,
+                    bound
+                );
+            }
+            Ok(())
+        },
+    );
+}
+
+#[test]
+fn transpose_is_exact_over_awkward_shapes() {
+    let dim = prop_oneof![
+        2 => 1usize..70,
+        1 => prop::sample::select(vec![1usize, 31, 32, 33, 97, 257, 1031]),
+    ];
+    gpu_property(48, (dim.clone(), dim), |(rows, cols)| {
+        let g = gpu().unwrap();
+        let s = g.stream();
+        let n = rows * cols;
+        let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 7.0).collect();
+        let xd = s.clone_htod(&x).unwrap();
+        let mut y = poisoned(n);
+        {
+            let mut yv = y.slice_mut(GUARD..GUARD + n);
+            transpose(g, s, rows, cols, &xd, &mut yv).unwrap();
+        }
+        let y = fetch(&y, n)?;
+        let want = reference::transpose(&x, rows, cols);
+        for i in 0..n {
+            prop_assert_eq!(
+                y[i].to_bits(),
+                want[i].to_bits(),
+                "element {} of {}x{}",
+                i,
+                rows,
+                cols
+            );
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn bad_arguments_are_rejected_before_any_launch() {
+    let Some(g) = gpu() else { return };
+    let s = g.stream();
+    let x: CudaSlice<f32> = s.clone_htod(&[1.0f32; 6]).unwrap();
+    let mut y: CudaSlice<f32> = s.clone_htod(&[0.0f32; 5]).unwrap();
+    let e = relu(g, s, &x, &mut y).unwrap_err().to_string();
+    assert!(e.contains("`y`"), "{e}");
+    let e = transpose(g, s, 2, 3, &x, &mut y).unwrap_err().to_string();
+    assert!(e.contains("`y`"), "{e}");
+    let e = transpose(g, s, 0, 3, &x, &mut y).unwrap_err().to_string();
+    assert!(e.contains("`rows`"), "{e}");
+    let e = sgd(g, s, &mut y, &x, 0.1).unwrap_err().to_string();
+    assert!(e.contains("`g`"), "{e}");
+    let mut z: CudaSlice<f32> = s.clone_htod(&[0.0f32; 6]).unwrap();
+    let e = mse_grad(g, s, &x, &x, f32::NAN, &mut z)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`scale`"), "{e}");
+    assert_eq!(s.clone_dtoh(&y).unwrap(), [0.0; 5], "nothing written");
+}
