@@ -19,6 +19,10 @@ pub const IMAGE_BLOCK_Y: u32 = 8;
 /// Output rows each thread of the per-pixel kernels computes (the block covers
 /// `IMAGE_BLOCK_X x IMAGE_BLOCK_Y * IMAGE_ROWS_PER_THREAD` pixels).
 pub const IMAGE_ROWS_PER_THREAD: u32 = 2;
+/// Output rows per thread of `roi_align` (its blocks cover `IMAGE_BLOCK_X x IMAGE_BLOCK_Y *
+/// ROI_ROWS_PER_THREAD` bins): more than the other per-pixel kernels, because each thread's
+/// box setup (bin sizes, sampling grid) costs as much as several bins.
+pub const ROI_ROWS_PER_THREAD: u32 = 4;
 /// Side of the square output tile of the blur and the fused augmentation.
 pub const TILE: u32 = 32;
 /// Largest Gaussian kernel size (odd) of `gaussian_blur` and `augment`.

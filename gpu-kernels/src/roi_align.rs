@@ -2,7 +2,7 @@
 //! bin the average of bilinear samples on the box's sampling grid (see
 //! [`crate::sampling::Roi`]).
 //!
-//! A block covers a 32 x 16 patch of one box's output; each thread computes two rows of it
+//! A block covers a 32 x 32 patch of one box's output; each thread computes four rows of it
 //! for every channel, so the box setup is done once per thread and a warp writes 32
 //! consecutive values of a row.
 
@@ -11,16 +11,16 @@ use crate::mem::ldg;
 use crate::sampling::Roi;
 use crate::thread::{block_x, thread_xy};
 use streamline_abi::image::{
-    RoiAlignParams, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, IMAGE_ROWS_PER_THREAD, ROI_MAX_SAMPLES_PER_BIN,
+    RoiAlignParams, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, ROI_MAX_SAMPLES_PER_BIN, ROI_ROWS_PER_THREAD,
 };
 
 /// # Safety
 /// `p.x` must address `batch * channels * height * width` f32, `p.boxes` `5 * num_boxes` f32,
 /// `p.y` `num_boxes * channels * out_h * out_w` f32; all sizes at least 1 and the grid
-/// `ceil(out_w / 32) * ceil(out_h / 16) * num_boxes` blocks of 32 x 8 threads.
+/// `ceil(out_w / 32) * ceil(out_h / 32) * num_boxes` blocks of 32 x 8 threads.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn roi_align(p: RoiAlignParams) {
-    let rows_per_block = IMAGE_BLOCK_Y * IMAGE_ROWS_PER_THREAD;
+    let rows_per_block = IMAGE_BLOCK_Y * ROI_ROWS_PER_THREAD;
     let tiles_x = p.out_w.div_ceil(IMAGE_BLOCK_X);
     let tiles_y = p.out_h.div_ceil(rows_per_block);
     let b = block_x();
@@ -61,7 +61,7 @@ pub unsafe extern "ptx-kernel" fn roi_align(p: RoiAlignParams) {
     let x = p.x as *const f32;
     let y = p.y as *mut f32;
     let mut r = 0;
-    while r < IMAGE_ROWS_PER_THREAD {
+    while r < ROI_ROWS_PER_THREAD {
         let ph = (t / tiles_x.max(1)) * rows_per_block + r * IMAGE_BLOCK_Y + ty;
         if ph < p.out_h {
             let mut c = 0;

@@ -109,7 +109,18 @@ const BLOCK: (u32, u32, u32) = (IMAGE_BLOCK_X, IMAGE_BLOCK_Y, 1);
 
 /// Grid of the per-pixel kernels: 32 x 16 patches of an `h x w` plane, times `count`.
 fn patch_grid(arg: &'static str, h: usize, w: usize, count: usize) -> Result<(u32, u32, u32)> {
-    let rows = (IMAGE_BLOCK_Y * IMAGE_ROWS_PER_THREAD) as usize;
+    patch_grid_rows(arg, h, w, count, IMAGE_ROWS_PER_THREAD)
+}
+
+/// [`patch_grid`] for kernels whose threads compute `rows_per_thread` rows.
+fn patch_grid_rows(
+    arg: &'static str,
+    h: usize,
+    w: usize,
+    count: usize,
+    rows_per_thread: u32,
+) -> Result<(u32, u32, u32)> {
+    let rows = (IMAGE_BLOCK_Y * rows_per_thread) as usize;
     grid_of(
         arg,
         w.div_ceil(IMAGE_BLOCK_X as usize) * h.div_ceil(rows),
@@ -485,7 +496,13 @@ pub fn roi_align(
     let out = check_roi_align(shape, &boxes.host, &o)?;
     check_len("x", x.len(), shape)?;
     check_len("y", y.len(), out)?;
-    let grid = patch_grid("boxes", o.out_h, o.out_w, boxes.host.len())?;
+    let grid = patch_grid_rows(
+        "boxes",
+        o.out_h,
+        o.out_w,
+        boxes.host.len(),
+        ROI_ROWS_PER_THREAD,
+    )?;
     let (xp, _r) = x.device_ptr(stream);
     let (bp, _b) = boxes.dev.device_ptr(stream);
     let (yp, _w) = y.device_ptr_mut(stream);
