@@ -29,6 +29,12 @@ pub const TILE: u32 = 32;
 pub const MAX_KERNEL_SIZE: u32 = 63;
 /// Largest channel count of the fused `augment` (its shared-memory tile holds every channel).
 pub const AUGMENT_MAX_CHANNELS: u32 = 4;
+/// Crop values (every channel together) that one block of `augment` keeps in shared memory:
+/// the window of the crop that the rotation of its output tile and blur halo reads. Seed 003's
+/// shapes (crop enlarged twofold, any angle, kernel 7) need at most 31 x 31 per channel; a
+/// block whose window is larger works through its tile in 16 x 16 parts, whose windows always
+/// fit (at most 28 x 28 per channel while the resize enlarges).
+pub const AUGMENT_CROP_BUDGET: u32 = 4096;
 /// Threads per block of the elementwise kernels (`to_float`, `normalize`).
 pub const ELEMENTWISE_BLOCK: u32 = 256;
 /// Largest number of bilinear samples per output bin of `roi_align` (`grid_h * grid_w`); the
@@ -310,9 +316,16 @@ pub const fn blur_shared_bytes(kx: u32, ky: u32) -> u32 {
 }
 
 /// Dynamic shared memory in bytes of `augment` for `channels` channels and kernel size `k`:
-/// the rotated tile with its halo for every channel, one horizontally blurred tile, and the
-/// weights.
+/// the weights, the rotation's terms of each row and column of the tile with its halo, the
+/// rotated tile with its halo for every channel, and one region that holds first the crop
+/// window ([`AUGMENT_CROP_BUDGET`] values) and then the horizontally blurred tile.
 pub const fn augment_shared_bytes(channels: u32, k: u32) -> u32 {
     let side = TILE + 2 * (k / 2);
-    4 * (channels * side * side + side * TILE + k)
+    let hbuf = side * TILE;
+    let scratch = if hbuf > AUGMENT_CROP_BUDGET {
+        hbuf
+    } else {
+        AUGMENT_CROP_BUDGET
+    };
+    4 * (k + 4 * side + channels * side * side + scratch)
 }
