@@ -1,7 +1,4 @@
 cd target/bundle
-R=/tmp/res; rm -rf $R
-./gpu-check.sh "$PWD/../../.anchors" $R > /tmp/gc.log 2>&1; echo "gpu-check rc $?"
-grep -E "^===|FAILED|panicked|SUMMARY|run-tests|check|gpu-check|error" /tmp/gc.log | grep -v " 0 passed; 0 failed" | sort | uniq -c | sort -rn | head -60
-cp $R/bench.txt $R/compare.txt $R/streamline.jsonl $R/torch.jsonl $R/pipelines.txt $OUT/ 2>/dev/null
-cp $R/pipeline-prefetch.svg $R/pipeline-augment-train.svg $OUT/ 2>/dev/null
-tail -c 300000 /tmp/gc.log > $OUT/gc.log
+timeout 300 ./tests/test-image --test-threads=1 2>&1 | grep -E "test result|panicked|assert|left|right|error|FAILED" | head -20
+for tool in memcheck racecheck synccheck; do PROPTEST_CASES=6 timeout 200 compute-sanitizer --tool $tool --require-cuda-init no ./tests/test-image --test-threads=1 augment 2>&1 | grep -E "SUMMARY|test result"; done
+./streamline bench --filter _b 2>&1 | grep -E "roi|rotate|resize|blur|augment|normalize"

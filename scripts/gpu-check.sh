@@ -59,6 +59,25 @@ done
 "$here/streamline" pipeline prefetch --depth 3 --batches 18 --trace "$out/pipeline-prefetch-depth3.json" \
   --timeline "$out/pipeline-prefetch-depth3.svg" 2>&1 | tee -a "$out/pipelines.txt" || status=1
 
+step "pipelines under compute-sanitizer racecheck and synccheck (small sizes, eager and graph)"
+small=(
+  "branches --n 65536 --iterations 4"
+  "prefetch --batch 65536 --batches 4 --compute-reps 2"
+  "multistage --rows 128 --size 128 --batches 4"
+  "copy-overlap --size 128 --matmuls 4 --copies 4"
+  "augment-train --batches 8 --size 32 --hidden 64"
+)
+for tool in racecheck synccheck; do
+  for args in "${small[@]}"; do
+    # shellcheck disable=SC2086
+    compute-sanitizer --tool $tool --require-cuda-init no --error-exitcode 9 \
+      "$here/streamline" pipeline $args --graph --reps 1 > "$out/sanitizer-pipeline.txt" 2>&1
+    rc=$?
+    echo "$tool pipeline ${args%% *}: rc $rc, $(grep -E "SUMMARY" "$out/sanitizer-pipeline.txt" | tail -1)"
+    [ $rc -eq 0 ] || { tail -5 "$out/sanitizer-pipeline.txt"; status=1; }
+  done
+done
+
 step "SASS of the kernels (instruction counts)"
 if command -v ptxas >/dev/null && command -v cuobjdump >/dev/null; then
   ptxas -arch=sm_90 -O3 "$here/ptx/sm_90/streamline.ptx" -o "$out/streamline_sm_90.cubin" &&
