@@ -16,8 +16,8 @@
 //!    shape by the host.
 //!
 //! Accumulation is a chain of fused multiply-adds over `k` in increasing order for every
-//! output, so all steps return the same results for the same shape (up to the sign of a zero) (the host's error bound
-//! is `gamma_k * sum_k |a_ik| |b_kj|`, see `host/src/reference/matmul.rs`).
+//! output, so all steps return the same results for the same shape, up to the sign of a zero.
+//! The host's error bound is `gamma_k * sum_k |a_ik| |b_kj|` (`host/src/reference/matmul.rs`).
 
 use crate::mem::{ldg, ldg4};
 use core::arch::nvptx;
