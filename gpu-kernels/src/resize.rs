@@ -5,37 +5,11 @@
 //! A block covers a 32 x 16 patch of one image's output; each thread finds its taps once and
 //! reads every channel through them, so a warp writes 32 consecutive values of a row.
 
-use crate::channels::for_channels;
+use crate::channels::{for_channels, for_pixels};
 use crate::libdevice::{floor_i32, trunc_i32};
 use crate::mem::ldg;
 use crate::sampling::LinearTaps;
-use crate::thread::{block_x, thread_xy};
-use streamline_abi::image::{ResizeParams, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, IMAGE_ROWS_PER_THREAD};
-
-/// Runs `pixel(image, i, j)` for the output pixels of this thread.
-#[inline(always)]
-fn for_pixels(p: &ResizeParams, mut pixel: impl FnMut(u32, u32, u32)) {
-    let rows_per_block = IMAGE_BLOCK_Y * IMAGE_ROWS_PER_THREAD;
-    let tiles_x = p.out_w.div_ceil(IMAGE_BLOCK_X);
-    let tiles_y = p.out_h.div_ceil(rows_per_block);
-    let b = block_x();
-    let per_image = (tiles_x * tiles_y).max(1);
-    let n = b / per_image;
-    let t = b % per_image;
-    let (tx, ty) = thread_xy();
-    let j = (t % tiles_x.max(1)) * IMAGE_BLOCK_X + tx;
-    if n >= p.batch || j >= p.out_w {
-        return;
-    }
-    let mut r = 0;
-    while r < IMAGE_ROWS_PER_THREAD {
-        let i = (t / tiles_x.max(1)) * rows_per_block + r * IMAGE_BLOCK_Y + ty;
-        if i < p.out_h {
-            pixel(n, i, j);
-        }
-        r += 1;
-    }
-}
+use streamline_abi::image::ResizeParams;
 
 /// Writes `value(plane_in_base)` for every channel of output pixel `(n, i, j)`.
 #[inline(always)]
@@ -66,7 +40,7 @@ pub unsafe extern "ptx-kernel" fn resize_bilinear(p: ResizeParams) {
     let sh = p.in_h as f32 / p.out_h as f32;
     let sw = p.in_w as f32 / p.out_w as f32;
     let w_in = p.in_w as usize;
-    for_pixels(&p, |n, i, j| {
+    for_pixels(p.batch, p.out_h, p.out_w, |n, i, j| {
         let ty = LinearTaps::new(sh, i, p.in_h);
         let tx = LinearTaps::new(sw, j, p.in_w);
         each_channel(&p, n, i, j, |src| {
@@ -145,7 +119,7 @@ pub unsafe extern "ptx-kernel" fn resize_bilinear_aa(p: ResizeParams) {
     let sh = p.in_h as f32 / p.out_h as f32;
     let sw = p.in_w as f32 / p.out_w as f32;
     let w_in = p.in_w as usize;
-    for_pixels(&p, |n, i, j| {
+    for_pixels(p.batch, p.out_h, p.out_w, |n, i, j| {
         let sy = AaSpan::new(sh, i, p.in_h);
         let sx = AaSpan::new(sw, j, p.in_w);
         if (1..=2).contains(&sx.size) && (1..=2).contains(&sy.size) {
@@ -207,7 +181,7 @@ pub unsafe extern "ptx-kernel" fn resize_nearest(p: ResizeParams) {
     let sh = p.in_h as f32 / p.out_h as f32;
     let sw = p.in_w as f32 / p.out_w as f32;
     let w_in = p.in_w as usize;
-    for_pixels(&p, |n, i, j| {
+    for_pixels(p.batch, p.out_h, p.out_w, |n, i, j| {
         let yi = floor_i32(i as f32 * sh).max(0).min(p.in_h as i32 - 1) as usize;
         let xi = floor_i32(j as f32 * sw).max(0).min(p.in_w as i32 - 1) as usize;
         // SAFETY: `yi < in_h`, `xi < in_w`.

@@ -6,36 +6,10 @@
 //! its pixels once and samples every channel there, so a warp writes 32 consecutive values of
 //! a row and reads a short rotated run of the input (cached in L1).
 
-use crate::channels::for_channels;
+use crate::channels::{for_channels, for_pixels};
 use crate::mem::ldg;
 use crate::sampling::{nearest_pixel, Bilinear, Rotation};
-use crate::thread::{block_x, thread_xy};
-use streamline_abi::image::{RotateParams, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, IMAGE_ROWS_PER_THREAD};
-
-/// Runs `pixel(image, i, j)` for the pixels of this thread.
-#[inline(always)]
-fn for_pixels(p: &RotateParams, mut pixel: impl FnMut(u32, u32, u32)) {
-    let rows_per_block = IMAGE_BLOCK_Y * IMAGE_ROWS_PER_THREAD;
-    let tiles_x = p.width.div_ceil(IMAGE_BLOCK_X);
-    let tiles_y = p.height.div_ceil(rows_per_block);
-    let b = block_x();
-    let per_image = (tiles_x * tiles_y).max(1);
-    let n = b / per_image;
-    let t = b % per_image;
-    let (tx, ty) = thread_xy();
-    let j = (t % tiles_x.max(1)) * IMAGE_BLOCK_X + tx;
-    if n >= p.batch || j >= p.width {
-        return;
-    }
-    let mut r = 0;
-    while r < IMAGE_ROWS_PER_THREAD {
-        let i = (t / tiles_x.max(1)) * rows_per_block + r * IMAGE_BLOCK_Y + ty;
-        if i < p.height {
-            pixel(n, i, j);
-        }
-        r += 1;
-    }
-}
+use streamline_abi::image::RotateParams;
 
 /// The image's rotation (its angle read from `p.angles`).
 #[inline(always)]
@@ -60,7 +34,7 @@ pub unsafe extern "ptx-kernel" fn rotate_nearest(p: RotateParams) {
     let y = p.y as *mut f32;
     // Every pixel of a block belongs to one image: its rotation is set up once.
     let mut rot = None;
-    for_pixels(&p, |n, i, j| {
+    for_pixels(p.batch, p.height, p.width, |n, i, j| {
         let (sy, sx) = rot
             .get_or_insert_with(|| rotation(&p, n))
             .source(i as i32, j as i32);
@@ -98,7 +72,7 @@ pub unsafe extern "ptx-kernel" fn rotate_bilinear(p: RotateParams) {
     let y = p.y as *mut f32;
     // Every pixel of a block belongs to one image: its rotation is set up once.
     let mut rot = None;
-    for_pixels(&p, |n, i, j| {
+    for_pixels(p.batch, p.height, p.width, |n, i, j| {
         let (sy, sx) = rot
             .get_or_insert_with(|| rotation(&p, n))
             .source(i as i32, j as i32);

@@ -7,46 +7,9 @@ use crate::libdevice::{ceilf, floor_i32, floorf, rint_i32, sincospif, trunc_i32}
 /// 0 when the point is more than one pixel outside (`y < -1`, `y > h`, `x < -1`, `x > w`),
 /// otherwise coordinates below 0 are clamped to 0 and those at or past the last row/column to
 /// it, and the four neighbours are blended.
-#[inline(always)]
-pub fn roi_bilinear(h: i32, w: i32, y: f32, x: f32, load: impl Fn(i32, i32) -> f32) -> f32 {
-    if y < -1.0 || y > h as f32 || x < -1.0 || x > w as f32 {
-        return 0.0;
-    }
-    let mut y = if y <= 0.0 { 0.0 } else { y };
-    let mut x = if x <= 0.0 { 0.0 } else { x };
-    // The conversion saturates and maps NaN to 0, so the indices below stay inside the plane.
-    let mut y_low = trunc_i32(y);
-    let mut x_low = trunc_i32(x);
-    let y_high;
-    let x_high;
-    if y_low >= h - 1 {
-        y_low = h - 1;
-        y_high = h - 1;
-        y = y_low as f32;
-    } else {
-        y_high = y_low + 1;
-    }
-    if x_low >= w - 1 {
-        x_low = w - 1;
-        x_high = w - 1;
-        x = x_low as f32;
-    } else {
-        x_high = x_low + 1;
-    }
-    let ly = y - y_low as f32;
-    let lx = x - x_low as f32;
-    let hy = 1.0 - ly;
-    let hx = 1.0 - lx;
-    let v1 = load(y_low, x_low);
-    let v2 = load(y_low, x_high);
-    let v3 = load(y_high, x_low);
-    let v4 = load(y_high, x_high);
-    hy * hx * v1 + hy * lx * v2 + ly * hx * v3 + ly * lx * v4
-}
-
-/// [`roi_bilinear`] for `N` planes at once (`load(k, y, x)` reads plane `k`): the point's
-/// neighbours and weights are found once and every plane's four loads are issued together.
-/// Each plane's result is bit-identical to [`roi_bilinear`]'s.
+///
+/// `N` planes at once (`load(k, y, x)` reads plane `k`): the point's neighbours and weights
+/// are found once and every plane's four loads are issued together.
 #[inline(always)]
 pub fn roi_bilinear_n<const N: usize>(
     h: i32,
@@ -61,6 +24,7 @@ pub fn roi_bilinear_n<const N: usize>(
     }
     let mut y = if y <= 0.0 { 0.0 } else { y };
     let mut x = if x <= 0.0 { 0.0 } else { x };
+    // The conversion saturates and maps NaN to 0, so the indices below stay inside the plane.
     let mut y_low = trunc_i32(y);
     let mut x_low = trunc_i32(x);
     let y_high;
@@ -163,28 +127,14 @@ impl Roi {
         }
     }
 
-    /// Average of the bin `(ph, pw)` over its sampling grid, sampling with [`roi_bilinear`].
+    /// Average of the bin `(ph, pw)` over its sampling grid, sampling with [`roi_bilinear_n`].
     #[inline(always)]
     pub fn bin(&self, h: i32, w: i32, ph: u32, pw: u32, load: impl Fn(i32, i32) -> f32) -> f32 {
-        let mut acc = 0.0f32;
-        let base_y = self.start_y + ph as f32 * self.bin_h;
-        let base_x = self.start_x + pw as f32 * self.bin_w;
-        let mut iy = 0;
-        while iy < self.grid_h {
-            let y = base_y + (iy as f32 + 0.5) * self.bin_h / self.grid_h as f32;
-            let mut ix = 0;
-            while ix < self.grid_w {
-                let x = base_x + (ix as f32 + 0.5) * self.bin_w / self.grid_w as f32;
-                acc += roi_bilinear(h, w, y, x, &load);
-                ix += 1;
-            }
-            iy += 1;
-        }
-        acc / self.count
+        self.bin_n::<1>(h, w, ph, pw, |_, yy, xx| load(yy, xx))[0]
     }
 
-    /// [`Roi::bin`] for `N` planes at once (`load(k, y, x)` reads plane `k`), each result
-    /// bit-identical to [`Roi::bin`]'s: the sampling points are found once for all planes.
+    /// [`Roi::bin`] for `N` planes at once (`load(k, y, x)` reads plane `k`), the sampling
+    /// points are found once for all planes.
     #[inline(always)]
     pub fn bin_n<const N: usize>(
         &self,
