@@ -20,9 +20,9 @@
 //! the fused result equals the chain up to the blur's summation order.
 
 use crate::gaussian_blur::{blur_tile, write_weights};
-use crate::libdevice::{floor_i32, sincospif};
+use crate::libdevice::floor_i32;
 use crate::mem::ldg_u8;
-use crate::sampling::{nearest_pixel, reflect, Bilinear, LinearTaps, Roi};
+use crate::sampling::{nearest_pixel, reflect, Bilinear, LinearTaps, Roi, Rotation};
 use crate::thread::{block_x, sync_block, thread_xy};
 use core::arch::asm;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
@@ -183,74 +183,6 @@ unsafe fn sts(a: u32, v: f32) {
     }
 }
 
-/// The inverse map of torchvision's `rotate` (expand=False, about the centre), with the same
-/// f32 operations as `sampling::Rotation`, split into a part per output column and a part per
-/// output row so that a block can tabulate them: the source of output pixel `(i, j)` is
-/// `finish(col(j) + row(i))`.
-#[derive(Clone, Copy)]
-struct Rot {
-    t00: f32,
-    t01: f32,
-    t10: f32,
-    t11: f32,
-    hf: f32,
-    wf: f32,
-}
-
-impl Rot {
-    /// Rotation by `degrees` counter-clockwise of an `h x w` image.
-    #[inline(always)]
-    fn new(degrees: f32, h: u32, w: u32) -> Rot {
-        let (s, c) = sincospif(degrees / 180.0);
-        let wf = w as f32;
-        let hf = h as f32;
-        // torchvision's inverse matrix [[cos, -sin, 0], [sin, cos, 0]], each row divided by
-        // half the image size as `_affine_grid` does.
-        let half_w = 0.5 * wf;
-        let half_h = 0.5 * hf;
-        Rot {
-            t00: c / half_w,
-            t01: -s / half_w,
-            t10: s / half_h,
-            t11: c / half_h,
-            hf,
-            wf,
-        }
-    }
-
-    /// Column `j`'s terms of the normalised source `(gx, gy)`.
-    #[inline(always)]
-    fn col(&self, j: i32) -> (f32, f32) {
-        // The base grid: pixel centres relative to the image centre.
-        let bx = j as f32 + (1.0 - self.wf) * 0.5;
-        (bx * self.t00, bx * self.t10)
-    }
-
-    /// Row `i`'s terms of the normalised source `(gx, gy)`.
-    #[inline(always)]
-    fn row(&self, i: i32) -> (f32, f32) {
-        let by = i as f32 + (1.0 - self.hf) * 0.5;
-        (by * self.t01, by * self.t11)
-    }
-
-    /// Source `(y, x)` in input pixels from the normalised source (grid_sample's
-    /// unnormalisation with align_corners=False).
-    #[inline(always)]
-    fn finish(hf: f32, wf: f32, gx: f32, gy: f32) -> (f32, f32) {
-        let x = ((gx + 1.0) * wf - 1.0) * 0.5;
-        let y = ((gy + 1.0) * hf - 1.0) * 0.5;
-        (y, x)
-    }
-
-    /// Source `(y, x)` of output pixel `(i, j)`.
-    #[inline(always)]
-    fn source(&self, i: i32, j: i32) -> (f32, f32) {
-        let (cx, cy) = self.col(j);
-        let (rx, ry) = self.row(i);
-        Rot::finish(self.hf, self.wf, cx + rx, cy + ry)
-    }
-}
-
 /// A rectangle of crop values held in shared memory: rows `p0 ..`, columns `q0 ..`, stored
 /// channel by channel, row by row.
 #[derive(Clone, Copy)]
@@ -374,7 +306,7 @@ impl Tile {
     /// # Safety
     /// `tab` must be the shared address of `4 * side` f32, read only after the next barrier.
     #[inline(always)]
-    unsafe fn tabulate(&self, rot: &Rot, tab: u32) {
+    unsafe fn tabulate(&self, rot: &Rotation, tab: u32) {
         let (tx, ty) = thread_xy();
         let lin = ty * IMAGE_BLOCK_X + tx;
         let side = self.side;
@@ -404,7 +336,7 @@ impl Tile {
     /// resize's taps grow with the resized index, so their crop rows lie between the first tap
     /// of the first row and the second tap of the last.
     #[inline(always)]
-    fn window(&self, rot: &Rot, (i0, i1): (u32, u32), (j0, j1): (u32, u32)) -> Window {
+    fn window(&self, rot: &Rotation, (i0, i1): (u32, u32), (j0, j1): (u32, u32)) -> Window {
         let (ilo, ihi) = reflected_span(self.top + i0 as i32, self.top + i1 as i32, self.oh);
         let (jlo, jhi) = reflected_span(self.left + j0 as i32, self.left + j1 as i32, self.ow);
         let (ay, ax) = rot.source(ilo, jlo);
@@ -484,7 +416,7 @@ impl Tile {
     #[inline(always)]
     unsafe fn rotate(
         &self,
-        (hf, wf): (f32, f32),
+        rot: &Rotation,
         (win, staged, tab): (Window, u32, u32),
         rotated: u32,
         (i0, j0): (u32, u32),
@@ -507,7 +439,7 @@ impl Tile {
             let (sy, sx) = unsafe {
                 let gx = lds(tab + 4 * tj) + lds(tab + 4 * (2 * side + ti));
                 let gy = lds(tab + 4 * (side + tj)) + lds(tab + 4 * (3 * side + ti));
-                Rot::finish(hf, wf, gx, gy)
+                rot.finish(gx, gy)
             };
             let dst = rotated + 4 * (ti * side + tj);
             if self.nearest {
@@ -634,7 +566,6 @@ pub unsafe extern "ptx-kernel" fn augment(p: AugmentParams) {
         crop_h: p.crop_h,
         crop_w: p.crop_w,
     };
-    let (hf, wf) = (p.out_h as f32, p.out_w as f32);
 
     // Shared memory: the weights, the rotation's table, the rotated haloed tile (every
     // channel), then one region holding first the crop window (every channel) and later the
@@ -652,19 +583,16 @@ pub unsafe extern "ptx-kernel" fn augment(p: AugmentParams) {
     // SAFETY: `wts` is `ksize` f32 of the launch's shared memory, read after the first barrier
     // inside `blur_tile`; the table is `4 * side` f32, read after the barrier that follows the
     // first window.
+    let rot = Rotation::new(angle_of(&p, nu), p.out_h, p.out_w);
     unsafe {
         write_weights(wts, p.ksize, sigma);
-        tile.tabulate(&Rot::new(angle_of(&p, nu), p.out_h, p.out_w), tab_a);
+        tile.tabulate(&rot, tab_a);
     }
 
     // The rotated haloed tile: in one part when its window fits, else in parts of PART x PART.
     // Every value here is the same in every thread, so the branches, loops and barriers are
     // uniform.
-    let whole = tile.window(
-        &Rot::new(angle_of(&p, nu), p.out_h, p.out_w),
-        (0, side - 1),
-        (0, side - 1),
-    );
+    let whole = tile.window(&rot, (0, side - 1), (0, side - 1));
     let (part, parts) = if whole.fits(chan) {
         (side, 1)
     } else {
@@ -679,12 +607,8 @@ pub unsafe extern "ptx-kernel" fn augment(p: AugmentParams) {
             let win = if parts == 1 {
                 whole
             } else {
-                tile.window(
-                    &Rot::new(angle_of(&p, nu), p.out_h, p.out_w),
-                    (i0, i0 + h - 1),
-                    (j0, j0 + w - 1),
-                )
-                .capped(chan)
+                tile.window(&rot, (i0, i0 + h - 1), (j0, j0 + w - 1))
+                    .capped(chan)
             };
             if bi + bj > 0 {
                 // SAFETY: every thread of the block reaches this barrier; the previous part's
@@ -699,7 +623,7 @@ pub unsafe extern "ptx-kernel" fn augment(p: AugmentParams) {
             unsafe { sync_block() };
             // SAFETY: the part lies inside the haloed tile; the buffers are as stated,
             // published above.
-            unsafe { tile.rotate((hf, wf), (win, scr_a, tab_a), rot_a, (i0, j0), (h, w)) };
+            unsafe { tile.rotate(&rot, (win, scr_a, tab_a), rot_a, (i0, j0), (h, w)) };
             bj += 1;
         }
         bi += 1;

@@ -205,12 +205,31 @@ impl Rotation {
     /// Source `(y, x)` in input pixel coordinates for output pixel `(i, j)`.
     #[inline(always)]
     pub fn source(&self, i: i32, j: i32) -> (f32, f32) {
+        let (cx, cy) = self.col(j);
+        let (rx, ry) = self.row(i);
+        self.finish(cx + rx, cy + ry)
+    }
+
+    /// Column `j`'s terms of the normalised source `(gx, gy)`: the source of `(i, j)` is
+    /// `finish(col(j) + row(i))`, so a block can tabulate the two parts.
+    #[inline(always)]
+    pub fn col(&self, j: i32) -> (f32, f32) {
         // The base grid: pixel centres relative to the image centre.
         let bx = j as f32 + (1.0 - self.wf) * 0.5;
+        (bx * self.t00, bx * self.t10)
+    }
+
+    /// Row `i`'s terms of the normalised source `(gx, gy)` (see [`Rotation::col`]).
+    #[inline(always)]
+    pub fn row(&self, i: i32) -> (f32, f32) {
         let by = i as f32 + (1.0 - self.hf) * 0.5;
-        let gx = bx * self.t00 + by * self.t01;
-        let gy = bx * self.t10 + by * self.t11;
-        // grid_sample's unnormalisation with align_corners=False.
+        (by * self.t01, by * self.t11)
+    }
+
+    /// Source `(y, x)` in input pixels from the normalised source: `grid_sample`'s
+    /// unnormalisation with `align_corners=False`.
+    #[inline(always)]
+    pub fn finish(&self, gx: f32, gy: f32) -> (f32, f32) {
         let x = ((gx + 1.0) * self.wf - 1.0) * 0.5;
         let y = ((gy + 1.0) * self.hf - 1.0) * 0.5;
         (y, x)
