@@ -1,6 +1,6 @@
 //! Seed 000's heavy elementwise computation: `y = x^2 + x^3 * sin(x) * cos(x) + tan(x)`.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::runtime::Gpu;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use half::f16;
@@ -45,16 +45,7 @@ pub fn heavy<T: HeavyElement>(
     x: &impl DevicePtr<T>,
     y: &mut impl DevicePtrMut<T>,
 ) -> Result<()> {
-    if x.len() != y.len() {
-        return Err(Error::arg(
-            "y",
-            format!(
-                "length {} differs from the length of x, {}",
-                y.len(),
-                x.len()
-            ),
-        ));
-    }
+    super::check_same_len(x.len(), y.len())?;
     if x.len() == 0 {
         return Ok(());
     }

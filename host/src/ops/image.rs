@@ -243,16 +243,7 @@ pub fn to_float(
     y: &mut impl DevicePtrMut<f32>,
     scale: bool,
 ) -> Result<()> {
-    if x.len() != y.len() {
-        return Err(Error::arg(
-            "y",
-            format!(
-                "length {} differs from the length of x, {}",
-                y.len(),
-                x.len()
-            ),
-        ));
-    }
+    super::check_same_len(x.len(), y.len())?;
     if x.len() == 0 {
         return Ok(());
     }

@@ -8,3 +8,15 @@ pub mod image;
 pub mod matmul;
 pub mod spin;
 pub mod train;
+
+/// The error of an elementwise launcher whose output `y` (of `y_len` elements) does not match
+/// its input `x` (of `x_len`).
+pub(crate) fn check_same_len(x_len: usize, y_len: usize) -> crate::Result<()> {
+    if x_len != y_len {
+        return Err(crate::Error::arg(
+            "y",
+            format!("length {y_len} differs from the length of x, {x_len}"),
+        ));
+    }
+    Ok(())
+}

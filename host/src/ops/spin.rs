@@ -15,16 +15,7 @@ pub fn spin_copy(
     y: &mut impl DevicePtrMut<f32>,
     spin_ns: u64,
 ) -> Result<()> {
-    if x.len() != y.len() {
-        return Err(Error::arg(
-            "y",
-            format!(
-                "length {} differs from the length of x, {}",
-                y.len(),
-                x.len()
-            ),
-        ));
-    }
+    super::check_same_len(x.len(), y.len())?;
     if spin_ns > SPIN_MAX_NS {
         return Err(Error::arg(
             "spin_ns",
