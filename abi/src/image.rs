@@ -16,12 +16,13 @@ use crate::KernelSpec;
 pub const IMAGE_BLOCK_X: u32 = 32;
 /// Threads per block along y of the per-pixel image kernels.
 pub const IMAGE_BLOCK_Y: u32 = 8;
-/// Output rows each thread of the per-pixel kernels computes (the block covers
-/// `IMAGE_BLOCK_X x IMAGE_BLOCK_Y * IMAGE_ROWS_PER_THREAD` pixels).
+/// Output rows each thread of the per-pixel kernels (resize, rotate) computes: the block covers
+/// `IMAGE_BLOCK_X x IMAGE_BLOCK_Y * IMAGE_ROWS_PER_THREAD` pixels, and a thread's per-image and
+/// per-column setup serves that many pixels.
 pub const IMAGE_ROWS_PER_THREAD: u32 = 2;
 /// Output rows per thread of `roi_align` (its blocks cover `IMAGE_BLOCK_X x IMAGE_BLOCK_Y *
-/// ROI_ROWS_PER_THREAD` bins): more than the other per-pixel kernels, because each thread's
-/// box setup (bin sizes, sampling grid) costs as much as several bins.
+/// ROI_ROWS_PER_THREAD` bins): each thread's box setup (bin sizes, sampling grid) costs as much
+/// as several bins.
 pub const ROI_ROWS_PER_THREAD: u32 = 4;
 /// Side of the square output tile of the blur and the fused augmentation.
 pub const TILE: u32 = 32;
@@ -246,7 +247,12 @@ pub const TO_FLOAT: KernelSpec = KernelSpec::of::<ToFloatParams>("to_float");
 /// Per-channel normalisation.
 pub const NORMALIZE: KernelSpec = KernelSpec::of::<NormalizeParams>("normalize");
 /// ROI-align.
-pub const ROI_ALIGN: KernelSpec = KernelSpec::of::<RoiAlignParams>("roi_align");
+pub const ROI_ALIGN: KernelSpec =
+    KernelSpec::of::<RoiAlignParams>("roi_align").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+/// ROI-align when every box has one sampling point per bin (the host checks).
+pub const ROI_ALIGN_ONE_SAMPLE: KernelSpec =
+    KernelSpec::of::<RoiAlignParams>("roi_align_one_sample")
+        .with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 3);
 /// Rotation, nearest neighbour.
 pub const ROTATE_NEAREST: KernelSpec = KernelSpec::of::<RotateParams>("rotate_nearest");
 /// Rotation, bilinear.
@@ -260,13 +266,15 @@ pub const RESIZE_BILINEAR_AA: KernelSpec = KernelSpec::of::<ResizeParams>("resiz
 /// Nearest-neighbour resize (torch's `nearest`).
 pub const RESIZE_NEAREST: KernelSpec = KernelSpec::of::<ResizeParams>("resize_nearest");
 /// Seed 003's whole transform in one kernel.
-pub const AUGMENT: KernelSpec = KernelSpec::of::<AugmentParams>("augment");
+pub const AUGMENT: KernelSpec =
+    KernelSpec::of::<AugmentParams>("augment").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 3);
 
 /// Every image kernel.
-pub const IMAGE_KERNELS: [KernelSpec; 10] = [
+pub const IMAGE_KERNELS: [KernelSpec; 11] = [
     TO_FLOAT,
     NORMALIZE,
     ROI_ALIGN,
+    ROI_ALIGN_ONE_SAMPLE,
     ROTATE_NEAREST,
     ROTATE_BILINEAR,
     GAUSSIAN_BLUR,

@@ -77,6 +77,7 @@ pub const KERNELS: &[KernelSpec] = &[
     image::TO_FLOAT,
     image::NORMALIZE,
     image::ROI_ALIGN,
+    image::ROI_ALIGN_ONE_SAMPLE,
     image::ROTATE_NEAREST,
     image::ROTATE_BILINEAR,
     image::GAUSSIAN_BLUR,

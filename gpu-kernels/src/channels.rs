@@ -1,40 +1,70 @@
 //! Per-pixel work over a plane stack (the channels of one image).
 //!
-//! The per-pixel kernels (resize, rotate) give each block a 32 x 16 patch of one image's output
-//! and each thread two rows of it ([`for_pixels`]), so a warp writes 32 consecutive values of a
-//! row.
+//! The per-pixel kernels (resize, rotate, roi_align) give each block a patch of one image's
+//! output, 32 columns wide, and each thread one column of several rows of it ([`for_columns`]),
+//! so a warp writes 32 consecutive values of a row.
 //!
 //! A kernel that computes one output pixel for every channel would otherwise load, compute and
 //! store channel by channel: the store of one channel orders it before the next channel's loads,
 //! so each thread waits for one global-memory latency per channel. Here the values of up to
 //! four channels are computed before any is stored, so their loads are in flight together.
 
-use crate::thread::{block_x, thread_xy};
-use streamline_abi::image::{IMAGE_BLOCK_X, IMAGE_BLOCK_Y, IMAGE_ROWS_PER_THREAD};
+use crate::thread::{block_xyz, grid_z, thread_xy};
+use streamline_abi::image::{IMAGE_BLOCK_X, IMAGE_BLOCK_Y};
 
-/// Runs `pixel(image, i, j)` for this thread's output pixels of a batch of `batch` images of
-/// `h x w`, the grid being `ceil(w / 32) * ceil(h / 16) * batch` blocks of 32 x 8 threads.
+/// The output pixels of one thread: column `j` of image `n`, and up to `R` rows `IMAGE_BLOCK_Y`
+/// apart, those below the plane's height.
+#[derive(Clone, Copy)]
+pub struct Column<const R: u32> {
+    pub n: u32,
+    pub j: u32,
+    first: u32,
+    h: u32,
+}
+
+impl<const R: u32> Column<R> {
+    /// Row `r < R` of this thread (at or past the plane's height when the thread has fewer
+    /// rows).
+    #[inline(always)]
+    pub fn row(&self, r: u32) -> u32 {
+        self.first + r * IMAGE_BLOCK_Y
+    }
+
+    /// Calls `row(i)` for each of this thread's rows, in order.
+    #[inline(always)]
+    pub fn rows(&self, mut row: impl FnMut(u32)) {
+        let mut r = 0;
+        while r < R {
+            let i = self.row(r);
+            if i < self.h {
+                row(i);
+            }
+            r += 1;
+        }
+    }
+}
+
+/// Runs `column` for this thread's column of every image it covers, for a batch of `batch`
+/// images of `h x w` whose threads compute `R` rows each. The grid is `(ceil(w / 32),
+/// ceil(h / (8 R)), min(batch, 65535))` blocks of 32 x 8 threads; blocks step through the
+/// images by the grid's depth, so any batch is covered.
+///
+/// The per-image and per-column work (a rotation's matrix, a resize's horizontal taps) is
+/// done once per call, not once per pixel, and a warp covers 32 consecutive pixels of a row.
 #[inline(always)]
-pub fn for_pixels(batch: u32, h: u32, w: u32, mut pixel: impl FnMut(u32, u32, u32)) {
-    let rows_per_block = IMAGE_BLOCK_Y * IMAGE_ROWS_PER_THREAD;
-    let tiles_x = w.div_ceil(IMAGE_BLOCK_X);
-    let tiles_y = h.div_ceil(rows_per_block);
-    let b = block_x();
-    let per_image = (tiles_x * tiles_y).max(1);
-    let n = b / per_image;
-    let t = b % per_image;
+pub fn for_columns<const R: u32>(batch: u32, h: u32, w: u32, mut column: impl FnMut(Column<R>)) {
+    let (bx, by, bz) = block_xyz();
     let (tx, ty) = thread_xy();
-    let j = (t % tiles_x.max(1)) * IMAGE_BLOCK_X + tx;
-    if n >= batch || j >= w {
+    let j = bx * IMAGE_BLOCK_X + tx;
+    if j >= w {
         return;
     }
-    let mut r = 0;
-    while r < IMAGE_ROWS_PER_THREAD {
-        let i = (t / tiles_x.max(1)) * rows_per_block + r * IMAGE_BLOCK_Y + ty;
-        if i < h {
-            pixel(n, i, j);
-        }
-        r += 1;
+    let first = by * IMAGE_BLOCK_Y * R + ty;
+    let step = grid_z();
+    let mut n = bz;
+    while n < batch {
+        column(Column { n, j, first, h });
+        n += step;
     }
 }
 

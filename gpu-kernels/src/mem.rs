@@ -25,6 +25,68 @@ pub unsafe fn ldg(p: *const f32) -> f32 {
     v
 }
 
+/// `base[i]` through the read-only global path, for a 32-bit index: the address is one
+/// wide multiply-add (`base + 4 i`) rather than a widening, a shift and a 64-bit add.
+///
+/// # Safety
+/// As for [`ldg`], for `base + i`.
+#[inline(always)]
+pub unsafe fn ldg_at(base: *const f32, i: u32) -> f32 {
+    let v: f32;
+    // SAFETY: guaranteed by the caller; the instruction only reads `[base + 4 i]`.
+    unsafe {
+        asm!(
+            "{{ .reg .u64 a; mad.wide.u32 a, {i}, 4, {p}; cvta.to.global.u64 a, a; ld.global.nc.f32 {v}, [a]; }}",
+            v = out(reg32) v,
+            i = in(reg32) i,
+            p = in(reg64) base,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+    }
+    v
+}
+
+/// `base[i]` through the ordinary (coherent) global path, for a 32-bit index. Unlike
+/// [`ldg_at`] the load stays ordered after the thread's earlier global stores, so a kernel that
+/// alternates batches of loads and stores keeps one batch in registers at a time.
+///
+/// # Safety
+/// `base + i` must point to a readable f32 in global memory.
+#[inline(always)]
+pub unsafe fn ld_at(base: *const f32, i: u32) -> f32 {
+    let v: f32;
+    // SAFETY: guaranteed by the caller; the instruction only reads `[base + 4 i]`.
+    unsafe {
+        asm!(
+            "{{ .reg .u64 a; mad.wide.u32 a, {i}, 4, {p}; cvta.to.global.u64 a, a; ld.global.f32 {v}, [a]; }}",
+            v = out(reg32) v,
+            i = in(reg32) i,
+            p = in(reg64) base,
+            options(readonly, nostack, preserves_flags)
+        );
+    }
+    v
+}
+
+/// Writes `base[i] = v` to global memory, for a 32-bit index (see [`ldg_at`]).
+///
+/// # Safety
+/// `base + i` must point to a writable f32 in global memory that no other thread accesses
+/// while the kernel runs.
+#[inline(always)]
+pub unsafe fn stg_at(base: *mut f32, i: u32, v: f32) {
+    // SAFETY: guaranteed by the caller; the instruction only writes `[base + 4 i]`.
+    unsafe {
+        asm!(
+            "{{ .reg .u64 a; mad.wide.u32 a, {i}, 4, {p}; cvta.to.global.u64 a, a; st.global.f32 [a], {v}; }}",
+            v = in(reg32) v,
+            i = in(reg32) i,
+            p = in(reg64) base,
+            options(nostack, preserves_flags)
+        );
+    }
+}
+
 /// Four f32 in one 16-byte read-only global load.
 ///
 /// # Safety

@@ -2,14 +2,15 @@
 //! `torchvision.transforms.v2.functional.resize` calls it): bilinear with
 //! `align_corners=False`, its antialiased variant, and `nearest`.
 //!
-//! A block covers a 32 x 16 patch of one image's output; each thread finds its taps once and
-//! reads every channel through them, so a warp writes 32 consecutive values of a row.
+//! A block covers a 32-column patch of one image's output; each thread finds its column's
+//! horizontal taps once, each row's vertical taps once, and reads every channel through them,
+//! so a warp writes 32 consecutive values of a row.
 
-use crate::channels::{for_channels, for_pixels};
+use crate::channels::{for_channels, for_columns};
 use crate::libdevice::{floor_i32, trunc_i32};
-use crate::mem::ldg;
+use crate::mem::{ldg_at, stg_at};
 use crate::sampling::LinearTaps;
-use streamline_abi::image::ResizeParams;
+use streamline_abi::image::{ResizeParams, IMAGE_ROWS_PER_THREAD as ROWS};
 
 /// Writes `value(plane_in_base)` for every channel of output pixel `(n, i, j)`.
 #[inline(always)]
@@ -17,14 +18,12 @@ fn each_channel(p: &ResizeParams, n: u32, i: u32, j: u32, value: impl Fn(*const 
     let plane_in = p.in_h as usize * p.in_w as usize;
     let plane_out = p.out_h as usize * p.out_w as usize;
     let plane = |c: u32| n as usize * p.channels as usize + c as usize;
+    let o = i * p.out_w + j;
     for_channels(
         p.channels,
         |c| value((p.x as *const f32).wrapping_add(plane(c) * plane_in)),
-        |c, v| {
-            let o = plane(c) * plane_out + i as usize * p.out_w as usize + j as usize;
-            // SAFETY: `n < batch`, `c < channels`, `i < out_h`, `j < out_w`.
-            unsafe { (p.y as *mut f32).add(o).write(v) };
-        },
+        // SAFETY: `n < batch`, `c < channels`, `i < out_h`, `j < out_w`.
+        |c, v| unsafe { stg_at((p.y as *mut f32).wrapping_add(plane(c) * plane_out), o, v) },
     );
 }
 
@@ -33,21 +32,25 @@ fn each_channel(p: &ResizeParams, n: u32, i: u32, j: u32, value: impl Fn(*const 
 ///
 /// # Safety
 /// `p.x` must address `batch * channels * in_h * in_w` f32, `p.y`
-/// `batch * channels * out_h * out_w` f32, all sizes at least 1; grid
-/// `ceil(out_w / 32) * ceil(out_h / 16) * batch` blocks of 32 x 8 threads.
+/// `batch * channels * out_h * out_w` f32, all sizes at least 1; grid as
+/// [`for_columns`] describes for `IMAGE_ROWS_PER_THREAD` rows.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn resize_bilinear(p: ResizeParams) {
     let sh = p.in_h as f32 / p.out_h as f32;
     let sw = p.in_w as f32 / p.out_w as f32;
-    let w_in = p.in_w as usize;
-    for_pixels(p.batch, p.out_h, p.out_w, |n, i, j| {
-        let ty = LinearTaps::new(sh, i, p.in_h);
-        let tx = LinearTaps::new(sw, j, p.in_w);
-        each_channel(&p, n, i, j, |src| {
-            // SAFETY: the taps lie in `[0, in_h) x [0, in_w)`.
-            let at = |yy: i32, xx: i32| unsafe { ldg(src.add(yy as usize * w_in + xx as usize)) };
-            ty.l0 * (tx.l0 * at(ty.i0, tx.i0) + tx.l1 * at(ty.i0, tx.i1))
-                + ty.l1 * (tx.l0 * at(ty.i1, tx.i0) + tx.l1 * at(ty.i1, tx.i1))
+    for_columns::<ROWS>(p.batch, p.out_h, p.out_w, |col| {
+        let tx = LinearTaps::new(sw, col.j, p.in_w);
+        let (c0, c1) = (tx.i0 as u32, tx.i1 as u32);
+        col.rows(|i| {
+            let ty = LinearTaps::new(sh, i, p.in_h);
+            let (r0, r1) = (ty.i0 as u32 * p.in_w, ty.i1 as u32 * p.in_w);
+            each_channel(&p, col.n, i, col.j, |src| {
+                // SAFETY: the taps lie in `[0, in_h) x [0, in_w)`, so every offset is inside
+                // the plane.
+                let at = |o: u32| unsafe { ldg_at(src, o) };
+                ty.l0 * (tx.l0 * at(r0 + c0) + tx.l1 * at(r0 + c1))
+                    + ty.l1 * (tx.l0 * at(r1 + c0) + tx.l1 * at(r1 + c1))
+            });
         });
     });
 }
@@ -118,55 +121,62 @@ impl AaSpan {
 pub unsafe extern "ptx-kernel" fn resize_bilinear_aa(p: ResizeParams) {
     let sh = p.in_h as f32 / p.out_h as f32;
     let sw = p.in_w as f32 / p.out_w as f32;
-    let w_in = p.in_w as usize;
-    for_pixels(p.batch, p.out_h, p.out_w, |n, i, j| {
-        let sy = AaSpan::new(sh, i, p.in_h);
-        let sx = AaSpan::new(sw, j, p.in_w);
-        if (1..=2).contains(&sx.size) && (1..=2).contains(&sy.size) {
-            // Upscaling (and mild downscaling): at most two taps per axis, weights computed
-            // once for every channel; the same operations in the same order as the loop below.
-            let (ny, nx) = (sy.size, sx.size);
-            let wy = [sy.weight(0), if ny > 1 { sy.weight(1) } else { 0.0 }];
-            let wx = [sx.weight(0), if nx > 1 { sx.weight(1) } else { 0.0 }];
-            let rows = [sy.min as usize, (sy.min + (ny > 1) as i32) as usize];
-            let cols = [sx.min as usize, (sx.min + (nx > 1) as i32) as usize];
-            each_channel(&p, n, i, j, |src| {
-                // SAFETY: the spans lie inside `[0, in_h) x [0, in_w)`.
-                let at = |r: usize, c: usize| unsafe { ldg(src.add(rows[r] * w_in + cols[c])) };
-                let column = |c: usize| {
-                    let t = 0.0f32 + at(0, c) * wy[0];
-                    if ny > 1 {
-                        t + at(1, c) * wy[1]
-                    } else {
-                        t
-                    }
-                };
-                let acc = 0.0f32 + column(0) * wx[0];
-                if nx > 1 {
-                    acc + column(1) * wx[1]
-                } else {
-                    acc
-                }
-            });
-            return;
-        }
-        each_channel(&p, n, i, j, |src| {
-            let mut acc = 0.0f32;
-            let mut kx = 0;
-            while kx < sx.size {
-                let col = (sx.min + kx) as usize;
-                let mut t = 0.0f32;
-                let mut ky = 0;
-                while ky < sy.size {
-                    let row = (sy.min + ky) as usize;
+    let w_in = p.in_w;
+    for_columns::<ROWS>(p.batch, p.out_h, p.out_w, |col| {
+        let sx = AaSpan::new(sw, col.j, p.in_w);
+        let nx = sx.size;
+        // Upscaling (and mild downscaling) has at most two taps per axis: their weights are
+        // found once (per column, per row) for every channel.
+        let wx = [sx.weight(0), if nx > 1 { sx.weight(1) } else { 0.0 }];
+        let cols = [sx.min as u32, (sx.min + (nx > 1) as i32) as u32];
+        col.rows(|i| {
+            let sy = AaSpan::new(sh, i, p.in_h);
+            let ny = sy.size;
+            if (1..=2).contains(&nx) && (1..=2).contains(&ny) {
+                // The same operations in the same order as the general loop below.
+                let wy = [sy.weight(0), if ny > 1 { sy.weight(1) } else { 0.0 }];
+                let rows = [
+                    sy.min as u32 * w_in,
+                    (sy.min + (ny > 1) as i32) as u32 * w_in,
+                ];
+                each_channel(&p, col.n, i, col.j, |src| {
                     // SAFETY: the spans lie inside `[0, in_h) x [0, in_w)`.
-                    t += unsafe { ldg(src.add(row * w_in + col)) } * sy.weight(ky);
-                    ky += 1;
-                }
-                acc += t * sx.weight(kx);
-                kx += 1;
+                    let at = |r: usize, c: usize| unsafe { ldg_at(src, rows[r] + cols[c]) };
+                    let column = |c: usize| {
+                        let t = 0.0f32 + at(0, c) * wy[0];
+                        if ny > 1 {
+                            t + at(1, c) * wy[1]
+                        } else {
+                            t
+                        }
+                    };
+                    let acc = 0.0f32 + column(0) * wx[0];
+                    if nx > 1 {
+                        acc + column(1) * wx[1]
+                    } else {
+                        acc
+                    }
+                });
+                return;
             }
-            acc
+            each_channel(&p, col.n, i, col.j, |src| {
+                let mut acc = 0.0f32;
+                let mut kx = 0;
+                while kx < sx.size {
+                    let c = (sx.min + kx) as u32;
+                    let mut t = 0.0f32;
+                    let mut ky = 0;
+                    while ky < sy.size {
+                        let r = (sy.min + ky) as u32;
+                        // SAFETY: the spans lie inside `[0, in_h) x [0, in_w)`.
+                        t += unsafe { ldg_at(src, r * w_in + c) } * sy.weight(ky);
+                        ky += 1;
+                    }
+                    acc += t * sx.weight(kx);
+                    kx += 1;
+                }
+                acc
+            });
         });
     });
 }
@@ -180,11 +190,13 @@ pub unsafe extern "ptx-kernel" fn resize_bilinear_aa(p: ResizeParams) {
 pub unsafe extern "ptx-kernel" fn resize_nearest(p: ResizeParams) {
     let sh = p.in_h as f32 / p.out_h as f32;
     let sw = p.in_w as f32 / p.out_w as f32;
-    let w_in = p.in_w as usize;
-    for_pixels(p.batch, p.out_h, p.out_w, |n, i, j| {
-        let yi = floor_i32(i as f32 * sh).max(0).min(p.in_h as i32 - 1) as usize;
-        let xi = floor_i32(j as f32 * sw).max(0).min(p.in_w as i32 - 1) as usize;
-        // SAFETY: `yi < in_h`, `xi < in_w`.
-        each_channel(&p, n, i, j, |src| unsafe { ldg(src.add(yi * w_in + xi)) });
+    for_columns::<ROWS>(p.batch, p.out_h, p.out_w, |col| {
+        let xi = floor_i32(col.j as f32 * sw).max(0).min(p.in_w as i32 - 1) as u32;
+        col.rows(|i| {
+            let yi = floor_i32(i as f32 * sh).max(0).min(p.in_h as i32 - 1) as u32;
+            let o = yi * p.in_w + xi;
+            // SAFETY: `yi < in_h`, `xi < in_w`.
+            each_channel(&p, col.n, i, col.j, |src| unsafe { ldg_at(src, o) });
+        });
     });
 }

@@ -2,148 +2,212 @@
 //! bin the average of bilinear samples on the box's sampling grid (see
 //! [`crate::sampling::Roi`]).
 //!
-//! A block covers a 32 x 32 patch of one box's output; each thread computes four rows of it
-//! for every channel, so the box setup is done once per thread and a warp writes 32
-//! consecutive values of a row.
+//! A block covers a 32-column patch of one box's output; each thread computes one column of
+//! `ROI_ROWS_PER_THREAD` rows for every channel. The box is set up once per thread, a column's
+//! horizontal taps once per sample column, and the taps of a sample serve up to three channels,
+//! so a warp writes 32 consecutive values of a row. With one sample per bin (an output at
+//! least as large as the box, the crop case: [`roi_align_one_sample`]) the loads of two rows
+//! are issued before either is blended.
 
+use crate::channels::{for_columns, Column};
 use crate::libdevice::trunc_i32;
-use crate::mem::ldg;
-use crate::sampling::Roi;
-use crate::thread::{block_x, thread_xy};
-use streamline_abi::image::{
-    RoiAlignParams, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, ROI_MAX_SAMPLES_PER_BIN, ROI_ROWS_PER_THREAD,
-};
+use crate::mem::{ld_at, stg_at};
+use crate::sampling::{blend, Roi, RoiTap};
+use streamline_abi::image::{RoiAlignParams, ROI_MAX_SAMPLES_PER_BIN, ROI_ROWS_PER_THREAD as ROWS};
 
 /// # Safety
 /// `p.x` must address `batch * channels * height * width` f32, `p.boxes` `5 * num_boxes` f32,
-/// `p.y` `num_boxes * channels * out_h * out_w` f32; all sizes at least 1 and the grid
-/// `ceil(out_w / 32) * ceil(out_h / 32) * num_boxes` blocks of 32 x 8 threads.
+/// `p.y` `num_boxes * channels * out_h * out_w` f32; all sizes at least 1 and the grid as
+/// [`for_columns`] describes for `num_boxes` images of `out_h x out_w` and
+/// `ROI_ROWS_PER_THREAD` rows.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn roi_align(p: RoiAlignParams) {
-    let rows_per_block = IMAGE_BLOCK_Y * ROI_ROWS_PER_THREAD;
-    let tiles_x = p.out_w.div_ceil(IMAGE_BLOCK_X);
-    let tiles_y = p.out_h.div_ceil(rows_per_block);
-    let b = block_x();
-    let per_box = (tiles_x * tiles_y).max(1);
-    let k = b / per_box;
-    let t = b % per_box;
-    let (tx, ty) = thread_xy();
-    let pw = (t % tiles_x.max(1)) * IMAGE_BLOCK_X + tx;
-    if k >= p.num_boxes || pw >= p.out_w {
-        return;
-    }
-    let bx = (p.boxes as *const f32).wrapping_add(k as usize * 5);
-    // SAFETY: `k < num_boxes`; each box is 5 f32.
-    let (bi, coords) = unsafe {
-        (
-            bx.read(),
-            [
-                bx.add(1).read(),
-                bx.add(2).read(),
-                bx.add(3).read(),
-                bx.add(4).read(),
-            ],
-        )
-    };
-    // torchvision truncates the batch index; one outside the batch (refused by the host)
-    // gives zeros rather than a read outside the input.
-    let img = trunc_i32(bi);
-    let valid = img >= 0 && (img as u32) < p.batch;
-    let roi = Roi::new(
-        coords,
-        p.spatial_scale,
-        p.aligned != 0,
-        p.sampling_ratio,
-        p.out_h,
-        p.out_w,
-        ROI_MAX_SAMPLES_PER_BIN,
-    );
-    let x = p.x as *const f32;
-    let y = p.y as *mut f32;
-    let mut r = 0;
-    while r < ROI_ROWS_PER_THREAD {
-        let ph = (t / tiles_x.max(1)) * rows_per_block + r * IMAGE_BLOCK_Y + ty;
-        if ph < p.out_h {
-            let mut c = 0;
-            while c < p.channels {
-                let group = Group {
-                    p: &p,
-                    x,
-                    y,
-                    valid,
-                    img: img as usize,
-                    k: k as usize,
-                    first: c as usize,
-                    ph,
-                    pw,
-                    roi: &roi,
-                };
-                // SAFETY: forwarded from this kernel's contract.
-                c += unsafe {
-                    match p.channels - c {
-                        1 => group.run::<1>(),
-                        2 => group.run::<2>(),
-                        3 => group.run::<3>(),
-                        _ => group.run::<4>(),
-                    }
-                };
-            }
+    // SAFETY: forwarded from this kernel's contract.
+    unsafe { run::<false>(p) }
+}
+
+/// [`roi_align`] for launches whose every box has a sampling grid of one point per bin (an
+/// output at least as large as the box: the crop case), which the host checks with the same
+/// f32 arithmetic. Kept apart from the general kernel so that neither path's registers limit
+/// the other's occupancy; a box outside that rule would get its single sample, still read
+/// inside the image.
+///
+/// # Safety
+/// As for [`roi_align`].
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn roi_align_one_sample(p: RoiAlignParams) {
+    // SAFETY: forwarded from this kernel's contract.
+    unsafe { run::<true>(p) }
+}
+
+/// The kernels' body; `ONE`: every bin is one sample.
+///
+/// # Safety
+/// As for [`roi_align`].
+#[inline(always)]
+unsafe fn run<const ONE: bool>(p: RoiAlignParams) {
+    for_columns::<ROWS>(p.num_boxes, p.out_h, p.out_w, |col| {
+        let bx = (p.boxes as *const f32).wrapping_add(col.n as usize * 5);
+        // SAFETY: `n < num_boxes`; each box is 5 f32.
+        let (bi, coords) = unsafe {
+            (
+                bx.read(),
+                [
+                    bx.add(1).read(),
+                    bx.add(2).read(),
+                    bx.add(3).read(),
+                    bx.add(4).read(),
+                ],
+            )
+        };
+        // torchvision truncates the batch index; one outside the batch (refused by the host)
+        // gives zeros rather than a read outside the input.
+        let img = trunc_i32(bi);
+        let valid = img >= 0 && (img as u32) < p.batch;
+        let roi = Roi::new(
+            coords,
+            p.spatial_scale,
+            p.aligned != 0,
+            p.sampling_ratio,
+            p.out_h,
+            p.out_w,
+            ROI_MAX_SAMPLES_PER_BIN,
+        );
+        let bins = Bins {
+            p: &p,
+            col: &col,
+            roi: &roi,
+            img: if valid { img as usize } else { 0 },
+            valid,
+        };
+        let mut c = 0;
+        while c < p.channels {
+            // SAFETY: forwarded from this kernel's contract; `c < channels`.
+            c += unsafe {
+                match p.channels - c {
+                    1 => bins.group::<1, ONE>(c),
+                    2 => bins.group::<2, ONE>(c),
+                    _ => bins.group::<3, ONE>(c),
+                }
+            };
         }
-        r += 1;
-    }
+    });
 }
 
-/// Up to four channels of one output pixel, computed from one set of sampling points and
-/// written after all their loads are issued.
-struct Group<'a> {
+/// Rows of the one-sample path whose loads are issued together.
+const BATCH: usize = 2;
+
+/// One thread's column of one box's output.
+struct Bins<'a> {
     p: &'a RoiAlignParams,
-    x: *const f32,
-    y: *mut f32,
-    valid: bool,
-    img: usize,
-    k: usize,
-    first: usize,
-    ph: u32,
-    pw: u32,
+    col: &'a Column<ROWS>,
     roi: &'a Roi,
+    img: usize,
+    valid: bool,
 }
 
-impl Group<'_> {
-    /// Computes and stores channels `first..first + N`; returns `N`.
+impl Bins<'_> {
+    /// Computes and stores this thread's bins of channels `first..first + N`; returns `N`.
     ///
     /// # Safety
-    /// As for [`roi_align`]; `first + N <= channels`, `ph < out_h`, `pw < out_w`, and when
-    /// `valid`, `img < batch`.
+    /// As for [`roi_align`]; `first + N <= channels`.
     #[inline(always)]
-    unsafe fn run<const N: usize>(&self) -> u32 {
+    unsafe fn group<const N: usize, const ONE: bool>(&self, first: u32) -> u32 {
         let p = self.p;
+        let (h, w) = (p.height as i32, p.width as i32);
         let plane_in = p.height as usize * p.width as usize;
-        let plane_out = p.out_h as usize * p.out_w as usize;
         let channels = p.channels as usize;
-        let v = if self.valid {
-            let src = self
-                .x
-                .wrapping_add((self.img * channels + self.first) * plane_in);
-            // SAFETY: `bin_n` only loads indices inside the `h x w` plane of channels
-            // `first..first + N` of image `img < batch`.
-            self.roi.bin_n::<N>(
-                p.height as i32,
-                p.width as i32,
-                self.ph,
-                self.pw,
-                |c, yy, xx| unsafe {
-                    ldg(src.add(c * plane_in + yy as usize * p.width as usize + xx as usize))
-                },
-            )
-        } else {
-            [0.0; N]
+        let src: [*const f32; N] = core::array::from_fn(|k| {
+            (p.x as *const f32).wrapping_add((self.img * channels + first as usize + k) * plane_in)
+        });
+        // SAFETY (for `at`): callers pass the offset of a pixel of a tap, inside the
+        // `h x w` plane of channel `first + k` of image `img < batch`.
+        let at = |k: usize, o: u32| unsafe { ld_at(src[k], o) };
+        let tap_loads = |ty: &RoiTap, tx: &RoiTap, k: usize| {
+            let (r0, r1) = (ty.lo as u32 * p.width, ty.hi as u32 * p.width);
+            let (c0, c1) = (tx.lo as u32, tx.hi as u32);
+            [
+                at(k, r0 + c0),
+                at(k, r0 + c1),
+                at(k, r1 + c0),
+                at(k, r1 + c1),
+            ]
         };
-        for (c, &value) in v.iter().enumerate() {
-            let o = (self.k * channels + self.first + c) * plane_out
-                + self.ph as usize * p.out_w as usize
-                + self.pw as usize;
-            // SAFETY: `k < num_boxes`, channel below `channels`, `ph < out_h`, `pw < out_w`.
-            unsafe { self.y.add(o).write(value) };
+        let pw = self.col.j;
+        let last = p.out_h - 1;
+        let plane_out = p.out_h as usize * p.out_w as usize;
+        let dst = (p.y as *mut f32)
+            .wrapping_add((self.col.n as usize * channels + first as usize) * plane_out);
+        let store = |ph: u32, v: &[f32; N]| {
+            let o = ph * p.out_w + pw;
+            for (k, &value) in v.iter().enumerate() {
+                // SAFETY: box `n < num_boxes`, channel `first + k < channels`, `ph < out_h`
+                // (callers check), `pw < out_w`.
+                unsafe { stg_at(dst.wrapping_add(k * plane_out), o, value) };
+            }
+        };
+        if ONE {
+            // One sample per bin, and a count of 1: the average is the sample itself. Rows go
+            // in pairs whose loads are all issued before the first blend (a row past the
+            // output is sampled on the last row and not stored).
+            let tx = RoiTap::new(self.roi.x_of(pw, 0), w);
+            let mut r = 0;
+            while r < ROWS {
+                let ph: [u32; BATCH] = core::array::from_fn(|q| self.col.row(r + q as u32));
+                let ty = ph.map(|ph| RoiTap::new(self.roi.y_of(ph.min(last), 0), h));
+                let v: [[[f32; 4]; N]; BATCH] =
+                    core::array::from_fn(|q| core::array::from_fn(|k| tap_loads(&ty[q], &tx, k)));
+                for q in 0..BATCH {
+                    if ph[q] <= last {
+                        let inside = self.valid && ty[q].valid && tx.valid;
+                        store(
+                            ph[q],
+                            &core::array::from_fn(|k| {
+                                if inside {
+                                    blend(&ty[q], &tx, &v[q][k])
+                                } else {
+                                    0.0
+                                }
+                            }),
+                        );
+                    }
+                }
+                r += BATCH as u32;
+            }
+            return N as u32;
+        }
+        // The general grid, in torchvision's order (sample rows, then columns). Each row is
+        // stored before the next starts, which keeps few values live.
+        let mut r = 0;
+        while r < ROWS {
+            let ph = self.col.row(r);
+            if ph > last {
+                break;
+            }
+            let mut acc = [0.0f32; N];
+            if self.valid {
+                let mut iy = 0;
+                while iy < self.roi.grid_h {
+                    let ty = RoiTap::new(self.roi.y_of(ph, iy), h);
+                    let mut ix = 0;
+                    while ty.valid && ix < self.roi.grid_w {
+                        let tx = RoiTap::new(self.roi.x_of(pw, ix), w);
+                        if tx.valid {
+                            let v: [[f32; 4]; N] = core::array::from_fn(|k| tap_loads(&ty, &tx, k));
+                            for k in 0..N {
+                                acc[k] += blend(&ty, &tx, &v[k]);
+                            }
+                        }
+                        ix += 1;
+                    }
+                    iy += 1;
+                }
+                for a in acc.iter_mut() {
+                    *a /= self.roi.count;
+                }
+            }
+            store(ph, &acc);
+            r += 1;
         }
         N as u32
     }

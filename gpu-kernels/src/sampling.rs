@@ -3,10 +3,47 @@
 
 use crate::libdevice::{ceilf, floor_i32, floorf, rint_i32, sincospif, trunc_i32};
 
-/// torchvision's `roi_align` bilinear sample at `(y, x)` of an `h x w` plane read by `load`:
-/// 0 when the point is more than one pixel outside (`y < -1`, `y > h`, `x < -1`, `x > w`),
-/// otherwise coordinates below 0 are clamped to 0 and those at or past the last row/column to
-/// it, and the four neighbours are blended.
+/// One axis of torchvision's `roi_align` bilinear sample at coordinate `v` of a line of `n`
+/// pixels: the sample is 0 when the point is more than one pixel outside (`v < -1` or
+/// `v > n`); otherwise a coordinate below 0 is clamped to 0 and one at or past the last pixel
+/// to it, and the two neighbours `lo`, `hi` get weights `h` and `l`.
+#[derive(Clone, Copy)]
+pub struct RoiTap {
+    pub lo: i32,
+    pub hi: i32,
+    pub l: f32,
+    pub h: f32,
+    pub valid: bool,
+}
+
+impl RoiTap {
+    #[inline(always)]
+    pub fn new(v: f32, n: i32) -> RoiTap {
+        let valid = !(v < -1.0 || v > n as f32);
+        let mut v = if v <= 0.0 { 0.0 } else { v };
+        // The conversion saturates and maps NaN to 0, so the indices stay inside the line.
+        let mut lo = trunc_i32(v);
+        let hi;
+        if lo >= n - 1 {
+            lo = n - 1;
+            hi = n - 1;
+            v = lo as f32;
+        } else {
+            hi = lo + 1;
+        }
+        let l = v - lo as f32;
+        RoiTap {
+            lo,
+            hi,
+            l,
+            h: 1.0 - l,
+            valid,
+        }
+    }
+}
+
+/// torchvision's `roi_align` bilinear sample at `(y, x)` of an `h x w` plane read by `load`
+/// (see [`RoiTap`] for each axis): its four neighbours blended, or 0 outside.
 ///
 /// `N` planes at once (`load(k, y, x)` reads plane `k`): the point's neighbours and weights
 /// are found once and every plane's four loads are issued together.
@@ -18,48 +55,31 @@ pub fn roi_bilinear_n<const N: usize>(
     x: f32,
     load: &impl Fn(usize, i32, i32) -> f32,
 ) -> [f32; N] {
+    let ty = RoiTap::new(y, h);
+    let tx = RoiTap::new(x, w);
     let mut out = [0.0f32; N];
-    if y < -1.0 || y > h as f32 || x < -1.0 || x > w as f32 {
+    if !(ty.valid && tx.valid) {
         return out;
     }
-    let mut y = if y <= 0.0 { 0.0 } else { y };
-    let mut x = if x <= 0.0 { 0.0 } else { x };
-    // The conversion saturates and maps NaN to 0, so the indices below stay inside the plane.
-    let mut y_low = trunc_i32(y);
-    let mut x_low = trunc_i32(x);
-    let y_high;
-    let x_high;
-    if y_low >= h - 1 {
-        y_low = h - 1;
-        y_high = h - 1;
-        y = y_low as f32;
-    } else {
-        y_high = y_low + 1;
-    }
-    if x_low >= w - 1 {
-        x_low = w - 1;
-        x_high = w - 1;
-        x = x_low as f32;
-    } else {
-        x_high = x_low + 1;
-    }
-    let ly = y - y_low as f32;
-    let lx = x - x_low as f32;
-    let hy = 1.0 - ly;
-    let hx = 1.0 - lx;
     let mut v = [[0.0f32; 4]; N];
     for (k, vk) in v.iter_mut().enumerate() {
         *vk = [
-            load(k, y_low, x_low),
-            load(k, y_low, x_high),
-            load(k, y_high, x_low),
-            load(k, y_high, x_high),
+            load(k, ty.lo, tx.lo),
+            load(k, ty.lo, tx.hi),
+            load(k, ty.hi, tx.lo),
+            load(k, ty.hi, tx.hi),
         ];
     }
     for (o, vk) in out.iter_mut().zip(v.iter()) {
-        *o = hy * hx * vk[0] + hy * lx * vk[1] + ly * hx * vk[2] + ly * lx * vk[3];
+        *o = blend(&ty, &tx, vk);
     }
     out
+}
+
+/// torchvision's blend of the four neighbours `[(lo, lo), (lo, hi), (hi, lo), (hi, hi)]`.
+#[inline(always)]
+pub fn blend(ty: &RoiTap, tx: &RoiTap, v: &[f32; 4]) -> f32 {
+    ty.h * tx.h * v[0] + ty.h * tx.l * v[1] + ty.l * tx.h * v[2] + ty.l * tx.l * v[3]
 }
 
 /// One ROI box in pixel coordinates, with torchvision's derived bin sizes and sampling grid.
@@ -127,6 +147,18 @@ impl Roi {
         }
     }
 
+    /// Row coordinate of sample `iy` of output row `ph` (torchvision's arithmetic).
+    #[inline(always)]
+    pub fn y_of(&self, ph: u32, iy: i32) -> f32 {
+        self.start_y + ph as f32 * self.bin_h + (iy as f32 + 0.5) * self.bin_h / self.grid_h as f32
+    }
+
+    /// Column coordinate of sample `ix` of output column `pw` (torchvision's arithmetic).
+    #[inline(always)]
+    pub fn x_of(&self, pw: u32, ix: i32) -> f32 {
+        self.start_x + pw as f32 * self.bin_w + (ix as f32 + 0.5) * self.bin_w / self.grid_w as f32
+    }
+
     /// Average of the bin `(ph, pw)` over its sampling grid, sampling with [`roi_bilinear_n`].
     #[inline(always)]
     pub fn bin(&self, h: i32, w: i32, ph: u32, pw: u32, load: impl Fn(i32, i32) -> f32) -> f32 {
@@ -145,14 +177,12 @@ impl Roi {
         load: impl Fn(usize, i32, i32) -> f32,
     ) -> [f32; N] {
         let mut acc = [0.0f32; N];
-        let base_y = self.start_y + ph as f32 * self.bin_h;
-        let base_x = self.start_x + pw as f32 * self.bin_w;
         let mut iy = 0;
         while iy < self.grid_h {
-            let y = base_y + (iy as f32 + 0.5) * self.bin_h / self.grid_h as f32;
+            let y = self.y_of(ph, iy);
             let mut ix = 0;
             while ix < self.grid_w {
-                let x = base_x + (ix as f32 + 0.5) * self.bin_w / self.grid_w as f32;
+                let x = self.x_of(pw, ix);
                 let v = roi_bilinear_n::<N>(h, w, y, x, &load);
                 for k in 0..N {
                     acc[k] += v[k];

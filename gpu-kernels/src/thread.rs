@@ -40,3 +40,23 @@ pub unsafe fn sync_block() {
     // SAFETY: forwarded from this function's contract.
     unsafe { nvptx::_syncthreads() }
 }
+
+/// Block index along x, y and z.
+#[inline(always)]
+pub fn block_xyz() -> (u32, u32, u32) {
+    // SAFETY: reading special registers has no side effects; they are defined inside a kernel.
+    unsafe {
+        (
+            nvptx::_block_idx_x(),
+            nvptx::_block_idx_y(),
+            nvptx::_block_idx_z(),
+        )
+    }
+}
+
+/// Number of blocks of the grid along z.
+#[inline(always)]
+pub fn grid_z() -> u32 {
+    // SAFETY: reading a special register has no side effects; it is defined inside a kernel.
+    unsafe { nvptx::_grid_dim_z() }
+}

@@ -33,20 +33,32 @@ enum Task {
     Bundle,
 }
 
-/// Kernels allowed to use a stack frame (local memory), with the reason. No kernel may spill.
-const STACK_ALLOWANCES: &[(&str, u32, &str)] = &[
+/// Kernels allowed a stack frame (local memory): name, largest stack frame in bytes, largest
+/// spill traffic (stores + loads) in bytes, and the reason. No other kernel may use local
+/// memory.
+const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
     // libdevice's sincosf reduces huge arguments (|x| > 105615) with Payne-Hanek, which keeps
     // a 7-word table of partial products in a local array. Only lanes with such arguments touch
     // it; ordinary inputs never do.
     (
         "heavy_f32",
         32,
+        0,
         "libdevice sincosf Payne-Hanek reduction for |x| > 105615",
     ),
     (
         "heavy_f16",
         32,
+        0,
         "libdevice sincosf Payne-Hanek reduction (f16 inputs never reach it)",
+    ),
+    // Bounded to 80 registers so that three blocks share an SM instead of two: a few spilled
+    // values cost less than the missing third of the warps (see BENCHMARKS.md).
+    (
+        "augment",
+        96,
+        256,
+        "launch bound of 3 blocks/SM; measured faster than 2 blocks without spills",
     ),
 ];
 
@@ -88,29 +100,25 @@ fn ptx_check(arch: &[String]) -> Result<()> {
             "kernel", "regs", "smem B", "stack B", "spill st/ld B"
         );
         for k in &report {
-            let allowance = STACK_ALLOWANCES.iter().find(|(n, _, _)| *n == k.name);
-            let mut note = String::new();
-            if k.spill_stores > 0 || k.spill_loads > 0 {
-                problems.push(format!(
-                    "{} {}: spills {} / {} bytes",
-                    b.arch, k.name, k.spill_stores, k.spill_loads
-                ));
-                note = "SPILLS".into();
-            }
-            if k.stack > 0 {
-                match allowance {
-                    Some((_, max, why)) if k.stack <= *max => {
-                        note = format!("stack allowed: {why}")
-                    }
-                    _ => {
-                        problems.push(format!(
-                            "{} {}: {} bytes of stack frame without an allowance",
-                            b.arch, k.name, k.stack
-                        ));
-                        note = "STACK NOT ALLOWED".into();
+            let allowance = STACK_ALLOWANCES.iter().find(|(n, ..)| *n == k.name);
+            let spilled = k.spill_stores + k.spill_loads;
+            let note = match allowance {
+                _ if k.stack == 0 && spilled == 0 => String::new(),
+                Some((_, stack, spill, why)) if k.stack <= *stack && spilled <= *spill => {
+                    format!("stack allowed: {why}")
+                }
+                _ => {
+                    problems.push(format!(
+                        "{} {}: {} bytes of stack frame and {} / {} bytes of spills beyond its allowance",
+                        b.arch, k.name, k.stack, k.spill_stores, k.spill_loads
+                    ));
+                    if spilled > 0 {
+                        "SPILLS".into()
+                    } else {
+                        "STACK NOT ALLOWED".into()
                     }
                 }
-            }
+            };
             println!(
                 "  {:<24} {:>5} {:>10} {:>7} {:>6}/{:<6}  {}",
                 k.name, k.registers, k.shared, k.stack, k.spill_stores, k.spill_loads, note

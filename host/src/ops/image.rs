@@ -107,25 +107,29 @@ fn check_len(arg: &'static str, len: usize, shape: Shape) -> Result<()> {
 
 const BLOCK: (u32, u32, u32) = (IMAGE_BLOCK_X, IMAGE_BLOCK_Y, 1);
 
-/// Grid of the per-pixel kernels: 32 x 16 patches of an `h x w` plane, times `count`.
-fn patch_grid(arg: &'static str, h: usize, w: usize, count: usize) -> Result<(u32, u32, u32)> {
-    patch_grid_rows(arg, h, w, count, IMAGE_ROWS_PER_THREAD)
-}
-
-/// [`patch_grid`] for kernels whose threads compute `rows_per_thread` rows.
-fn patch_grid_rows(
+/// Grid of the per-pixel kernels (the kernels' `for_columns`): 32-column patches of an
+/// `h x w` plane whose threads compute `rows_per_thread` rows each, by `count` planes stacked
+/// along the grid's depth (at most 65535 deep; the blocks step through the rest).
+fn column_grid(
     arg: &'static str,
     h: usize,
     w: usize,
     count: usize,
     rows_per_thread: u32,
 ) -> Result<(u32, u32, u32)> {
+    const MAX_Y: usize = 65535;
     let rows = (IMAGE_BLOCK_Y * rows_per_thread) as usize;
-    grid_of(
-        arg,
-        w.div_ceil(IMAGE_BLOCK_X as usize) * h.div_ceil(rows),
-        count,
-    )
+    let (gx, gy) = (w.div_ceil(IMAGE_BLOCK_X as usize), h.div_ceil(rows));
+    if gx > i32::MAX as usize || gy > MAX_Y {
+        return Err(Error::arg(
+            arg,
+            format!(
+                "{h} x {w} is too large for one launch (at most {} rows)",
+                MAX_Y * rows
+            ),
+        ));
+    }
+    Ok((gx as u32, gy as u32, count.clamp(1, MAX_Y) as u32))
 }
 
 /// Grid of the tiled kernels: `TILE x TILE` tiles of an `h x w` plane, times `count`.
@@ -487,8 +491,8 @@ pub fn roi_align(
     let out = check_roi_align(shape, &boxes.host, &o)?;
     check_len("x", x.len(), shape)?;
     check_len("y", y.len(), out)?;
-    let grid = patch_grid_rows(
-        "boxes",
+    let grid = column_grid(
+        "output_size",
         o.out_h,
         o.out_w,
         boxes.host.len(),
@@ -512,9 +516,20 @@ pub fn roi_align(
         spatial_scale: o.spatial_scale,
         aligned: o.aligned as u32,
     };
+    // The sampling grid computed as the kernels do (same f32 operations, no contraction), so a
+    // launch whose every box samples once per bin can take the one-sample kernel.
+    let spec = if boxes
+        .host
+        .iter()
+        .all(|b| roi_sampling_grid(b, &o) == (1, 1))
+    {
+        &ROI_ALIGN_ONE_SAMPLE
+    } else {
+        &ROI_ALIGN
+    };
     // SAFETY: lengths checked against the shapes; the boxes were validated (batch index in
     // range, bounded sampling grid); the grid covers every output.
-    unsafe { gpu.launch(stream, &ROI_ALIGN, grid, BLOCK, p) }
+    unsafe { gpu.launch(stream, spec, grid, BLOCK, p) }
 }
 
 /// Interpolation of `rotate`.
@@ -555,7 +570,7 @@ pub fn rotate(
     if let Some(f) = fill.filter(|f| !f.is_finite()) {
         return Err(Error::arg("fill", format!("{f}: must be finite")));
     }
-    let grid = patch_grid("x", shape.h, shape.w, shape.n)?;
+    let grid = column_grid("x", shape.h, shape.w, shape.n, IMAGE_ROWS_PER_THREAD)?;
     let (xp, _r) = x.device_ptr(stream);
     let (ap, _a) = angles.dev.device_ptr(stream);
     let (yp, _w) = y.device_ptr_mut(stream);
@@ -712,7 +727,7 @@ pub fn resize(
     let out = shape.with_size(out_h, out_w);
     out.check("size")?;
     check_len("y", y.len(), out)?;
-    let grid = patch_grid("size", out_h, out_w, shape.n)?;
+    let grid = column_grid("size", out_h, out_w, shape.n, IMAGE_ROWS_PER_THREAD)?;
     let (xp, _r) = x.device_ptr(stream);
     let (yp, _w) = y.device_ptr_mut(stream);
     let p = ResizeParams {
@@ -1119,4 +1134,4 @@ pub struct AugmentScratch {
 }
 
 /// Every image kernel (for reports).
-pub const KERNELS: [KernelSpec; 10] = abi::IMAGE_KERNELS;
+pub const KERNELS: [KernelSpec; 11] = abi::IMAGE_KERNELS;
