@@ -1,0 +1,115 @@
+//! `gaussian_blur`: its sigmas and the checks of kernel sizes and sigmas.
+
+use super::{check_len, grid_of, PerImage, Shape, BLOCK};
+use crate::error::{Error, Result};
+use crate::runtime::Gpu;
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use streamline_abi::image::{
+    blur_output_tile, blur_shared_bytes, GaussianBlurParams, GAUSSIAN_BLUR, MAX_KERNEL_SIZE,
+};
+
+/// Sigma of `gaussian_blur`.
+pub enum Sigma<'a> {
+    /// `(sigma_x, sigma_y)` for every image.
+    Global(f32, f32),
+    /// Pairs `[sigma_x, sigma_y]` per image (`2 * n` values).
+    PerImage(&'a PerImage),
+}
+
+/// Checks a Gaussian kernel size against the image extent it slides along (reflect padding
+/// needs `k / 2 < extent`).
+pub fn check_kernel_size(arg: &'static str, k: usize, extent: usize, axis: &str) -> Result<()> {
+    if k == 0 || k.is_multiple_of(2) || k > MAX_KERNEL_SIZE as usize {
+        return Err(Error::arg(
+            arg,
+            format!("{k}: must be odd, 1..={MAX_KERNEL_SIZE}"),
+        ));
+    }
+    if k / 2 >= extent {
+        return Err(Error::arg(
+            arg,
+            format!(
+                "{k} needs an image {axis} of at least {} (reflect padding of {} must be smaller than the {axis} {extent})",
+                k / 2 + 1,
+                k / 2
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a Gaussian sigma (finite, > 0).
+pub fn check_sigma(arg: &'static str, s: f32) -> Result<()> {
+    if !s.is_finite() || s <= 0.0 {
+        return Err(Error::arg(arg, format!("{s}: must be finite and > 0")));
+    }
+    Ok(())
+}
+
+/// `gaussian_blur(x, [kx, ky], [sigma_x, sigma_y])` with reflect padding.
+#[allow(clippy::too_many_arguments)]
+pub fn gaussian_blur(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    shape: Shape,
+    x: &impl DevicePtr<f32>,
+    (kx, ky): (usize, usize),
+    sigma: Sigma,
+    y: &mut impl DevicePtrMut<f32>,
+) -> Result<()> {
+    shape.check("x")?;
+    check_len("x", x.len(), shape)?;
+    check_len("y", y.len(), shape)?;
+    check_kernel_size("kernel_size", kx, shape.w, "width")?;
+    check_kernel_size("kernel_size", ky, shape.h, "height")?;
+    let (sp, sx, sy) = match &sigma {
+        Sigma::Global(sx, sy) => {
+            check_sigma("sigma", *sx)?;
+            check_sigma("sigma", *sy)?;
+            (None, *sx, *sy)
+        }
+        Sigma::PerImage(s) => {
+            if s.host.len() != 2 * shape.n {
+                return Err(Error::arg(
+                    "sigma",
+                    format!(
+                        "has {} values; needs a pair per image ({})",
+                        s.host.len(),
+                        2 * shape.n
+                    ),
+                ));
+            }
+            for v in &s.host {
+                check_sigma("sigma", *v)?;
+            }
+            (Some(&s.dev), 0.0, 0.0)
+        }
+    };
+    let (tw, th) = blur_output_tile(kx as u32, ky as u32);
+    let grid = grid_of(
+        "x",
+        shape.w.div_ceil(tw as usize) * shape.h.div_ceil(th as usize),
+        shape.n * shape.c,
+    )?;
+    let (xp, _r) = x.device_ptr(stream);
+    let sguard = sp.map(|d| d.device_ptr(stream));
+    let (yp, _w) = y.device_ptr_mut(stream);
+    let p = GaussianBlurParams {
+        x: xp,
+        y: yp,
+        sigmas: sguard.as_ref().map_or(0, |g| g.0),
+        batch: shape.n as u32,
+        channels: shape.c as u32,
+        height: shape.h as u32,
+        width: shape.w as u32,
+        kx: kx as u32,
+        ky: ky as u32,
+        sigma_x: sx,
+        sigma_y: sy,
+    };
+    let smem = blur_shared_bytes(kx as u32, ky as u32);
+    // SAFETY: lengths checked; kernel sizes odd, within MAX_KERNEL_SIZE and smaller than twice
+    // the image; sigmas a pair per image or 0; the shared memory is what the kernel uses for
+    // these sizes.
+    unsafe { gpu.launch_shared(stream, &GAUSSIAN_BLUR, grid, BLOCK, smem, p) }
+}

@@ -1,0 +1,199 @@
+//! Image operations on NCHW batches, each one launch for the whole batch with per-image
+//! parameters: uint8 to float, ROI-align crop, rotation, Gaussian blur, resize, per-channel
+//! normalisation, and seed 003's whole augmentation (fused, and as the chain of separate
+//! kernels).
+//!
+//! Their exact definitions, following torchvision so results can be swapped in, are written
+//! with the CPU references in [`crate::reference::image`]. Every argument is checked before any
+//! device work: a bad one gives [`Error::InvalidArgument`] naming it and the allowed range, and
+//! nothing is written.
+
+mod augment;
+mod gaussian_blur;
+mod normalize;
+mod resize;
+mod roi_align;
+mod rotate;
+mod to_float;
+
+pub use augment::{Augment, AugmentConfig, AugmentDraw, AugmentScratch};
+pub use gaussian_blur::{check_kernel_size, check_sigma, gaussian_blur, Sigma};
+pub use normalize::{normalize, ChannelStats};
+pub use resize::{resize, ResizeMode};
+pub use roi_align::{check_roi_align, roi_align, roi_sampling_grid, RoiAlign, RoiBoxes};
+pub use rotate::{rotate, Interp};
+pub use to_float::{to_float, to_float_scale};
+
+use crate::error::{Error, Result};
+use cudarc::driver::{CudaSlice, CudaStream};
+use std::sync::Arc;
+use streamline_abi::image::{self as abi, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, TILE};
+use streamline_abi::KernelSpec;
+
+/// Shape of a dense NCHW batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Images.
+    pub n: usize,
+    /// Channels per image.
+    pub c: usize,
+    /// Height.
+    pub h: usize,
+    /// Width.
+    pub w: usize,
+}
+
+impl Shape {
+    /// `n x c x h x w`.
+    pub const fn new(n: usize, c: usize, h: usize, w: usize) -> Shape {
+        Shape { n, c, h, w }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.n * self.c * self.h * self.w
+    }
+
+    /// Whether it holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The same batch with planes of `h x w`.
+    pub fn with_size(&self, h: usize, w: usize) -> Shape {
+        Shape { h, w, ..*self }
+    }
+
+    /// Checks that every extent is at least 1, a plane holds at most `2^31 - 1` values and the
+    /// batch at most `2^40` values; `arg` names the tensor in the error.
+    pub fn check(&self, arg: &'static str) -> Result<()> {
+        let dims = [self.n, self.c, self.h, self.w];
+        if dims.contains(&0) {
+            return Err(Error::arg(
+                arg,
+                format!(
+                    "shape {self} has a zero extent; every extent must be at least 1 (a zero-size output is not allowed)"
+                ),
+            ));
+        }
+        let plane = self.h.checked_mul(self.w);
+        if plane.is_none_or(|p| p > i32::MAX as usize) {
+            return Err(Error::arg(
+                arg,
+                format!("shape {self}: height * width must be at most 2^31 - 1"),
+            ));
+        }
+        let total = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        if total.is_none_or(|t| t > 1 << 40) {
+            return Err(Error::arg(
+                arg,
+                format!("shape {self}: at most 2^40 values"),
+            ));
+        }
+        if self.n > u32::MAX as usize || self.c > u32::MAX as usize {
+            return Err(Error::arg(
+                arg,
+                format!("shape {self}: too many images or channels"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}x{}x{}x{}", self.n, self.c, self.h, self.w)
+    }
+}
+
+fn check_len(arg: &'static str, len: usize, shape: Shape) -> Result<()> {
+    if len != shape.len() {
+        return Err(Error::arg(
+            arg,
+            format!(
+                "length {len} does not match the shape {shape} ({} values)",
+                shape.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+const BLOCK: (u32, u32, u32) = (IMAGE_BLOCK_X, IMAGE_BLOCK_Y, 1);
+
+/// Grid of the per-pixel kernels (the kernels' `for_columns`): 32-column patches of an
+/// `h x w` plane whose threads compute `rows_per_thread` rows each, by `count` planes stacked
+/// along the grid's depth (at most 65535 deep; the blocks step through the rest).
+fn column_grid(
+    arg: &'static str,
+    h: usize,
+    w: usize,
+    count: usize,
+    rows_per_thread: u32,
+) -> Result<(u32, u32, u32)> {
+    const MAX_Y: usize = 65535;
+    let rows = (IMAGE_BLOCK_Y * rows_per_thread) as usize;
+    let (gx, gy) = (w.div_ceil(IMAGE_BLOCK_X as usize), h.div_ceil(rows));
+    if gx > i32::MAX as usize || gy > MAX_Y {
+        return Err(Error::arg(
+            arg,
+            format!(
+                "{h} x {w} is too large for one launch (at most {} rows)",
+                MAX_Y * rows
+            ),
+        ));
+    }
+    Ok((gx as u32, gy as u32, count.clamp(1, MAX_Y) as u32))
+}
+
+/// Grid of the tiled kernels: `TILE x TILE` tiles of an `h x w` plane, times `count`.
+fn tile_grid(arg: &'static str, h: usize, w: usize, count: usize) -> Result<(u32, u32, u32)> {
+    let t = TILE as usize;
+    grid_of(arg, w.div_ceil(t) * h.div_ceil(t), count)
+}
+
+fn grid_of(arg: &'static str, per: usize, count: usize) -> Result<(u32, u32, u32)> {
+    match per.checked_mul(count) {
+        Some(b) if b <= i32::MAX as usize => Ok((b as u32, 1, 1)),
+        _ => Err(Error::arg(
+            arg,
+            "too large for one launch (more than 2^31 - 1 blocks)",
+        )),
+    }
+}
+
+/// Per-image f32 parameters on the device (angles, sigmas), checked finite on upload; the host
+/// copy is kept for later checks and for references.
+pub struct PerImage {
+    dev: CudaSlice<f32>,
+    host: Vec<f32>,
+}
+
+impl PerImage {
+    /// Uploads `values` (one per image, or `stride` per image for pairs); `arg` names them in
+    /// errors. Every value must be finite.
+    pub fn upload(stream: &Arc<CudaStream>, arg: &'static str, values: &[f32]) -> Result<PerImage> {
+        if values.is_empty() {
+            return Err(Error::arg(arg, "needs at least one value"));
+        }
+        if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(Error::arg(arg, format!("value {i} is {v}; must be finite")));
+        }
+        let dev = stream.clone_htod(values).map_err(|source| Error::Driver {
+            op: "cuMemcpyHtoDAsync",
+            source,
+        })?;
+        Ok(PerImage {
+            dev,
+            host: values.to_vec(),
+        })
+    }
+
+    /// The values as uploaded.
+    pub fn values(&self) -> &[f32] {
+        &self.host
+    }
+}
+
+/// Every image kernel (for reports).
+pub const KERNELS: [KernelSpec; 11] = abi::IMAGE_KERNELS;

@@ -1,0 +1,116 @@
+//! `normalize`: per-channel normalisation, and its statistics on the device.
+
+use super::{check_len, grid_of, Shape};
+use crate::error::{Error, Result};
+use crate::runtime::Gpu;
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use std::sync::Arc;
+use streamline_abi::image::{NormalizeParams, ELEMENTWISE_BLOCK, NORMALIZE};
+
+/// Per-channel mean and standard deviation on the device.
+pub struct ChannelStats {
+    pub(super) dev: CudaSlice<f32>,
+    mean: Vec<f32>,
+    std: Vec<f32>,
+}
+
+impl ChannelStats {
+    /// Uploads `mean` and `std` (one per channel, finite, `std != 0`).
+    pub fn upload(stream: &Arc<CudaStream>, mean: &[f32], std: &[f32]) -> Result<ChannelStats> {
+        if mean.is_empty() {
+            return Err(Error::arg(
+                "mean",
+                "needs one value per channel (at least one)",
+            ));
+        }
+        if std.len() != mean.len() {
+            return Err(Error::arg(
+                "std",
+                format!("has {} values but mean has {}", std.len(), mean.len()),
+            ));
+        }
+        if let Some(v) = mean.iter().find(|v| !v.is_finite()) {
+            return Err(Error::arg("mean", format!("value {v} is not finite")));
+        }
+        if let Some(v) = std.iter().find(|v| !v.is_finite() || **v == 0.0) {
+            return Err(Error::arg(
+                "std",
+                format!("value {v}: every std must be finite and non-zero"),
+            ));
+        }
+        let mut both = mean.to_vec();
+        both.extend_from_slice(std);
+        let dev = stream.clone_htod(&both).map_err(|source| Error::Driver {
+            op: "cuMemcpyHtoDAsync",
+            source,
+        })?;
+        Ok(ChannelStats {
+            dev,
+            mean: mean.to_vec(),
+            std: std.to_vec(),
+        })
+    }
+
+    /// Channels.
+    pub fn channels(&self) -> usize {
+        self.mean.len()
+    }
+    /// Means.
+    pub fn mean(&self) -> &[f32] {
+        &self.mean
+    }
+    /// Standard deviations.
+    pub fn std(&self) -> &[f32] {
+        &self.std
+    }
+}
+
+/// `normalize`: `y = (x - mean[c]) / std[c]` for a batch of `shape`.
+pub fn normalize(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    shape: Shape,
+    x: &impl DevicePtr<f32>,
+    stats: &ChannelStats,
+    y: &mut impl DevicePtrMut<f32>,
+) -> Result<()> {
+    shape.check("x")?;
+    check_len("x", x.len(), shape)?;
+    check_len("y", y.len(), shape)?;
+    if stats.channels() != shape.c {
+        return Err(Error::arg(
+            "mean",
+            format!(
+                "has {} channels but the images have {}",
+                stats.channels(),
+                shape.c
+            ),
+        ));
+    }
+    let (xp, _r) = x.device_ptr(stream);
+    let (sp, _s) = stats.dev.device_ptr(stream);
+    let (yp, _w) = y.device_ptr_mut(stream);
+    let plane = shape.h * shape.w;
+    let p = NormalizeParams {
+        x: xp,
+        y: yp,
+        stats: sp,
+        planes: (shape.n * shape.c) as u32,
+        channels: shape.c as u32,
+        plane_len: plane as u32,
+        pad: 0,
+    };
+    let vec = plane.is_multiple_of(4) && xp.is_multiple_of(16) && yp.is_multiple_of(16);
+    let units = if vec { plane / 4 } else { plane };
+    let grid = grid_of(
+        "x",
+        units.div_ceil(ELEMENTWISE_BLOCK as usize),
+        shape.n * shape.c,
+    )?;
+    if (shape.n * shape.c) > u32::MAX as usize {
+        return Err(Error::arg("x", "more than 2^32 - 1 planes"));
+    }
+    // SAFETY: lengths checked against `shape`; `stats` holds `2 * c` values; the grid covers
+    // every plane with the kernel's own vectorisation rule.
+    unsafe { gpu.launch(stream, &NORMALIZE, grid, (ELEMENTWISE_BLOCK, 1, 1), p) }
+}

@@ -1,0 +1,60 @@
+//! `resize`: every plane to a new size.
+
+use super::{check_len, column_grid, Shape, BLOCK};
+use crate::error::Result;
+use crate::runtime::Gpu;
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use streamline_abi::image::{
+    ResizeParams, IMAGE_ROWS_PER_THREAD, RESIZE_BILINEAR, RESIZE_BILINEAR_AA, RESIZE_NEAREST,
+};
+
+/// Interpolation of `resize`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResizeMode {
+    /// Bilinear, `align_corners=False`, no antialiasing.
+    Bilinear,
+    /// Bilinear with torchvision's antialiasing (`antialias=True`, its default).
+    BilinearAntialias,
+    /// torch's `nearest`.
+    Nearest,
+}
+
+/// `resize` of every plane to `out_h x out_w`.
+#[allow(clippy::too_many_arguments)]
+pub fn resize(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    shape: Shape,
+    x: &impl DevicePtr<f32>,
+    (out_h, out_w): (usize, usize),
+    mode: ResizeMode,
+    y: &mut impl DevicePtrMut<f32>,
+) -> Result<()> {
+    shape.check("x")?;
+    check_len("x", x.len(), shape)?;
+    let out = shape.with_size(out_h, out_w);
+    out.check("size")?;
+    check_len("y", y.len(), out)?;
+    let grid = column_grid("size", out_h, out_w, shape.n, IMAGE_ROWS_PER_THREAD)?;
+    let (xp, _r) = x.device_ptr(stream);
+    let (yp, _w) = y.device_ptr_mut(stream);
+    let p = ResizeParams {
+        x: xp,
+        y: yp,
+        batch: shape.n as u32,
+        channels: shape.c as u32,
+        in_h: shape.h as u32,
+        in_w: shape.w as u32,
+        out_h: out_h as u32,
+        out_w: out_w as u32,
+    };
+    // Antialiasing changes nothing when neither axis shrinks (the triangle's support stays one
+    // pixel): the plain bilinear kernel computes the same values.
+    let spec = match mode {
+        ResizeMode::BilinearAntialias if out_h < shape.h || out_w < shape.w => &RESIZE_BILINEAR_AA,
+        ResizeMode::Bilinear | ResizeMode::BilinearAntialias => &RESIZE_BILINEAR,
+        ResizeMode::Nearest => &RESIZE_NEAREST,
+    };
+    // SAFETY: lengths checked against the shapes; the grid covers every output pixel.
+    unsafe { gpu.launch(stream, spec, grid, BLOCK, p) }
+}

@@ -1,0 +1,69 @@
+//! `rotate`: per-image rotation.
+
+use super::{check_len, column_grid, PerImage, Shape, BLOCK};
+use crate::error::{Error, Result};
+use crate::runtime::Gpu;
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use streamline_abi::image::{RotateParams, IMAGE_ROWS_PER_THREAD, ROTATE_BILINEAR, ROTATE_NEAREST};
+
+/// Interpolation of `rotate`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interp {
+    /// Nearest neighbour (torchvision's default for `rotate`).
+    Nearest,
+    /// Bilinear.
+    Bilinear,
+}
+
+/// `rotate`: image `i` rotated by `angles[i]` degrees counter-clockwise about its centre,
+/// `expand=False`; outside the input, `fill` (torchvision's masked fill) or 0 with `None`.
+#[allow(clippy::too_many_arguments)]
+pub fn rotate(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    shape: Shape,
+    x: &impl DevicePtr<f32>,
+    angles: &PerImage,
+    mode: Interp,
+    fill: Option<f32>,
+    y: &mut impl DevicePtrMut<f32>,
+) -> Result<()> {
+    shape.check("x")?;
+    check_len("x", x.len(), shape)?;
+    check_len("y", y.len(), shape)?;
+    if angles.host.len() != shape.n {
+        return Err(Error::arg(
+            "angles",
+            format!(
+                "has {} values; needs one per image ({})",
+                angles.host.len(),
+                shape.n
+            ),
+        ));
+    }
+    if let Some(f) = fill.filter(|f| !f.is_finite()) {
+        return Err(Error::arg("fill", format!("{f}: must be finite")));
+    }
+    let grid = column_grid("x", shape.h, shape.w, shape.n, IMAGE_ROWS_PER_THREAD)?;
+    let (xp, _r) = x.device_ptr(stream);
+    let (ap, _a) = angles.dev.device_ptr(stream);
+    let (yp, _w) = y.device_ptr_mut(stream);
+    let p = RotateParams {
+        x: xp,
+        y: yp,
+        angles: ap,
+        batch: shape.n as u32,
+        channels: shape.c as u32,
+        height: shape.h as u32,
+        width: shape.w as u32,
+        fill: fill.unwrap_or(0.0),
+        has_fill: fill.is_some() as u32,
+    };
+    let spec = match mode {
+        Interp::Nearest => &ROTATE_NEAREST,
+        Interp::Bilinear => &ROTATE_BILINEAR,
+    };
+    // SAFETY: lengths checked against `shape`; one angle per image; the grid covers every
+    // output pixel.
+    unsafe { gpu.launch(stream, spec, grid, BLOCK, p) }
+}

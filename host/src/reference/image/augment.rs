@@ -1,0 +1,63 @@
+//! Reference of seed 003's augmentation.
+
+use super::{gaussian_blur, normalize, resize, roi_align, rotate, to_float};
+use crate::ops::image::{AugmentConfig, AugmentDraw, ResizeMode, RoiAlign, Shape};
+
+/// Seed 003's transform composed from the references above: to float, `roi_align` crop
+/// (aligned=False, sampling_ratio=-1), resize up (antialiased bilinear), rotate (zero fill),
+/// blur, normalize. Returns the values and, for nearest rotation, the set of outputs whose blur
+/// window contains an ambiguous rotated pixel (see [`rotate`]).
+pub fn augment(
+    x: &[u8],
+    s: Shape,
+    cfg: &AugmentConfig,
+    draw: &AugmentDraw,
+    delta: f64,
+) -> (Vec<f64>, Vec<bool>) {
+    let f: Vec<f64> = to_float(x, cfg.scale).iter().map(|&v| v as f64).collect();
+    let boxes: Vec<[f32; 5]> = draw
+        .boxes
+        .iter()
+        .enumerate()
+        .map(|(i, b)| [i as f32, b[0], b[1], b[2], b[3]])
+        .collect();
+    let o = RoiAlign {
+        out_h: cfg.crop,
+        out_w: cfg.crop,
+        spatial_scale: 1.0,
+        sampling_ratio: -1,
+        aligned: false,
+    };
+    let crop = roi_align(&f, s, &boxes, &o);
+    let cs = s.with_size(cfg.crop, cfg.crop);
+    let z = resize(&crop, cs, cfg.size, cfg.size, ResizeMode::BilinearAntialias);
+    let os = s.with_size(cfg.size, cfg.size);
+    let r = rotate(&z, os, &draw.angles, cfg.interp, None, delta);
+    let sig: Vec<(f64, f64)> = draw.sigmas.iter().map(|&v| (v as f64, v as f64)).collect();
+    let k = cfg.kernel_size;
+    let b = gaussian_blur(&r.values, os, k, k, &sig);
+    let y = normalize(&b, os, &cfg.mean, &cfg.std);
+    // Outputs depending on an ambiguous rotated pixel.
+    let mut amb = vec![false; os.len()];
+    let rad = (k / 2) as i64;
+    for &key in r.ambiguous.keys() {
+        let j = key % os.w;
+        let i = (key / os.w) % os.h;
+        let plane = key / (os.w * os.h);
+        for a in -rad..=rad {
+            for bb in -rad..=rad {
+                // Every output whose reflected window reaches (i, j).
+                for (oi, oj) in [(i as i64 + a, j as i64 + bb)] {
+                    for ri in [oi, -oi, 2 * (os.h as i64 - 1) - oi] {
+                        for rj in [oj, -oj, 2 * (os.w as i64 - 1) - oj] {
+                            if ri >= 0 && rj >= 0 && (ri as usize) < os.h && (rj as usize) < os.w {
+                                amb[(plane * os.h + ri as usize) * os.w + rj as usize] = true;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (y, amb)
+}

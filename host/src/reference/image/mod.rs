@@ -1,0 +1,38 @@
+//! CPU references of the image operations: plain loops over NCHW `Vec`s, values in f64, each
+//! written from torchvision's definition (given in each function's documentation, coordinate
+//! conventions included) and sharing no code with the kernels.
+//!
+//! # Error analysis (what the GPU tests allow)
+//!
+//! The kernels compute in f32 with the same formulas as PyTorch's CUDA kernels. For an output
+//! that is a weighted sum `sum_k w_k v_k` of `m` inputs with weights `w_k >= 0` summing to at
+//! most 1 (every op here except normalize), each weight carries a relative error of a few ulp
+//! (`u = 2^-24`) from its f32 computation and the sum `m` roundings, so the absolute error is at
+//! most about `(m + 8) u max|v|`. Where a weight depends on a source coordinate computed in f32
+//! (rotation, resize, roi_align), the coordinate has an absolute error `delta` of a few ulp of
+//! its magnitude (`~ 4 u (h + w)`), which moves a bilinear result by at most `2 delta max|v|`.
+//! Nearest-neighbour choices are discontinuous: where the exact source coordinate lies within
+//! `delta` of a rounding tie or of the image border, either neighbour (or the fill) is a
+//! correct answer; [`rotate`] reports those pixels with every value they may take.
+
+mod augment;
+mod gaussian_blur;
+mod normalize;
+mod resize;
+mod roi_align;
+mod rotate;
+mod to_float;
+
+pub use augment::augment;
+pub use gaussian_blur::{gaussian_blur, gaussian_weights, reflect};
+pub use normalize::normalize;
+pub use resize::{resize, resize_taps};
+pub use roi_align::roi_align;
+pub use rotate::{rotate, rotation_source, Rotated};
+pub use to_float::to_float;
+
+use crate::ops::image::Shape;
+
+fn idx(s: Shape, n: usize, c: usize, y: usize, x: usize) -> usize {
+    ((n * s.c + c) * s.h + y) * s.w + x
+}

@@ -1,0 +1,94 @@
+//! Reference of `roi_align`.
+
+use super::idx;
+use crate::ops::image::{RoiAlign, Shape};
+
+/// torchvision's `roi_align` bilinear rule at `(y, x)` of plane `(n, c)`: 0 if `y < -1`,
+/// `y > h`, `x < -1` or `x > w`; otherwise coordinates `<= 0` become 0, those at or past the
+/// last row/column become it, and the four neighbours `(floor y, floor x) ..` are blended with
+/// weights `(1 - ly)(1 - lx)`, `(1 - ly) lx`, `ly (1 - lx)`, `ly lx`.
+fn roi_point(x: &[f64], s: Shape, n: usize, c: usize, y: f64, xx: f64) -> f64 {
+    let (h, w) = (s.h as f64, s.w as f64);
+    if y < -1.0 || y > h || xx < -1.0 || xx > w {
+        return 0.0;
+    }
+    let y = y.max(0.0);
+    let xx = xx.max(0.0);
+    let (mut y0, mut x0) = (y.floor() as usize, xx.floor() as usize);
+    let (y1, x1);
+    let (mut yy, mut xv) = (y, xx);
+    if y0 >= s.h - 1 {
+        y0 = s.h - 1;
+        y1 = s.h - 1;
+        yy = y0 as f64;
+    } else {
+        y1 = y0 + 1;
+    }
+    if x0 >= s.w - 1 {
+        x0 = s.w - 1;
+        x1 = s.w - 1;
+        xv = x0 as f64;
+    } else {
+        x1 = x0 + 1;
+    }
+    let ly = yy - y0 as f64;
+    let lx = xv - x0 as f64;
+    let at = |a: usize, b: usize| x[idx(s, n, c, a, b)];
+    (1.0 - ly) * (1.0 - lx) * at(y0, x0)
+        + (1.0 - ly) * lx * at(y0, x1)
+        + ly * (1.0 - lx) * at(y1, x0)
+        + ly * lx * at(y1, x1)
+}
+
+/// `torchvision.ops.roi_align`: for box `[b, x1, y1, x2, y2]`, with `off = 0.5` if `aligned`
+/// else 0, the box starts at `(x1 s - off, y1 s - off)` (`s` the spatial scale) and has size
+/// `(x2 - x1) s` by `(y2 - y1) s`, each at least 1 when not aligned. Bin `(ph, pw)` of an
+/// `out_h x out_w` grid averages `gh x gw` samples (the sampling ratio, or `ceil(size / out)`
+/// per axis when it is `<= 0`) at `start + p * bin + (i + 0.5) * bin / g`, each by
+/// `roi_point`; the average divides by `max(gh * gw, 1)`. Output: `boxes x c x out_h x out_w`.
+pub fn roi_align(x: &[f64], s: Shape, boxes: &[[f32; 5]], o: &RoiAlign) -> Vec<f64> {
+    let out = Shape::new(boxes.len(), s.c, o.out_h, o.out_w);
+    let mut y = vec![0.0; out.len()];
+    let sc = o.spatial_scale as f64;
+    let off = if o.aligned { 0.5 } else { 0.0 };
+    for (k, b) in boxes.iter().enumerate() {
+        let n = b[0] as usize;
+        let sx = b[1] as f64 * sc - off;
+        let sy = b[2] as f64 * sc - off;
+        let mut rw = b[3] as f64 * sc - off - sx;
+        let mut rh = b[4] as f64 * sc - off - sy;
+        if !o.aligned {
+            rw = rw.max(1.0);
+            rh = rh.max(1.0);
+        }
+        let bh = rh / o.out_h as f64;
+        let bw = rw / o.out_w as f64;
+        let gh = if o.sampling_ratio > 0 {
+            o.sampling_ratio as usize
+        } else {
+            bh.ceil() as usize
+        };
+        let gw = if o.sampling_ratio > 0 {
+            o.sampling_ratio as usize
+        } else {
+            bw.ceil() as usize
+        };
+        let count = (gh * gw).max(1) as f64;
+        for c in 0..s.c {
+            for ph in 0..o.out_h {
+                for pw in 0..o.out_w {
+                    let mut acc = 0.0;
+                    for iy in 0..gh {
+                        let yy = sy + ph as f64 * bh + (iy as f64 + 0.5) * bh / gh as f64;
+                        for ix in 0..gw {
+                            let xx = sx + pw as f64 * bw + (ix as f64 + 0.5) * bw / gw as f64;
+                            acc += roi_point(x, s, n, c, yy, xx);
+                        }
+                    }
+                    y[idx(out, k, c, ph, pw)] = acc / count;
+                }
+            }
+        }
+    }
+    y
+}
