@@ -133,7 +133,7 @@ fn ptx_check(arch: &[String]) -> Result<()> {
     if !problems.is_empty() {
         bail!("ptx-check failed:\n  {}", problems.join("\n  "));
     }
-    println!("ptx-check: all kernels assembled, no spills, stack only where allowed");
+    println!("ptx-check: all kernels assembled, spills and stack only within their allowances");
     Ok(())
 }
 
