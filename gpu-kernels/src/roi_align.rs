@@ -176,36 +176,21 @@ impl Bins<'_> {
             }
             return N as u32;
         }
-        // The general grid, in torchvision's order (sample rows, then columns). Each row is
-        // stored before the next starts, which keeps few values live.
+        // The general grid (`Roi::bin_n`). Each row is stored before the next starts, which
+        // keeps few values live.
         let mut r = 0;
         while r < ROWS {
             let ph = self.col.row(r);
             if ph > last {
                 break;
             }
-            let mut acc = [0.0f32; N];
-            if self.valid {
-                let mut iy = 0;
-                while iy < self.roi.grid_h {
-                    let ty = RoiTap::new(self.roi.y_of(ph, iy), h);
-                    let mut ix = 0;
-                    while ty.valid && ix < self.roi.grid_w {
-                        let tx = RoiTap::new(self.roi.x_of(pw, ix), w);
-                        if tx.valid {
-                            let v: [[f32; 4]; N] = core::array::from_fn(|k| tap_loads(&ty, &tx, k));
-                            for k in 0..N {
-                                acc[k] += blend(&ty, &tx, &v[k]);
-                            }
-                        }
-                        ix += 1;
-                    }
-                    iy += 1;
-                }
-                for a in acc.iter_mut() {
-                    *a /= self.roi.count;
-                }
-            }
+            let acc = if self.valid {
+                self.roi.bin_n::<N>(h, w, ph, pw, |k, yy, xx| {
+                    at(k, yy as u32 * p.width + xx as u32)
+                })
+            } else {
+                [0.0; N]
+            };
             store(ph, &acc);
             r += 1;
         }
