@@ -16,14 +16,11 @@ use crate::KernelSpec;
 pub const IMAGE_BLOCK_X: u32 = 32;
 /// Threads per block along y of the per-pixel image kernels.
 pub const IMAGE_BLOCK_Y: u32 = 8;
-/// Output rows each thread of the per-pixel kernels (resize, rotate) computes: the block covers
-/// `IMAGE_BLOCK_X x IMAGE_BLOCK_Y * IMAGE_ROWS_PER_THREAD` pixels, and a thread's per-image and
-/// per-column setup serves that many pixels.
-pub const IMAGE_ROWS_PER_THREAD: u32 = 2;
-/// Output rows per thread of `roi_align` (its blocks cover `IMAGE_BLOCK_X x IMAGE_BLOCK_Y *
-/// ROI_ROWS_PER_THREAD` bins): each thread's box setup (bin sizes, sampling grid) costs as much
-/// as several bins.
-pub const ROI_ROWS_PER_THREAD: u32 = 4;
+/// Most output rows one thread of the per-pixel kernels (resize, rotate, roi_align) computes.
+/// The host picks the count per launch (`rows` in their parameters): a thread's per-image and
+/// per-column setup serves every one of its rows, while fewer rows per thread give a small
+/// batch more threads to spread its memory latency over.
+pub const MAX_ROWS_PER_THREAD: u32 = 8;
 /// Side of the square output tile of the blur and the fused augmentation.
 pub const TILE: u32 = 32;
 /// Largest Gaussian kernel size (odd) of `gaussian_blur` and `augment`.
@@ -113,6 +110,10 @@ pub struct RoiAlignParams {
     pub spatial_scale: f32,
     /// 1: shift box coordinates by -0.5 pixel (`aligned=True`), 0: not.
     pub aligned: u32,
+    /// Output rows per thread, `1..=MAX_ROWS_PER_THREAD` (the grid is made for it).
+    pub rows: u32,
+    /// Zero (keeps the layout free of implicit padding).
+    pub pad: u32,
 }
 
 /// `rotate_nearest` / `rotate_bilinear`: each image rotated by its own angle about its centre.
@@ -138,6 +139,10 @@ pub struct RotateParams {
     pub fill: f32,
     /// 0: zero padding (torchvision's `fill=None`), 1: torchvision's masked fill with `fill`.
     pub has_fill: u32,
+    /// Output rows per thread, `1..=MAX_ROWS_PER_THREAD` (the grid is made for it).
+    pub rows: u32,
+    /// Zero (keeps the layout free of implicit padding).
+    pub pad: u32,
 }
 
 /// `gaussian_blur`: separable Gaussian blur with reflect padding, kernel `kx` wide and `ky`
@@ -173,7 +178,7 @@ pub struct GaussianBlurParams {
 
 /// `resize_*`: every plane of `planes` planes resized from `in_h x in_w` to `out_h x out_w`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
 pub struct ResizeParams {
     /// Device address of the f32 input.
@@ -192,6 +197,14 @@ pub struct ResizeParams {
     pub out_h: u32,
     /// Output width.
     pub out_w: u32,
+    /// `in_h / out_h` in f32, torch's source-coordinate scale.
+    pub scale_h: f32,
+    /// `in_w / out_w` in f32.
+    pub scale_w: f32,
+    /// Output rows per thread, `1..=MAX_ROWS_PER_THREAD` (the grid is made for it).
+    pub rows: u32,
+    /// Zero (keeps the layout free of implicit padding).
+    pub pad: u32,
 }
 
 /// `augment`: seed 003's transform, uint8 NCHW in, f32 NCHW out: to float (times `scale`),
@@ -252,7 +265,7 @@ pub const ROI_ALIGN: KernelSpec =
 /// ROI-align when every box has one sampling point per bin (the host checks).
 pub const ROI_ALIGN_ONE_SAMPLE: KernelSpec =
     KernelSpec::of::<RoiAlignParams>("roi_align_one_sample")
-        .with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 3);
+        .with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
 /// Rotation, nearest neighbour.
 pub const ROTATE_NEAREST: KernelSpec = KernelSpec::of::<RotateParams>("rotate_nearest");
 /// Rotation, bilinear.

@@ -21,10 +21,9 @@
 
 use crate::gaussian_blur::{blur_tile, write_weights};
 use crate::libdevice::floor_i32;
-use crate::mem::ldg_u8;
+use crate::mem::{ldg_u8, lds, shared_addr, sts};
 use crate::sampling::{nearest_pixel, reflect, Bilinear, LinearTaps, Roi, Rotation};
 use crate::thread::{block_x, sync_block, thread_xy};
-use core::arch::asm;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 use streamline_abi::image::{
     AugmentParams, AUGMENT_CROP_BUDGET, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, ROI_MAX_SAMPLES_PER_BIN, TILE,
@@ -125,62 +124,6 @@ fn reflected_span(a: i32, b: i32, n: i32) -> (i32, i32) {
         (m.min(top - big), n - 1)
     };
     (lo.max(0).min(n - 1), hi.max(0).min(n - 1))
-}
-
-/// The 32-bit shared-memory address of `p`, a generic pointer into the block's shared memory.
-/// Shared-memory accesses of the rotation go through 32-bit addresses, which take one register
-/// each instead of two.
-#[inline(always)]
-fn shared_addr(p: *const f32) -> u32 {
-    let a: u32;
-    // SAFETY: converts an address; touches no memory.
-    unsafe {
-        asm!(
-            "{{ .reg .u64 s; cvta.to.shared.u64 s, {p}; cvt.u32.u64 {a}, s; }}",
-            a = out(reg32) a,
-            p = in(reg64) p,
-            options(pure, nomem, nostack, preserves_flags)
-        );
-    }
-    a
-}
-
-/// The f32 at shared-memory address `a`.
-///
-/// # Safety
-/// `a` must be a 4-byte aligned address of the block's shared memory, written before the last
-/// barrier (or by this thread).
-#[inline(always)]
-unsafe fn lds(a: u32) -> f32 {
-    let v: f32;
-    // SAFETY: guaranteed by the caller; the instruction only reads `[a]`.
-    unsafe {
-        asm!(
-            "ld.shared.f32 {v}, [{a}];",
-            v = out(reg32) v,
-            a = in(reg32) a,
-            options(pure, readonly, nostack, preserves_flags)
-        );
-    }
-    v
-}
-
-/// Stores `v` at shared-memory address `a`.
-///
-/// # Safety
-/// `a` must be a 4-byte aligned address of the block's shared memory that no other thread
-/// accesses before the next barrier.
-#[inline(always)]
-unsafe fn sts(a: u32, v: f32) {
-    // SAFETY: guaranteed by the caller; the instruction only writes `[a]`.
-    unsafe {
-        asm!(
-            "st.shared.f32 [{a}], {v};",
-            a = in(reg32) a,
-            v = in(reg32) v,
-            options(nostack, preserves_flags)
-        );
-    }
 }
 
 /// A rectangle of crop values held in shared memory: rows `p0 ..`, columns `q0 ..`, stored

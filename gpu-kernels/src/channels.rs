@@ -12,58 +12,70 @@
 use crate::thread::{block_xyz, grid_z, thread_xy};
 use streamline_abi::image::{IMAGE_BLOCK_X, IMAGE_BLOCK_Y};
 
-/// The output pixels of one thread: column `j` of image `n`, and up to `R` rows `IMAGE_BLOCK_Y`
-/// apart, those below the plane's height.
+/// The output pixels of one thread: column `j` of image `n`, and up to `per_thread` rows
+/// `IMAGE_BLOCK_Y` apart, those below the plane's height.
 #[derive(Clone, Copy)]
-pub struct Column<const R: u32> {
+pub struct Column {
     pub n: u32,
     pub j: u32,
+    pub per_thread: u32,
     first: u32,
     h: u32,
 }
 
-impl<const R: u32> Column<R> {
-    /// Row `r < R` of this thread (at or past the plane's height when the thread has fewer
-    /// rows).
+impl Column {
+    /// Row `r < per_thread` of this thread (at or past the plane's height when the thread has
+    /// fewer rows).
     #[inline(always)]
     pub fn row(&self, r: u32) -> u32 {
         self.first + r * IMAGE_BLOCK_Y
     }
 
-    /// Calls `row(i)` for each of this thread's rows, in order.
+    /// Calls `row(i)` for each of this thread's rows, in order. Rows go in pairs, so the
+    /// assembler sees two rows' loads in one straight stretch and can issue them together.
     #[inline(always)]
     pub fn rows(&self, mut row: impl FnMut(u32)) {
         let mut r = 0;
-        while r < R {
+        while r < self.per_thread {
             let i = self.row(r);
             if i < self.h {
                 row(i);
             }
-            r += 1;
+            let i = self.row(r + 1);
+            if r + 1 < self.per_thread && i < self.h {
+                row(i);
+            }
+            r += 2;
         }
     }
 }
 
 /// Runs `column` for this thread's column of every image it covers, for a batch of `batch`
-/// images of `h x w` whose threads compute `R` rows each. The grid is `(ceil(w / 32),
-/// ceil(h / (8 R)), min(batch, 65535))` blocks of 32 x 8 threads; blocks step through the
+/// images of `h x w` whose threads compute `rows` rows each. The grid is `(ceil(w / 32),
+/// ceil(h / (8 rows)), min(batch, 65535))` blocks of 32 x 8 threads; blocks step through the
 /// images by the grid's depth, so any batch is covered.
 ///
 /// The per-image and per-column work (a rotation's matrix, a resize's horizontal taps) is
 /// done once per call, not once per pixel, and a warp covers 32 consecutive pixels of a row.
 #[inline(always)]
-pub fn for_columns<const R: u32>(batch: u32, h: u32, w: u32, mut column: impl FnMut(Column<R>)) {
+pub fn for_columns(batch: u32, h: u32, w: u32, rows: u32, mut column: impl FnMut(Column)) {
     let (bx, by, bz) = block_xyz();
     let (tx, ty) = thread_xy();
     let j = bx * IMAGE_BLOCK_X + tx;
     if j >= w {
         return;
     }
-    let first = by * IMAGE_BLOCK_Y * R + ty;
+    let first = by * IMAGE_BLOCK_Y * rows + ty;
     let step = grid_z();
     let mut n = bz;
     while n < batch {
-        column(Column { n, j, first, h });
+        column(Column {
+            n,
+            j,
+            per_thread: rows,
+            first,
+            h,
+        });
         n += step;
     }
 }
@@ -82,6 +94,40 @@ pub fn for_channels(channels: u32, value: impl Fn(u32) -> f32, mut store: impl F
         };
     }
 }
+
+/// [`for_channels`] with the group size `G` fixed for the whole kernel ([`with_group`]):
+/// chosen per pixel, the compiler computes the first channel ahead of the choice and waits for
+/// its loads before issuing the others'. Channels past the last whole group go one at a time.
+#[inline(always)]
+pub fn for_channel_groups<const G: usize>(
+    channels: u32,
+    value: impl Fn(u32) -> f32,
+    mut store: impl FnMut(u32, f32),
+) {
+    let mut c = 0;
+    while c + G as u32 <= channels {
+        group::<G>(c, &value, &mut store);
+        c += G as u32;
+    }
+    while c < channels {
+        group::<1>(c, &value, &mut store);
+        c += 1;
+    }
+}
+
+/// Evaluates `$f::<G>($args)` with the channel group `G` for `$channels` channels: all of them
+/// up to four, else four at a time.
+macro_rules! with_group {
+    ($channels:expr, $f:ident($($arg:expr),*)) => {
+        match $channels {
+            1 => $f::<1>($($arg),*),
+            2 => $f::<2>($($arg),*),
+            3 => $f::<3>($($arg),*),
+            _ => $f::<4>($($arg),*),
+        }
+    };
+}
+pub(crate) use with_group;
 
 #[inline(always)]
 fn group<const N: usize>(

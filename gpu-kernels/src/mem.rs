@@ -1,4 +1,4 @@
-//! Global-memory loads with an explicit state space and width.
+//! Global- and shared-memory accesses with an explicit state space and width.
 //!
 //! A Rust pointer becomes a generic PTX address, and LLVM may split or merge loads it cannot
 //! prove aligned; these helpers pin down the instruction a hot loop relies on: a read-only
@@ -25,8 +25,9 @@ pub unsafe fn ldg(p: *const f32) -> f32 {
     v
 }
 
-/// `base[i]` through the read-only global path, for a 32-bit index: the address is one
-/// wide multiply-add (`base + 4 i`) rather than a widening, a shift and a 64-bit add.
+/// `base[i]` through the read-only global path, for a 32-bit index: the address is one wide
+/// multiply-add (`base + 4 i`, which the assembler fuses from the widening multiply and the
+/// add) rather than a widening, a shift and a 64-bit add.
 ///
 /// # Safety
 /// As for [`ldg`], for `base + i`.
@@ -36,7 +37,7 @@ pub unsafe fn ldg_at(base: *const f32, i: u32) -> f32 {
     // SAFETY: guaranteed by the caller; the instruction only reads `[base + 4 i]`.
     unsafe {
         asm!(
-            "{{ .reg .u64 a; mad.wide.u32 a, {i}, 4, {p}; cvta.to.global.u64 a, a; ld.global.nc.f32 {v}, [a]; }}",
+            "{{ .reg .u64 a; mul.wide.u32 a, {i}, 4; add.s64 a, a, {p}; cvta.to.global.u64 a, a; ld.global.nc.f32 {v}, [a]; }}",
             v = out(reg32) v,
             i = in(reg32) i,
             p = in(reg64) base,
@@ -58,7 +59,7 @@ pub unsafe fn ld_at(base: *const f32, i: u32) -> f32 {
     // SAFETY: guaranteed by the caller; the instruction only reads `[base + 4 i]`.
     unsafe {
         asm!(
-            "{{ .reg .u64 a; mad.wide.u32 a, {i}, 4, {p}; cvta.to.global.u64 a, a; ld.global.f32 {v}, [a]; }}",
+            "{{ .reg .u64 a; mul.wide.u32 a, {i}, 4; add.s64 a, a, {p}; cvta.to.global.u64 a, a; ld.global.f32 {v}, [a]; }}",
             v = out(reg32) v,
             i = in(reg32) i,
             p = in(reg64) base,
@@ -78,7 +79,7 @@ pub unsafe fn stg_at(base: *mut f32, i: u32, v: f32) {
     // SAFETY: guaranteed by the caller; the instruction only writes `[base + 4 i]`.
     unsafe {
         asm!(
-            "{{ .reg .u64 a; mad.wide.u32 a, {i}, 4, {p}; cvta.to.global.u64 a, a; st.global.f32 [a], {v}; }}",
+            "{{ .reg .u64 a; mul.wide.u32 a, {i}, 4; add.s64 a, a, {p}; cvta.to.global.u64 a, a; st.global.f32 [a], {v}; }}",
             v = in(reg32) v,
             i = in(reg32) i,
             p = in(reg64) base,
@@ -128,4 +129,59 @@ pub unsafe fn ldg_u8(p: *const u8) -> u8 {
         );
     }
     v as u8
+}
+
+/// The 32-bit shared-memory address of `p`, a generic pointer into the block's shared memory.
+/// Shared-memory accesses through 32-bit addresses take one register each instead of two.
+#[inline(always)]
+pub fn shared_addr(p: *const f32) -> u32 {
+    let a: u32;
+    // SAFETY: converts an address; touches no memory.
+    unsafe {
+        asm!(
+            "{{ .reg .u64 s; cvta.to.shared.u64 s, {p}; cvt.u32.u64 {a}, s; }}",
+            a = out(reg32) a,
+            p = in(reg64) p,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    a
+}
+
+/// The f32 at shared-memory address `a`.
+///
+/// # Safety
+/// `a` must be a 4-byte aligned address of the block's shared memory, written before the last
+/// barrier (or by this thread).
+#[inline(always)]
+pub unsafe fn lds(a: u32) -> f32 {
+    let v: f32;
+    // SAFETY: guaranteed by the caller; the instruction only reads `[a]`.
+    unsafe {
+        asm!(
+            "ld.shared.f32 {v}, [{a}];",
+            v = out(reg32) v,
+            a = in(reg32) a,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+    }
+    v
+}
+
+/// Stores `v` at shared-memory address `a`.
+///
+/// # Safety
+/// `a` must be a 4-byte aligned address of the block's shared memory that no other thread
+/// accesses before the next barrier.
+#[inline(always)]
+pub unsafe fn sts(a: u32, v: f32) {
+    // SAFETY: guaranteed by the caller; the instruction only writes `[a]`.
+    unsafe {
+        asm!(
+            "st.shared.f32 [{a}], {v};",
+            a = in(reg32) a,
+            v = in(reg32) v,
+            options(nostack, preserves_flags)
+        );
+    }
 }

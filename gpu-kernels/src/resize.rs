@@ -6,25 +6,53 @@
 //! horizontal taps once, each row's vertical taps once, and reads every channel through them,
 //! so a warp writes 32 consecutive values of a row.
 
-use crate::channels::{for_channels, for_columns};
+use crate::channels::{for_channel_groups, for_columns, with_group};
 use crate::libdevice::{floor_i32, trunc_i32};
 use crate::mem::{ldg_at, stg_at};
 use crate::sampling::LinearTaps;
-use streamline_abi::image::{ResizeParams, IMAGE_ROWS_PER_THREAD as ROWS};
+use streamline_abi::image::ResizeParams;
 
-/// Writes `value(plane_in_base)` for every channel of output pixel `(n, i, j)`.
-#[inline(always)]
-fn each_channel(p: &ResizeParams, n: u32, i: u32, j: u32, value: impl Fn(*const f32) -> f32) {
-    let plane_in = p.in_h as usize * p.in_w as usize;
-    let plane_out = p.out_h as usize * p.out_w as usize;
-    let plane = |c: u32| n as usize * p.channels as usize + c as usize;
-    let o = i * p.out_w + j;
-    for_channels(
-        p.channels,
-        |c| value((p.x as *const f32).wrapping_add(plane(c) * plane_in)),
-        // SAFETY: `n < batch`, `c < channels`, `i < out_h`, `j < out_w`.
-        |c, v| unsafe { stg_at((p.y as *mut f32).wrapping_add(plane(c) * plane_out), o, v) },
-    );
+/// Image `n` of a launch as one thread sees it: the image's input planes and the thread's output
+/// column. Offsets inside one image fit 32 bits (the host checks `c * h * w`), so every access
+/// is a 32-bit offset from a pointer, and a pointer that includes the thread's column is a
+/// per-thread register the offset is added to in one instruction.
+struct Image<'a> {
+    p: &'a ResizeParams,
+    input: *const f32,
+    out: *mut f32,
+}
+
+impl<'a> Image<'a> {
+    #[inline(always)]
+    fn new(p: &'a ResizeParams, n: u32, j: u32) -> Image<'a> {
+        let n = n as usize * p.channels as usize;
+        Image {
+            p,
+            input: (p.x as *const f32).wrapping_add(n * (p.in_h * p.in_w) as usize),
+            out: (p.y as *mut f32).wrapping_add(n * (p.out_h * p.out_w) as usize + j as usize),
+        }
+    }
+
+    /// Input column `x` of the first plane.
+    #[inline(always)]
+    fn column(&self, x: u32) -> *const f32 {
+        self.input.wrapping_add(x as usize)
+    }
+
+    /// Writes `value(c * in_h * in_w)` to output row `i` of every channel `c`, `G` channels at
+    /// a time.
+    #[inline(always)]
+    fn row<const G: usize>(&self, i: u32, value: impl Fn(u32) -> f32) {
+        let p = self.p;
+        let (plane_in, plane_out) = (p.in_h * p.in_w, p.out_h * p.out_w);
+        let o = i * p.out_w;
+        for_channel_groups::<G>(
+            p.channels,
+            |c| value(c * plane_in),
+            // SAFETY: `n < batch`, `c < channels`, `i < out_h` and the column `j < out_w`.
+            |c, v| unsafe { stg_at(self.out, c * plane_out + o, v) },
+        );
+    }
 }
 
 /// Bilinear, `align_corners=False`: source `scale * (d + 0.5) - 0.5` clamped below at 0, with
@@ -32,24 +60,30 @@ fn each_channel(p: &ResizeParams, n: u32, i: u32, j: u32, value: impl Fn(*const 
 ///
 /// # Safety
 /// `p.x` must address `batch * channels * in_h * in_w` f32, `p.y`
-/// `batch * channels * out_h * out_w` f32, all sizes at least 1; grid as
-/// [`for_columns`] describes for `IMAGE_ROWS_PER_THREAD` rows.
+/// `batch * channels * out_h * out_w` f32, all sizes at least 1, `scale_h = in_h / out_h` and
+/// `scale_w = in_w / out_w`; grid as [`for_columns`] describes for `p.rows` rows.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn resize_bilinear(p: ResizeParams) {
-    let sh = p.in_h as f32 / p.out_h as f32;
-    let sw = p.in_w as f32 / p.out_w as f32;
-    for_columns::<ROWS>(p.batch, p.out_h, p.out_w, |col| {
+    with_group!(p.channels, resize_bilinear_groups(p))
+}
+
+/// [`resize_bilinear`] with channels computed `G` at a time.
+#[inline(always)]
+fn resize_bilinear_groups<const G: usize>(p: ResizeParams) {
+    let (sh, sw) = (p.scale_h, p.scale_w);
+    for_columns(p.batch, p.out_h, p.out_w, p.rows, |col| {
+        let img = Image::new(&p, col.n, col.j);
         let tx = LinearTaps::new(sw, col.j, p.in_w);
-        let (c0, c1) = (tx.i0 as u32, tx.i1 as u32);
+        let (s0, s1) = (img.column(tx.i0 as u32), img.column(tx.i1 as u32));
         col.rows(|i| {
             let ty = LinearTaps::new(sh, i, p.in_h);
             let (r0, r1) = (ty.i0 as u32 * p.in_w, ty.i1 as u32 * p.in_w);
-            each_channel(&p, col.n, i, col.j, |src| {
+            img.row::<G>(i, |plane| {
                 // SAFETY: the taps lie in `[0, in_h) x [0, in_w)`, so every offset is inside
                 // the plane.
-                let at = |o: u32| unsafe { ldg_at(src, o) };
-                ty.l0 * (tx.l0 * at(r0 + c0) + tx.l1 * at(r0 + c1))
-                    + ty.l1 * (tx.l0 * at(r1 + c0) + tx.l1 * at(r1 + c1))
+                let at = |s: *const f32, r: u32| unsafe { ldg_at(s, plane + r) };
+                ty.l0 * (tx.l0 * at(s0, r0) + tx.l1 * at(s1, r0))
+                    + ty.l1 * (tx.l0 * at(s0, r1) + tx.l1 * at(s1, r1))
             });
         });
     });
@@ -119,16 +153,25 @@ impl AaSpan {
 /// As for [`resize_bilinear`].
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn resize_bilinear_aa(p: ResizeParams) {
-    let sh = p.in_h as f32 / p.out_h as f32;
-    let sw = p.in_w as f32 / p.out_w as f32;
+    with_group!(p.channels, resize_bilinear_aa_groups(p))
+}
+
+/// [`resize_bilinear_aa`] with channels computed `G` at a time.
+#[inline(always)]
+fn resize_bilinear_aa_groups<const G: usize>(p: ResizeParams) {
+    let (sh, sw) = (p.scale_h, p.scale_w);
     let w_in = p.in_w;
-    for_columns::<ROWS>(p.batch, p.out_h, p.out_w, |col| {
+    for_columns(p.batch, p.out_h, p.out_w, p.rows, |col| {
+        let img = Image::new(&p, col.n, col.j);
         let sx = AaSpan::new(sw, col.j, p.in_w);
         let nx = sx.size;
         // Upscaling (and mild downscaling) has at most two taps per axis: their weights are
         // found once (per column, per row) for every channel.
         let wx = [sx.weight(0), if nx > 1 { sx.weight(1) } else { 0.0 }];
-        let cols = [sx.min as u32, (sx.min + (nx > 1) as i32) as u32];
+        let cols = [
+            img.column(sx.min as u32),
+            img.column((sx.min + (nx > 1) as i32) as u32),
+        ];
         col.rows(|i| {
             let sy = AaSpan::new(sh, i, p.in_h);
             let ny = sy.size;
@@ -139,9 +182,9 @@ pub unsafe extern "ptx-kernel" fn resize_bilinear_aa(p: ResizeParams) {
                     sy.min as u32 * w_in,
                     (sy.min + (ny > 1) as i32) as u32 * w_in,
                 ];
-                each_channel(&p, col.n, i, col.j, |src| {
+                img.row::<G>(i, |plane| {
                     // SAFETY: the spans lie inside `[0, in_h) x [0, in_w)`.
-                    let at = |r: usize, c: usize| unsafe { ldg_at(src, rows[r] + cols[c]) };
+                    let at = |r: usize, c: usize| unsafe { ldg_at(cols[c], plane + rows[r]) };
                     let column = |c: usize| {
                         let t = 0.0f32 + at(0, c) * wy[0];
                         if ny > 1 {
@@ -159,7 +202,7 @@ pub unsafe extern "ptx-kernel" fn resize_bilinear_aa(p: ResizeParams) {
                 });
                 return;
             }
-            each_channel(&p, col.n, i, col.j, |src| {
+            img.row::<G>(i, |plane| {
                 let mut acc = 0.0f32;
                 let mut kx = 0;
                 while kx < sx.size {
@@ -169,7 +212,7 @@ pub unsafe extern "ptx-kernel" fn resize_bilinear_aa(p: ResizeParams) {
                     while ky < sy.size {
                         let r = (sy.min + ky) as u32;
                         // SAFETY: the spans lie inside `[0, in_h) x [0, in_w)`.
-                        t += unsafe { ldg_at(src, r * w_in + c) } * sy.weight(ky);
+                        t += unsafe { ldg_at(img.input, plane + r * w_in + c) } * sy.weight(ky);
                         ky += 1;
                     }
                     acc += t * sx.weight(kx);
@@ -188,15 +231,22 @@ pub unsafe extern "ptx-kernel" fn resize_bilinear_aa(p: ResizeParams) {
 /// As for [`resize_bilinear`].
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn resize_nearest(p: ResizeParams) {
-    let sh = p.in_h as f32 / p.out_h as f32;
-    let sw = p.in_w as f32 / p.out_w as f32;
-    for_columns::<ROWS>(p.batch, p.out_h, p.out_w, |col| {
+    with_group!(p.channels, resize_nearest_groups(p))
+}
+
+/// [`resize_nearest`] with channels computed `G` at a time.
+#[inline(always)]
+fn resize_nearest_groups<const G: usize>(p: ResizeParams) {
+    let (sh, sw) = (p.scale_h, p.scale_w);
+    for_columns(p.batch, p.out_h, p.out_w, p.rows, |col| {
+        let img = Image::new(&p, col.n, col.j);
         let xi = floor_i32(col.j as f32 * sw).max(0).min(p.in_w as i32 - 1) as u32;
+        let src = img.column(xi);
         col.rows(|i| {
             let yi = floor_i32(i as f32 * sh).max(0).min(p.in_h as i32 - 1) as u32;
-            let o = yi * p.in_w + xi;
+            let o = yi * p.in_w;
             // SAFETY: `yi < in_h`, `xi < in_w`.
-            each_channel(&p, col.n, i, col.j, |src| unsafe { ldg_at(src, o) });
+            img.row::<G>(i, |plane| unsafe { ldg_at(src, plane + o) });
         });
     });
 }

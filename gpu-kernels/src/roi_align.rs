@@ -3,23 +3,22 @@
 //! [`crate::sampling::Roi`]).
 //!
 //! A block covers a 32-column patch of one box's output; each thread computes one column of
-//! `ROI_ROWS_PER_THREAD` rows for every channel. The box is set up once per thread, a column's
-//! horizontal taps once per sample column, and the taps of a sample serve up to three channels,
-//! so a warp writes 32 consecutive values of a row. With one sample per bin (an output at
-//! least as large as the box, the crop case: [`roi_align_one_sample`]) the loads of two rows
-//! are issued before either is blended.
+//! several rows (the host picks how many) for every channel. The box is set up once per
+//! thread, a column's horizontal taps once per sample column, and the taps of a sample serve
+//! up to three channels, so a warp writes 32 consecutive values of a row. With one sample per
+//! bin (an output at least as large as the box, the crop case: [`roi_align_one_sample`]) the
+//! loads of two rows are issued before either is blended.
 
 use crate::channels::{for_columns, Column};
 use crate::libdevice::trunc_i32;
 use crate::mem::{ld_at, stg_at};
 use crate::sampling::{blend, Roi, RoiTap};
-use streamline_abi::image::{RoiAlignParams, ROI_MAX_SAMPLES_PER_BIN, ROI_ROWS_PER_THREAD as ROWS};
+use streamline_abi::image::{RoiAlignParams, ROI_MAX_SAMPLES_PER_BIN};
 
 /// # Safety
 /// `p.x` must address `batch * channels * height * width` f32, `p.boxes` `5 * num_boxes` f32,
 /// `p.y` `num_boxes * channels * out_h * out_w` f32; all sizes at least 1 and the grid as
-/// [`for_columns`] describes for `num_boxes` images of `out_h x out_w` and
-/// `ROI_ROWS_PER_THREAD` rows.
+/// [`for_columns`] describes for `num_boxes` images of `out_h x out_w` and `p.rows` rows.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn roi_align(p: RoiAlignParams) {
     // SAFETY: forwarded from this kernel's contract.
@@ -46,7 +45,7 @@ pub unsafe extern "ptx-kernel" fn roi_align_one_sample(p: RoiAlignParams) {
 /// As for [`roi_align`].
 #[inline(always)]
 unsafe fn run<const ONE: bool>(p: RoiAlignParams) {
-    for_columns::<ROWS>(p.num_boxes, p.out_h, p.out_w, |col| {
+    for_columns(p.num_boxes, p.out_h, p.out_w, p.rows, |col| {
         let bx = (p.boxes as *const f32).wrapping_add(col.n as usize * 5);
         // SAFETY: `n < num_boxes`; each box is 5 f32.
         let (bi, coords) = unsafe {
@@ -100,7 +99,7 @@ const BATCH: usize = 2;
 /// One thread's column of one box's output.
 struct Bins<'a> {
     p: &'a RoiAlignParams,
-    col: &'a Column<ROWS>,
+    col: &'a Column,
     roi: &'a Roi,
     img: usize,
     valid: bool,
@@ -115,48 +114,49 @@ impl Bins<'_> {
     unsafe fn group<const N: usize, const ONE: bool>(&self, first: u32) -> u32 {
         let p = self.p;
         let (h, w) = (p.height as i32, p.width as i32);
-        let plane_in = p.height as usize * p.width as usize;
+        let plane_in = p.height * p.width;
+        let plane_out = p.out_h * p.out_w;
         let channels = p.channels as usize;
-        let src: [*const f32; N] = core::array::from_fn(|k| {
-            (p.x as *const f32).wrapping_add((self.img * channels + first as usize + k) * plane_in)
-        });
-        // SAFETY (for `at`): callers pass the offset of a pixel of a tap, inside the
-        // `h x w` plane of channel `first + k` of image `img < batch`.
-        let at = |k: usize, o: u32| unsafe { ld_at(src[k], o) };
-        let tap_loads = |ty: &RoiTap, tx: &RoiTap, k: usize| {
-            let (r0, r1) = (ty.lo as u32 * p.width, ty.hi as u32 * p.width);
-            let (c0, c1) = (tx.lo as u32, tx.hi as u32);
-            [
-                at(k, r0 + c0),
-                at(k, r0 + c1),
-                at(k, r1 + c0),
-                at(k, r1 + c1),
-            ]
-        };
+        // The box's image; offsets inside it fit 32 bits (the host checks `c * h * w`).
+        let image = (p.x as *const f32).wrapping_add(self.img * channels * plane_in as usize);
         let pw = self.col.j;
         let last = p.out_h - 1;
-        let plane_out = p.out_h as usize * p.out_w as usize;
+        // This thread's output column of the box's first channel.
         let dst = (p.y as *mut f32)
-            .wrapping_add((self.col.n as usize * channels + first as usize) * plane_out);
+            .wrapping_add(self.col.n as usize * channels * plane_out as usize + pw as usize);
         let store = |ph: u32, v: &[f32; N]| {
-            let o = ph * p.out_w + pw;
+            let o = ph * p.out_w;
             for (k, &value) in v.iter().enumerate() {
                 // SAFETY: box `n < num_boxes`, channel `first + k < channels`, `ph < out_h`
                 // (callers check), `pw < out_w`.
-                unsafe { stg_at(dst.wrapping_add(k * plane_out), o, value) };
+                unsafe { stg_at(dst, (first + k as u32) * plane_out + o, value) };
             }
         };
         if ONE {
-            // One sample per bin, and a count of 1: the average is the sample itself. Rows go
-            // in pairs whose loads are all issued before the first blend (a row past the
-            // output is sampled on the last row and not stored).
-            let tx = RoiTap::new(self.roi.x_of(pw, 0), w);
+            // One sample per bin, and a count of 1: the average is the sample itself. The
+            // column's two input columns are fixed for the thread, so each load is one offset
+            // from a per-thread pointer. Rows go in pairs whose loads are all issued before the
+            // first blend (a row past the output is sampled on the last row and not stored).
+            let tx = RoiTap::new(self.roi.x_of_one(pw), w);
+            let cols = [
+                image.wrapping_add(tx.lo as usize),
+                image.wrapping_add(tx.hi as usize),
+            ];
+            // SAFETY (for `at`): callers pass the offset of a tap's row inside the `h x w`
+            // plane of channel `first + k` of image `img < batch`.
+            let at = |x: usize, o: u32| unsafe { ld_at(cols[x], o) };
             let mut r = 0;
-            while r < ROWS {
+            while r < self.col.per_thread {
                 let ph: [u32; BATCH] = core::array::from_fn(|q| self.col.row(r + q as u32));
-                let ty = ph.map(|ph| RoiTap::new(self.roi.y_of(ph.min(last), 0), h));
-                let v: [[[f32; 4]; N]; BATCH] =
-                    core::array::from_fn(|q| core::array::from_fn(|k| tap_loads(&ty[q], &tx, k)));
+                let ty = ph.map(|ph| RoiTap::new(self.roi.y_of_one(ph.min(last)), h));
+                let v: [[[f32; 4]; N]; BATCH] = core::array::from_fn(|q| {
+                    core::array::from_fn(|k| {
+                        let c = (first + k as u32) * plane_in;
+                        let (r0, r1) =
+                            (c + ty[q].lo as u32 * p.width, c + ty[q].hi as u32 * p.width);
+                        [at(0, r0), at(1, r0), at(0, r1), at(1, r1)]
+                    })
+                });
                 for q in 0..BATCH {
                     if ph[q] <= last {
                         let inside = self.valid && ty[q].valid && tx.valid;
@@ -179,14 +179,17 @@ impl Bins<'_> {
         // The general grid (`Roi::bin_n`). Each row is stored before the next starts, which
         // keeps few values live.
         let mut r = 0;
-        while r < ROWS {
+        while r < self.col.per_thread {
             let ph = self.col.row(r);
             if ph > last {
                 break;
             }
             let acc = if self.valid {
                 self.roi.bin_n::<N>(h, w, ph, pw, |k, yy, xx| {
-                    at(k, yy as u32 * p.width + xx as u32)
+                    let o = (first + k as u32) * plane_in + yy as u32 * p.width + xx as u32;
+                    // SAFETY: `bin_n` passes only pixels inside the `h x w` plane; channel
+                    // `first + k < channels` of image `img < batch`.
+                    unsafe { ld_at(image, o) }
                 })
             } else {
                 [0.0; N]

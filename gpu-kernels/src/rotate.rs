@@ -8,9 +8,9 @@
 //! input (cached in L1).
 
 use crate::channels::{for_channels, for_columns};
-use crate::mem::ldg;
+use crate::mem::{ldg_at, stg_at};
 use crate::sampling::{nearest_pixel, Bilinear, Rotation};
-use streamline_abi::image::{RotateParams, IMAGE_ROWS_PER_THREAD as ROWS};
+use streamline_abi::image::RotateParams;
 
 /// The image's rotation (its angle read from `p.angles`).
 #[inline(always)]
@@ -20,37 +20,47 @@ fn rotation(p: &RotateParams, n: u32) -> Rotation {
     Rotation::new(deg, p.height, p.width)
 }
 
+/// Image `n`'s input, and its output's column `j` of the first plane: offsets inside an image
+/// fit 32 bits (the host checks `c * h * w`).
+#[inline(always)]
+fn image_and_column(p: &RotateParams, n: u32, j: u32) -> (*const f32, *mut f32) {
+    let first = n as usize * p.channels as usize * p.height as usize * p.width as usize;
+    (
+        (p.x as *const f32).wrapping_add(first),
+        (p.y as *mut f32).wrapping_add(first + j as usize),
+    )
+}
+
 /// Nearest neighbour (torchvision's default): the input pixel nearest to the source point, or
 /// the fill (0 without one) when that pixel lies outside.
 ///
 /// # Safety
 /// `p.x`, `p.y` must address `batch * channels * height * width` f32, `p.angles` `batch` f32;
-/// grid as [`for_columns`] describes for `IMAGE_ROWS_PER_THREAD` rows.
+/// grid as [`for_columns`] describes for `p.rows` rows.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn rotate_nearest(p: RotateParams) {
-    let plane = p.height as usize * p.width as usize;
+    let plane = p.height * p.width;
     let (h, w) = (p.height as i32, p.width as i32);
     let fill = if p.has_fill != 0 { p.fill } else { 0.0 };
-    let x = p.x as *const f32;
-    let y = p.y as *mut f32;
-    for_columns::<ROWS>(p.batch, p.height, p.width, |col| {
+    for_columns(p.batch, p.height, p.width, p.rows, |col| {
         let rot = rotation(&p, col.n);
         let (cx, cy) = rot.col(col.j as i32);
-        let base = |c: u32| (col.n as usize * p.channels as usize + c as usize) * plane;
+        let (image, out) = image_and_column(&p, col.n, col.j);
         col.rows(|i| {
             let (rx, ry) = rot.row(i as i32);
             let (sy, sx) = rot.finish(cx + rx, cy + ry);
             let src = nearest_pixel(sy, sx, h, w).map(|(yi, xi)| yi as u32 * p.width + xi as u32);
-            let dst = i * p.width + col.j;
+            let dst = i * p.width;
             for_channels(
                 p.channels,
                 |c| match src {
-                    // SAFETY: `nearest_pixel` returns only pixels inside the plane.
-                    Some(o) => unsafe { ldg(x.add(base(c) + o as usize)) },
+                    // SAFETY: `nearest_pixel` returns only pixels inside the plane of channel
+                    // `c < channels`.
+                    Some(o) => unsafe { ldg_at(image, c * plane + o) },
                     None => fill,
                 },
                 // SAFETY: `i < height`, `j < width`, `c < channels`, `n < batch`.
-                |c, v| unsafe { y.add(base(c) + dst as usize).write(v) },
+                |c, v| unsafe { stg_at(out, c * plane + dst, v) },
             );
         });
     });
@@ -64,27 +74,26 @@ pub unsafe extern "ptx-kernel" fn rotate_nearest(p: RotateParams) {
 /// As for [`rotate_nearest`].
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn rotate_bilinear(p: RotateParams) {
-    let plane = p.height as usize * p.width as usize;
+    let plane = p.height * p.width;
     let (h, w) = (p.height as i32, p.width as i32);
-    let x = p.x as *const f32;
-    let y = p.y as *mut f32;
-    for_columns::<ROWS>(p.batch, p.height, p.width, |col| {
+    for_columns(p.batch, p.height, p.width, p.rows, |col| {
         let rot = rotation(&p, col.n);
         let (cx, cy) = rot.col(col.j as i32);
-        let base = |c: u32| (col.n as usize * p.channels as usize + c as usize) * plane;
+        let (image, out) = image_and_column(&p, col.n, col.j);
         col.rows(|i| {
             let (rx, ry) = rot.row(i as i32);
             let (sy, sx) = rot.finish(cx + rx, cy + ry);
             let bl = Bilinear::new(sy, sx, h, w);
             let mask = bl.mask();
-            let dst = i * p.width + col.j;
+            let dst = i * p.width;
             for_channels(
                 p.channels,
                 |c| {
-                    let src = x.wrapping_add(base(c));
-                    // SAFETY: `Bilinear::sample` loads only neighbours inside the plane.
+                    let base = c * plane;
+                    // SAFETY: `Bilinear::sample` loads only neighbours inside the plane of
+                    // channel `c < channels`.
                     let v = bl.sample(|yy, xx| unsafe {
-                        ldg(src.add(yy as usize * p.width as usize + xx as usize))
+                        ldg_at(image, base + yy as u32 * p.width + xx as u32)
                     });
                     if p.has_fill != 0 {
                         (v - p.fill) * mask + p.fill
@@ -93,7 +102,7 @@ pub unsafe extern "ptx-kernel" fn rotate_bilinear(p: RotateParams) {
                     }
                 },
                 // SAFETY: `i < height`, `j < width`, `c < channels`, `n < batch`.
-                |c, v| unsafe { y.add(base(c) + dst as usize).write(v) },
+                |c, v| unsafe { stg_at(out, c * plane + dst, v) },
             );
         });
     });

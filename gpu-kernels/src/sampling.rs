@@ -159,6 +159,19 @@ impl Roi {
         self.start_x + pw as f32 * self.bin_w + (ix as f32 + 0.5) * self.bin_w / self.grid_w as f32
     }
 
+    /// [`Roi::y_of`] of a box whose grid has one row (`grid_h == 1`): the same value, without
+    /// the division by the grid.
+    #[inline(always)]
+    pub fn y_of_one(&self, ph: u32) -> f32 {
+        self.start_y + ph as f32 * self.bin_h + 0.5 * self.bin_h
+    }
+
+    /// [`Roi::x_of`] of a box whose grid has one column (`grid_w == 1`).
+    #[inline(always)]
+    pub fn x_of_one(&self, pw: u32) -> f32 {
+        self.start_x + pw as f32 * self.bin_w + 0.5 * self.bin_w
+    }
+
     /// Average of the bin `(ph, pw)` over its sampling grid, sampling with [`roi_bilinear_n`].
     #[inline(always)]
     pub fn bin(&self, h: i32, w: i32, ph: u32, pw: u32, load: impl Fn(i32, i32) -> f32) -> f32 {

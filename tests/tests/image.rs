@@ -225,12 +225,12 @@ fn roi_align_matches_reference() {
         let got = fetch(&y, out.len())?;
         let xs: Vec<f64> = x.iter().map(|&v| v as f64).collect();
         let want = reference::roi_align(&xs, s, &boxes, &o);
-        // Sample coordinates carry a few ulp of their magnitude (box coordinates up to 3x the
-        // image over the scale): delta <= 8u (|coords| + h + w); a bilinear sample moves by at
-        // most 2 delta max|x|, each sample's blend adds 8u max|x|, the average u. A sample
-        // within delta of the y = -1 / y = h (or x) cut-off can flip between 0 and its value;
-        // with quarter-pixel and random coordinates that is not hit in practice, so the bound
-        // below is the continuous one.
+        // The reference computes the sample coordinates in f32 in torchvision's order, as the
+        // kernels do, so both take the same side of every y = -1 / y = h (or x) cut-off. The
+        // kernels' bilinear weights `l = v - floor(v)`, `1 - l` carry up to a few ulp of the
+        // coordinate's magnitude (box coordinates up to 3x the image over the scale): delta
+        // <= 8u (|coords| + h + w), moving a sample by at most 2 delta max|x|; each sample's
+        // blend adds 8u max|x|, the average u.
         let big = (3 * (s.h + s.w)) as f64 / o.spatial_scale as f64 + 8.0;
         let delta = 8.0 * U * big;
         let tol = (2.0 * delta + 10.0 * U) * max_abs(&x) + 1e-30;
@@ -678,6 +678,23 @@ fn bad_arguments_are_named_without_a_device() {
     assert!(e.contains("samples per bin"), "{e}");
     let e = err(check_roi_align(Shape::new(0, 3, 8, 8), &[[0.0; 5]], &o));
     assert!(e.contains("`x`") && e.contains("zero extent"), "{e}");
+    // A pixel's offset inside its image must fit 32 bits: 5 x 2^15 x 2^15 values do not.
+    let e = err(check_roi_align(
+        Shape::new(1, 5, 1 << 15, 1 << 15),
+        &[[0.0; 5]],
+        &o,
+    ));
+    assert!(e.contains("`x`") && e.contains("2^32 - 1"), "{e}");
+    let e = err(check_roi_align(
+        s,
+        &[[0.0; 5]],
+        &RoiAlign {
+            out_h: 3 << 14,
+            out_w: 1 << 15,
+            ..o
+        },
+    ));
+    assert!(e.contains("`output_size`") && e.contains("2^32 - 1"), "{e}");
 
     let e = check_kernel_size("kernel_size", 4, 8, "width")
         .unwrap_err()

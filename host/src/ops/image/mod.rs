@@ -25,9 +25,10 @@ pub use rotate::{rotate, Interp};
 pub use to_float::{to_float, to_float_scale};
 
 use crate::error::{Error, Result};
+use crate::runtime::Gpu;
 use cudarc::driver::{CudaSlice, CudaStream};
 use std::sync::Arc;
-use streamline_abi::image::{self as abi, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, TILE};
+use streamline_abi::image::{self as abi, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, MAX_ROWS_PER_THREAD, TILE};
 use streamline_abi::KernelSpec;
 
 /// Shape of a dense NCHW batch.
@@ -64,8 +65,8 @@ impl Shape {
         Shape { h, w, ..*self }
     }
 
-    /// Checks that every extent is at least 1, a plane holds at most `2^31 - 1` values and the
-    /// batch at most `2^40` values; `arg` names the tensor in the error.
+    /// Checks that every extent is at least 1, a plane holds at most `2^31 - 1` values, an image
+    /// at most `2^32 - 1` and the batch at most `2^40`; `arg` names the tensor in the error.
     pub fn check(&self, arg: &'static str) -> Result<()> {
         let dims = [self.n, self.c, self.h, self.w];
         if dims.contains(&0) {
@@ -81,6 +82,14 @@ impl Shape {
             return Err(Error::arg(
                 arg,
                 format!("shape {self}: height * width must be at most 2^31 - 1"),
+            ));
+        }
+        // The kernels address a pixel by a 32-bit offset inside its image.
+        let image = plane.and_then(|p| p.checked_mul(self.c));
+        if image.is_none_or(|i| i > u32::MAX as usize) {
+            return Err(Error::arg(
+                arg,
+                format!("shape {self}: channels * height * width must be at most 2^32 - 1"),
             ));
         }
         let total = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
@@ -121,29 +130,48 @@ fn check_len(arg: &'static str, len: usize, shape: Shape) -> Result<()> {
 
 const BLOCK: (u32, u32, u32) = (IMAGE_BLOCK_X, IMAGE_BLOCK_Y, 1);
 
-/// Grid of the per-pixel kernels (the kernels' `for_columns`): 32-column patches of an
-/// `h x w` plane whose threads compute `rows_per_thread` rows each, by `count` planes stacked
-/// along the grid's depth (at most 65535 deep; the blocks step through the rest).
+/// Grid of the per-pixel kernels (the kernels' `for_columns`) and the rows each thread
+/// computes: 32-column patches of an `h x w` plane, by `count` planes stacked along the grid's
+/// depth (at most 65535 deep; the blocks step through the rest).
+///
+/// A thread's per-image and per-column setup serves all its rows, so a large launch gives each
+/// thread up to `MAX_ROWS_PER_THREAD` rows; one that would then have fewer than
+/// `threads_per_sm` threads per multiprocessor gives each thread fewer rows (down to one), so
+/// that more threads share the memory latency.
 fn column_grid(
+    gpu: &Gpu,
     arg: &'static str,
-    h: usize,
-    w: usize,
+    (h, w): (usize, usize),
     count: usize,
-    rows_per_thread: u32,
-) -> Result<(u32, u32, u32)> {
+    threads_per_sm: usize,
+) -> Result<((u32, u32, u32), u32)> {
     const MAX_Y: usize = 65535;
-    let rows = (IMAGE_BLOCK_Y * rows_per_thread) as usize;
-    let (gx, gy) = (w.div_ceil(IMAGE_BLOCK_X as usize), h.div_ceil(rows));
+    let wanted = gpu.info().multiprocessors as usize * threads_per_sm;
+    let gx = w.div_ceil(IMAGE_BLOCK_X as usize);
+    let threads = |rows: usize| {
+        (gx * IMAGE_BLOCK_X as usize)
+            .saturating_mul(h.div_ceil(rows))
+            .saturating_mul(count)
+    };
+    let mut rows = MAX_ROWS_PER_THREAD as usize;
+    while rows > 1 && threads(rows) < wanted {
+        rows /= 2;
+    }
+    let per_block = IMAGE_BLOCK_Y as usize * rows;
+    let gy = h.div_ceil(per_block);
     if gx > i32::MAX as usize || gy > MAX_Y {
         return Err(Error::arg(
             arg,
             format!(
                 "{h} x {w} is too large for one launch (at most {} rows)",
-                MAX_Y * rows
+                MAX_Y * per_block
             ),
         ));
     }
-    Ok((gx as u32, gy as u32, count.clamp(1, MAX_Y) as u32))
+    Ok((
+        (gx as u32, gy as u32, count.clamp(1, MAX_Y) as u32),
+        rows as u32,
+    ))
 }
 
 /// Grid of the tiled kernels: `TILE x TILE` tiles of an `h x w` plane, times `count`.

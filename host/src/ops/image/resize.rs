@@ -4,9 +4,7 @@ use super::{check_len, column_grid, Shape, BLOCK};
 use crate::error::Result;
 use crate::runtime::Gpu;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
-use streamline_abi::image::{
-    ResizeParams, IMAGE_ROWS_PER_THREAD, RESIZE_BILINEAR, RESIZE_BILINEAR_AA, RESIZE_NEAREST,
-};
+use streamline_abi::image::{ResizeParams, RESIZE_BILINEAR, RESIZE_BILINEAR_AA, RESIZE_NEAREST};
 
 /// Interpolation of `resize`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,7 +33,8 @@ pub fn resize(
     let out = shape.with_size(out_h, out_w);
     out.check("size")?;
     check_len("y", y.len(), out)?;
-    let grid = column_grid("size", out_h, out_w, shape.n, IMAGE_ROWS_PER_THREAD)?;
+    // Cheap per-thread setup, as for `rotate`.
+    let (grid, rows) = column_grid(gpu, "size", (out_h, out_w), shape.n, 4 * 2048)?;
     let (xp, _r) = x.device_ptr(stream);
     let (yp, _w) = y.device_ptr_mut(stream);
     let p = ResizeParams {
@@ -47,6 +46,11 @@ pub fn resize(
         in_w: shape.w as u32,
         out_h: out_h as u32,
         out_w: out_w as u32,
+        // torch's scale for `align_corners=False` without a scale factor: `in / out` in f32.
+        scale_h: shape.h as f32 / out_h as f32,
+        scale_w: shape.w as f32 / out_w as f32,
+        rows,
+        pad: 0,
     };
     // Antialiasing changes nothing when neither axis shrinks (the triangle's support stays one
     // pixel): the plain bilinear kernel computes the same values.

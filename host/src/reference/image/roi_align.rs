@@ -42,36 +42,42 @@ fn roi_point(x: &[f64], s: Shape, n: usize, c: usize, y: f64, xx: f64) -> f64 {
 
 /// `torchvision.ops.roi_align`: for box `[b, x1, y1, x2, y2]`, with `off = 0.5` if `aligned`
 /// else 0, the box starts at `(x1 s - off, y1 s - off)` (`s` the spatial scale) and has size
-/// `(x2 - x1) s` by `(y2 - y1) s`, each at least 1 when not aligned. Bin `(ph, pw)` of an
-/// `out_h x out_w` grid averages `gh x gw` samples (the sampling ratio, or `ceil(size / out)`
-/// per axis when it is `<= 0`) at `start + p * bin + (i + 0.5) * bin / g`, each by
-/// `roi_point`; the average divides by `max(gh * gw, 1)`. Output: `boxes x c x out_h x out_w`.
+/// `(x2 s - off) - (x1 s - off)` by the same in y, each at least 1 when not aligned. Bin
+/// `(ph, pw)` of an `out_h x out_w` grid averages `gh x gw` samples (the sampling ratio, or
+/// `ceil(size / out)` per axis when it is `<= 0`) at `start + p * bin + (i + 0.5) * bin / g`,
+/// each by `roi_point`; the average divides by `max(gh * gw, 1)`. Output: `boxes x c x out_h x
+/// out_w`.
+///
+/// The box geometry and the sample coordinates are computed in f32, in torchvision's order of
+/// operations, as torchvision does for f32 inputs: a sample exactly on the `y = -1` (or `h`,
+/// `x`) cut-off is inside or outside by that arithmetic's rounding, which f64 would decide
+/// differently. The blending is in f64.
 pub fn roi_align(x: &[f64], s: Shape, boxes: &[[f32; 5]], o: &RoiAlign) -> Vec<f64> {
     let out = Shape::new(boxes.len(), s.c, o.out_h, o.out_w);
     let mut y = vec![0.0; out.len()];
-    let sc = o.spatial_scale as f64;
-    let off = if o.aligned { 0.5 } else { 0.0 };
+    let sc = o.spatial_scale;
+    let off = if o.aligned { 0.5f32 } else { 0.0 };
     for (k, b) in boxes.iter().enumerate() {
         let n = b[0] as usize;
-        let sx = b[1] as f64 * sc - off;
-        let sy = b[2] as f64 * sc - off;
-        let mut rw = b[3] as f64 * sc - off - sx;
-        let mut rh = b[4] as f64 * sc - off - sy;
+        let sx = b[1] * sc - off;
+        let sy = b[2] * sc - off;
+        let mut rw = (b[3] * sc - off) - sx;
+        let mut rh = (b[4] * sc - off) - sy;
         if !o.aligned {
             rw = rw.max(1.0);
             rh = rh.max(1.0);
         }
-        let bh = rh / o.out_h as f64;
-        let bw = rw / o.out_w as f64;
+        let bh = rh / o.out_h as f32;
+        let bw = rw / o.out_w as f32;
         let gh = if o.sampling_ratio > 0 {
             o.sampling_ratio as usize
         } else {
-            bh.ceil() as usize
+            (rh / o.out_h as f32).ceil() as usize
         };
         let gw = if o.sampling_ratio > 0 {
             o.sampling_ratio as usize
         } else {
-            bw.ceil() as usize
+            (rw / o.out_w as f32).ceil() as usize
         };
         let count = (gh * gw).max(1) as f64;
         for c in 0..s.c {
@@ -79,10 +85,10 @@ pub fn roi_align(x: &[f64], s: Shape, boxes: &[[f32; 5]], o: &RoiAlign) -> Vec<f
                 for pw in 0..o.out_w {
                     let mut acc = 0.0;
                     for iy in 0..gh {
-                        let yy = sy + ph as f64 * bh + (iy as f64 + 0.5) * bh / gh as f64;
+                        let yy = sy + ph as f32 * bh + (iy as f32 + 0.5) * bh / gh as f32;
                         for ix in 0..gw {
-                            let xx = sx + pw as f64 * bw + (ix as f64 + 0.5) * bw / gw as f64;
-                            acc += roi_point(x, s, n, c, yy, xx);
+                            let xx = sx + pw as f32 * bw + (ix as f32 + 0.5) * bw / gw as f32;
+                            acc += roi_point(x, s, n, c, yy as f64, xx as f64);
                         }
                     }
                     y[idx(out, k, c, ph, pw)] = acc / count;
