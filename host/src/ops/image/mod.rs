@@ -134,19 +134,19 @@ const BLOCK: (u32, u32, u32) = (IMAGE_BLOCK_X, IMAGE_BLOCK_Y, 1);
 /// computes: 32-column patches of an `h x w` plane, by `count` planes stacked along the grid's
 /// depth (at most 65535 deep; the blocks step through the rest).
 ///
-/// A thread's per-image and per-column setup serves all its rows, so a large launch gives each
-/// thread up to `MAX_ROWS_PER_THREAD` rows; one that would then have fewer than
-/// `threads_per_sm` threads per multiprocessor gives each thread fewer rows (down to one), so
-/// that more threads share the memory latency.
+/// A thread's per-image and per-column setup serves all its rows, but its rows wait on memory
+/// one after another: each row per thread needs `threads_per_sm_per_row` threads on every
+/// multiprocessor to hide that wait. The launch takes the most rows per thread (up to
+/// `MAX_ROWS_PER_THREAD`) whose thread count still meets that, and one row otherwise.
 fn column_grid(
     gpu: &Gpu,
     arg: &'static str,
     (h, w): (usize, usize),
     count: usize,
-    threads_per_sm: usize,
+    threads_per_sm_per_row: usize,
 ) -> Result<((u32, u32, u32), u32)> {
     const MAX_Y: usize = 65535;
-    let wanted = gpu.info().multiprocessors as usize * threads_per_sm;
+    let wanted = |rows: usize| gpu.info().multiprocessors as usize * threads_per_sm_per_row * rows;
     let gx = w.div_ceil(IMAGE_BLOCK_X as usize);
     let threads = |rows: usize| {
         (gx * IMAGE_BLOCK_X as usize)
@@ -154,7 +154,7 @@ fn column_grid(
             .saturating_mul(count)
     };
     let mut rows = MAX_ROWS_PER_THREAD as usize;
-    while rows > 1 && threads(rows) < wanted {
+    while rows > 1 && threads(rows) < wanted(rows) {
         rows /= 2;
     }
     let per_block = IMAGE_BLOCK_Y as usize * rows;

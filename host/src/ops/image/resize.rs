@@ -33,8 +33,8 @@ pub fn resize(
     let out = shape.with_size(out_h, out_w);
     out.check("size")?;
     check_len("y", y.len(), out)?;
-    // Cheap per-thread setup, as for `rotate`.
-    let (grid, rows) = column_grid(gpu, "size", (out_h, out_w), shape.n, 4 * 2048)?;
+    // A full multiprocessor of threads per row, as for `rotate`.
+    let (grid, rows) = column_grid(gpu, "size", (out_h, out_w), shape.n, 2048)?;
     let (xp, _r) = x.device_ptr(stream);
     let (yp, _w) = y.device_ptr_mut(stream);
     let p = ResizeParams {

@@ -44,9 +44,8 @@ pub fn rotate(
     if let Some(f) = fill.filter(|f| !f.is_finite()) {
         return Err(Error::arg("fill", format!("{f}: must be finite")));
     }
-    // Cheap per-thread setup: rows per thread only once the device holds four rounds of
-    // threads (measured on an H200).
-    let (grid, rows) = column_grid(gpu, "x", (shape.h, shape.w), shape.n, 4 * 2048)?;
+    // A full multiprocessor of threads per row (measured on an H200).
+    let (grid, rows) = column_grid(gpu, "x", (shape.h, shape.w), shape.n, 2048)?;
     let (xp, _r) = x.device_ptr(stream);
     let (ap, _a) = angles.dev.device_ptr(stream);
     let (yp, _w) = y.device_ptr_mut(stream);
