@@ -7,8 +7,9 @@
 //! uploaded; the kernels stay memory-safe even for values it would refuse (they never index
 //! outside the arrays whatever the parameters hold).
 //!
-//! Geometry: a plane holds at most `i32::MAX` values (`h * w <= 2^31 - 1`), so coordinates
-//! fit `i32` on the device; offsets of planes are computed in 64 bits.
+//! Geometry: a plane holds at most `i32::MAX` values (`h * w <= 2^31 - 1`) and an image at most
+//! `u32::MAX` (`c * h * w <= 2^32 - 1`), so coordinates fit `i32` and offsets inside an image
+//! `u32` on the device; offsets of images in a batch are computed in 64 bits.
 
 use crate::KernelSpec;
 
