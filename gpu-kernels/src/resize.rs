@@ -61,7 +61,8 @@ impl<'a> Image<'a> {
 /// # Safety
 /// `p.x` must address `batch * channels * in_h * in_w` f32, `p.y`
 /// `batch * channels * out_h * out_w` f32, all sizes at least 1, `scale_h = in_h / out_h` and
-/// `scale_w = in_w / out_w`; grid as [`for_columns`] describes for `p.rows` rows.
+/// `scale_w = in_w / out_w`, every image (`channels * h * w`, input and output) at most
+/// `2^32 - 1` values; grid as [`for_columns`] describes for `p.rows` rows.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn resize_bilinear(p: ResizeParams) {
     with_group!(p.channels, resize_bilinear_groups(p))

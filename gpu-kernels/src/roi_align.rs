@@ -17,8 +17,9 @@ use streamline_abi::image::{RoiAlignParams, ROI_MAX_SAMPLES_PER_BIN};
 
 /// # Safety
 /// `p.x` must address `batch * channels * height * width` f32, `p.boxes` `5 * num_boxes` f32,
-/// `p.y` `num_boxes * channels * out_h * out_w` f32; all sizes at least 1 and the grid as
-/// [`for_columns`] describes for `num_boxes` images of `out_h x out_w` and `p.rows` rows.
+/// `p.y` `num_boxes * channels * out_h * out_w` f32; all sizes at least 1, an image of either
+/// (`channels * h * w`) at most `2^32 - 1` values, and the grid as [`for_columns`] describes
+/// for `num_boxes` images of `out_h x out_w` and `p.rows` rows.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn roi_align(p: RoiAlignParams) {
     // SAFETY: forwarded from this kernel's contract.

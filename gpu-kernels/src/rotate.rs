@@ -36,7 +36,8 @@ fn image_and_column(p: &RotateParams, n: u32, j: u32) -> (*const f32, *mut f32) 
 ///
 /// # Safety
 /// `p.x`, `p.y` must address `batch * channels * height * width` f32, `p.angles` `batch` f32;
-/// grid as [`for_columns`] describes for `p.rows` rows.
+/// an image (`channels * height * width`) at most `2^32 - 1` values; grid as [`for_columns`]
+/// describes for `p.rows` rows.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn rotate_nearest(p: RotateParams) {
     let plane = p.height * p.width;
