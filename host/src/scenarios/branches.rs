@@ -3,7 +3,9 @@
 //! iterations. Both branches read the same input, which the next iteration overwrites: the
 //! overwrite must wait for *both* readers.
 
-use super::{median_ms, recorder, sample_indices, trim, Check, Common, Report};
+use super::{
+    recorder, sample_indices, time_three_ways, trim, Check, Common, Report, OVERLAPPED_LANES,
+};
 use crate::data::{randn_f32, POISON_F32};
 use crate::engine::memory::{d2d, h2d};
 use crate::engine::{DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, Plan, StreamPool};
@@ -128,26 +130,22 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         b: DeviceBuffer::zeros(&pool, 2, o.n)?,
         out: DeviceBuffer::from_slice(&pool, 0, &poison)?,
     };
-    let (serial_lanes, lanes) = ([0, 0, 0], [0, 1, 2]);
-    let serial = median_ms(&pool, &[0], common.reps, || {
-        run_once(gpu, &pool, &plan, &serial_lanes, &mut bufs, o, None)
-    })?;
-    let overlapped = median_ms(&pool, &lanes, common.reps, || {
-        run_once(gpu, &pool, &plan, &lanes, &mut bufs, o, None)
-    })?;
-    let graph_ms = if common.graph {
-        let g = plan.capture(&pool, &lanes, 0, 0..o.iterations, |c| {
+    let (serial, overlapped, graph_ms) =
+        time_three_ways(&pool, &plan, common, 0..o.iterations, |c| {
             stage(gpu, &mut bufs, o.n, o.inputs, c)
         })?;
-        g.upload()?;
-        Some(median_ms(&pool, &lanes, common.reps, || g.launch())?)
-    } else {
-        None
-    };
     // Recorded run; then the output holds the last iteration's branches.
     bufs.out.fill_zeros(pool.stream(0)?)?;
     let mut rec = recorder(&pool, 4 * o.iterations)?;
-    run_once(gpu, &pool, &plan, &lanes, &mut bufs, o, Some(&mut rec))?;
+    run_once(
+        gpu,
+        &pool,
+        &plan,
+        &OVERLAPPED_LANES,
+        &mut bufs,
+        o,
+        Some(&mut rec),
+    )?;
     let timeline = trim(rec.finish()?);
     let out = bufs.out.to_vec(pool.stream(0)?)?;
     let last = (o.iterations - 1) % o.inputs;

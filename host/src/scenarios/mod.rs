@@ -16,12 +16,14 @@ pub mod heavy_split;
 pub mod multistage;
 pub mod prefetch;
 
+use crate::engine::pipeline::StageCall;
 use crate::engine::timeline::OverlapMetrics;
-use crate::engine::{Recorder, StreamPool, Timeline};
+use crate::engine::{Plan, Recorder, StreamPool, Timeline};
 use crate::error::{DriverContext, Result};
 use crate::reference::heavy::Comparison;
 use crate::timing::median;
 use rand::{rngs::StdRng, Rng, SeedableRng};
+use std::ops::Range;
 
 /// Options every scenario takes.
 #[derive(Clone, Debug)]
@@ -190,6 +192,36 @@ pub fn median_ms(
         v.push(timed(pool, used, &mut work)?);
     }
     Ok(median(&v))
+}
+
+/// Lanes of a three-stage plan with one stream per stage.
+pub const OVERLAPPED_LANES: [usize; 3] = [0, 1, 2];
+
+/// Median times of a three-stage `plan` over `iterations`: every stage on one stream (serial),
+/// one stream per stage (overlapped) and, with `common.graph`, the overlapped schedule replayed
+/// from a CUDA graph. Returns `(serial, overlapped, graph)` in ms.
+pub fn time_three_ways(
+    pool: &StreamPool,
+    plan: &Plan,
+    common: &Common,
+    iterations: Range<usize>,
+    mut stage: impl FnMut(&StageCall) -> Result<()>,
+) -> Result<(f64, f64, Option<f64>)> {
+    let lanes = OVERLAPPED_LANES;
+    let serial = median_ms(pool, &[0], common.reps, || {
+        plan.run(pool, &[0, 0, 0], iterations.clone(), None, &mut stage)
+    })?;
+    let overlapped = median_ms(pool, &lanes, common.reps, || {
+        plan.run(pool, &lanes, iterations.clone(), None, &mut stage)
+    })?;
+    let graph = if common.graph {
+        let g = plan.capture(pool, &lanes, 0, iterations, &mut stage)?;
+        g.upload()?;
+        Some(median_ms(pool, &lanes, common.reps, || g.launch())?)
+    } else {
+        None
+    };
+    Ok((serial, overlapped, graph))
 }
 
 /// A recorder with one track per pool stream.

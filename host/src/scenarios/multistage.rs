@@ -3,7 +3,9 @@
 //! waiting for the previous one by event; rings of two buffers let batch N+1's copy and first
 //! product overlap batch N's second product.
 
-use super::{median_ms, recorder, sample_indices, trim, Check, Common, Report};
+use super::{
+    recorder, sample_indices, time_three_ways, trim, Check, Common, Report, OVERLAPPED_LANES,
+};
 use crate::data::{randn_f32, POISON_F32};
 use crate::engine::memory::{d2h, h2d};
 use crate::engine::pipeline::StageCall;
@@ -168,24 +170,20 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         hidden: PinnedBuffer::from_slice(&pool, &poison)?,
         results: PinnedBuffer::from_slice(&pool, &poison)?,
     };
-    let (serial_lanes, lanes) = ([0, 0, 0], [0, 1, 2]);
-    let serial = median_ms(&pool, &[0], common.reps, || {
-        run_once(gpu, &pool, &plan, &serial_lanes, &mut b, o, None)
-    })?;
-    let overlapped = median_ms(&pool, &lanes, common.reps, || {
-        run_once(gpu, &pool, &plan, &lanes, &mut b, o, None)
-    })?;
-    let graph_ms = if common.graph {
-        let g = plan.capture(&pool, &lanes, 0, 0..o.batches, |c| b.stage(gpu, o, c))?;
-        g.upload()?;
-        Some(median_ms(&pool, &lanes, common.reps, || g.launch())?)
-    } else {
-        None
-    };
+    let (serial, overlapped, graph_ms) =
+        time_three_ways(&pool, &plan, common, 0..o.batches, |c| b.stage(gpu, o, c))?;
     b.hidden.as_mut_slice()?.fill(f32::from_bits(POISON_F32));
     b.results.as_mut_slice()?.fill(f32::from_bits(POISON_F32));
     let mut rec = recorder(&pool, 5 * o.batches)?;
-    run_once(gpu, &pool, &plan, &lanes, &mut b, o, Some(&mut rec))?;
+    run_once(
+        gpu,
+        &pool,
+        &plan,
+        &OVERLAPPED_LANES,
+        &mut b,
+        o,
+        Some(&mut rec),
+    )?;
     let timeline = trim(rec.finish()?);
     // Each stage against the f64 reference of its own inputs (the first product's GPU output
     // is the second's input), on sampled rows of every batch.

@@ -3,7 +3,9 @@
 //! device buffers form rings of `depth` (2: double buffering), each reuse ordered by events,
 //! with no device-wide synchronization in the loop.
 
-use super::{median_ms, recorder, sample_indices, trim, Check, Common, Report};
+use super::{
+    recorder, sample_indices, time_three_ways, trim, Check, Common, Report, OVERLAPPED_LANES,
+};
 use crate::data::{randn_f32, POISON_F32};
 use crate::engine::memory::{d2h, h2d};
 use crate::engine::pipeline::StageCall;
@@ -158,25 +160,23 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let plan = spec(o.depth).plan()?;
     let host = randn_f32(o.batch * o.batches, common.seed);
     let mut bufs = Buffers::new(&pool, &host, o)?;
-    let (serial_lanes, lanes) = ([0, 0, 0], [0, 1, 2]);
-    let serial = median_ms(&pool, &[0], common.reps, || {
-        run_once(gpu, &pool, &plan, &serial_lanes, &mut bufs, o, None)
-    })?;
-    let overlapped = median_ms(&pool, &lanes, common.reps, || {
-        run_once(gpu, &pool, &plan, &lanes, &mut bufs, o, None)
-    })?;
-    let graph_ms = if common.graph {
-        let g = plan.capture(&pool, &lanes, 0, 0..o.batches, |c| bufs.stage(gpu, o, c))?;
-        g.upload()?;
-        Some(median_ms(&pool, &lanes, common.reps, || g.launch())?)
-    } else {
-        None
-    };
+    let (serial, overlapped, graph_ms) =
+        time_three_ways(&pool, &plan, common, 0..o.batches, |c| {
+            bufs.stage(gpu, o, c)
+        })?;
     bufs.results
         .as_mut_slice()?
         .fill(f32::from_bits(POISON_F32));
     let mut rec = recorder(&pool, 3 * o.batches)?;
-    run_once(gpu, &pool, &plan, &lanes, &mut bufs, o, Some(&mut rec))?;
+    run_once(
+        gpu,
+        &pool,
+        &plan,
+        &OVERLAPPED_LANES,
+        &mut bufs,
+        o,
+        Some(&mut rec),
+    )?;
     let timeline = trim(rec.finish()?);
     let results = bufs.results.as_slice()?;
     let idx = sample_indices(host.len(), common.sample, common.seed);
