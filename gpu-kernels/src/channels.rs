@@ -50,6 +50,25 @@ impl Column {
     }
 }
 
+/// Image `n` of a batch of `channels`-plane images: its first input plane at `x` (planes of
+/// `plane_in` values) and column `j` of its first output plane at `y` (planes of `plane_out`).
+/// Offsets inside one image fit 32 bits (the host checks `c * h * w`), so every access is one
+/// 32-bit offset from these pointers, and the output pointer is a per-thread register.
+#[inline(always)]
+pub fn image_and_column(
+    (x, y): (u64, u64),
+    channels: u32,
+    (plane_in, plane_out): (u32, u32),
+    n: u32,
+    j: u32,
+) -> (*const f32, *mut f32) {
+    let n = n as usize * channels as usize;
+    (
+        (x as *const f32).wrapping_add(n * plane_in as usize),
+        (y as *mut f32).wrapping_add(n * plane_out as usize + j as usize),
+    )
+}
+
 /// Runs `column` for this thread's column of every image it covers, for a batch of `batch`
 /// images of `h x w` whose threads compute `rows` rows each. The grid is `(ceil(w / 32),
 /// ceil(h / (8 rows)), min(batch, 65535))` blocks of 32 x 8 threads; blocks step through the

@@ -6,16 +6,14 @@
 //! horizontal taps once, each row's vertical taps once, and reads every channel through them,
 //! so a warp writes 32 consecutive values of a row.
 
-use crate::channels::{for_channel_groups, for_columns, with_group};
+use crate::channels::{for_channel_groups, for_columns, image_and_column, with_group};
 use crate::libdevice::{floor_i32, trunc_i32};
 use crate::mem::{ldg_at, stg_at};
 use crate::sampling::LinearTaps;
 use streamline_abi::image::ResizeParams;
 
-/// Image `n` of a launch as one thread sees it: the image's input planes and the thread's output
-/// column. Offsets inside one image fit 32 bits (the host checks `c * h * w`), so every access
-/// is a 32-bit offset from a pointer, and a pointer that includes the thread's column is a
-/// per-thread register the offset is added to in one instruction.
+/// Image `n` of a launch as one thread sees it ([`image_and_column`]): the image's input planes
+/// and the thread's output column.
 struct Image<'a> {
     p: &'a ResizeParams,
     input: *const f32,
@@ -25,12 +23,9 @@ struct Image<'a> {
 impl<'a> Image<'a> {
     #[inline(always)]
     fn new(p: &'a ResizeParams, n: u32, j: u32) -> Image<'a> {
-        let n = n as usize * p.channels as usize;
-        Image {
-            p,
-            input: (p.x as *const f32).wrapping_add(n * (p.in_h * p.in_w) as usize),
-            out: (p.y as *mut f32).wrapping_add(n * (p.out_h * p.out_w) as usize + j as usize),
-        }
+        let planes = (p.in_h * p.in_w, p.out_h * p.out_w);
+        let (input, out) = image_and_column((p.x, p.y), p.channels, planes, n, j);
+        Image { p, input, out }
     }
 
     /// Input column `x` of the first plane.

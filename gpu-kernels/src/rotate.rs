@@ -7,7 +7,7 @@
 //! there, so a warp writes 32 consecutive values of a row and reads a short rotated run of the
 //! input (cached in L1).
 
-use crate::channels::{for_channels, for_columns};
+use crate::channels::{for_channels, for_columns, image_and_column};
 use crate::mem::{ldg_at, stg_at};
 use crate::sampling::{nearest_pixel, Bilinear, Rotation};
 use streamline_abi::image::RotateParams;
@@ -18,17 +18,6 @@ fn rotation(p: &RotateParams, n: u32) -> Rotation {
     // SAFETY: `n < batch`; `angles` holds `batch` f32.
     let deg = unsafe { (p.angles as *const f32).add(n as usize).read() };
     Rotation::new(deg, p.height, p.width)
-}
-
-/// Image `n`'s input, and its output's column `j` of the first plane: offsets inside an image
-/// fit 32 bits (the host checks `c * h * w`).
-#[inline(always)]
-fn image_and_column(p: &RotateParams, n: u32, j: u32) -> (*const f32, *mut f32) {
-    let first = n as usize * p.channels as usize * p.height as usize * p.width as usize;
-    (
-        (p.x as *const f32).wrapping_add(first),
-        (p.y as *mut f32).wrapping_add(first + j as usize),
-    )
 }
 
 /// Nearest neighbour (torchvision's default): the input pixel nearest to the source point, or
@@ -46,7 +35,7 @@ pub unsafe extern "ptx-kernel" fn rotate_nearest(p: RotateParams) {
     for_columns(p.batch, p.height, p.width, p.rows, |col| {
         let rot = rotation(&p, col.n);
         let (cx, cy) = rot.col(col.j as i32);
-        let (image, out) = image_and_column(&p, col.n, col.j);
+        let (image, out) = image_and_column((p.x, p.y), p.channels, (plane, plane), col.n, col.j);
         col.rows(|i| {
             let (rx, ry) = rot.row(i as i32);
             let (sy, sx) = rot.finish(cx + rx, cy + ry);
@@ -80,7 +69,7 @@ pub unsafe extern "ptx-kernel" fn rotate_bilinear(p: RotateParams) {
     for_columns(p.batch, p.height, p.width, p.rows, |col| {
         let rot = rotation(&p, col.n);
         let (cx, cy) = rot.col(col.j as i32);
-        let (image, out) = image_and_column(&p, col.n, col.j);
+        let (image, out) = image_and_column((p.x, p.y), p.channels, (plane, plane), col.n, col.j);
         col.rows(|i| {
             let (rx, ry) = rot.row(i as i32);
             let (sy, sx) = rot.finish(cx + rx, cy + ry);
