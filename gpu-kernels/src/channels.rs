@@ -14,6 +14,9 @@ use streamline_abi::image::{IMAGE_BLOCK_X, IMAGE_BLOCK_Y};
 
 /// The output pixels of one thread: column `j` of image `n`, and up to `per_thread` rows
 /// `IMAGE_BLOCK_Y` apart, those below the plane's height.
+///
+/// A kernel whose neighbouring rows share input may take the same number of consecutive rows
+/// instead, from [`Column::strip`]: the block's threads cover the same rows either way.
 #[derive(Clone, Copy)]
 pub struct Column {
     pub n: u32,
@@ -21,6 +24,7 @@ pub struct Column {
     pub per_thread: u32,
     first: u32,
     h: u32,
+    strip: u32,
 }
 
 impl Column {
@@ -29,6 +33,13 @@ impl Column {
     #[inline(always)]
     pub fn row(&self, r: u32) -> u32 {
         self.first + r * IMAGE_BLOCK_Y
+    }
+
+    /// The first of this thread's `per_thread` consecutive rows (rows at or past the plane's
+    /// height belong to no thread).
+    #[inline(always)]
+    pub fn strip(&self) -> u32 {
+        self.strip
     }
 
     /// Calls `row(i)` for each of this thread's rows, in order. Rows go in pairs, so the
@@ -84,7 +95,7 @@ pub fn for_columns(batch: u32, h: u32, w: u32, rows: u32, mut column: impl FnMut
     if j >= w {
         return;
     }
-    let first = by * IMAGE_BLOCK_Y * rows + ty;
+    let row0 = by * IMAGE_BLOCK_Y * rows;
     let step = grid_z();
     let mut n = bz;
     while n < batch {
@@ -92,8 +103,9 @@ pub fn for_columns(batch: u32, h: u32, w: u32, rows: u32, mut column: impl FnMut
             n,
             j,
             per_thread: rows,
-            first,
+            first: row0 + ty,
             h,
+            strip: row0 + ty * rows,
         });
         n += step;
     }

@@ -6,10 +6,11 @@
 //! several rows (the host picks how many) for every channel. The box is set up once per
 //! thread, a column's horizontal taps once per sample column, and the taps of a sample serve
 //! up to three channels, so a warp writes 32 consecutive values of a row. With one sample per
-//! bin (an output at least as large as the box, the crop case: [`roi_align_one_sample`]) the
-//! loads of two rows are issued before either is blended.
+//! bin (an output at least as large as the box, the crop case: [`roi_align_one_sample`]) a
+//! thread takes consecutive rows, whose samples share input rows, and loads those rows once.
 
 use crate::channels::{for_columns, Column};
+use core::arch::asm;
 use crate::libdevice::trunc_i32;
 use crate::mem::{ld_at, stg_at};
 use crate::sampling::{blend, Roi, RoiTap};
@@ -46,7 +47,7 @@ pub unsafe extern "ptx-kernel" fn roi_align_one_sample(p: RoiAlignParams) {
 /// As for [`roi_align`].
 #[inline(always)]
 unsafe fn run<const ONE: bool>(p: RoiAlignParams) {
-    for_columns(p.num_boxes, p.out_h, p.out_w, p.rows, |col| {
+    for_columns(p.num_boxes, p.out_h, p.out_w, p.rows, #[inline(always)] |col| {
         let bx = (p.boxes as *const f32).wrapping_add(col.n as usize * 5);
         // SAFETY: `n < num_boxes`; each box is 5 f32.
         let (bi, coords) = unsafe {
@@ -94,8 +95,10 @@ unsafe fn run<const ONE: bool>(p: RoiAlignParams) {
     });
 }
 
-/// Rows of the one-sample path whose loads are issued together.
-const BATCH: usize = 2;
+/// Output rows of one step of the one-sample path.
+const STEP: usize = 2;
+/// Input rows that hold the taps of one step's samples.
+const STEP_ROWS: usize = STEP + 1;
 
 /// One thread's column of one box's output.
 struct Bins<'a> {
@@ -113,70 +116,16 @@ impl Bins<'_> {
     /// As for [`roi_align`]; `first + N <= channels`.
     #[inline(always)]
     unsafe fn group<const N: usize, const ONE: bool>(&self, first: u32) -> u32 {
+        if ONE {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { self.one_sample::<N>(first) };
+            return N as u32;
+        }
         let p = self.p;
         let (h, w) = (p.height as i32, p.width as i32);
         let plane_in = p.height * p.width;
-        let plane_out = p.out_h * p.out_w;
-        let channels = p.channels as usize;
-        // The box's image; offsets inside it fit 32 bits (the host checks `c * h * w`).
-        let image = (p.x as *const f32).wrapping_add(self.img * channels * plane_in as usize);
-        let pw = self.col.j;
+        let image = self.image();
         let last = p.out_h - 1;
-        // This thread's output column of the box's first channel.
-        let dst = (p.y as *mut f32)
-            .wrapping_add(self.col.n as usize * channels * plane_out as usize + pw as usize);
-        let store = |ph: u32, v: &[f32; N]| {
-            let o = ph * p.out_w;
-            for (k, &value) in v.iter().enumerate() {
-                // SAFETY: box `n < num_boxes`, channel `first + k < channels`, `ph < out_h`
-                // (callers check), `pw < out_w`.
-                unsafe { stg_at(dst, (first + k as u32) * plane_out + o, value) };
-            }
-        };
-        if ONE {
-            // One sample per bin, and a count of 1: the average is the sample itself. The
-            // column's two input columns are fixed for the thread, so each load is one offset
-            // from a per-thread pointer. Rows go in pairs whose loads are all issued before the
-            // first blend (a row past the output is sampled on the last row and not stored).
-            let tx = RoiTap::new(self.roi.x_of_one(pw), w);
-            let cols = [
-                image.wrapping_add(tx.lo as usize),
-                image.wrapping_add(tx.hi as usize),
-            ];
-            // SAFETY (for `at`): callers pass the offset of a tap's row inside the `h x w`
-            // plane of channel `first + k` of image `img < batch`.
-            let at = |x: usize, o: u32| unsafe { ld_at(cols[x], o) };
-            let mut r = 0;
-            while r < self.col.per_thread {
-                let ph: [u32; BATCH] = core::array::from_fn(|q| self.col.row(r + q as u32));
-                let ty = ph.map(|ph| RoiTap::new(self.roi.y_of_one(ph.min(last)), h));
-                let v: [[[f32; 4]; N]; BATCH] = core::array::from_fn(|q| {
-                    core::array::from_fn(|k| {
-                        let c = (first + k as u32) * plane_in;
-                        let (r0, r1) =
-                            (c + ty[q].lo as u32 * p.width, c + ty[q].hi as u32 * p.width);
-                        [at(0, r0), at(1, r0), at(0, r1), at(1, r1)]
-                    })
-                });
-                for q in 0..BATCH {
-                    if ph[q] <= last {
-                        let inside = self.valid && ty[q].valid && tx.valid;
-                        store(
-                            ph[q],
-                            &core::array::from_fn(|k| {
-                                if inside {
-                                    blend(&ty[q], &tx, &v[q][k])
-                                } else {
-                                    0.0
-                                }
-                            }),
-                        );
-                    }
-                }
-                r += BATCH as u32;
-            }
-            return N as u32;
-        }
         // The general grid (`Roi::bin_n`). Each row is stored before the next starts, which
         // keeps few values live.
         let mut r = 0;
@@ -186,7 +135,7 @@ impl Bins<'_> {
                 break;
             }
             let acc = if self.valid {
-                self.roi.bin_n::<N>(h, w, ph, pw, |k, yy, xx| {
+                self.roi.bin_n::<N>(h, w, ph, self.col.j, |k, yy, xx| {
                     let o = (first + k as u32) * plane_in + yy as u32 * p.width + xx as u32;
                     // SAFETY: `bin_n` passes only pixels inside the `h x w` plane; channel
                     // `first + k < channels` of image `img < batch`.
@@ -195,9 +144,177 @@ impl Bins<'_> {
             } else {
                 [0.0; N]
             };
-            store(ph, &acc);
+            // SAFETY: `ph <= last`; `first + N <= channels` (this function's contract).
+            unsafe { self.store(first, ph, &acc) };
             r += 1;
         }
         N as u32
     }
+
+    /// The one-sample path: the bin is its single sample. The column's two input columns are
+    /// fixed for the thread, so each load is one offset from a per-thread pointer. The thread
+    /// takes its rows (consecutive ones, [`Column::strip`]) [`STEP`] at a time: neighbouring
+    /// samples are at most one bin, at most one pixel, apart, so a step's taps lie in
+    /// [`STEP_ROWS`] input rows, each loaded once and all issued before the first blend. A step
+    /// whose samples spread further (f32 rounding can add a row) loads each sample's taps
+    /// itself. A row past the output is sampled on the last row and not stored.
+    ///
+    /// # Safety
+    /// As for [`roi_align`]; `first + N <= channels`; every box of the launch has a one-point
+    /// sampling grid.
+    #[inline(always)]
+    unsafe fn one_sample<const N: usize>(&self, first: u32) {
+        let p = self.p;
+        let (h, w) = (p.height as i32, p.width as i32);
+        let plane_in = p.height * p.width;
+        let image = self.image();
+        let last = p.out_h - 1;
+        let tx = RoiTap::new(self.roi.x_of_one(self.col.j), w);
+        let cols = [
+            image.wrapping_add(tx.lo as usize),
+            image.wrapping_add(tx.hi as usize),
+        ];
+        // Both taps of input row `y` (inside the plane) of channel `first + k`.
+        let taps = |k: usize, y: i32| {
+            let o = (first + k as u32) * plane_in + y as u32 * p.width;
+            // SAFETY: `o` is the offset of row `y < h` of channel `first + k < channels` of
+            // image `img < batch`, and the columns are inside the row.
+            unsafe { [ld_at(cols[0], o), ld_at(cols[1], o)] }
+        };
+        let strip = self.col.strip();
+        let per_thread = self.col.per_thread;
+        let mut r = 0;
+        while r < per_thread {
+            let ph: [u32; STEP] = array(|k| strip + r + k as u32);
+            let kept: [bool; STEP] = array(|k| r + (k as u32) < per_thread && ph[k] <= last);
+            let ty: [RoiTap; STEP] =
+                array(|k| RoiTap::new(self.roi.y_of_one(ph[k].min(last)), h));
+            // Each sample's upper tap row, counted from the first sample's.
+            let d: [i32; STEP] = array(|k| ty[k].lo - ty[0].lo);
+            let value = |k: usize, v: [f32; 4]| {
+                if self.valid && ty[k].valid && tx.valid {
+                    blend(&ty[k], &tx, &v)
+                } else {
+                    0.0
+                }
+            };
+            let mut shared = true;
+            each::<STEP>(|k| shared &= (0..=k as i32).contains(&d[k]));
+            if shared {
+                // Rows `ty[0].lo + i`, clamped to the plane as every lower tap `hi` is.
+                let rows: [[[f32; 2]; STEP_ROWS]; N] =
+                    array(|c| array(|i| taps(c, (ty[0].lo + i as i32).min(h - 1))));
+                each::<STEP>(|k| {
+                    if kept[k] {
+                        let bins: [f32; N] = array(|c| {
+                            let (a, b) = (pick(&rows[c], d[k], 0, k), pick(&rows[c], d[k] + 1, 1, k + 1));
+                            value(k, [a[0], a[1], b[0], b[1]])
+                        });
+                        // SAFETY: `ph <= last`; `first + N <= channels`.
+                        unsafe { self.store(first, ph[k], &bins) };
+                    }
+                });
+            } else {
+                each::<STEP>(|k| {
+                    if kept[k] {
+                        let bins: [f32; N] = array(|c| {
+                            let (a, b) = (taps(c, ty[k].lo), taps(c, ty[k].hi));
+                            value(k, [a[0], a[1], b[0], b[1]])
+                        });
+                        // SAFETY: `ph <= last`; `first + N <= channels`.
+                        unsafe { self.store(first, ph[k], &bins) };
+                    }
+                });
+            }
+            r += STEP as u32;
+        }
+    }
+
+    /// The box's image; offsets inside it fit 32 bits (the host checks `c * h * w`).
+    #[inline(always)]
+    fn image(&self) -> *const f32 {
+        let p = self.p;
+        (p.x as *const f32).wrapping_add(self.img * p.channels as usize * (p.height * p.width) as usize)
+    }
+
+    /// Stores `v`, the bins of channels `first..first + N` at row `ph` of this thread's column.
+    ///
+    /// # Safety
+    /// `ph < out_h`, `first + N <= channels`, and the launch's contract.
+    #[inline(always)]
+    unsafe fn store<const N: usize>(&self, first: u32, ph: u32, v: &[f32; N]) {
+        let p = self.p;
+        let plane_out = p.out_h * p.out_w;
+        let dst = (p.y as *mut f32).wrapping_add(
+            self.col.n as usize * p.channels as usize * plane_out as usize + self.col.j as usize,
+        );
+        let o = ph * p.out_w;
+        for (k, &value) in v.iter().enumerate() {
+            // SAFETY: box `n < num_boxes`, channel `first + k < channels`, `ph < out_h`,
+            // `pw < out_w` (the caller's contract and the grid's).
+            unsafe { stg_at(dst, (first + k as u32) * plane_out + o, value) };
+        }
+    }
+}
+
+/// `rows[i]` for `i` in `min..=max`, chosen with selects so that the rows stay in registers (see
+/// [`select`]).
+#[inline(always)]
+fn pick<const R: usize>(rows: &[[f32; 2]; R], i: i32, min: usize, max: usize) -> [f32; 2] {
+    let mut v = rows[min];
+    each::<R>(|j| {
+        if j > min && j <= max {
+            let hit = i == j as i32;
+            v = [select(hit, rows[j][0], v[0]), select(hit, rows[j][1], v[1])];
+        }
+    });
+    v
+}
+
+/// `if c { a } else { b }` as one `selp`. Written as a branch or a select, LLVM turns a chain
+/// of these over an array into an indexed load from a local copy of the array.
+#[inline(always)]
+fn select(c: bool, a: f32, b: f32) -> f32 {
+    let r: f32;
+    // SAFETY: register-only arithmetic; no memory is touched.
+    unsafe {
+        asm!(
+            "{{ .reg .pred p; setp.ne.u32 p, {c}, 0; selp.f32 {r}, {a}, {b}, p; }}",
+            r = out(reg32) r,
+            c = in(reg32) c as u32,
+            a = in(reg32) a,
+            b = in(reg32) b,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    r
+}
+
+/// Calls `f(k)` for `k` in `0..S` (`S <= 3`), written out so that every `k` is a constant after
+/// inlining: in a loop LLVM may index the per-row and per-channel arrays at run time, which
+/// puts them in local memory.
+#[inline(always)]
+fn each<const S: usize>(mut f: impl FnMut(usize)) {
+    const { assert!(S <= 3) };
+    if S > 0 {
+        f(0);
+    }
+    if S > 1 {
+        f(1);
+    }
+    if S > 2 {
+        f(2);
+    }
+}
+
+/// `[f(0), .., f(S - 1)]`, built with [`each`].
+#[inline(always)]
+fn array<T: Copy, const S: usize>(mut f: impl FnMut(usize) -> T) -> [T; S] {
+    let mut a = [f(0); S];
+    each::<S>(|k| {
+        if k > 0 {
+            a[k] = f(k);
+        }
+    });
+    a
 }

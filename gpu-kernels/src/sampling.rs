@@ -2,6 +2,7 @@
 //! operation it names (the exact definitions are in the host's `reference` modules).
 
 use crate::libdevice::{ceilf, floor_i32, floorf, rint_i32, sincospif, trunc_i32};
+use core::intrinsics::fmaf32;
 
 /// One axis of torchvision's `roi_align` bilinear sample at coordinate `v` of a line of `n`
 /// pixels: the sample is 0 when the point is more than one pixel outside (`v < -1` or
@@ -76,10 +77,13 @@ pub fn roi_bilinear_n<const N: usize>(
     out
 }
 
-/// torchvision's blend of the four neighbours `[(lo, lo), (lo, hi), (hi, lo), (hi, hi)]`.
+/// torchvision's blend `w1 v1 + w2 v2 + w3 v3 + w4 v4` of the four neighbours `[(lo, lo),
+/// (lo, hi), (hi, lo), (hi, hi)]`, in its order and with the multiply-adds fused, as its CUDA
+/// build compiles it.
 #[inline(always)]
 pub fn blend(ty: &RoiTap, tx: &RoiTap, v: &[f32; 4]) -> f32 {
-    ty.h * tx.h * v[0] + ty.h * tx.l * v[1] + ty.l * tx.h * v[2] + ty.l * tx.l * v[3]
+    let w = [ty.h * tx.h, ty.h * tx.l, ty.l * tx.h, ty.l * tx.l];
+    fmaf32(w[3], v[3], fmaf32(w[2], v[2], fmaf32(w[1], v[1], w[0] * v[0])))
 }
 
 /// One ROI box in pixel coordinates, with torchvision's derived bin sizes and sampling grid.

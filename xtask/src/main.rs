@@ -52,14 +52,6 @@ const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
         0,
         "libdevice sincosf Payne-Hanek reduction (f16 inputs never reach it)",
     ),
-    // Bounded to 64 registers so that four blocks share an SM instead of three: on sm_90 it
-    // needs no spill; sm_80's assembler spills one 8-byte value.
-    (
-        "roi_align_one_sample",
-        8,
-        16,
-        "launch bound of 4 blocks/SM; spills on sm_80 only",
-    ),
     // Bounded to 80 registers so that three blocks share an SM instead of two: a few spilled
     // values cost less than the missing third of the warps (see BENCHMARKS.md).
     (

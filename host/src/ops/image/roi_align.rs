@@ -108,8 +108,15 @@ pub fn roi_sampling_grid(b: &[f32; 5], o: &RoiAlign) -> (i64, i64) {
 /// output shape.
 pub fn check_roi_align(shape: Shape, boxes: &[[f32; 5]], o: &RoiAlign) -> Result<Shape> {
     RoiBoxes::check(boxes)?;
+    let out = check_options(shape, boxes.len(), o)?;
+    check_against(boxes, shape.n, o)?;
+    Ok(out)
+}
+
+/// The shape and option checks of [`check_roi_align`]; returns the output shape.
+fn check_options(shape: Shape, num_boxes: usize, o: &RoiAlign) -> Result<Shape> {
     shape.check("x")?;
-    let out = Shape::new(boxes.len(), shape.c, o.out_h, o.out_w);
+    let out = Shape::new(num_boxes, shape.c, o.out_h, o.out_w);
     if o.out_h == 0 || o.out_w == 0 {
         return Err(Error::arg(
             "output_size",
@@ -129,14 +136,19 @@ pub fn check_roi_align(shape: Shape, boxes: &[[f32; 5]], o: &RoiAlign) -> Result
             format!("{}: at most 256 (<= 0 means adaptive)", o.sampling_ratio),
         ));
     }
+    Ok(out)
+}
+
+/// The checks of well-formed boxes against a batch of `n` images and the options, in one pass:
+/// batch index inside `0..n`, sampling grid at most [`ROI_MAX_SAMPLES_PER_BIN`] points. Returns
+/// whether every box samples once per bin (the one-sample kernel's condition).
+fn check_against(boxes: &[[f32; 5]], n: usize, o: &RoiAlign) -> Result<bool> {
+    let mut one = true;
     for (i, b) in boxes.iter().enumerate() {
-        if b[0] as usize >= shape.n {
+        if b[0] as usize >= n {
             return Err(Error::arg(
                 "boxes",
-                format!(
-                    "box {i}: batch index {} is out of range 0..{}",
-                    b[0], shape.n
-                ),
+                format!("box {i}: batch index {} is out of range 0..{n}", b[0]),
             ));
         }
         let (gh, gw) = roi_sampling_grid(b, o);
@@ -148,8 +160,9 @@ pub fn check_roi_align(shape: Shape, boxes: &[[f32; 5]], o: &RoiAlign) -> Result
                 ),
             ));
         }
+        one &= (gh, gw) == (1, 1);
     }
-    Ok(out)
+    Ok(one)
 }
 
 /// `torchvision.ops.roi_align(x, boxes, (out_h, out_w), spatial_scale, sampling_ratio,
@@ -163,7 +176,9 @@ pub fn roi_align(
     o: RoiAlign,
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<()> {
-    let out = check_roi_align(shape, &boxes.host, &o)?;
+    // The boxes were checked when uploaded; what depends on this call is checked here.
+    let out = check_options(shape, boxes.host.len(), &o)?;
+    let one_sample = check_against(&boxes.host, shape.n, &o)?;
     check_len("x", x.len(), shape)?;
     check_len("y", y.len(), out)?;
     // A box's setup costs as much as several bins, so far fewer threads per row pay (measured
@@ -195,13 +210,9 @@ pub fn roi_align(
         rows,
         pad: 0,
     };
-    // The sampling grid computed as the kernels do (same f32 operations, no contraction), so a
-    // launch whose every box samples once per bin can take the one-sample kernel.
-    let spec = if boxes
-        .host
-        .iter()
-        .all(|b| roi_sampling_grid(b, &o) == (1, 1))
-    {
+    // The sampling grid is computed as the kernels do (same f32 operations, no contraction), so
+    // a launch whose every box samples once per bin can take the one-sample kernel.
+    let spec = if one_sample {
         &ROI_ALIGN_ONE_SAMPLE
     } else {
         &ROI_ALIGN
