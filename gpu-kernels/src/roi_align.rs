@@ -10,10 +10,10 @@
 //! thread takes consecutive rows, whose samples share input rows, and loads those rows once.
 
 use crate::channels::{for_columns, Column};
-use core::arch::asm;
 use crate::libdevice::trunc_i32;
 use crate::mem::{ld_at, stg_at};
 use crate::sampling::{blend, Roi, RoiTap};
+use core::arch::asm;
 use streamline_abi::image::{RoiAlignParams, ROI_MAX_SAMPLES_PER_BIN};
 
 /// # Safety
@@ -47,52 +47,59 @@ pub unsafe extern "ptx-kernel" fn roi_align_one_sample(p: RoiAlignParams) {
 /// As for [`roi_align`].
 #[inline(always)]
 unsafe fn run<const ONE: bool>(p: RoiAlignParams) {
-    for_columns(p.num_boxes, p.out_h, p.out_w, p.rows, #[inline(always)] |col| {
-        let bx = (p.boxes as *const f32).wrapping_add(col.n as usize * 5);
-        // SAFETY: `n < num_boxes`; each box is 5 f32.
-        let (bi, coords) = unsafe {
-            (
-                bx.read(),
-                [
-                    bx.add(1).read(),
-                    bx.add(2).read(),
-                    bx.add(3).read(),
-                    bx.add(4).read(),
-                ],
-            )
-        };
-        // torchvision truncates the batch index; one outside the batch (refused by the host)
-        // gives zeros rather than a read outside the input.
-        let img = trunc_i32(bi);
-        let valid = img >= 0 && (img as u32) < p.batch;
-        let roi = Roi::new(
-            coords,
-            p.spatial_scale,
-            p.aligned != 0,
-            p.sampling_ratio,
-            p.out_h,
-            p.out_w,
-            ROI_MAX_SAMPLES_PER_BIN,
-        );
-        let bins = Bins {
-            p: &p,
-            col: &col,
-            roi: &roi,
-            img: if valid { img as usize } else { 0 },
-            valid,
-        };
-        let mut c = 0;
-        while c < p.channels {
-            // SAFETY: forwarded from this kernel's contract; `c < channels`.
-            c += unsafe {
-                match p.channels - c {
-                    1 => bins.group::<1, ONE>(c),
-                    2 => bins.group::<2, ONE>(c),
-                    _ => bins.group::<3, ONE>(c),
-                }
+    for_columns(
+        p.num_boxes,
+        p.out_h,
+        p.out_w,
+        p.rows,
+        #[inline(always)]
+        |col| {
+            let bx = (p.boxes as *const f32).wrapping_add(col.n as usize * 5);
+            // SAFETY: `n < num_boxes`; each box is 5 f32.
+            let (bi, coords) = unsafe {
+                (
+                    bx.read(),
+                    [
+                        bx.add(1).read(),
+                        bx.add(2).read(),
+                        bx.add(3).read(),
+                        bx.add(4).read(),
+                    ],
+                )
             };
-        }
-    });
+            // torchvision truncates the batch index; one outside the batch (refused by the host)
+            // gives zeros rather than a read outside the input.
+            let img = trunc_i32(bi);
+            let valid = img >= 0 && (img as u32) < p.batch;
+            let roi = Roi::new(
+                coords,
+                p.spatial_scale,
+                p.aligned != 0,
+                p.sampling_ratio,
+                p.out_h,
+                p.out_w,
+                ROI_MAX_SAMPLES_PER_BIN,
+            );
+            let bins = Bins {
+                p: &p,
+                col: &col,
+                roi: &roi,
+                img: if valid { img as usize } else { 0 },
+                valid,
+            };
+            let mut c = 0;
+            while c < p.channels {
+                // SAFETY: forwarded from this kernel's contract; `c < channels`.
+                c += unsafe {
+                    match p.channels - c {
+                        1 => bins.group::<1, ONE>(c),
+                        2 => bins.group::<2, ONE>(c),
+                        _ => bins.group::<3, ONE>(c),
+                    }
+                };
+            }
+        },
+    );
 }
 
 /// Output rows of one step of the one-sample path.
@@ -187,8 +194,7 @@ impl Bins<'_> {
         while r < per_thread {
             let ph: [u32; STEP] = array(|k| strip + r + k as u32);
             let kept: [bool; STEP] = array(|k| r + (k as u32) < per_thread && ph[k] <= last);
-            let ty: [RoiTap; STEP] =
-                array(|k| RoiTap::new(self.roi.y_of_one(ph[k].min(last)), h));
+            let ty: [RoiTap; STEP] = array(|k| RoiTap::new(self.roi.y_of_one(ph[k].min(last)), h));
             // Each sample's upper tap row, counted from the first sample's.
             let d: [i32; STEP] = array(|k| ty[k].lo - ty[0].lo);
             let value = |k: usize, v: [f32; 4]| {
@@ -207,7 +213,10 @@ impl Bins<'_> {
                 each::<STEP>(|k| {
                     if kept[k] {
                         let bins: [f32; N] = array(|c| {
-                            let (a, b) = (pick(&rows[c], d[k], 0, k), pick(&rows[c], d[k] + 1, 1, k + 1));
+                            let (a, b) = (
+                                pick(&rows[c], d[k], 0, k),
+                                pick(&rows[c], d[k] + 1, 1, k + 1),
+                            );
                             value(k, [a[0], a[1], b[0], b[1]])
                         });
                         // SAFETY: `ph <= last`; `first + N <= channels`.
@@ -234,7 +243,8 @@ impl Bins<'_> {
     #[inline(always)]
     fn image(&self) -> *const f32 {
         let p = self.p;
-        (p.x as *const f32).wrapping_add(self.img * p.channels as usize * (p.height * p.width) as usize)
+        (p.x as *const f32)
+            .wrapping_add(self.img * p.channels as usize * (p.height * p.width) as usize)
     }
 
     /// Stores `v`, the bins of channels `first..first + N` at row `ph` of this thread's column.

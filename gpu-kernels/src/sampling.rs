@@ -83,7 +83,11 @@ pub fn roi_bilinear_n<const N: usize>(
 #[inline(always)]
 pub fn blend(ty: &RoiTap, tx: &RoiTap, v: &[f32; 4]) -> f32 {
     let w = [ty.h * tx.h, ty.h * tx.l, ty.l * tx.h, ty.l * tx.l];
-    fmaf32(w[3], v[3], fmaf32(w[2], v[2], fmaf32(w[1], v[1], w[0] * v[0])))
+    fmaf32(
+        w[3],
+        v[3],
+        fmaf32(w[2], v[2], fmaf32(w[1], v[1], w[0] * v[0])),
+    )
 }
 
 /// One ROI box in pixel coordinates, with torchvision's derived bin sizes and sampling grid.
