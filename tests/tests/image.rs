@@ -225,17 +225,66 @@ fn roi_align_matches_reference() {
         let got = fetch(&y, out.len())?;
         let xs: Vec<f64> = x.iter().map(|&v| v as f64).collect();
         let want = reference::roi_align(&xs, s, &boxes, &o);
-        // The reference computes the sample coordinates in f32 in torchvision's order, as the
-        // kernels do, so both take the same side of every y = -1 / y = h (or x) cut-off. The
-        // kernels' bilinear weights `l = v - floor(v)`, `1 - l` carry up to a few ulp of the
-        // coordinate's magnitude (box coordinates up to 3x the image over the scale): delta
-        // <= 8u (|coords| + h + w), moving a sample by at most 2 delta max|x|; each sample's
-        // blend adds 8u max|x|, the average u.
-        let big = (3 * (s.h + s.w)) as f64 / o.spatial_scale as f64 + 8.0;
-        let delta = 8.0 * U * big;
-        let tol = (2.0 * delta + 10.0 * U) * max_abs(&x) + 1e-30;
-        close(&got, &want, tol, "roi_align")
+        close(&got, &want, roi_tolerance(s, &o, &x), "roi_align")
     });
+}
+
+/// Tolerance of `roi_align` against the reference for input `x` of shape `s`.
+///
+/// The reference computes the sample coordinates in f32 in torchvision's order, as the kernels
+/// do, so both take the same side of every y = -1 / y = h (or x) cut-off. The kernels' bilinear
+/// weights `l = v - floor(v)`, `1 - l` carry up to a few ulp of the coordinate's magnitude (box
+/// coordinates up to 3x the image over the scale): delta <= 8u (|coords| + h + w), moving a
+/// sample by at most 2 delta max|x|; each sample's blend adds 8u max|x|, the average u.
+fn roi_tolerance(s: Shape, o: &RoiAlign, x: &[f32]) -> f64 {
+    let big = (3 * (s.h + s.w)) as f64 / o.spatial_scale as f64 + 8.0;
+    let delta = 8.0 * U * big;
+    (2.0 * delta + 10.0 * U) * max_abs(x) + 1e-30
+}
+
+/// A crop whose neighbouring output rows 4 and 5 sample two input rows apart: f32 rounding
+/// gives y = 63.999996 and y = 65.0 for a bin of 0.9999994. The one-sample kernel loads the
+/// shared input rows of neighbouring samples once; this case takes its other path, which
+/// reads each sample's rows itself. The premise is checked on the CPU first.
+#[test]
+fn roi_align_samples_two_rows_apart() {
+    let (y1, y2) = (59.5f32, 159.49994f32);
+    let o = RoiAlign {
+        out_h: 100,
+        out_w: 24,
+        spatial_scale: 1.0,
+        sampling_ratio: -1,
+        aligned: false,
+    };
+    let bx = [0.0, 3.0, y1, 27.0, y2];
+    let bin = (y2 - y1) / o.out_h as f32;
+    let y = |ph: u32| y1 + ph as f32 * bin + 0.5 * bin;
+    assert_eq!(roi_sampling_grid(&bx, &o), (1, 1), "not a one-sample box");
+    assert_eq!(
+        y(5).floor() - y(4).floor(),
+        2.0,
+        "the rows are not two apart"
+    );
+    gpu_property(
+        8,
+        (prop::sample::select(vec![1usize, 3, 4]), any::<u64>()),
+        |(c, seed)| {
+            let g = gpu().unwrap();
+            let s = Shape::new(1, c, 170, 40);
+            let x = values(s.len(), seed);
+            let rb = RoiBoxes::upload(g.stream(), &[bx]).unwrap();
+            let out = Shape::new(1, c, o.out_h, o.out_w);
+            let mut yd = poisoned(out.len());
+            {
+                let mut yv = yd.slice_mut(GUARD..GUARD + out.len());
+                roi_align(g, g.stream(), s, &upload(&x), &rb, o, &mut yv).unwrap();
+            }
+            let got = fetch(&yd, out.len())?;
+            let xs: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+            let want = reference::roi_align(&xs, s, &[bx], &o);
+            close(&got, &want, roi_tolerance(s, &o, &x), "roi_align")
+        },
+    );
 }
 
 // ---------------------------------------------------------------- rotate
