@@ -2,8 +2,9 @@
 //! `torchvision.transforms.v2.functional.gaussian_blur(img, [kx, ky], [sigma_x, sigma_y])`,
 //! for a whole batch, optionally with per-image sigmas.
 //!
-//! A block loads its output tile and the halo (reflected at the image border) into shared
-//! memory once. The weights are `exp(-0.5 ((t - r) / sigma)^2)`; their normalisation by the sum
+//! A block copies its output tile and the halo (reflected at the image border) into shared
+//! memory once, with `cp.async`: every copy of a thread is in flight at once, and none passes
+//! through a register. The weights are `exp(-0.5 ((t - r) / sigma)^2)`; their normalisation by the sum
 //! is applied to the result.
 //!
 //! Square kernels up to radius [`BLUR_FAST_MAX_RADIUS`] (the common case, seed 003's 7 x 7
@@ -13,7 +14,7 @@
 //! multiply-adds of the horizontal pass on average. Other kernels blur 32 x 32 tiles through a
 //! second shared tile ([`blur_tile`], also used by the fused augmentation).
 
-use crate::mem::ldg;
+use crate::mem::{copy_async, copy_wait, shared_addr};
 use crate::sampling::{gauss, reflect};
 use crate::thread::{block_x, sync_block, thread_xy};
 use core::intrinsics::fmaf32 as fmaf;
@@ -206,25 +207,26 @@ pub unsafe extern "ptx-kernel" fn gaussian_blur(p: GaussianBlurParams) {
     let base = plane as usize * p.height as usize * p.width as usize;
     let src = (p.x as *const f32).wrapping_add(base);
     let dst = (p.y as *mut f32).wrapping_add(base);
-    let wcols = p.width as usize;
-    let load = |r: i32, c: i32| {
-        // SAFETY: callers pass indices inside the plane.
-        unsafe { ldg(src.add(r as usize * wcols + c as usize)) }
-    };
+    // Copies straight to shared memory (`cp.async`), all of a thread's in flight at once.
     let fill = |buf: *mut f32, rows: usize, cols: usize| {
         let (tx, ty) = thread_xy();
+        let stage = shared_addr(buf);
         let mut r = ty as usize;
         while r < rows {
-            let gy = reflect(y0 - ry + r as i32, h);
+            let gy = reflect(y0 - ry + r as i32, h) as u32;
             let mut c = tx as usize;
             while c < cols {
-                let gx = reflect(x0 - rx + c as i32, w);
-                // SAFETY: `reflect` keeps indices inside the plane; `r < rows`, `c < cols`.
-                unsafe { *buf.add(r * cols + c) = load(gy, gx) };
+                let gx = reflect(x0 - rx + c as i32, w) as u32;
+                // SAFETY: `reflect` keeps indices inside the plane, whose offsets fit 32 bits;
+                // `r < rows`, `c < cols`: a slot of `buf` only this thread writes, read after
+                // `blur_tile`'s barrier.
+                unsafe { copy_async(stage + 4 * (r * cols + c) as u32, src, gy * p.width + gx) };
                 c += IMAGE_BLOCK_X as usize;
             }
             r += IMAGE_BLOCK_Y as usize;
         }
+        // SAFETY: the kernels are built for sm_80 and newer.
+        unsafe { copy_wait() };
     };
     let wout = p.width as usize;
     // SAFETY: all threads call it with the same arguments; the buffers are sized by the host
@@ -283,15 +285,24 @@ unsafe fn fast<const R: usize>(
             w,
         ) as usize;
     }
+    // The copies go straight to shared memory (`cp.async`), all of a thread's in flight at once.
+    let stage = shared_addr(tile);
     let mut r = ty;
     while r < rows {
-        let gy = reflect(y0 as i32 - R as i32 + r as i32, h) as usize;
-        let src_row = src.wrapping_add(gy * p.width as usize);
+        let gy = reflect(y0 as i32 - R as i32 + r as i32, h) as u32;
         for (m, &gx) in src_col.iter().enumerate() {
             let c = tx + m * IMAGE_BLOCK_X as usize;
             if c < cols {
-                // SAFETY: `reflect` keeps `(gy, gx)` inside the plane; `r < rows`, `c < cols`.
-                unsafe { *tile.add(r * cols + c) = ldg(src_row.add(gx)) };
+                // SAFETY: `reflect` keeps `(gy, gx)` inside the plane, whose offsets fit 32
+                // bits (`h * w <= 2^31 - 1`); `r < rows`, `c < cols`: a slot of the tile that
+                // only this thread writes, read after the barrier below.
+                unsafe {
+                    copy_async(
+                        stage + 4 * (r * cols + c) as u32,
+                        src,
+                        gy * p.width + gx as u32,
+                    )
+                };
             }
         }
         r += IMAGE_BLOCK_Y as usize;
@@ -307,8 +318,12 @@ unsafe fn fast<const R: usize>(
         sum_y += wy[t];
     }
     let norm = (1.0 / sum_x) * (1.0 / sum_y);
-    // SAFETY: every thread of the block reaches this barrier (the caller's branch is uniform).
-    unsafe { sync_block() };
+    // SAFETY: the kernels are built for sm_80 and newer; every thread of the block reaches this
+    // barrier (the caller's branch is uniform).
+    unsafe {
+        copy_wait();
+        sync_block();
+    }
 
     // 2. This thread's column, rows `half * 32 ..`: horizontal taps from shared memory, the
     // vertical window in registers.

@@ -185,3 +185,36 @@ pub unsafe fn sts(a: u32, v: f32) {
         );
     }
 }
+
+/// Starts copying `base[i]` (global memory, 32-bit index) to shared-memory address `dst`
+/// without passing through a register (`cp.async`): a thread can have all its copies in flight
+/// at once and wait for them together, with [`copy_wait`].
+///
+/// # Safety
+/// `base + i` must point to a readable f32 in global memory that no thread writes while the
+/// kernel runs; `dst` must be a 4-byte aligned address of the block's shared memory that no
+/// other thread accesses until the barrier after the copy's [`copy_wait`].
+#[inline(always)]
+pub unsafe fn copy_async(dst: u32, base: *const f32, i: u32) {
+    // SAFETY: guaranteed by the caller; the instruction reads `[base + 4 i]` and writes `[dst]`.
+    unsafe {
+        asm!(
+            "{{ .reg .u64 a; mul.wide.u32 a, {i}, 4; add.s64 a, a, {p}; cvta.to.global.u64 a, a; cp.async.ca.shared.global [{d}], [a], 4; }}",
+            d = in(reg32) dst,
+            i = in(reg32) i,
+            p = in(reg64) base,
+            options(nostack, preserves_flags)
+        );
+    }
+}
+
+/// Waits until every copy this thread started with [`copy_async`] has landed in shared memory
+/// (other threads see them after the next barrier).
+///
+/// # Safety
+/// Only a kernel built for `sm_80` or newer may call it.
+#[inline(always)]
+pub unsafe fn copy_wait() {
+    // SAFETY: guaranteed by the caller; waits, touching no memory of its own.
+    unsafe { asm!("cp.async.wait_all;", options(nostack, preserves_flags)) }
+}
