@@ -657,6 +657,60 @@ fn gpu_identities() {
 
 // ---------------------------------------------------------------- bad input (GPU)
 
+/// `roi_align` remembers the last call's box checks; a call with another batch or other options
+/// checks the boxes again.
+#[test]
+fn roi_align_checks_boxes_again_for_another_batch_or_options() {
+    let Some(g) = gpu() else { return };
+    let rb = RoiBoxes::upload(g.stream(), &[[3.0, 0.0, 0.0, 4.0, 4.0]]).unwrap();
+    let mut o = RoiAlign {
+        out_h: 2,
+        out_w: 2,
+        spatial_scale: 1.0,
+        sampling_ratio: -1,
+        aligned: false,
+    };
+    let mut y = upload(&[0.0; 4]);
+    let four = Shape::new(4, 1, 8, 8);
+    roi_align(
+        g,
+        g.stream(),
+        four,
+        &upload(&vec![1.0; four.len()]),
+        &rb,
+        o,
+        &mut y,
+    )
+    .unwrap();
+    let two = Shape::new(2, 1, 8, 8);
+    let e = roi_align(
+        g,
+        g.stream(),
+        two,
+        &upload(&vec![1.0; two.len()]),
+        &rb,
+        o,
+        &mut y,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("batch index 3 is out of range 0..2"), "{e}");
+    // A scale that makes the box need more than the allowed samples per bin.
+    o.spatial_scale = 1e5;
+    let e = roi_align(
+        g,
+        g.stream(),
+        four,
+        &upload(&vec![1.0; four.len()]),
+        &rb,
+        o,
+        &mut y,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("samples per bin"), "{e}");
+}
+
 #[test]
 fn launchers_refuse_mismatched_lengths_and_write_nothing() {
     let Some(g) = gpu() else { return };
