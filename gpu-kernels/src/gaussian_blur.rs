@@ -4,8 +4,8 @@
 //!
 //! A block copies its output tile and the halo (reflected at the image border) into shared
 //! memory once, with `cp.async`: every copy of a thread is in flight at once, and none passes
-//! through a register. The weights are `exp(-0.5 ((t - r) / sigma)^2)`; their normalisation by the sum
-//! is applied to the result.
+//! through a register. The weights are `exp(-0.5 ((t - r) / sigma)^2)`; their normalisation by
+//! the sum is applied to the result.
 //!
 //! Square kernels up to radius [`BLUR_FAST_MAX_RADIUS`] (the common case, seed 003's 7 x 7
 //! included) take the fast path: a 128 x 64 tile, one output column per thread over 32 rows;

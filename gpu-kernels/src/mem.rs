@@ -2,7 +2,8 @@
 //!
 //! A Rust pointer becomes a generic PTX address, and LLVM may split or merge loads it cannot
 //! prove aligned; these helpers pin down the instruction a hot loop relies on: a read-only
-//! (`.nc`) global load of 1, 4 or 16 bytes, from a generic address converted to a global one.
+//! (`.nc`) global load of 1, 4 or 16 bytes, from a generic address converted to a global one;
+//! shared-memory loads and stores; and asynchronous global-to-shared copies (`cp.async`).
 use core::arch::asm;
 
 /// One f32 through the read-only global path.

@@ -320,6 +320,7 @@ fn each<const S: usize>(mut f: impl FnMut(usize)) {
 /// `[f(0), .., f(S - 1)]`, built with [`each`].
 #[inline(always)]
 fn array<T: Copy, const S: usize>(mut f: impl FnMut(usize) -> T) -> [T; S] {
+    const { assert!(S >= 1) };
     let mut a = [f(0); S];
     each::<S>(|k| {
         if k > 0 {
