@@ -9,7 +9,7 @@
 //! The seed's table: steps per second over batch sizes, serial (both lanes on one stream),
 //! pipelined (one stream each) and pipelined replayed as a CUDA graph.
 
-use super::{median_ms, recorder, sample_indices, trim, Check, Common, Report};
+use super::{median_ms, recorded, sample_indices, Check, Common, Report};
 use crate::data::randn_f32;
 use crate::engine::memory::h2d;
 use crate::engine::pipeline::StageCall;
@@ -533,11 +533,9 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         ]);
         if batch == headline && timeline.is_none() {
             head = (serial, piped, graph);
-            let mut rec = recorder(&pool, 3 * o.steps)?;
-            plan.run(&pool, &[0, 1], 0..o.steps, Some(&mut rec), |c| {
-                su.stage(gpu, c)
-            })?;
-            timeline = Some(trim(rec.finish()?));
+            timeline = Some(recorded(&pool, 3 * o.steps, |rec| {
+                plan.run(&pool, &[0, 1], 0..o.steps, Some(rec), |c| su.stage(gpu, c))
+            })?);
         }
         if batch == smallest && check.compared == 0 {
             check = verify(gpu, &pool, &plan, &mut su, o, common)?;

@@ -3,9 +3,7 @@
 //! iterations. Both branches read the same input, which the next iteration overwrites: the
 //! overwrite must wait for *both* readers.
 
-use super::{
-    recorder, sample_indices, time_three_ways, trim, Check, Common, Report, OVERLAPPED_LANES,
-};
+use super::{recorded, sample_indices, time_three_ways, Check, Common, Report, OVERLAPPED_LANES};
 use crate::data::{randn_f32, POISON_F32};
 use crate::engine::memory::{d2d, h2d};
 use crate::engine::{DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, Plan, StreamPool};
@@ -136,17 +134,17 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         })?;
     // Recorded run; then the output holds the last iteration's branches.
     bufs.out.fill_zeros(pool.stream(0)?)?;
-    let mut rec = recorder(&pool, 4 * o.iterations)?;
-    run_once(
-        gpu,
-        &pool,
-        &plan,
-        &OVERLAPPED_LANES,
-        &mut bufs,
-        o,
-        Some(&mut rec),
-    )?;
-    let timeline = trim(rec.finish()?);
+    let timeline = recorded(&pool, 4 * o.iterations, |rec| {
+        run_once(
+            gpu,
+            &pool,
+            &plan,
+            &OVERLAPPED_LANES,
+            &mut bufs,
+            o,
+            Some(rec),
+        )
+    })?;
     let out = bufs.out.to_vec(pool.stream(0)?)?;
     let last = (o.iterations - 1) % o.inputs;
     let x = &host[last * o.n..(last + 1) * o.n];

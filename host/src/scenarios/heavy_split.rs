@@ -2,7 +2,7 @@
 //! array split into K parts on K streams, for a sweep of sizes: where does splitting start to
 //! pay, if ever?
 
-use super::{median_ms, recorder, sample_indices, trim, Check, Common, Report, Row};
+use super::{median_ms, recorded, sample_indices, Check, Common, Report, Row};
 use crate::data::{randn_f32, POISON_F32};
 use crate::engine::{DeviceBuffer, OpKind, PipelineSpec, Plan, StreamPool};
 use crate::error::{Error, Result};
@@ -172,9 +172,9 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     });
 
     // One recorded run of the split, then the check of both outputs.
-    let mut rec = recorder(&pool, 4 * k)?;
-    run_parts(gpu, &pool, &plan, &split, &mut sz, Some(&mut rec))?;
-    let timeline = trim(rec.finish()?);
+    let timeline = recorded(&pool, 4 * k, |rec| {
+        run_parts(gpu, &pool, &plan, &split, &mut sz, Some(rec))
+    })?;
     let s0 = pool.stream(0)?;
     let whole_y = sz.whole_y.to_vec(s0)?;
     let mut y_split = Vec::with_capacity(sz.n);

@@ -224,14 +224,21 @@ pub fn time_three_ways(
     Ok((serial, overlapped, graph))
 }
 
-/// A recorder with one track per pool stream.
-pub fn recorder(pool: &StreamPool, capacity: usize) -> Result<Recorder> {
+/// The timeline of one run of `run`, which records its work (up to `capacity` intervals) on a
+/// recorder with one track per pool stream; tracks nothing ran on are dropped.
+pub fn recorded(
+    pool: &StreamPool,
+    capacity: usize,
+    run: impl FnOnce(&mut Recorder) -> Result<()>,
+) -> Result<Timeline> {
     let tracks = (0..pool.len()).map(|i| pool.name(i).to_string()).collect();
-    Recorder::new(pool.context(), tracks, capacity)
+    let mut rec = Recorder::new(pool.context(), tracks, capacity)?;
+    run(&mut rec)?;
+    Ok(trim(rec.finish()?))
 }
 
 /// Drops the tracks nothing ran on (e.g. the unused streams of a serial run).
-pub fn trim(mut t: Timeline) -> Timeline {
+fn trim(mut t: Timeline) -> Timeline {
     let used: Vec<usize> = (0..t.tracks.len())
         .filter(|&k| t.intervals.iter().any(|i| i.track == k))
         .collect();

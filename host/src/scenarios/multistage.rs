@@ -3,9 +3,7 @@
 //! waiting for the previous one by event; rings of two buffers let batch N+1's copy and first
 //! product overlap batch N's second product.
 
-use super::{
-    recorder, sample_indices, time_three_ways, trim, Check, Common, Report, OVERLAPPED_LANES,
-};
+use super::{recorded, sample_indices, time_three_ways, Check, Common, Report, OVERLAPPED_LANES};
 use crate::data::{randn_f32, POISON_F32};
 use crate::engine::memory::{d2h, h2d};
 use crate::engine::pipeline::StageCall;
@@ -174,17 +172,9 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         time_three_ways(&pool, &plan, common, 0..o.batches, |c| b.stage(gpu, o, c))?;
     b.hidden.as_mut_slice()?.fill(f32::from_bits(POISON_F32));
     b.results.as_mut_slice()?.fill(f32::from_bits(POISON_F32));
-    let mut rec = recorder(&pool, 5 * o.batches)?;
-    run_once(
-        gpu,
-        &pool,
-        &plan,
-        &OVERLAPPED_LANES,
-        &mut b,
-        o,
-        Some(&mut rec),
-    )?;
-    let timeline = trim(rec.finish()?);
+    let timeline = recorded(&pool, 5 * o.batches, |rec| {
+        run_once(gpu, &pool, &plan, &OVERLAPPED_LANES, &mut b, o, Some(rec))
+    })?;
     // Each stage against the f64 reference of its own inputs (the first product's GPU output
     // is the second's input), on sampled rows of every batch.
     let g = Gemm::dense(o.rows, o.size, o.size);

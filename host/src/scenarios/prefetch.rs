@@ -3,9 +3,7 @@
 //! device buffers form rings of `depth` (2: double buffering), each reuse ordered by events,
 //! with no device-wide synchronization in the loop.
 
-use super::{
-    recorder, sample_indices, time_three_ways, trim, Check, Common, Report, OVERLAPPED_LANES,
-};
+use super::{recorded, sample_indices, time_three_ways, Check, Common, Report, OVERLAPPED_LANES};
 use crate::data::{randn_f32, POISON_F32};
 use crate::engine::memory::{d2h, h2d};
 use crate::engine::pipeline::StageCall;
@@ -167,17 +165,17 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     bufs.results
         .as_mut_slice()?
         .fill(f32::from_bits(POISON_F32));
-    let mut rec = recorder(&pool, 3 * o.batches)?;
-    run_once(
-        gpu,
-        &pool,
-        &plan,
-        &OVERLAPPED_LANES,
-        &mut bufs,
-        o,
-        Some(&mut rec),
-    )?;
-    let timeline = trim(rec.finish()?);
+    let timeline = recorded(&pool, 3 * o.batches, |rec| {
+        run_once(
+            gpu,
+            &pool,
+            &plan,
+            &OVERLAPPED_LANES,
+            &mut bufs,
+            o,
+            Some(rec),
+        )
+    })?;
     let results = bufs.results.as_slice()?;
     let idx = sample_indices(host.len(), common.sample, common.seed);
     let xs: Vec<f32> = idx.iter().map(|&i| host[i]).collect();
