@@ -1,5 +1,7 @@
 //! `streamline bench`: median CUDA-event times after warm-up, fresh random inputs rotated so
-//! they exceed L2, and the device-to-device copy ceiling measured in the same run.
+//! they exceed L2, and the device-to-device copy ceiling measured in the same run. Each case is
+//! timed as a caller sees it (host submission included) and on the device alone, so the share
+//! of a small launch that is submission shows.
 
 use anyhow::{Context, Result};
 use cudarc::driver::{CudaSlice, CudaStream};
@@ -9,12 +11,15 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use streamline::data::{randn_f32, HeavyHost};
 use streamline::ops::heavy::heavy;
 use streamline::ops::matmul::{choose, sgemm, Cublas, Gemm, Kernel};
+use streamline::ops::spin::spin_copy;
 use streamline::timing::{median, time_on};
 use streamline::Gpu;
 use streamline_abi::matmul::SGEMM_ALL;
+use streamline_abi::spin::SPIN_MAX_NS;
 
 mod image_cases;
 
@@ -41,14 +46,35 @@ pub(super) struct Bench<'a> {
     ceiling_gbps: Option<f64>,
 }
 
+/// One case's times, in milliseconds.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Timing {
+    /// Median time from an event recorded before a call to one recorded after it: what a caller
+    /// waits, the host's submission of the work included. The anchors time their peers so.
+    pub(super) ms: f64,
+    /// Minimum of the same samples.
+    pub(super) min_ms: f64,
+    /// Median time of the same call with its submission hidden: the device's time alone, which
+    /// is what a stream full of queued work costs per call. `None` when the host's submission
+    /// outlasted the longest wait tried.
+    pub(super) device_ms: Option<f64>,
+}
+
+/// The shortest device-side wait queued before a call timed for its device time alone.
+const MIN_HOLD_NS: u64 = 50_000;
+
 impl Bench<'_> {
-    /// Times `work(i)` for i in 0..reps after warm-up; returns the median and the minimum.
+    /// Times `work(i)` for i in 0..reps after warm-up, as a caller sees it and on the device
+    /// alone ([`Timing`]).
     pub(super) fn time(
         &self,
         mut work: impl FnMut(usize) -> streamline::Result<()>,
-    ) -> Result<(f64, f64)> {
+    ) -> Result<Timing> {
+        let mut submit = Duration::ZERO;
         for i in 0..self.warmup {
+            let t = Instant::now();
             work(i)?;
+            submit = submit.max(t.elapsed());
         }
         self.stream.synchronize()?;
         let mut samples = Vec::with_capacity(self.reps);
@@ -56,20 +82,60 @@ impl Bench<'_> {
             samples.push(time_on(&self.stream, || work(i))?);
             self.bar.inc(1);
         }
-        let min = samples.iter().cloned().fold(f64::INFINITY, f64::min);
-        Ok((median(&samples), min))
+        let min_ms = samples.iter().cloned().fold(f64::INFINITY, f64::min);
+        Ok(Timing {
+            ms: median(&samples),
+            min_ms,
+            device_ms: self.time_queued(&mut work, submit)?,
+        })
+    }
+
+    /// Median time of `work(i)` on the device alone. Each call is queued behind a wait on the
+    /// device (a [`spin_copy`] of nothing) that lasts at least twice as long as the host takes
+    /// to submit the call, so the start event is reached only when the whole call is queued and
+    /// the events bracket device work only. A sample whose submission came close to its wait
+    /// makes the pass start again with a longer one.
+    fn time_queued(
+        &self,
+        work: &mut impl FnMut(usize) -> streamline::Result<()>,
+        submit: Duration,
+    ) -> Result<Option<f64>> {
+        let (none_in, mut none_out) = (self.stream.null::<f32>()?, self.stream.null::<f32>()?);
+        let mut hold_ns = (4 * submit.as_nanos() as u64).clamp(MIN_HOLD_NS, SPIN_MAX_NS);
+        for _ in 0..3 {
+            let mut samples = Vec::with_capacity(self.reps);
+            let mut late = false;
+            for i in 0..self.reps {
+                spin_copy(self.gpu, &self.stream, &none_in, &mut none_out, hold_ns)?;
+                let mut took = Duration::ZERO;
+                samples.push(time_on(&self.stream, || {
+                    let t = Instant::now();
+                    let r = work(i);
+                    took = t.elapsed();
+                    r
+                })?);
+                late |= 2 * took.as_nanos() as u64 >= hold_ns;
+            }
+            if !late {
+                return Ok(Some(median(&samples)));
+            }
+            hold_ns = hold_ns.saturating_mul(4).min(SPIN_MAX_NS);
+        }
+        Ok(None)
     }
 
     /// Records a case; `bytes` is the least traffic the case must move through device memory.
-    pub(super) fn record(&mut self, case: &str, (ms, min): (f64, f64), bytes: f64, extra: Value) {
-        let gbps = bytes / ms / 1e6;
+    pub(super) fn record(&mut self, case: &str, t: Timing, bytes: f64, extra: Value) {
+        let gbps = bytes / t.ms / 1e6;
         let mut row = json!({
-            "case": case, "impl": "streamline", "ms": round(ms), "min_ms": round(min),
-            "reps": self.reps, "GBps": round1(gbps),
+            "case": case, "impl": "streamline", "ms": round(t.ms), "min_ms": round(t.min_ms),
+            "device_ms": t.device_ms.map(round), "reps": self.reps, "GBps": round1(gbps),
         });
         if let Some(c) = self.ceiling_gbps {
-            row["floor_ms"] = json!(round(bytes / c / 1e6));
-            row["frac_of_memory_floor"] = json!(round(bytes / c / 1e6 / ms));
+            let floor_ms = bytes / c / 1e6;
+            row["floor_ms"] = json!(round(floor_ms));
+            row["frac_of_memory_floor"] = json!(round(floor_ms / t.ms));
+            row["device_frac_of_memory_floor"] = json!(t.device_ms.map(|d| round(floor_ms / d)));
         }
         if let (Value::Object(r), Value::Object(e)) = (&mut row, extra) {
             r.extend(e);
@@ -80,16 +146,11 @@ impl Bench<'_> {
 
 impl Bench<'_> {
     /// Records a host-device copy: its rate is the PCIe link's, so no device-memory floor.
-    pub(super) fn record_link(
-        &mut self,
-        case: &str,
-        (ms, min): (f64, f64),
-        bytes: f64,
-        extra: Value,
-    ) {
+    pub(super) fn record_link(&mut self, case: &str, t: Timing, bytes: f64, extra: Value) {
         let mut row = json!({
-            "case": case, "impl": "streamline", "ms": round(ms), "min_ms": round(min),
-            "reps": self.reps, "GBps": round1(bytes / ms / 1e6), "link": "PCIe",
+            "case": case, "impl": "streamline", "ms": round(t.ms), "min_ms": round(t.min_ms),
+            "device_ms": t.device_ms.map(round), "reps": self.reps,
+            "GBps": round1(bytes / t.ms / 1e6), "link": "PCIe",
         });
         if let (Value::Object(r), Value::Object(e)) = (&mut row, extra) {
             r.extend(e);
@@ -103,14 +164,15 @@ impl Bench<'_> {
         case: &str,
         imp: &str,
         kernel: &str,
-        (ms, min): (f64, f64),
+        t: Timing,
         flops: f64,
         cublas_ms: f64,
     ) {
         self.rows.push(json!({
-            "case": case, "impl": imp, "kernel": kernel, "ms": round(ms), "min_ms": round(min),
-            "reps": self.reps, "TFLOPs": round1(flops / ms / 1e9 * 10.0) / 10.0,
-            "frac_of_cublas": round(cublas_ms / ms),
+            "case": case, "impl": imp, "kernel": kernel, "ms": round(t.ms),
+            "min_ms": round(t.min_ms), "device_ms": t.device_ms.map(round), "reps": self.reps,
+            "TFLOPs": round1(flops / t.ms / 1e9 * 10.0) / 10.0,
+            "frac_of_cublas": round(cublas_ms / t.ms),
         }));
     }
 }
@@ -200,7 +262,7 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
                 })
         })?;
         let bytes = 2.0 * (n * 4) as f64;
-        b.ceiling_gbps = Some(bytes / t.0 / 1e6);
+        b.ceiling_gbps = Some(bytes / t.ms / 1e6);
         b.record("ceiling_d2d_copy_1GiB", t, bytes, json!({}));
     }
 
@@ -234,9 +296,25 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
         info.compute_capability.1,
         gpu.image().origin
     );
+    // `device ms`: the same call with its host submission hidden (see `Timing`).
+    let opt = |v: &Value, digits: usize| {
+        v.as_f64()
+            .map_or(String::new(), |m| format!("{m:.digits$}"))
+    };
+    let pct = |v: &Value| {
+        v.as_f64()
+            .map_or(String::new(), |f| format!("{:.0}%", 100.0 * f))
+    };
     println!(
-        "{:<34} {:<10} {:>10} {:>10} {:>10} {:>16}",
-        "case", "impl", "median ms", "min ms", "GB/s", "of memory floor"
+        "{:<34} {:<10} {:>10} {:>10} {:>10} {:>10} {:>16} {:>16}",
+        "case",
+        "impl",
+        "median ms",
+        "min ms",
+        "device ms",
+        "GB/s",
+        "of memory floor",
+        "device of floor"
     );
     for r in b.rows.iter().filter(|r| r.get("TFLOPs").is_none()) {
         // Blank where a column does not apply: host copies run at the PCIe link's rate (no
@@ -247,19 +325,16 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
                 .map_or(String::new(), |l| format!(" {l}"));
             format!("{g:.1}{link}")
         });
-        let floor = r["frac_of_memory_floor"]
-            .as_f64()
-            .map_or(String::new(), |f| format!("{:.0}%", 100.0 * f));
         println!(
-            "{:<34} {:<10} {:>10.4} {:>10} {:>10} {:>16}",
+            "{:<34} {:<10} {:>10.4} {:>10} {:>10} {:>10} {:>16} {:>16}",
             r["case"].as_str().unwrap_or(""),
             r["impl"].as_str().unwrap_or(""),
             r["ms"].as_f64().unwrap_or(f64::NAN),
-            r["min_ms"]
-                .as_f64()
-                .map_or(String::new(), |m| format!("{m:.4}")),
+            opt(&r["min_ms"], 4),
+            opt(&r["device_ms"], 4),
             gbps,
-            floor
+            pct(&r["frac_of_memory_floor"]),
+            pct(&r["device_frac_of_memory_floor"]),
         );
     }
     let flops: Vec<&Value> = b
@@ -269,16 +344,17 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
         .collect();
     if !flops.is_empty() {
         println!(
-            "{:<34} {:<10} {:>10} {:>10} {:>10} {:>16}",
-            "case", "impl", "median ms", "min ms", "TFLOP/s", "of cuBLAS"
+            "{:<34} {:<10} {:>10} {:>10} {:>10} {:>10} {:>16}",
+            "case", "impl", "median ms", "min ms", "device ms", "TFLOP/s", "of cuBLAS"
         );
         for r in flops {
             println!(
-                "{:<34} {:<10} {:>10.4} {:>10.4} {:>10.2} {:>16}",
+                "{:<34} {:<10} {:>10.4} {:>10.4} {:>10} {:>10.2} {:>16}",
                 r["case"].as_str().unwrap_or(""),
                 r["impl"].as_str().unwrap_or(""),
                 r["ms"].as_f64().unwrap_or(f64::NAN),
                 r["min_ms"].as_f64().unwrap_or(f64::NAN),
+                opt(&r["device_ms"], 4),
                 r["TFLOPs"].as_f64().unwrap_or(f64::NAN),
                 r["frac_of_cublas"]
                     .as_f64()
@@ -343,9 +419,9 @@ fn bench_sgemm(b: &mut Bench, sizes: &[usize]) -> Result<()> {
             auto.spec.name,
             t_ours,
             g.flops(),
-            t_blas.0,
+            t_blas.ms,
         );
-        b.record_flops(&case, "cublas", "cublasSgemm", t_blas, g.flops(), t_blas.0);
+        b.record_flops(&case, "cublas", "cublasSgemm", t_blas, g.flops(), t_blas.ms);
         if size == 4096 {
             for t in &SGEMM_ALL {
                 let name = t.spec.name.trim_start_matches("sgemm_");
@@ -358,7 +434,7 @@ fn bench_sgemm(b: &mut Bench, sizes: &[usize]) -> Result<()> {
                     t.spec.name,
                     tk,
                     g.flops(),
-                    t_blas.0,
+                    t_blas.ms,
                 );
             }
         }
