@@ -8,6 +8,7 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use half::f16;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,6 +45,8 @@ pub(super) struct Bench<'a> {
     pub(super) bar: ProgressBar,
     pub(super) rows: Vec<Value>,
     ceiling_gbps: Option<f64>,
+    /// [`Bench::copy_same_bytes`] times by f32 count per side.
+    copies: HashMap<usize, Timing>,
 }
 
 /// One case's times, in milliseconds.
@@ -124,6 +127,33 @@ impl Bench<'_> {
         Ok(None)
     }
 
+    /// Times a device-to-device copy that moves `bytes` (half read, half written), as a case
+    /// that must move them is timed: what a memory-bound operation of that size reaches in the
+    /// same run, its launch and ramp-up included, where the copy ceiling's 1 GiB hides both.
+    /// Buffers rotate so they exceed 4x L2, like the cases' inputs; sizes are timed once.
+    pub(super) fn copy_same_bytes(&mut self, bytes: f64) -> Result<Timing> {
+        let n = ((bytes / 8.0).round() as usize).max(1);
+        if let Some(t) = self.copies.get(&n) {
+            return Ok(*t);
+        }
+        let sets = (4 * self.gpu.info().l2_bytes as usize)
+            .div_ceil(8 * n)
+            .max(1);
+        let mut bufs = Vec::with_capacity(sets);
+        for s in 0..sets {
+            let src = self.stream.clone_htod(&randn_f32(n, 900 + s as u64))?;
+            let dst: CudaSlice<f32> = self.stream.alloc_zeros(n)?;
+            bufs.push((src, dst));
+        }
+        self.bar.inc_length(self.reps as u64);
+        let t = self.time(|i| {
+            let (src, dst) = &mut bufs[i % sets];
+            dtod(&self.stream, src, dst)
+        })?;
+        self.copies.insert(n, t);
+        Ok(t)
+    }
+
     /// Records a case; `bytes` is the least traffic the case must move through device memory.
     pub(super) fn record(&mut self, case: &str, t: Timing, bytes: f64, extra: Value) {
         let gbps = bytes / t.ms / 1e6;
@@ -175,6 +205,20 @@ impl Bench<'_> {
             "frac_of_cublas": round(cublas_ms / t.ms),
         }));
     }
+}
+
+/// `dst = src` on `stream`, device to device.
+fn dtod(
+    stream: &Arc<CudaStream>,
+    src: &CudaSlice<f32>,
+    dst: &mut CudaSlice<f32>,
+) -> streamline::Result<()> {
+    stream
+        .memcpy_dtod(src, dst)
+        .map_err(|e| streamline::Error::Driver {
+            op: "cuMemcpyDtoDAsync",
+            source: e,
+        })
 }
 
 fn round(v: f64) -> f64 {
@@ -236,6 +280,7 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
         bar,
         rows: Vec::new(),
         ceiling_gbps: None,
+        copies: HashMap::new(),
     };
     let info = gpu.info().clone();
     let (dmaj, dmin) = streamline::runtime::driver_version()?;
@@ -253,14 +298,7 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
             .clone_htod(&randn_f32(n, 7))
             .context("allocating 1 GiB for the copy ceiling")?;
         let mut dst: CudaSlice<f32> = b.stream.alloc_zeros(n)?;
-        let t = b.time(|_| {
-            b.stream
-                .memcpy_dtod(&src, &mut dst)
-                .map_err(|e| streamline::Error::Driver {
-                    op: "cuMemcpyDtoDAsync",
-                    source: e,
-                })
-        })?;
+        let t = b.time(|_| dtod(&b.stream, &src, &mut dst))?;
         let bytes = 2.0 * (n * 4) as f64;
         b.ceiling_gbps = Some(bytes / t.ms / 1e6);
         b.record("ceiling_d2d_copy_1GiB", t, bytes, json!({}));

@@ -2,10 +2,10 @@
 //! 8, 32 and 128 images of 3 x 256 x 256, inputs rotated over enough buffer sets to exceed L2,
 //! bytes counted as the least traffic the operation needs.
 
-use super::Bench;
+use super::{round, Bench, Timing};
 use anyhow::Result;
 use cudarc::driver::CudaSlice;
-use serde_json::json;
+use serde_json::{json, Value};
 use streamline::data::randn_f32;
 use streamline::ops::image::*;
 
@@ -51,6 +51,21 @@ fn f32_sets(
         v.push((x, y));
     }
     Ok(v)
+}
+
+/// Records an image case with the time of a device-to-device copy of the same bytes
+/// ([`Bench::copy_same_bytes`]) beside it.
+fn record(b: &mut Bench, case: &str, t: Timing, bytes: f64, mut extra: Value) -> Result<()> {
+    let copy = b.copy_same_bytes(bytes)?;
+    if let Value::Object(e) = &mut extra {
+        e.insert("copy_same_bytes_ms".into(), json!(round(copy.ms)));
+        e.insert(
+            "copy_same_bytes_device_ms".into(),
+            json!(copy.device_ms.map(round)),
+        );
+    }
+    b.record(case, t, bytes, extra);
+    Ok(())
 }
 
 /// Runs the cases of batch `batch` that `wanted` accepts.
@@ -102,7 +117,13 @@ pub fn run(b: &mut Bench, batch: usize, wanted: &dyn Fn(&str) -> bool) -> Result
         })?;
         // Reads the (crop + 1)^2 window of every plane, writes the crop.
         let bytes = (batch * 3 * (CROP + 1) * (CROP + 1) * 4) as f64 + plane_bytes(crop);
-        b.record(&case, t, bytes, json!({"batch": batch, "buffer_sets": n}));
+        record(
+            b,
+            &case,
+            t,
+            bytes,
+            json!({"batch": batch, "buffer_sets": n}),
+        )?;
     }
 
     let case = format!("resize_bilinear_128to256_b{batch}");
@@ -122,12 +143,13 @@ pub fn run(b: &mut Bench, batch: usize, wanted: &dyn Fn(&str) -> bool) -> Result
                 y,
             )
         })?;
-        b.record(
+        record(
+            b,
             &case,
             t,
             plane_bytes(crop) + plane_bytes(full),
             json!({"batch": batch, "buffer_sets": n, "antialias": true}),
-        );
+        )?;
     }
 
     let angles: Vec<f32> = (0..batch)
@@ -147,12 +169,13 @@ pub fn run(b: &mut Bench, batch: usize, wanted: &dyn Fn(&str) -> bool) -> Result
                 let (x, y) = &mut bufs[i % n];
                 rotate(gpu, &st, full, x, &angles, mode, None, y)
             })?;
-            b.record(
+            record(
+                b,
                 &case,
                 t,
                 2.0 * plane_bytes(full),
                 json!({"batch": batch, "buffer_sets": n}),
-            );
+            )?;
         }
     }
 
@@ -165,12 +188,13 @@ pub fn run(b: &mut Bench, batch: usize, wanted: &dyn Fn(&str) -> bool) -> Result
             let (x, y) = &mut bufs[i % n];
             gaussian_blur(gpu, &st, full, x, (7, 7), Sigma::Global(1.5, 1.5), y)
         })?;
-        b.record(
+        record(
+            b,
             &case,
             t,
             2.0 * plane_bytes(full),
             json!({"batch": batch, "buffer_sets": n}),
-        );
+        )?;
     }
 
     let case = format!("normalize_b{batch}");
@@ -183,12 +207,13 @@ pub fn run(b: &mut Bench, batch: usize, wanted: &dyn Fn(&str) -> bool) -> Result
             let (x, y) = &mut bufs[i % n];
             normalize(gpu, &st, full, x, &stats, y)
         })?;
-        b.record(
+        record(
+            b,
             &case,
             t,
             2.0 * plane_bytes(full),
             json!({"batch": batch, "buffer_sets": n}),
-        );
+        )?;
     }
 
     let case = format!("augment_pipeline_b{batch}");
@@ -213,18 +238,25 @@ pub fn run(b: &mut Bench, batch: usize, wanted: &dyn Fn(&str) -> bool) -> Result
             let (x, y) = &mut bufs[i % n];
             aug.run_fused(gpu, &st, x, y)
         })?;
-        b.record(
+        record(
+            b,
             &case,
             t,
             bytes,
             json!({"batch": batch, "buffer_sets": n, "fused": true}),
-        );
+        )?;
         let mut scratch = None;
         let t = b.time(|i| {
             let (x, y) = &mut bufs[i % n];
             aug.run_separate(gpu, &st, x, &mut scratch, y)
         })?;
-        b.record(&case, t, bytes, json!({"impl": "streamline-separate", "batch": batch, "buffer_sets": n, "fused": false}));
+        record(
+            b,
+            &case,
+            t,
+            bytes,
+            json!({"impl": "streamline-separate", "batch": batch, "buffer_sets": n, "fused": false}),
+        )?;
     }
     Ok(())
 }
