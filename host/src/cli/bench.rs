@@ -95,9 +95,9 @@ impl Bench<'_> {
 
     /// Median time of `work(i)` on the device alone. Each call is queued behind a wait on the
     /// device (a [`spin_copy`] of nothing) that lasts at least twice as long as the host takes
-    /// to submit the call, so the start event is reached only when the whole call is queued and
-    /// the events bracket device work only. A sample whose submission came close to its wait
-    /// makes the pass start again with a longer one.
+    /// to queue the wait, the start event and the call, so the start event is reached only when
+    /// the whole call is queued and the events bracket device work only. A sample whose
+    /// submission came close to its wait makes the pass start again with a longer one.
     fn time_queued(
         &self,
         work: &mut impl FnMut(usize) -> streamline::Result<()>,
@@ -109,10 +109,12 @@ impl Bench<'_> {
             let mut samples = Vec::with_capacity(self.reps);
             let mut late = false;
             for i in 0..self.reps {
+                // From before the wait is queued to the end of the call's submission: the wait
+                // starts after `t`, so it outlasts the submission if `took < hold`.
+                let t = Instant::now();
                 spin_copy(self.gpu, &self.stream, &none_in, &mut none_out, hold_ns)?;
                 let mut took = Duration::ZERO;
                 samples.push(time_on(&self.stream, || {
-                    let t = Instant::now();
                     let r = work(i);
                     took = t.elapsed();
                     r
