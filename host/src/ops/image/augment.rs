@@ -39,6 +39,18 @@ pub struct AugmentConfig {
 }
 
 impl AugmentConfig {
+    /// The crop as `roi_align` options: a `crop x crop` output of whole-pixel boxes at scale 1,
+    /// adaptive sampling (one sample per bin for such boxes), not aligned.
+    pub fn crop_options(&self) -> RoiAlign {
+        RoiAlign {
+            out_h: self.crop,
+            out_w: self.crop,
+            spatial_scale: 1.0,
+            sampling_ratio: -1,
+            aligned: false,
+        }
+    }
+
     /// Checks the configuration for uint8 input of `shape` (no device needed): 1..=4
     /// channels, a crop inside the image, an output at least as large as the crop, finite
     /// degrees, a valid kernel size for the output and positive sigmas, one mean and std per
@@ -141,6 +153,15 @@ pub struct AugmentDraw {
 }
 
 impl AugmentDraw {
+    /// The crop boxes as `roi_align` boxes, `[i, x1, y1, x2, y2]` for image `i`.
+    pub fn roi_boxes(&self) -> Vec<[f32; 5]> {
+        self.boxes
+            .iter()
+            .enumerate()
+            .map(|(i, b)| [i as f32, b[0], b[1], b[2], b[3]])
+            .collect()
+    }
+
     /// Draws the parameters for `n` images of `h x w` from `seed` (deterministic).
     pub fn random(cfg: &AugmentConfig, n: usize, h: usize, w: usize, seed: u64) -> AugmentDraw {
         let mut rng = StdRng::seed_from_u64(seed);
@@ -202,20 +223,9 @@ impl Augment {
         for s in &draw.sigmas {
             check_sigma("sigma", *s)?;
         }
-        let roi: Vec<[f32; 5]> = draw
-            .boxes
-            .iter()
-            .enumerate()
-            .map(|(i, b)| [i as f32, b[0], b[1], b[2], b[3]])
-            .collect();
+        let roi = draw.roi_boxes();
         let roi_boxes = RoiBoxes::upload(stream, &roi)?;
-        let o = RoiAlign {
-            out_h: cfg.crop,
-            out_w: cfg.crop,
-            spatial_scale: 1.0,
-            sampling_ratio: -1,
-            aligned: false,
-        };
+        let o = cfg.crop_options();
         for (i, b) in roi.iter().enumerate() {
             let (gh, gw) = roi_sampling_grid(b, &o);
             if gh * gw > ROI_MAX_SAMPLES_PER_BIN as i64 {
@@ -339,13 +349,7 @@ impl Augment {
         }
         let s = scratch.as_mut().expect("allocated above");
         to_float(gpu, stream, x, &mut s.float, self.cfg.scale)?;
-        let o = RoiAlign {
-            out_h: self.cfg.crop,
-            out_w: self.cfg.crop,
-            spatial_scale: 1.0,
-            sampling_ratio: -1,
-            aligned: false,
-        };
+        let o = self.cfg.crop_options();
         roi_align(
             gpu,
             stream,

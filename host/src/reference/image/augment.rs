@@ -1,7 +1,7 @@
 //! Reference of seed 003's augmentation.
 
 use super::{gaussian_blur, normalize, resize, roi_align, rotate, to_float};
-use crate::ops::image::{AugmentConfig, AugmentDraw, ResizeMode, RoiAlign, Shape};
+use crate::ops::image::{AugmentConfig, AugmentDraw, ResizeMode, Shape};
 
 /// Seed 003's transform composed from the references above: to float, `roi_align` crop
 /// (aligned=False, sampling_ratio=-1), resize up (antialiased bilinear), rotate (zero fill),
@@ -15,20 +15,7 @@ pub fn augment(
     delta: f64,
 ) -> (Vec<f64>, Vec<bool>) {
     let f: Vec<f64> = to_float(x, cfg.scale).iter().map(|&v| v as f64).collect();
-    let boxes: Vec<[f32; 5]> = draw
-        .boxes
-        .iter()
-        .enumerate()
-        .map(|(i, b)| [i as f32, b[0], b[1], b[2], b[3]])
-        .collect();
-    let o = RoiAlign {
-        out_h: cfg.crop,
-        out_w: cfg.crop,
-        spatial_scale: 1.0,
-        sampling_ratio: -1,
-        aligned: false,
-    };
-    let crop = roi_align(&f, s, &boxes, &o);
+    let crop = roi_align(&f, s, &draw.roi_boxes(), &cfg.crop_options());
     let cs = s.with_size(cfg.crop, cfg.crop);
     let z = resize(&crop, cs, cfg.size, cfg.size, ResizeMode::BilinearAntialias);
     let os = s.with_size(cfg.size, cfg.size);
