@@ -12,32 +12,25 @@ fn roi_point(x: &[f64], s: Shape, n: usize, c: usize, y: f64, xx: f64) -> f64 {
     if y < -1.0 || y > h || xx < -1.0 || xx > w {
         return 0.0;
     }
-    let y = y.max(0.0);
-    let xx = xx.max(0.0);
-    let (mut y0, mut x0) = (y.floor() as usize, xx.floor() as usize);
-    let (y1, x1);
-    let (mut yy, mut xv) = (y, xx);
-    if y0 >= s.h - 1 {
-        y0 = s.h - 1;
-        y1 = s.h - 1;
-        yy = y0 as f64;
-    } else {
-        y1 = y0 + 1;
-    }
-    if x0 >= s.w - 1 {
-        x0 = s.w - 1;
-        x1 = s.w - 1;
-        xv = x0 as f64;
-    } else {
-        x1 = x0 + 1;
-    }
-    let ly = yy - y0 as f64;
-    let lx = xv - x0 as f64;
+    let (y0, y1, ly) = roi_axis(y, s.h);
+    let (x0, x1, lx) = roi_axis(xx, s.w);
     let at = |a: usize, b: usize| x[idx(s, n, c, a, b)];
     (1.0 - ly) * (1.0 - lx) * at(y0, x0)
         + (1.0 - ly) * lx * at(y0, x1)
         + ly * (1.0 - lx) * at(y1, x0)
         + ly * lx * at(y1, x1)
+}
+
+/// One axis of [`roi_point`] at `v` (`>= -1`) of a line of `n` pixels: the two neighbours and
+/// the weight of the second, with `v <= 0` taken as 0 and `v` at or past the last pixel as it.
+fn roi_axis(v: f64, n: usize) -> (usize, usize, f64) {
+    let v = v.max(0.0);
+    let lo = v.floor() as usize;
+    if lo >= n - 1 {
+        (n - 1, n - 1, 0.0)
+    } else {
+        (lo, lo + 1, v - lo as f64)
+    }
 }
 
 /// `torchvision.ops.roi_align`: for box `[b, x1, y1, x2, y2]`, with `off = 0.5` if `aligned`
