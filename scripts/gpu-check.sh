@@ -75,7 +75,7 @@ done
 
 step "SASS of the kernels (instruction counts)"
 if command -v ptxas >/dev/null && command -v cuobjdump >/dev/null; then
-  ptxas -arch=sm_90 -O3 "$here/ptx/sm_90/streamline.ptx" -o "$out/streamline_sm_90.cubin" &&
+  ptxas -arch=sm_90 -O3 "$here/ptx/sm_90/gpu_kernels.ptx" -o "$out/streamline_sm_90.cubin" &&
     cuobjdump -sass "$out/streamline_sm_90.cubin" > "$out/sass_sm_90.txt" && echo "wrote $out/sass_sm_90.txt"
 fi
 

@@ -1,6 +1,6 @@
 //! Seed 000's heavy elementwise computation, `y = x^2 + x^3 * sin(x) * cos(x) + tan(x)`.
 
-use crate::KernelSpec;
+use crate::declare;
 
 /// Parameters of `heavy_f32` and `heavy_f16`: read `n` elements at device address `x`, write
 /// `n` elements at device address `y`. The two ranges must not overlap unless `x == y`.
@@ -16,10 +16,12 @@ pub struct HeavyParams {
     pub n: u64,
 }
 
-/// f32 in, f32 out.
-pub const HEAVY_F32: KernelSpec = KernelSpec::of::<HeavyParams>("heavy_f32");
-/// f16 in memory, f32 arithmetic, one rounding to f16 at the end.
-pub const HEAVY_F16: KernelSpec = KernelSpec::of::<HeavyParams>("heavy_f16");
+declare! {
+    /// f32 in, f32 out.
+    pub const HEAVY_F32: Kernel<HeavyParams> = Kernel::new("heavy_f32");
+    /// f16 in memory, f32 arithmetic, one rounding to f16 at the end.
+    pub const HEAVY_F16: Kernel<HeavyParams> = Kernel::new("heavy_f16");
+}
 
 /// Threads per block of the heavy kernels.
 pub const HEAVY_BLOCK: u32 = 256;

@@ -11,7 +11,7 @@
 //! `u32::MAX` (`c * h * w <= 2^32 - 1`), so coordinates fit `i32` and offsets inside an image
 //! `u32` on the device; offsets of images in a batch are computed in 64 bits.
 
-use crate::KernelSpec;
+use crate::declare;
 
 /// Threads per block along x of the per-pixel image kernels (one warp along a row).
 pub const IMAGE_BLOCK_X: u32 = 32;
@@ -256,47 +256,30 @@ pub struct AugmentParams {
     pub pad: u32,
 }
 
-/// uint8 to f32.
-pub const TO_FLOAT: KernelSpec = KernelSpec::of::<ToFloatParams>("to_float");
-/// Per-channel normalisation.
-pub const NORMALIZE: KernelSpec = KernelSpec::of::<NormalizeParams>("normalize");
-/// ROI-align.
-pub const ROI_ALIGN: KernelSpec =
-    KernelSpec::of::<RoiAlignParams>("roi_align").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
-/// ROI-align when every box has one sampling point per bin (the host checks).
-pub const ROI_ALIGN_ONE_SAMPLE: KernelSpec =
-    KernelSpec::of::<RoiAlignParams>("roi_align_one_sample")
-        .with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
-/// Rotation, nearest neighbour.
-pub const ROTATE_NEAREST: KernelSpec = KernelSpec::of::<RotateParams>("rotate_nearest");
-/// Rotation, bilinear.
-pub const ROTATE_BILINEAR: KernelSpec = KernelSpec::of::<RotateParams>("rotate_bilinear");
-/// Separable Gaussian blur.
-pub const GAUSSIAN_BLUR: KernelSpec = KernelSpec::of::<GaussianBlurParams>("gaussian_blur");
-/// Bilinear resize without antialiasing (also antialiased upscaling, where it is the same).
-pub const RESIZE_BILINEAR: KernelSpec = KernelSpec::of::<ResizeParams>("resize_bilinear");
-/// Antialiased bilinear resize (triangle filter widened by the downscale factor).
-pub const RESIZE_BILINEAR_AA: KernelSpec = KernelSpec::of::<ResizeParams>("resize_bilinear_aa");
-/// Nearest-neighbour resize (torch's `nearest`).
-pub const RESIZE_NEAREST: KernelSpec = KernelSpec::of::<ResizeParams>("resize_nearest");
-/// Seed 003's whole transform in one kernel.
-pub const AUGMENT: KernelSpec =
-    KernelSpec::of::<AugmentParams>("augment").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 3);
-
-/// Every image kernel.
-pub const IMAGE_KERNELS: [KernelSpec; 11] = [
-    TO_FLOAT,
-    NORMALIZE,
-    ROI_ALIGN,
-    ROI_ALIGN_ONE_SAMPLE,
-    ROTATE_NEAREST,
-    ROTATE_BILINEAR,
-    GAUSSIAN_BLUR,
-    RESIZE_BILINEAR,
-    RESIZE_BILINEAR_AA,
-    RESIZE_NEAREST,
-    AUGMENT,
-];
+declare! {
+    /// uint8 to f32.
+    pub const TO_FLOAT: Kernel<ToFloatParams> = Kernel::new("to_float");
+    /// Per-channel normalisation.
+    pub const NORMALIZE: Kernel<NormalizeParams> = Kernel::new("normalize");
+    /// ROI-align.
+    pub const ROI_ALIGN: Kernel<RoiAlignParams> = Kernel::new("roi_align").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// ROI-align when every box has one sampling point per bin (the host checks).
+    pub const ROI_ALIGN_ONE_SAMPLE: Kernel<RoiAlignParams> = Kernel::new("roi_align_one_sample").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// Rotation, nearest neighbour.
+    pub const ROTATE_NEAREST: Kernel<RotateParams> = Kernel::new("rotate_nearest");
+    /// Rotation, bilinear.
+    pub const ROTATE_BILINEAR: Kernel<RotateParams> = Kernel::new("rotate_bilinear");
+    /// Separable Gaussian blur.
+    pub const GAUSSIAN_BLUR: Kernel<GaussianBlurParams> = Kernel::new("gaussian_blur");
+    /// Bilinear resize without antialiasing (also antialiased upscaling, where it is the same).
+    pub const RESIZE_BILINEAR: Kernel<ResizeParams> = Kernel::new("resize_bilinear");
+    /// Antialiased bilinear resize (triangle filter widened by the downscale factor).
+    pub const RESIZE_BILINEAR_AA: Kernel<ResizeParams> = Kernel::new("resize_bilinear_aa");
+    /// Nearest-neighbour resize (torch's `nearest`).
+    pub const RESIZE_NEAREST: Kernel<ResizeParams> = Kernel::new("resize_nearest");
+    /// Seed 003's whole transform in one kernel.
+    pub const AUGMENT: Kernel<AugmentParams> = Kernel::new("augment").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 3);
+}
 
 /// Largest radius (`kernel_size / 2`) of `gaussian_blur`'s fast path, taken for square kernels
 /// (`kx == ky`): the vertical taps live in registers, one window of `2r + 1` per thread.

@@ -1,9 +1,11 @@
 //! The contract between the GPU kernels and the host.
 //!
 //! Both sides compile this crate: `gpu-kernels` for `nvptx64-nvidia-cuda`, the host for the
-//! machine it runs on. Every kernel takes exactly one `#[repr(C)]` parameter struct by value,
-//! so the kernel's signature, the host's launch and the PTX manifest all follow from the
-//! definitions here and nothing is restated by hand on either side.
+//! machine it runs on. Every kernel takes exactly one `#[repr(C)]` parameter struct by value
+//! and is declared once here with [`declare!`]: the host launches the typed [`Kernel`] handle,
+//! `gpu-kernels` defines the function against the same declaration (a differing name or
+//! parameter type does not compile), and the kernel build checks the PTX's entry points
+//! against the declarations, so nothing is restated by hand on either side.
 #![no_std]
 
 pub mod heavy;
@@ -12,86 +14,7 @@ pub mod matmul;
 pub mod spin;
 pub mod train;
 
-/// What the host knows about one kernel entry point: its PTX name and the layout of its single
-/// by-value parameter. The build manifest records the layout found in the PTX; the host refuses
-/// PTX whose layout differs, so a changed struct never reaches a stale kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KernelSpec {
-    /// Entry-point name in the PTX (`.entry NAME`), also the Rust function name.
-    pub name: &'static str,
-    /// Size in bytes of the parameter struct.
-    pub param_size: usize,
-    /// Alignment in bytes of the parameter struct.
-    pub param_align: usize,
-    /// Occupancy promise compiled into the PTX, if any.
-    pub bounds: Option<LaunchBounds>,
-}
-
-/// A kernel's promise to the assembler (PTX `.maxntid` and `.minnctapersm`): it is never
-/// launched with more than `max_threads` threads per block, and `min_blocks` blocks should fit
-/// on one multiprocessor at once, which caps the registers per thread accordingly. The host
-/// refuses launches that would break the promise.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LaunchBounds {
-    /// Most threads per block any launch uses.
-    pub max_threads: u32,
-    /// Blocks per multiprocessor the register allocation must allow.
-    pub min_blocks: u32,
-}
-
-impl KernelSpec {
-    /// The spec of a kernel whose one parameter is `P`.
-    pub const fn of<P>(name: &'static str) -> Self {
-        KernelSpec {
-            name,
-            param_size: core::mem::size_of::<P>(),
-            param_align: core::mem::align_of::<P>(),
-            bounds: None,
-        }
-    }
-
-    /// This spec with launch bounds (see [`LaunchBounds`]).
-    pub const fn with_bounds(self, max_threads: u32, min_blocks: u32) -> Self {
-        KernelSpec {
-            bounds: Some(LaunchBounds {
-                max_threads,
-                min_blocks,
-            }),
-            ..self
-        }
-    }
-}
-
-/// Every kernel entry point the crate `gpu-kernels` exports. The build keeps exactly these
-/// symbols visible and the host checks that each is present with the expected layout.
-pub const KERNELS: &[KernelSpec] = &[
-    heavy::HEAVY_F32,
-    heavy::HEAVY_F16,
-    matmul::SGEMM_1_NAIVE.spec,
-    matmul::SGEMM_2_TILED.spec,
-    matmul::SGEMM_3_BLOCKED.spec,
-    matmul::SGEMM_4_VECTORIZED.spec,
-    matmul::SGEMM_5_PIPELINED_128X128.spec,
-    matmul::SGEMM_5_PIPELINED_128X64.spec,
-    matmul::SGEMM_5_PIPELINED_64X64.spec,
-    image::TO_FLOAT,
-    image::NORMALIZE,
-    image::ROI_ALIGN,
-    image::ROI_ALIGN_ONE_SAMPLE,
-    image::ROTATE_NEAREST,
-    image::ROTATE_BILINEAR,
-    image::GAUSSIAN_BLUR,
-    image::RESIZE_BILINEAR,
-    image::RESIZE_BILINEAR_AA,
-    image::RESIZE_NEAREST,
-    image::AUGMENT,
-    spin::SPIN_COPY_F32,
-    train::RELU_F32,
-    train::RELU_BACKWARD_F32,
-    train::MSE_GRAD_F32,
-    train::SGD_F32,
-    train::TRANSPOSE_F32,
-];
+pub use streamline_device::{declare, Kernel, LaunchBounds};
 
 /// How a contiguous elementwise range `[0, n)` splits into a scalar head, a body of 16-byte
 /// vectors and a scalar tail, so that both input and output are accessed with 16-byte

@@ -4,7 +4,7 @@
 //! before (see `gpu-kernels/src/matmul.rs`); every step computes the same thing for any shape,
 //! so the host can run any of them on any input.
 
-use crate::KernelSpec;
+use crate::{declare, Kernel};
 
 /// Parameters of every `sgemm_*` kernel.
 ///
@@ -44,7 +44,7 @@ pub struct GemmParams {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemmTiling {
     /// The kernel.
-    pub spec: KernelSpec,
+    pub spec: Kernel<GemmParams>,
     /// Rows of `C` per block.
     pub bm: u32,
     /// Columns of `C` per block.
@@ -66,8 +66,15 @@ impl GemmTiling {
     }
 }
 
-const fn spec(name: &'static str) -> KernelSpec {
-    KernelSpec::of::<GemmParams>(name)
+declare! {
+    const NAIVE: Kernel<GemmParams> = Kernel::new("sgemm_1_naive");
+    const TILED: Kernel<GemmParams> = Kernel::new("sgemm_2_tiled");
+    const BLOCKED: Kernel<GemmParams> = Kernel::new("sgemm_3_blocked");
+    const VECTORIZED: Kernel<GemmParams> = Kernel::new("sgemm_4_vectorized");
+    const PIPELINED_128X128: Kernel<GemmParams> =
+        Kernel::new("sgemm_5_pipelined_128x128").with_bounds(256, 2);
+    const PIPELINED_128X64: Kernel<GemmParams> = Kernel::new("sgemm_5_pipelined_128x64");
+    const PIPELINED_64X64: Kernel<GemmParams> = Kernel::new("sgemm_5_pipelined_64x64");
 }
 
 /// Padding (in floats) added to each row of the transposed `A` tile of steps 4 and 5, so the
@@ -82,7 +89,7 @@ const fn blocked_smem(bm: u32, bn: u32, bk: u32, pad: u32, stages: u32) -> u32 {
 
 /// Step 1: one thread per element of `C`, reading `A` and `B` straight from global memory.
 pub const SGEMM_1_NAIVE: GemmTiling = GemmTiling {
-    spec: spec("sgemm_1_naive"),
+    spec: NAIVE,
     bm: 16,
     bn: 16,
     bk: 1,
@@ -93,7 +100,7 @@ pub const SGEMM_1_NAIVE: GemmTiling = GemmTiling {
 
 /// Step 2: 32 x 32 tiles of `A` and `B` staged in shared memory, one element of `C` per thread.
 pub const SGEMM_2_TILED: GemmTiling = GemmTiling {
-    spec: spec("sgemm_2_tiled"),
+    spec: TILED,
     bm: 32,
     bn: 32,
     bk: 32,
@@ -104,7 +111,7 @@ pub const SGEMM_2_TILED: GemmTiling = GemmTiling {
 
 /// Step 3: 128 x 128 block tiles, 8 x 8 outputs per thread held in registers.
 pub const SGEMM_3_BLOCKED: GemmTiling = GemmTiling {
-    spec: spec("sgemm_3_blocked"),
+    spec: BLOCKED,
     bm: 128,
     bn: 128,
     bk: 8,
@@ -115,7 +122,7 @@ pub const SGEMM_3_BLOCKED: GemmTiling = GemmTiling {
 
 /// Step 4: step 3 with 16-byte global and shared accesses and a bank-conflict-free layout.
 pub const SGEMM_4_VECTORIZED: GemmTiling = GemmTiling {
-    spec: spec("sgemm_4_vectorized"),
+    spec: VECTORIZED,
     bm: 128,
     bn: 128,
     bk: 8,
@@ -128,7 +135,7 @@ pub const SGEMM_4_VECTORIZED: GemmTiling = GemmTiling {
 /// while the current one is multiplied. Bounded to 128 registers per thread so that two blocks
 /// (16 warps) share a multiprocessor; the assembler fits it without spilling.
 pub const SGEMM_5_PIPELINED_128X128: GemmTiling = GemmTiling {
-    spec: spec("sgemm_5_pipelined_128x128").with_bounds(256, 2),
+    spec: PIPELINED_128X128,
     bm: 128,
     bn: 128,
     bk: 8,
@@ -139,7 +146,7 @@ pub const SGEMM_5_PIPELINED_128X128: GemmTiling = GemmTiling {
 
 /// Step 5, medium tiles (more blocks for shapes that would leave SMs idle with 128 x 128).
 pub const SGEMM_5_PIPELINED_128X64: GemmTiling = GemmTiling {
-    spec: spec("sgemm_5_pipelined_128x64"),
+    spec: PIPELINED_128X64,
     bm: 128,
     bn: 64,
     bk: 8,
@@ -150,7 +157,7 @@ pub const SGEMM_5_PIPELINED_128X64: GemmTiling = GemmTiling {
 
 /// Step 5, small tiles (small or skinny products).
 pub const SGEMM_5_PIPELINED_64X64: GemmTiling = GemmTiling {
-    spec: spec("sgemm_5_pipelined_64x64"),
+    spec: PIPELINED_64X64,
     bm: 64,
     bn: 64,
     bk: 8,

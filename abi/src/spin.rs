@@ -1,7 +1,7 @@
 //! A copy that first waits on the device clock: a reader (or writer) whose duration the host
 //! controls, for testing that cross-stream waits cover every access of a buffer.
 
-use crate::KernelSpec;
+use crate::declare;
 
 /// Parameters of `spin_copy_f32`: every thread waits until `spin_ns` nanoseconds of the device's
 /// global timer have passed since it started, then the grid copies `n` f32 values from device
@@ -20,8 +20,10 @@ pub struct SpinCopyParams {
     pub spin_ns: u64,
 }
 
-/// Wait, then copy f32.
-pub const SPIN_COPY_F32: KernelSpec = KernelSpec::of::<SpinCopyParams>("spin_copy_f32");
+declare! {
+    /// Wait, then copy f32.
+    pub const SPIN_COPY_F32: Kernel<SpinCopyParams> = Kernel::new("spin_copy_f32");
+}
 
 /// Threads per block of `spin_copy_f32`.
 pub const SPIN_COPY_BLOCK: u32 = 256;

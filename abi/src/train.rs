@@ -2,7 +2,7 @@
 //! ReLU and its gradient, the gradient of the mean squared error, a plain SGD update and a
 //! transpose, which together with the matmul make a two-layer MLP's forward and backward pass.
 
-use crate::KernelSpec;
+use crate::declare;
 
 /// Parameters of `relu_f32`: `y[i] = x[i]` where `x[i] > 0` or is NaN, else `+0`, for
 /// `i < n`. The ranges must not overlap unless `x == y`.
@@ -88,25 +88,18 @@ pub struct TransposeParams {
     pub cols: u32,
 }
 
-/// ReLU.
-pub const RELU_F32: KernelSpec = KernelSpec::of::<ReluParams>("relu_f32");
-/// Gradient of the ReLU.
-pub const RELU_BACKWARD_F32: KernelSpec = KernelSpec::of::<ReluBackwardParams>("relu_backward_f32");
-/// Gradient of the mean squared error.
-pub const MSE_GRAD_F32: KernelSpec = KernelSpec::of::<MseGradParams>("mse_grad_f32");
-/// SGD update.
-pub const SGD_F32: KernelSpec = KernelSpec::of::<SgdParams>("sgd_f32");
-/// Transpose through a shared-memory tile.
-pub const TRANSPOSE_F32: KernelSpec = KernelSpec::of::<TransposeParams>("transpose_f32");
-
-/// Every kernel of this family.
-pub const TRAIN_KERNELS: [KernelSpec; 5] = [
-    RELU_F32,
-    RELU_BACKWARD_F32,
-    MSE_GRAD_F32,
-    SGD_F32,
-    TRANSPOSE_F32,
-];
+declare! {
+    /// ReLU.
+    pub const RELU_F32: Kernel<ReluParams> = Kernel::new("relu_f32");
+    /// Gradient of the ReLU.
+    pub const RELU_BACKWARD_F32: Kernel<ReluBackwardParams> = Kernel::new("relu_backward_f32");
+    /// Gradient of the mean squared error.
+    pub const MSE_GRAD_F32: Kernel<MseGradParams> = Kernel::new("mse_grad_f32");
+    /// SGD update.
+    pub const SGD_F32: Kernel<SgdParams> = Kernel::new("sgd_f32");
+    /// Transpose through a shared-memory tile.
+    pub const TRANSPOSE_F32: Kernel<TransposeParams> = Kernel::new("transpose_f32");
+}
 
 /// Threads per block of the elementwise kernels.
 pub const TRAIN_BLOCK: u32 = 256;

@@ -1,7 +1,7 @@
-//! Building the kernels for a set of architectures.
+//! Building a kernel crate for a set of architectures: [`Builder`].
 
-use crate::link::{ENV_LIBDEVICE, ENV_LINK, ENV_LLVM_BIN};
-use crate::manifest::{parse_entries, source_hash, Manifest};
+use crate::link::{run_if_invoked_as_linker, ENV_LIBDEVICE, ENV_LINK, ENV_LLVM_BIN};
+use crate::manifest::{finish_ptx, hash_files, Manifest};
 use crate::tools::{clean_command, ensure_nightly, find_libdevice, NIGHTLY};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -9,22 +9,28 @@ use std::path::{Path, PathBuf};
 /// Architectures built when none are named: Ampere (sm_80) and Hopper (sm_90).
 pub const DEFAULT_ARCHS: &[&str] = &["sm_80", "sm_90"];
 
-/// Where and what to build.
+/// Builds one kernel crate (a `#![no_std]` library whose kernels are defined with
+/// `streamline_device::kernel!`) to PTX, one file per architecture, each with its manifest.
+///
+/// From a `build.rs`, the whole build step is one line:
+///
+/// ```no_run
+/// fn main() {
+///     streamline_builder::Builder::new("kernels").build_or_exit();
+/// }
+/// ```
+///
+/// and the host embeds the result with `streamline::include_kernels!("kernels")` (the
+/// kernel crate's library name). The first build installs the pinned nightly with `rustup` and
+/// libdevice with `pip`; no CUDA toolkit or LLVM is needed.
 #[derive(Clone, Debug)]
-pub struct BuildOptions {
-    /// The workspace root (holding `gpu-kernels/` and `abi/`).
-    pub workspace: PathBuf,
-    /// Architectures, e.g. `["sm_80", "sm_90"]`.
-    pub archs: Vec<String>,
-    /// Output: `<out>/<arch>/streamline.ptx` and `streamline.manifest.json`.
-    pub out: PathBuf,
-    /// Target directory of the nested cargo (never the caller's own, or cargo deadlocks).
-    pub target_dir: PathBuf,
-    /// Cache for downloaded wheels and extracted tools.
-    pub cache: PathBuf,
-    /// The program rustc runs as the linker: a binary that calls
-    /// [`crate::link::run_if_invoked_as_linker`] first thing in `main`.
-    pub linker: PathBuf,
+pub struct Builder {
+    crate_dir: PathBuf,
+    archs: Option<Vec<String>>,
+    out_dir: Option<PathBuf>,
+    target_dir: Option<PathBuf>,
+    cache: Option<PathBuf>,
+    linker: Option<PathBuf>,
 }
 
 /// One built architecture.
@@ -34,8 +40,23 @@ pub struct BuiltArch {
     pub arch: String,
     /// The PTX file.
     pub ptx: PathBuf,
-    /// The manifest beside it.
+    /// The manifest file beside it.
+    pub manifest_path: PathBuf,
+    /// The manifest.
     pub manifest: Manifest,
+}
+
+/// What [`Builder::build`] made.
+#[derive(Clone, Debug)]
+pub struct Built {
+    /// The kernel crate's library name (`my_kernels` for a package `my-kernels`).
+    pub name: String,
+    /// Hash of the sources the PTX was built from (also in every manifest).
+    pub source_hash: String,
+    /// Every source file of the build (the kernel crate and its local dependencies).
+    pub sources: Vec<PathBuf>,
+    /// The architectures, lowest first.
+    pub archs: Vec<BuiltArch>,
 }
 
 /// Checks an architecture name of the form `sm_NN` (NN >= 53, the first with f16 arithmetic).
@@ -44,96 +65,337 @@ pub fn check_arch(arch: &str) -> Result<u32> {
         .strip_prefix("sm_")
         .and_then(|d| d.parse::<u32>().ok())
         .with_context(|| {
-            format!("--arch: `{arch}` is not of the form sm_NN (e.g. sm_80, sm_90)")
+            format!("architecture `{arch}` is not of the form sm_NN (e.g. sm_80, sm_90)")
         })?;
     if !(53..=120).contains(&n) {
-        bail!("--arch: `{arch}` is outside sm_53..=sm_120");
+        bail!("architecture `{arch}` is outside sm_53..=sm_120");
     }
     Ok(n)
 }
 
-/// Builds the kernels for every architecture in `opts`.
-pub fn build_kernels(opts: &BuildOptions) -> Result<Vec<BuiltArch>> {
-    if opts.archs.is_empty() {
-        bail!("no architecture named (--arch or STREAMLINE_ARCHS, e.g. sm_80,sm_90)");
-    }
-    for arch in &opts.archs {
-        check_arch(arch)?;
-    }
-    let llvm_bin = ensure_nightly()?;
-    let libdevice = find_libdevice(&opts.cache)?;
-    let hash = source_hash(&opts.workspace)?;
-    let crate_dir = opts.workspace.join("gpu-kernels");
-    let mut built = Vec::new();
-    for arch in &opts.archs {
-        let target_dir = opts.target_dir.join(arch);
-        let flags = [
-            "-C",
-            &format!("target-cpu={arch}"),
-            "-C",
-            &format!("linker={}", opts.linker.display()),
-            "-C",
-            &format!(
-                "llvm-args=-unroll-threshold={}",
-                crate::link::UNROLL_THRESHOLD
-            ),
-        ]
-        .join("\x1f");
-        let status = clean_command("rustup")
-            .args([
-                "run",
-                NIGHTLY,
-                "cargo",
-                "build",
-                "--release",
-                "--target",
-                "nvptx64-nvidia-cuda",
-                "-Zbuild-std=core",
-            ])
-            .arg("--target-dir")
-            .arg(&target_dir)
-            .current_dir(&crate_dir)
-            .env("CARGO_ENCODED_RUSTFLAGS", flags)
-            .env(ENV_LINK, "1")
-            .env(ENV_LLVM_BIN, &llvm_bin)
-            .env(ENV_LIBDEVICE, &libdevice)
-            .status()
-            .context("could not run cargo for the kernels")?;
-        if !status.success() {
-            bail!("building gpu-kernels for {arch} failed (see the cargo output above)");
+impl Builder {
+    /// A build of the kernel crate at `crate_dir` (relative paths are taken from the calling
+    /// package's directory in a build script, from the current directory elsewhere).
+    ///
+    /// When rustc runs this program as the kernels' linker (during the nested build), this
+    /// performs the link and exits instead of returning.
+    pub fn new(crate_dir: impl AsRef<Path>) -> Builder {
+        run_if_invoked_as_linker();
+        let dir = crate_dir.as_ref();
+        let crate_dir = match std::env::var_os("CARGO_MANIFEST_DIR") {
+            Some(base) if dir.is_relative() => PathBuf::from(base).join(dir),
+            _ => dir.to_path_buf(),
+        };
+        Builder {
+            crate_dir,
+            archs: None,
+            out_dir: None,
+            target_dir: None,
+            cache: None,
+            linker: None,
         }
-        let produced = target_dir.join("nvptx64-nvidia-cuda/release/gpu_kernels.ptx");
-        let ptx = std::fs::read_to_string(&produced)
-            .with_context(|| format!("reading {}", produced.display()))?;
-        let kernels = parse_entries(&ptx);
-        for spec in streamline_abi::KERNELS {
-            if !kernels.iter().any(|k| k.name == spec.name) {
-                bail!(
-                    "kernel `{}` (declared in streamline-abi) is missing from the PTX for {arch}",
-                    spec.name
-                );
+    }
+
+    /// The architectures to build (default: `STREAMLINE_ARCHS`, comma-separated, else
+    /// [`DEFAULT_ARCHS`]). The host picks the highest one not above its device's.
+    pub fn archs<S: AsRef<str>>(mut self, archs: &[S]) -> Builder {
+        self.archs = Some(archs.iter().map(|a| a.as_ref().to_string()).collect());
+        self
+    }
+
+    /// Where `<arch>/<name>.ptx` and `<arch>/<name>.manifest.json` go (default in a build
+    /// script: `$OUT_DIR/streamline`).
+    pub fn out_dir(mut self, dir: impl Into<PathBuf>) -> Builder {
+        self.out_dir = Some(dir.into());
+        self
+    }
+
+    /// The nested cargo's target directory (default: `kernels/<name>` under the calling
+    /// build's target directory). Never the calling cargo's own, which it holds locked.
+    pub fn target_dir(mut self, dir: impl Into<PathBuf>) -> Builder {
+        self.target_dir = Some(dir.into());
+        self
+    }
+
+    /// Where downloaded wheels and extracted tools are kept (default: `toolchain-cache` under
+    /// the calling build's target directory).
+    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Builder {
+        self.cache = Some(dir.into());
+        self
+    }
+
+    /// The program rustc runs as the linker (default: this program, which [`Builder::new`]
+    /// turns into the link step when rustc runs it).
+    pub fn linker(mut self, program: impl Into<PathBuf>) -> Builder {
+        self.linker = Some(program.into());
+        self
+    }
+
+    /// [`Builder::build`] for a build script: on failure prints one clear error and exits, so
+    /// cargo shows the message rather than a backtrace.
+    pub fn build_or_exit(self) -> Built {
+        match self.build() {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("error: building the GPU kernels failed: {e:#}");
+                std::process::exit(1);
             }
         }
-        let manifest = Manifest {
-            arch: arch.clone(),
-            source_hash: hash.clone(),
-            kernels,
-        };
-        let dir = opts.out.join(arch);
-        std::fs::create_dir_all(&dir)?;
-        let out_ptx = dir.join("streamline.ptx");
-        write_if_changed(&out_ptx, ptx.as_bytes())?;
-        write_if_changed(
-            &dir.join("streamline.manifest.json"),
-            serde_json::to_string_pretty(&manifest)?.as_bytes(),
-        )?;
-        built.push(BuiltArch {
-            arch: arch.clone(),
-            ptx: out_ptx,
-            manifest,
-        });
     }
-    Ok(built)
+
+    /// Builds every architecture. In a build script it also writes the file
+    /// `streamline::include_kernels!` embeds and tells cargo to rerun only when a kernel
+    /// source changes (touching host code does not rebuild the kernels).
+    pub fn build(self) -> Result<Built> {
+        let in_build_script = std::env::var_os("OUT_DIR").is_some();
+        let manifest_path = self.crate_dir.join("Cargo.toml");
+        if in_build_script {
+            println!("cargo:rerun-if-changed={}", manifest_path.display());
+            for var in ["STREAMLINE_LIBDEVICE", "STREAMLINE_ARCHS", "CUDA_HOME"] {
+                println!("cargo:rerun-if-env-changed={var}");
+            }
+        }
+        let name = lib_name(&manifest_path)?;
+        let archs = match self.archs {
+            Some(a) => a,
+            None => match std::env::var("STREAMLINE_ARCHS") {
+                Ok(list) => list
+                    .split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect(),
+                Err(_) => DEFAULT_ARCHS.iter().map(|s| s.to_string()).collect(),
+            },
+        };
+        if archs.is_empty() {
+            bail!("no architecture named (STREAMLINE_ARCHS or Builder::archs, e.g. sm_80,sm_90)");
+        }
+        let mut archs_sorted = Vec::new();
+        for arch in archs {
+            archs_sorted.push((check_arch(&arch)?, arch));
+        }
+        archs_sorted.sort();
+        archs_sorted.dedup();
+        let out_env = std::env::var_os("OUT_DIR").map(PathBuf::from);
+        let target = match &out_env {
+            Some(out) => cargo_target_dir(out),
+            None => self.crate_dir.join("target"),
+        };
+        let out_dir = match (self.out_dir, &out_env) {
+            (Some(d), _) => d,
+            (None, Some(out)) => out.join("streamline"),
+            (None, None) => bail!("Builder::out_dir is required outside a build script"),
+        };
+        let target_dir = self
+            .target_dir
+            .unwrap_or_else(|| target.join("kernels").join(&name));
+        let cache = self.cache.unwrap_or_else(|| target.join("toolchain-cache"));
+        let linker = match self.linker {
+            Some(l) => l,
+            None => std::env::current_exe().context("locating this program to act as linker")?,
+        };
+
+        let llvm_bin = ensure_nightly()?;
+        let libdevice = find_libdevice(&cache)?;
+        let mut built = Vec::new();
+        let mut sources = Vec::new();
+        let mut source_hash = String::new();
+        for (_, arch) in &archs_sorted {
+            let arch_target = target_dir.join(arch);
+            let flags = [
+                "-C",
+                &format!("target-cpu={arch}"),
+                "-C",
+                &format!("linker={}", linker.display()),
+                "-C",
+                &format!(
+                    "llvm-args=-unroll-threshold={}",
+                    crate::link::UNROLL_THRESHOLD
+                ),
+            ]
+            .join("\x1f");
+            let status = clean_command("rustup")
+                .args(["run", NIGHTLY, "cargo", "rustc", "--lib", "--release"])
+                .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
+                .args(["--crate-type", "cdylib"])
+                // The kernels' profile, whatever the workspace around the crate says.
+                .args(["--config", "profile.release.opt-level=3"])
+                .args(["--config", "profile.release.lto=\"fat\""])
+                .args(["--config", "profile.release.panic=\"abort\""])
+                .args(["--config", "profile.release.codegen-units=1"])
+                .args(["--config", "profile.release.debug=false"])
+                .arg("--manifest-path")
+                .arg(&manifest_path)
+                .arg("--target-dir")
+                .arg(&arch_target)
+                .current_dir(&self.crate_dir)
+                .env("CARGO_ENCODED_RUSTFLAGS", flags)
+                .env(ENV_LINK, "1")
+                .env(ENV_LLVM_BIN, &llvm_bin)
+                .env(ENV_LIBDEVICE, &libdevice)
+                .status()
+                .context("could not run cargo for the kernels")?;
+            if !status.success() {
+                bail!(
+                    "building the kernel crate {} for {arch} failed (see the cargo output above)",
+                    self.crate_dir.display()
+                );
+            }
+            let release = arch_target.join("nvptx64-nvidia-cuda/release");
+            let produced = release.join(format!("{name}.ptx"));
+            let raw = std::fs::read_to_string(&produced)
+                .with_context(|| format!("reading {}", produced.display()))?;
+            if sources.is_empty() {
+                sources = dep_info_sources(&release.join(format!("{name}.d")))?;
+                sources.push(manifest_path.clone());
+                sources.sort();
+                sources.dedup();
+                source_hash = hash_files(&self.crate_dir, &sources)?;
+            }
+            let (ptx, kernels) =
+                finish_ptx(&raw).with_context(|| format!("kernel crate `{name}` for {arch}"))?;
+            let manifest = Manifest {
+                arch: arch.clone(),
+                source_hash: source_hash.clone(),
+                kernels,
+            };
+            let dir = out_dir.join(arch);
+            std::fs::create_dir_all(&dir)?;
+            let out_ptx = dir.join(format!("{name}.ptx"));
+            let out_manifest = dir.join(format!("{name}.manifest.json"));
+            write_if_changed(&out_ptx, ptx.as_bytes())?;
+            write_if_changed(
+                &out_manifest,
+                serde_json::to_string_pretty(&manifest)?.as_bytes(),
+            )?;
+            built.push(BuiltArch {
+                arch: arch.clone(),
+                ptx: out_ptx,
+                manifest_path: out_manifest,
+                manifest,
+            });
+        }
+        let built = Built {
+            name,
+            source_hash,
+            sources,
+            archs: built,
+        };
+        if let (true, Some(out)) = (in_build_script, &out_env) {
+            for f in &built.sources {
+                println!("cargo:rerun-if-changed={}", f.display());
+            }
+            println!(
+                "cargo:rerun-if-changed={}",
+                self.crate_dir.join("src").display()
+            );
+            write_if_changed(
+                &out.join(format!("streamline_{}.rs", built.name)),
+                built.embed_code().as_bytes(),
+            )?;
+        }
+        Ok(built)
+    }
+}
+
+impl Built {
+    /// The expression `streamline::include_kernels!` expands to: the module's name, source
+    /// hash and, per architecture, its PTX and manifest, all included at compile time.
+    pub fn embed_code(&self) -> String {
+        let mut code = String::from("::streamline::EmbeddedModule {\n");
+        code.push_str(&format!("    name: {:?},\n", self.name));
+        code.push_str(&format!("    source_hash: {:?},\n", self.source_hash));
+        code.push_str("    archs: &[\n");
+        for b in &self.archs {
+            code.push_str(&format!(
+                "        ({:?}, include_str!({:?}), include_str!({:?})),\n",
+                b.arch,
+                b.ptx.display().to_string(),
+                b.manifest_path.display().to_string()
+            ));
+        }
+        code.push_str("    ],\n}\n");
+        code
+    }
+}
+
+/// The library name of the package at `manifest` (`[lib] name`, else the package name with
+/// `-` as `_`).
+fn lib_name(manifest: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(manifest).with_context(|| {
+        format!(
+            "no kernel crate at {}: reading its Cargo.toml",
+            manifest.parent().unwrap_or(manifest).display()
+        )
+    })?;
+    let doc: toml::Table = text
+        .parse()
+        .with_context(|| format!("{} is not valid TOML", manifest.display()))?;
+    let lib = doc
+        .get("lib")
+        .and_then(|l| l.get("name"))
+        .and_then(|n| n.as_str());
+    let package = doc
+        .get("package")
+        .and_then(|p| p.get("name"))
+        .and_then(|n| n.as_str());
+    match lib.or(package) {
+        Some(n) => Ok(n.replace('-', "_")),
+        None => bail!("{} has no [package] name", manifest.display()),
+    }
+}
+
+/// The source files cargo's dep-info `file` lists, less those of the Rust toolchain and of
+/// registry packages (which a version pins).
+fn dep_info_sources(file: &Path) -> Result<Vec<PathBuf>> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let line = text.lines().next().unwrap_or_default();
+    let deps = line.split_once(": ").map(|(_, d)| d).unwrap_or_default();
+    let mut files = Vec::new();
+    let mut cur = String::new();
+    let mut chars = deps.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&' ') => {
+                cur.push(' ');
+                chars.next();
+            }
+            ' ' => {
+                if !cur.is_empty() {
+                    files.push(PathBuf::from(std::mem::take(&mut cur)));
+                }
+            }
+            c => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        files.push(PathBuf::from(cur));
+    }
+    let skip = |p: &Path| {
+        let s = p.to_string_lossy();
+        s.contains("/lib/rustlib/") || s.contains("/registry/src/") || s.contains("/git/checkouts/")
+    };
+    Ok(files.into_iter().filter(|p| !skip(p)).collect())
+}
+
+/// The cargo target directory holding this build's OUT_DIR
+/// (`<target>[/<triple>]/<profile>/build/<pkg>/out`).
+fn cargo_target_dir(out_dir: &Path) -> PathBuf {
+    let build = out_dir
+        .ancestors()
+        .find(|p| p.file_name().is_some_and(|n| n == "build"))
+        .unwrap_or(out_dir);
+    let profile_dir = build.parent().unwrap_or(build);
+    let mut t = profile_dir.parent().unwrap_or(profile_dir).to_path_buf();
+    // With --target <triple> there is one more level.
+    if t.file_name()
+        .is_some_and(|n| n.to_string_lossy().contains('-'))
+        && t.join("../CACHEDIR.TAG").exists()
+    {
+        t = t.parent().unwrap_or(&t).to_path_buf();
+    }
+    t
 }
 
 fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<()> {

@@ -1,4 +1,5 @@
-//! Builds Streamline's GPU kernels (`gpu-kernels/`, Rust) into PTX, one file per architecture.
+//! Builds a crate of Rust GPU kernels into PTX, one file per architecture, from any crate's
+//! `build.rs` ([`Builder`]), with no CUDA toolkit or LLVM installed.
 //!
 //! rustc's `nvptx64-nvidia-cuda` target emits LLVM bitcode and hands it to a linker. The
 //! standard library and the usual bitcode linker are not shipped for that target, so the build
@@ -7,8 +8,10 @@
 //! link step when rustc runs it. That step links libdevice in (`--only-needed`), internalizes
 //! everything but the kernel entry points, optimizes and runs `llc` for the architecture.
 //!
-//! The same code serves `cargo xtask build-kernels` and the host's `build.rs`, so the PTX that
-//! the `streamline` binary embeds is always built from the current sources.
+//! The kernels declare themselves in the PTX (`streamline_device::kernel!` leaves a record per
+//! kernel); the build pairs every entry point with its declaration, writes the launch bounds and
+//! a manifest of entry points and parameter layouts that the host checks when it loads the PTX.
+//! The same code serves `cargo xtask build-kernels`, Streamline's own `build.rs` and a user's.
 
 pub mod build;
 pub mod link;
@@ -16,5 +19,5 @@ pub mod manifest;
 pub mod ptxas;
 pub mod tools;
 
-pub use build::{build_kernels, BuildOptions, BuiltArch, DEFAULT_ARCHS};
-pub use manifest::{source_hash, EntryInfo, Manifest, ParamInfo};
+pub use build::{check_arch, Builder, Built, BuiltArch, DEFAULT_ARCHS};
+pub use manifest::{BoundsInfo, EntryInfo, Manifest, ParamInfo};

@@ -164,35 +164,5 @@ fn link(args: &[String]) -> Result<()> {
         .arg(&optimized)
         .arg("-o")
         .arg(&a.output))?;
-    let ptx = std::fs::read_to_string(&a.output)?;
-    std::fs::write(
-        &a.output,
-        apply_launch_bounds(&ptx, streamline_abi::KERNELS)?,
-    )?;
     Ok(())
-}
-
-/// Writes each kernel's [`streamline_abi::LaunchBounds`] into the PTX as the performance
-/// directives `.maxntid` and `.minnctapersm`, between the entry's parameter list and its body
-/// (Rust has no attribute for them).
-pub fn apply_launch_bounds(ptx: &str, kernels: &[streamline_abi::KernelSpec]) -> Result<String> {
-    let mut out = ptx.to_string();
-    for spec in kernels {
-        let Some(b) = spec.bounds else { continue };
-        let entry = format!(".entry {}(", spec.name);
-        let Some(start) = out.find(&entry) else {
-            continue;
-        };
-        let body = out[start..]
-            .find("\n{")
-            .with_context(|| format!("no body after `{entry}` in the PTX"))?;
-        out.insert_str(
-            start + body,
-            &format!(
-                "\n.maxntid {}, 1, 1\n.minnctapersm {}",
-                b.max_threads, b.min_blocks
-            ),
-        );
-    }
-    Ok(out)
 }

@@ -1,9 +1,10 @@
 //! The manifest written next to each PTX file, and what the host checks against it.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+use streamline_device::KernelRecord;
 
 /// One parameter of a kernel entry as declared in the PTX.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -14,6 +15,16 @@ pub struct ParamInfo {
     pub align: usize,
 }
 
+/// Launch bounds of an entry as the manifest records them (see
+/// `streamline_device::LaunchBounds`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoundsInfo {
+    /// PTX `.maxntid`.
+    pub max_threads: u32,
+    /// PTX `.minnctapersm`.
+    pub min_blocks: u32,
+}
+
 /// One `.entry` of a PTX module.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EntryInfo {
@@ -21,9 +32,12 @@ pub struct EntryInfo {
     pub name: String,
     /// Parameters in order.
     pub params: Vec<ParamInfo>,
+    /// Launch bounds written into the PTX, if the kernel declares them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounds: Option<BoundsInfo>,
 }
 
-/// What was built: written as `streamline.manifest.json` beside `streamline.ptx`.
+/// What was built: written as `NAME.manifest.json` beside `NAME.ptx`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
     /// Target architecture, e.g. `sm_90`.
@@ -34,7 +48,8 @@ pub struct Manifest {
     pub kernels: Vec<EntryInfo>,
 }
 
-/// Parses the `.entry` declarations of a PTX module (`.visible .entry NAME( .param … )`).
+/// Parses the `.entry` declarations of a PTX module (`.visible .entry NAME( .param … )`) and
+/// the launch bounds (`.maxntid X, 1, 1` and `.minnctapersm N`) between each and its body.
 pub fn parse_entries(ptx: &str) -> Vec<EntryInfo> {
     let mut out = Vec::new();
     let mut rest = ptx;
@@ -45,6 +60,7 @@ pub fn parse_entries(ptx: &str) -> Vec<EntryInfo> {
             .unwrap_or(rest.len());
         let name = rest[..name_end].trim().to_string();
         let mut params = Vec::new();
+        let mut bounds = None;
         if let (Some(open), Some(close)) = (rest.find('('), rest.find(')')) {
             if open < close {
                 for decl in rest[open + 1..close].split(',') {
@@ -52,9 +68,15 @@ pub fn parse_entries(ptx: &str) -> Vec<EntryInfo> {
                         params.push(p);
                     }
                 }
+                let head = &rest[close..rest[close..].find('{').map_or(rest.len(), |b| close + b)];
+                bounds = parse_bounds(head);
             }
         }
-        out.push(EntryInfo { name, params });
+        out.push(EntryInfo {
+            name,
+            params,
+            bounds,
+        });
     }
     out
 }
@@ -97,52 +119,149 @@ fn parse_param(decl: &str) -> Option<ParamInfo> {
     })
 }
 
-/// Files whose content determines the PTX: the kernels and the ABI crate.
-fn source_files(workspace: &Path) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for dir in ["gpu-kernels/src", "abi/src"] {
-        collect(&workspace.join(dir), &mut files)?;
-    }
-    for f in [
-        "gpu-kernels/Cargo.toml",
-        "gpu-kernels/rust-toolchain.toml",
-        "abi/Cargo.toml",
-    ] {
-        files.push(workspace.join(f));
-    }
-    files.sort();
-    Ok(files)
+fn parse_bounds(head: &str) -> Option<BoundsInfo> {
+    let value = |directive: &str| {
+        let at = head.find(directive)? + directive.len();
+        head[at..]
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .find(|w| !w.is_empty())?
+            .parse::<u32>()
+            .ok()
+    };
+    Some(BoundsInfo {
+        max_threads: value(".maxntid")?,
+        min_blocks: value(".minnctapersm").unwrap_or(1),
+    })
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let path = entry?.path();
-        if path.is_dir() {
-            collect(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "rs" || e == "toml") {
-            out.push(path);
+/// The declaration records (`streamline_device::KernelRecord`) in raw PTX, by kernel name,
+/// and the PTX without them.
+pub fn take_records(ptx: &str) -> Result<(Vec<(String, KernelRecord)>, String)> {
+    let mut records = Vec::new();
+    let mut rest = String::with_capacity(ptx.len());
+    for line in ptx.lines() {
+        let Some(at) = line.find(KernelRecord::PREFIX) else {
+            rest.push_str(line);
+            rest.push('\n');
+            continue;
+        };
+        let tail = &line[at + KernelRecord::PREFIX.len()..];
+        let name_end = tail.find('[').context("a kernel record without its size")?;
+        let name = tail[..name_end].to_string();
+        let size: usize = tail[name_end + 1..]
+            .split(']')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .with_context(|| format!("kernel record of `{name}`: bad size"))?;
+        let mut bytes: Vec<u8> = match (tail.find('{'), tail.find('}')) {
+            (Some(a), Some(b)) if a < b => tail[a + 1..b]
+                .split(',')
+                .map(|v| v.trim().parse::<u8>())
+                .collect::<Result<_, _>>()
+                .with_context(|| format!("kernel record of `{name}`: bad bytes"))?,
+            _ => Vec::new(),
+        };
+        if !line.contains(".b8") || size != KernelRecord::WORDS * 4 || bytes.len() > size {
+            bail!(
+                "kernel record of `{name}` is not {} bytes",
+                KernelRecord::WORDS * 4
+            );
+        }
+        bytes.resize(size, 0);
+        let words: Vec<u32> = bytes
+            .chunks(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let record = KernelRecord::decode(&words).with_context(|| {
+            format!("kernel record of `{name}` is of another streamline-device version")
+        })?;
+        records.push((name, record));
+    }
+    Ok((records, rest))
+}
+
+/// Turns the linker's PTX into the shipped module: pairs every entry point with its
+/// declaration record (failing, naming the kernel, on an entry without a declaration, a
+/// declaration without an entry, or a parameter layout that differs), writes each declared
+/// kernel's launch bounds into the PTX, and removes the records. Returns the PTX and its
+/// entries.
+pub fn finish_ptx(raw: &str) -> Result<(String, Vec<EntryInfo>)> {
+    let (records, mut ptx) = take_records(raw)?;
+    let entries = parse_entries(&ptx);
+    for e in &entries {
+        if !records.iter().any(|(n, _)| *n == e.name) {
+            bail!(
+                "the PTX has an entry `{}` that no declaration names: define kernels with `streamline_device::kernel!`",
+                e.name
+            );
         }
     }
-    Ok(())
+    for (name, record) in &records {
+        let Some(entry) = entries.iter().find(|e| e.name == *name) else {
+            bail!(
+                "kernel `{name}` is declared but the PTX has no entry `{name}`: define it with `kernel! {{ #[declared(..)] pub unsafe fn {name}(..) {{ .. }} }}`"
+            );
+        };
+        let want = [ParamInfo {
+            size: record.param_size as usize,
+            align: record.param_align as usize,
+        }];
+        if entry.params != want {
+            bail!(
+                "kernel `{name}` takes {:?} in the PTX but its declaration says {:?}",
+                entry.params,
+                want
+            );
+        }
+        if let Some(b) = record.bounds {
+            let head = format!(".entry {name}(");
+            let start = ptx.find(&head).context("entry vanished")?;
+            let body = ptx[start..]
+                .find("\n{")
+                .with_context(|| format!("no body after `{head}` in the PTX"))?;
+            ptx.insert_str(
+                start + body,
+                &format!(
+                    "\n.maxntid {}, 1, 1\n.minnctapersm {}",
+                    b.max_threads, b.min_blocks
+                ),
+            );
+        }
+    }
+    let entries = parse_entries(&ptx);
+    Ok((ptx, entries))
 }
 
-/// SHA-256 over the kernel and ABI sources (relative path and content of each file), in hex.
-pub fn source_hash(workspace: &Path) -> Result<String> {
+/// SHA-256 over `files` (each one's path relative to `base`, and its content), in hex: the
+/// same sources give the same hash wherever the checkout lies.
+pub fn hash_files(base: &Path, files: &[PathBuf]) -> Result<String> {
+    let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_path_buf());
     let mut h = Sha256::new();
-    for f in source_files(workspace)? {
-        let rel = f.strip_prefix(workspace).unwrap_or(&f);
+    for f in files {
+        let rel = relative(&base, f);
         h.update(rel.to_string_lossy().as_bytes());
         h.update([0]);
-        let bytes = std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?;
+        let bytes = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
         h.update((bytes.len() as u64).to_le_bytes());
         h.update(&bytes);
     }
     Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Every file [`source_hash`] reads, for `cargo:rerun-if-changed`.
-pub fn tracked_sources(workspace: &Path) -> Result<Vec<PathBuf>> {
-    source_files(workspace)
+/// `path` relative to `base` (both absolute), with `..` where needed.
+fn relative(base: &Path, path: &Path) -> PathBuf {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let b: Vec<_> = base.components().collect();
+    let p: Vec<_> = path.components().collect();
+    let common = b.iter().zip(&p).take_while(|(x, y)| x == y).count();
+    let mut out = PathBuf::new();
+    for _ in common..b.len() {
+        out.push("..");
+    }
+    for c in &p[common..] {
+        out.push(c);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -157,6 +276,7 @@ mod tests {
         assert_eq!(e.len(), 2);
         assert_eq!(e[0].name, "heavy_f32");
         assert_eq!(e[0].params, vec![ParamInfo { size: 24, align: 8 }]);
+        assert_eq!(e[0].bounds, None);
         assert_eq!(e[1].name, "k2");
         assert_eq!(
             e[1].params,
@@ -165,5 +285,55 @@ mod tests {
                 ParamInfo { size: 4, align: 4 }
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod record_tests {
+    use super::*;
+
+    const RAW: &str = ".version 8.0\n.visible .global .align 4 .b8 __streamline_kernel_k[20] = {1, 0, 0, 0, 24, 0, 0, 0, 8, 0, 0, 0, 0, 1, 0, 0, 2};\n\
+        .visible .entry k(\n\t.param .align 8 .b8 k_param_0[24]\n)\n{\n\tret;\n}\n";
+
+    #[test]
+    fn records_give_bounds_and_leave_the_ptx() {
+        let (ptx, entries) = finish_ptx(RAW).unwrap();
+        assert!(!ptx.contains(KernelRecord::PREFIX));
+        assert!(ptx.contains(".maxntid 256, 1, 1\n.minnctapersm 2\n{"));
+        assert_eq!(entries.len(), 1);
+        assert_eq!(
+            entries[0].bounds,
+            Some(BoundsInfo {
+                max_threads: 256,
+                min_blocks: 2
+            })
+        );
+        assert_eq!(entries[0].params, vec![ParamInfo { size: 24, align: 8 }]);
+    }
+
+    #[test]
+    fn an_entry_without_a_declaration_fails_naming_it() {
+        let raw = RAW.replace("__streamline_kernel_k[", "__streamline_kernel_other[");
+        let e = finish_ptx(&raw).unwrap_err().to_string();
+        assert!(e.contains("entry `k` that no declaration names"), "{e}");
+    }
+
+    #[test]
+    fn a_declaration_without_an_entry_fails_naming_it() {
+        let raw = format!(
+            "{RAW}.visible .global .align 4 .b8 __streamline_kernel_gone[20] = {{1, 0, 0, 0, 4, 0, 0, 0, 4}};\n"
+        );
+        let e = finish_ptx(&raw).unwrap_err().to_string();
+        assert!(
+            e.contains("kernel `gone` is declared but the PTX has no entry `gone`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_layout_that_differs_from_the_declaration_fails() {
+        let raw = RAW.replace("{1, 0, 0, 0, 24,", "{1, 0, 0, 0, 16,");
+        let e = finish_ptx(&raw).unwrap_err().to_string();
+        assert!(e.contains("kernel `k` takes"), "{e}");
     }
 }

@@ -20,14 +20,16 @@
 //! the fused result equals the chain up to the blur's summation order.
 
 use crate::gaussian_blur::{blur_tile, write_weights};
-use crate::libdevice::floor_i32;
-use crate::mem::{ldg_u8, lds, shared_addr, sts};
 use crate::sampling::{nearest_pixel, reflect, Bilinear, LinearTaps, Roi, Rotation};
-use crate::thread::{block_x, sync_block, thread_xy};
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
+use streamline_abi::image::AUGMENT;
 use streamline_abi::image::{
     AugmentParams, AUGMENT_CROP_BUDGET, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, ROI_MAX_SAMPLES_PER_BIN, TILE,
 };
+use streamline_device::kernel;
+use streamline_device::math::floor_i32;
+use streamline_device::mem::{ldg_u8, lds, shared_addr, sts};
+use streamline_device::thread::{block_x, sync_block, thread_xy};
 
 /// Threads of a block.
 const THREADS: u32 = IMAGE_BLOCK_X * IMAGE_BLOCK_Y;
@@ -467,143 +469,145 @@ fn angle_of(p: &AugmentParams, n: usize) -> f32 {
     unsafe { (p.angles as *const f32).add(n).read_volatile() }
 }
 
-/// # Safety
-/// `p.x` must address `batch * channels * height * width` bytes, `p.y`
-/// `batch * channels * out_h * out_w` f32, `p.boxes` `4 * batch` f32, `p.angles` and
-/// `p.sigmas` `batch` f32, `p.stats` `2 * channels` f32; `1 <= channels <=
-/// AUGMENT_MAX_CHANNELS`, `ksize` odd, at most `MAX_KERNEL_SIZE`, `ksize / 2 < min(out_h,
-/// out_w)`, `crop_h <= out_h` and `crop_w <= out_w` (otherwise the result is wrong, though
-/// every access stays in bounds); grid `ceil(out_w / 32) * ceil(out_h / 32) * batch` blocks of
-/// 32 x 8 threads with `augment_shared_bytes(channels, ksize)` bytes of dynamic shared memory.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn augment(p: AugmentParams) {
-    let tiles_x = p.out_w.div_ceil(TILE);
-    let tiles_y = p.out_h.div_ceil(TILE);
-    let b = block_x();
-    let per_image = (tiles_x * tiles_y).max(1);
-    let n = b / per_image;
-    let t = b % per_image;
-    // The whole block takes the same branch: `n` depends on the block only.
-    if n >= p.batch {
-        return;
-    }
-    let nu = n as usize;
-    // SAFETY: `n < batch`; `p.sigmas` holds `batch` f32.
-    let sigma = unsafe { (p.sigmas as *const f32).add(nu).read() };
-    let chan = p.channels;
-    let (oh, ow) = (p.out_h as i32, p.out_w as i32);
-    let r = (p.ksize / 2) as i32;
-    let side = TILE + 2 * r as u32;
-    let y0 = ((t / tiles_x.max(1)) * TILE) as i32;
-    let x0 = ((t % tiles_x.max(1)) * TILE) as i32;
-    let tile = Tile {
-        top: y0 - r,
-        left: x0 - r,
-        side,
-        chan,
-        oh,
-        ow,
-        nearest: p.nearest != 0,
-        sh: p.crop_h as f32 / p.out_h as f32,
-        sw: p.crop_w as f32 / p.out_w as f32,
-        crop_h: p.crop_h,
-        crop_w: p.crop_w,
-    };
-
-    // Shared memory: the weights, the rotation's table, the rotated haloed tile (every
-    // channel), then one region holding first the crop window (every channel) and later the
-    // blur's horizontal pass (`augment_shared_bytes`).
-    let smem = gpu_launch_sized_workgroup_mem::<f32>();
-    let wts = smem;
-    let table = wts.wrapping_add(p.ksize as usize);
-    let rotated = table.wrapping_add(4 * side as usize);
-    let scratch = rotated.wrapping_add((chan * side * side) as usize);
-    let (tab_a, rot_a, scr_a) = (
-        shared_addr(table),
-        shared_addr(rotated),
-        shared_addr(scratch),
-    );
-    // SAFETY: `wts` is `ksize` f32 of the launch's shared memory, read after the first barrier
-    // inside `blur_tile`; the table is `4 * side` f32, read after the barrier that follows the
-    // first window.
-    let rot = Rotation::new(angle_of(&p, nu), p.out_h, p.out_w);
-    unsafe {
-        write_weights(wts, p.ksize, sigma);
-        tile.tabulate(&rot, tab_a);
-    }
-
-    // The rotated haloed tile: in one part when its window fits, else in parts of PART x PART.
-    // Every value here is the same in every thread, so the branches, loops and barriers are
-    // uniform.
-    let whole = tile.window(&rot, (0, side - 1), (0, side - 1));
-    let (part, parts) = if whole.fits(chan) {
-        (side, 1)
-    } else {
-        (PART, side.div_ceil(PART))
-    };
-    let mut bi = 0;
-    while bi < parts {
-        let mut bj = 0;
-        while bj < parts {
-            let (i0, j0) = (bi * part, bj * part);
-            let (h, w) = (part.min(side - i0), part.min(side - j0));
-            let win = if parts == 1 {
-                whole
-            } else {
-                tile.window(&rot, (i0, i0 + h - 1), (j0, j0 + w - 1))
-                    .capped(chan)
-            };
-            if bi + bj > 0 {
-                // SAFETY: every thread of the block reaches this barrier; the previous part's
-                // reads of the window are done before it is overwritten.
-                unsafe { sync_block() };
-            }
-            // SAFETY: `n < batch`; the window fits (`capped`); `scratch` holds
-            // `AUGMENT_CROP_BUDGET` f32.
-            unsafe { tile.stage(&p, nu, win, scratch) };
-            // SAFETY: every thread of the block reaches this barrier; it publishes the window
-            // (and the table).
-            unsafe { sync_block() };
-            // SAFETY: the part lies inside the haloed tile; the buffers are as stated,
-            // published above.
-            unsafe { tile.rotate(&rot, (win, scr_a, tab_a), rot_a, (i0, j0), (h, w)) };
-            bj += 1;
+kernel! {
+    #[declared(AUGMENT)]
+    /// # Safety
+    /// `p.x` must address `batch * channels * height * width` bytes, `p.y`
+    /// `batch * channels * out_h * out_w` f32, `p.boxes` `4 * batch` f32, `p.angles` and
+    /// `p.sigmas` `batch` f32, `p.stats` `2 * channels` f32; `1 <= channels <=
+    /// AUGMENT_MAX_CHANNELS`, `ksize` odd, at most `MAX_KERNEL_SIZE`, `ksize / 2 < min(out_h,
+    /// out_w)`, `crop_h <= out_h` and `crop_w <= out_w` (otherwise the result is wrong, though
+    /// every access stays in bounds); grid `ceil(out_w / 32) * ceil(out_h / 32) * batch` blocks of
+    /// 32 x 8 threads with `augment_shared_bytes(channels, ksize)` bytes of dynamic shared memory.
+    pub unsafe fn augment(p: AugmentParams) {
+        let tiles_x = p.out_w.div_ceil(TILE);
+        let tiles_y = p.out_h.div_ceil(TILE);
+        let b = block_x();
+        let per_image = (tiles_x * tiles_y).max(1);
+        let n = b / per_image;
+        let t = b % per_image;
+        // The whole block takes the same branch: `n` depends on the block only.
+        if n >= p.batch {
+            return;
         }
-        bi += 1;
-    }
-
-    let hbuf = scratch;
-    let stats = p.stats as *const f32;
-    let out_plane = p.out_h as usize * p.out_w as usize;
-    let out_w = p.out_w as usize;
-    let tile_plane = (side * side) as usize;
-    let mut c = 0;
-    while c < chan as usize {
-        // SAFETY: `c < channels`; `stats` holds `2 * channels` f32.
-        let (mean, std) = unsafe { (stats.add(c).read(), stats.add(chan as usize + c).read()) };
-        let dst = (p.y as *mut f32).wrapping_add((nu * chan as usize + c) * out_plane);
-        // The rotated tile of channel `c` is in place; `blur_tile`'s first barrier publishes it
-        // (and, for channel 0, the weights) and orders the last reads of the crop window before
-        // the first write of `hbuf` over it.
-        // SAFETY: every thread runs this loop with the same `c`; the buffers are sized by the
-        // host (`augment_shared_bytes`).
-        unsafe {
-            blur_tile(
-                (oh, ow),
-                (y0, x0),
-                (r, r),
-                rotated.wrapping_add(c * tile_plane),
-                hbuf,
-                wts,
-                wts,
-                |_, _, _| {},
-                // SAFETY: `blur_tile` stores only pixels inside the output plane.
-                |yy, xx, v| {
-                    dst.add(yy as usize * out_w + xx as usize)
-                        .write((v - mean) / std)
-                },
-            )
+        let nu = n as usize;
+        // SAFETY: `n < batch`; `p.sigmas` holds `batch` f32.
+        let sigma = unsafe { (p.sigmas as *const f32).add(nu).read() };
+        let chan = p.channels;
+        let (oh, ow) = (p.out_h as i32, p.out_w as i32);
+        let r = (p.ksize / 2) as i32;
+        let side = TILE + 2 * r as u32;
+        let y0 = ((t / tiles_x.max(1)) * TILE) as i32;
+        let x0 = ((t % tiles_x.max(1)) * TILE) as i32;
+        let tile = Tile {
+            top: y0 - r,
+            left: x0 - r,
+            side,
+            chan,
+            oh,
+            ow,
+            nearest: p.nearest != 0,
+            sh: p.crop_h as f32 / p.out_h as f32,
+            sw: p.crop_w as f32 / p.out_w as f32,
+            crop_h: p.crop_h,
+            crop_w: p.crop_w,
         };
-        c += 1;
+
+        // Shared memory: the weights, the rotation's table, the rotated haloed tile (every
+        // channel), then one region holding first the crop window (every channel) and later the
+        // blur's horizontal pass (`augment_shared_bytes`).
+        let smem = gpu_launch_sized_workgroup_mem::<f32>();
+        let wts = smem;
+        let table = wts.wrapping_add(p.ksize as usize);
+        let rotated = table.wrapping_add(4 * side as usize);
+        let scratch = rotated.wrapping_add((chan * side * side) as usize);
+        let (tab_a, rot_a, scr_a) = (
+            shared_addr(table),
+            shared_addr(rotated),
+            shared_addr(scratch),
+        );
+        // SAFETY: `wts` is `ksize` f32 of the launch's shared memory, read after the first barrier
+        // inside `blur_tile`; the table is `4 * side` f32, read after the barrier that follows the
+        // first window.
+        let rot = Rotation::new(angle_of(&p, nu), p.out_h, p.out_w);
+        unsafe {
+            write_weights(wts, p.ksize, sigma);
+            tile.tabulate(&rot, tab_a);
+        }
+
+        // The rotated haloed tile: in one part when its window fits, else in parts of PART x PART.
+        // Every value here is the same in every thread, so the branches, loops and barriers are
+        // uniform.
+        let whole = tile.window(&rot, (0, side - 1), (0, side - 1));
+        let (part, parts) = if whole.fits(chan) {
+            (side, 1)
+        } else {
+            (PART, side.div_ceil(PART))
+        };
+        let mut bi = 0;
+        while bi < parts {
+            let mut bj = 0;
+            while bj < parts {
+                let (i0, j0) = (bi * part, bj * part);
+                let (h, w) = (part.min(side - i0), part.min(side - j0));
+                let win = if parts == 1 {
+                    whole
+                } else {
+                    tile.window(&rot, (i0, i0 + h - 1), (j0, j0 + w - 1))
+                        .capped(chan)
+                };
+                if bi + bj > 0 {
+                    // SAFETY: every thread of the block reaches this barrier; the previous part's
+                    // reads of the window are done before it is overwritten.
+                    unsafe { sync_block() };
+                }
+                // SAFETY: `n < batch`; the window fits (`capped`); `scratch` holds
+                // `AUGMENT_CROP_BUDGET` f32.
+                unsafe { tile.stage(&p, nu, win, scratch) };
+                // SAFETY: every thread of the block reaches this barrier; it publishes the window
+                // (and the table).
+                unsafe { sync_block() };
+                // SAFETY: the part lies inside the haloed tile; the buffers are as stated,
+                // published above.
+                unsafe { tile.rotate(&rot, (win, scr_a, tab_a), rot_a, (i0, j0), (h, w)) };
+                bj += 1;
+            }
+            bi += 1;
+        }
+
+        let hbuf = scratch;
+        let stats = p.stats as *const f32;
+        let out_plane = p.out_h as usize * p.out_w as usize;
+        let out_w = p.out_w as usize;
+        let tile_plane = (side * side) as usize;
+        let mut c = 0;
+        while c < chan as usize {
+            // SAFETY: `c < channels`; `stats` holds `2 * channels` f32.
+            let (mean, std) = unsafe { (stats.add(c).read(), stats.add(chan as usize + c).read()) };
+            let dst = (p.y as *mut f32).wrapping_add((nu * chan as usize + c) * out_plane);
+            // The rotated tile of channel `c` is in place; `blur_tile`'s first barrier publishes it
+            // (and, for channel 0, the weights) and orders the last reads of the crop window before
+            // the first write of `hbuf` over it.
+            // SAFETY: every thread runs this loop with the same `c`; the buffers are sized by the
+            // host (`augment_shared_bytes`).
+            unsafe {
+                blur_tile(
+                    (oh, ow),
+                    (y0, x0),
+                    (r, r),
+                    rotated.wrapping_add(c * tile_plane),
+                    hbuf,
+                    wts,
+                    wts,
+                    |_, _, _| {},
+                    // SAFETY: `blur_tile` stores only pixels inside the output plane.
+                    |yy, xx, v| {
+                        dst.add(yy as usize * out_w + xx as usize)
+                            .write((v - mean) / std)
+                    },
+                )
+            };
+            c += 1;
+        }
     }
 }

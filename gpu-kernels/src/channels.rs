@@ -9,8 +9,8 @@
 //! so each thread waits for one global-memory latency per channel. Here the values of up to
 //! four channels are computed before any is stored, so their loads are in flight together.
 
-use crate::thread::{block_xyz, grid_z, thread_xy};
 use streamline_abi::image::{IMAGE_BLOCK_X, IMAGE_BLOCK_Y};
+use streamline_device::thread::{block_xyz, grid_z, thread_xy};
 
 /// The output pixels of one thread: column `j` of image `n`, and up to `per_thread` rows
 /// `IMAGE_BLOCK_Y` apart, those below the plane's height.

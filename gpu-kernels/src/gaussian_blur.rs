@@ -14,15 +14,17 @@
 //! multiply-adds of the horizontal pass on average. Other kernels blur 32 x 32 tiles through a
 //! second shared tile ([`blur_tile`], also used by the fused augmentation).
 
-use crate::mem::{copy_async, copy_wait, shared_addr};
 use crate::sampling::{gauss, reflect};
-use crate::thread::{block_x, sync_block, thread_xy};
 use core::intrinsics::fmaf32 as fmaf;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
+use streamline_abi::image::GAUSSIAN_BLUR;
 use streamline_abi::image::{
     blur_fast, blur_output_tile, GaussianBlurParams, BLUR_FAST_H, BLUR_FAST_MAX_RADIUS,
     BLUR_FAST_W, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, TILE,
 };
+use streamline_device::kernel;
+use streamline_device::mem::{copy_async, copy_wait, shared_addr};
+use streamline_device::thread::{block_x, sync_block, thread_xy};
 
 /// Blurs one `TILE x TILE` output tile whose top-left pixel is `(y0, x0)` of a plane of
 /// `h x w`. `fill_input(buf, rows, cols)` must write the tile and its halo (reflected at the
@@ -136,115 +138,117 @@ pub unsafe fn sum(src: *const f32, k: u32) -> f32 {
     s
 }
 
-/// # Safety
-/// `p.x`, `p.y` must address `batch * channels * height * width` f32; `p.sigmas` 0 or
-/// `2 * batch` f32; `kx`, `ky` odd and at most `MAX_KERNEL_SIZE` with `kx / 2 < width` and
-/// `ky / 2 < height`; grid `ceil(width / 32) * ceil(height / 32) * batch * channels` blocks of
-/// 32 x 8 threads with `blur_shared_bytes(kx, ky)` bytes of dynamic shared memory.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn gaussian_blur(p: GaussianBlurParams) {
-    let (tw, th) = blur_output_tile(p.kx, p.ky);
-    let tiles_x = p.width.div_ceil(tw);
-    let tiles_y = p.height.div_ceil(th);
-    let b = block_x();
-    let per_plane = (tiles_x * tiles_y).max(1);
-    let plane = b / per_plane;
-    let t = b % per_plane;
-    // The whole block takes the same branch: `plane` depends on the block only.
-    if plane >= p.batch * p.channels {
-        return;
-    }
-    let n = plane / p.channels.max(1);
-    let (sx, sy) = if p.sigmas == 0 {
-        (p.sigma_x, p.sigma_y)
-    } else {
-        let s = p.sigmas as *const f32;
-        // SAFETY: `n < batch`; `sigmas` holds `2 * batch` f32.
+kernel! {
+    #[declared(GAUSSIAN_BLUR)]
+    /// # Safety
+    /// `p.x`, `p.y` must address `batch * channels * height * width` f32; `p.sigmas` 0 or
+    /// `2 * batch` f32; `kx`, `ky` odd and at most `MAX_KERNEL_SIZE` with `kx / 2 < width` and
+    /// `ky / 2 < height`; grid `ceil(width / 32) * ceil(height / 32) * batch * channels` blocks of
+    /// 32 x 8 threads with `blur_shared_bytes(kx, ky)` bytes of dynamic shared memory.
+    pub unsafe fn gaussian_blur(p: GaussianBlurParams) {
+        let (tw, th) = blur_output_tile(p.kx, p.ky);
+        let tiles_x = p.width.div_ceil(tw);
+        let tiles_y = p.height.div_ceil(th);
+        let b = block_x();
+        let per_plane = (tiles_x * tiles_y).max(1);
+        let plane = b / per_plane;
+        let t = b % per_plane;
+        // The whole block takes the same branch: `plane` depends on the block only.
+        if plane >= p.batch * p.channels {
+            return;
+        }
+        let n = plane / p.channels.max(1);
+        let (sx, sy) = if p.sigmas == 0 {
+            (p.sigma_x, p.sigma_y)
+        } else {
+            let s = p.sigmas as *const f32;
+            // SAFETY: `n < batch`; `sigmas` holds `2 * batch` f32.
+            unsafe {
+                (
+                    s.add(2 * n as usize).read(),
+                    s.add(2 * n as usize + 1).read(),
+                )
+            }
+        };
+        if blur_fast(p.kx, p.ky) {
+            let y0 = (t / tiles_x.max(1)) * th;
+            let x0 = (t % tiles_x.max(1)) * tw;
+            // SAFETY: the host sized the shared memory with `blur_shared_bytes` for these kernel
+            // sizes and validated the planes; the radius is uniform over the block.
+            unsafe {
+                match p.kx / 2 {
+                    0 => fast::<0>(&p, plane, (y0, x0), (sx, sy)),
+                    1 => fast::<1>(&p, plane, (y0, x0), (sx, sy)),
+                    2 => fast::<2>(&p, plane, (y0, x0), (sx, sy)),
+                    3 => fast::<3>(&p, plane, (y0, x0), (sx, sy)),
+                    4 => fast::<4>(&p, plane, (y0, x0), (sx, sy)),
+                    5 => fast::<5>(&p, plane, (y0, x0), (sx, sy)),
+                    6 => fast::<6>(&p, plane, (y0, x0), (sx, sy)),
+                    _ => fast::<7>(&p, plane, (y0, x0), (sx, sy)),
+                }
+            }
+            return;
+        }
+        let (rx, ry) = ((p.kx / 2) as i32, (p.ky / 2) as i32);
+        let tile = TILE as usize;
+        let in_rows = tile + 2 * ry as usize;
+        let in_cols = tile + 2 * rx as usize;
+        let smem = gpu_launch_sized_workgroup_mem::<f32>();
+        let input = smem;
+        let hbuf = smem.wrapping_add(in_rows * in_cols);
+        let wx = hbuf.wrapping_add(in_rows * tile);
+        let wy = wx.wrapping_add(p.kx as usize);
+        // SAFETY: `wx`, `wy` are `kx`, `ky` f32 of the launch's shared memory, read after the
+        // barrier inside `blur_tile`.
         unsafe {
-            (
-                s.add(2 * n as usize).read(),
-                s.add(2 * n as usize + 1).read(),
+            write_weights(wx, p.kx, sx);
+            write_weights(wy, p.ky, sy);
+        }
+        let (h, w) = (p.height as i32, p.width as i32);
+        let y0 = ((t / tiles_x.max(1)) * TILE) as i32;
+        let x0 = ((t % tiles_x.max(1)) * TILE) as i32;
+        let base = plane as usize * p.height as usize * p.width as usize;
+        let src = (p.x as *const f32).wrapping_add(base);
+        let dst = (p.y as *mut f32).wrapping_add(base);
+        // Copies straight to shared memory (`cp.async`), all of a thread's in flight at once.
+        let fill = |buf: *mut f32, rows: usize, cols: usize| {
+            let (tx, ty) = thread_xy();
+            let stage = shared_addr(buf);
+            let mut r = ty as usize;
+            while r < rows {
+                let gy = reflect(y0 - ry + r as i32, h) as u32;
+                let mut c = tx as usize;
+                while c < cols {
+                    let gx = reflect(x0 - rx + c as i32, w) as u32;
+                    // SAFETY: `reflect` keeps indices inside the plane, whose offsets fit 32 bits;
+                    // `r < rows`, `c < cols`: a slot of `buf` only this thread writes, read after
+                    // `blur_tile`'s barrier.
+                    unsafe { copy_async(stage + 4 * (r * cols + c) as u32, src, gy * p.width + gx) };
+                    c += IMAGE_BLOCK_X as usize;
+                }
+                r += IMAGE_BLOCK_Y as usize;
+            }
+            // SAFETY: the kernels are built for sm_80 and newer.
+            unsafe { copy_wait() };
+        };
+        let wout = p.width as usize;
+        // SAFETY: all threads call it with the same arguments; the buffers are sized by the host
+        // (`blur_shared_bytes`) and the weights were written above.
+        unsafe {
+            blur_tile(
+                (h, w),
+                (y0, x0),
+                (rx, ry),
+                input,
+                hbuf,
+                wx,
+                wy,
+                fill,
+                // SAFETY: `blur_tile` stores only pixels inside the plane.
+                |r, c, v| dst.add(r as usize * wout + c as usize).write(v),
             )
-        }
-    };
-    if blur_fast(p.kx, p.ky) {
-        let y0 = (t / tiles_x.max(1)) * th;
-        let x0 = (t % tiles_x.max(1)) * tw;
-        // SAFETY: the host sized the shared memory with `blur_shared_bytes` for these kernel
-        // sizes and validated the planes; the radius is uniform over the block.
-        unsafe {
-            match p.kx / 2 {
-                0 => fast::<0>(&p, plane, (y0, x0), (sx, sy)),
-                1 => fast::<1>(&p, plane, (y0, x0), (sx, sy)),
-                2 => fast::<2>(&p, plane, (y0, x0), (sx, sy)),
-                3 => fast::<3>(&p, plane, (y0, x0), (sx, sy)),
-                4 => fast::<4>(&p, plane, (y0, x0), (sx, sy)),
-                5 => fast::<5>(&p, plane, (y0, x0), (sx, sy)),
-                6 => fast::<6>(&p, plane, (y0, x0), (sx, sy)),
-                _ => fast::<7>(&p, plane, (y0, x0), (sx, sy)),
-            }
-        }
-        return;
+        };
     }
-    let (rx, ry) = ((p.kx / 2) as i32, (p.ky / 2) as i32);
-    let tile = TILE as usize;
-    let in_rows = tile + 2 * ry as usize;
-    let in_cols = tile + 2 * rx as usize;
-    let smem = gpu_launch_sized_workgroup_mem::<f32>();
-    let input = smem;
-    let hbuf = smem.wrapping_add(in_rows * in_cols);
-    let wx = hbuf.wrapping_add(in_rows * tile);
-    let wy = wx.wrapping_add(p.kx as usize);
-    // SAFETY: `wx`, `wy` are `kx`, `ky` f32 of the launch's shared memory, read after the
-    // barrier inside `blur_tile`.
-    unsafe {
-        write_weights(wx, p.kx, sx);
-        write_weights(wy, p.ky, sy);
-    }
-    let (h, w) = (p.height as i32, p.width as i32);
-    let y0 = ((t / tiles_x.max(1)) * TILE) as i32;
-    let x0 = ((t % tiles_x.max(1)) * TILE) as i32;
-    let base = plane as usize * p.height as usize * p.width as usize;
-    let src = (p.x as *const f32).wrapping_add(base);
-    let dst = (p.y as *mut f32).wrapping_add(base);
-    // Copies straight to shared memory (`cp.async`), all of a thread's in flight at once.
-    let fill = |buf: *mut f32, rows: usize, cols: usize| {
-        let (tx, ty) = thread_xy();
-        let stage = shared_addr(buf);
-        let mut r = ty as usize;
-        while r < rows {
-            let gy = reflect(y0 - ry + r as i32, h) as u32;
-            let mut c = tx as usize;
-            while c < cols {
-                let gx = reflect(x0 - rx + c as i32, w) as u32;
-                // SAFETY: `reflect` keeps indices inside the plane, whose offsets fit 32 bits;
-                // `r < rows`, `c < cols`: a slot of `buf` only this thread writes, read after
-                // `blur_tile`'s barrier.
-                unsafe { copy_async(stage + 4 * (r * cols + c) as u32, src, gy * p.width + gx) };
-                c += IMAGE_BLOCK_X as usize;
-            }
-            r += IMAGE_BLOCK_Y as usize;
-        }
-        // SAFETY: the kernels are built for sm_80 and newer.
-        unsafe { copy_wait() };
-    };
-    let wout = p.width as usize;
-    // SAFETY: all threads call it with the same arguments; the buffers are sized by the host
-    // (`blur_shared_bytes`) and the weights were written above.
-    unsafe {
-        blur_tile(
-            (h, w),
-            (y0, x0),
-            (rx, ry),
-            input,
-            hbuf,
-            wx,
-            wy,
-            fill,
-            // SAFETY: `blur_tile` stores only pixels inside the plane.
-            |r, c, v| dst.add(r as usize * wout + c as usize).write(v),
-        )
-    };
 }
 
 /// The fast path for a square kernel of radius `R` (see the module documentation): the block

@@ -10,12 +10,14 @@
 //! Memory is accessed with 16-byte vector loads and stores wherever input and output share an
 //! alignment (see [`streamline_abi::VectorSplit`]); the unaligned head and the tail are scalar.
 
-use crate::{
-    libdevice::{fast_div, sincosf},
+use streamline_abi::heavy::HeavyParams;
+use streamline_abi::heavy::{HEAVY_F16, HEAVY_F32};
+use streamline_abi::VectorSplit;
+use streamline_device::kernel;
+use streamline_device::{
+    math::{fast_div, sincosf},
     thread::global_x,
 };
-use streamline_abi::heavy::HeavyParams;
-use streamline_abi::VectorSplit;
 
 #[inline(always)]
 fn heavy(x: f32) -> f32 {
@@ -65,22 +67,26 @@ unsafe fn run<T: Copy, const L: usize>(p: HeavyParams, load: fn(T) -> f32, store
     }
 }
 
-/// f32 in, f32 out.
-///
-/// # Safety
-/// `p.x` and `p.y` must address `p.n` readable and writable f32 values on the device.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn heavy_f32(p: HeavyParams) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { run::<f32, 4>(p, |v| v, |v| v) }
+kernel! {
+    #[declared(HEAVY_F32)]
+    /// f32 in, f32 out.
+    ///
+    /// # Safety
+    /// `p.x` and `p.y` must address `p.n` readable and writable f32 values on the device.
+    pub unsafe fn heavy_f32(p: HeavyParams) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { run::<f32, 4>(p, |v| v, |v| v) }
+    }
 }
 
-/// f16 in memory, f32 arithmetic, one rounding to nearest-even f16 at the end.
-///
-/// # Safety
-/// `p.x` and `p.y` must address `p.n` readable and writable f16 values on the device.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn heavy_f16(p: HeavyParams) {
-    // SAFETY: forwarded from this function's contract.
-    unsafe { run::<u16, 8>(p, |b| f16::from_bits(b) as f32, |v| (v as f16).to_bits()) }
+kernel! {
+    #[declared(HEAVY_F16)]
+    /// f16 in memory, f32 arithmetic, one rounding to nearest-even f16 at the end.
+    ///
+    /// # Safety
+    /// `p.x` and `p.y` must address `p.n` readable and writable f16 values on the device.
+    pub unsafe fn heavy_f16(p: HeavyParams) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { run::<u16, 8>(p, |b| f16::from_bits(b) as f32, |v| (v as f16).to_bits()) }
+    }
 }

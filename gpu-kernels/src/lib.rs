@@ -1,5 +1,6 @@
-//! Streamline's GPU kernels. Each module is one kernel family; its parameter structs come from
-//! `streamline-abi` so the host launches exactly what is compiled here.
+//! Streamline's GPU kernels. Each module is one kernel family; every kernel is defined with
+//! `streamline_device::kernel!` against its declaration in `streamline-abi`, so the host
+//! launches exactly what is compiled here. Built for `nvptx64-nvidia-cuda` only.
 #![no_std]
 #![feature(
     abi_ptx,
@@ -16,21 +17,12 @@ pub mod augment;
 mod channels;
 pub mod gaussian_blur;
 pub mod heavy;
-mod libdevice;
 pub mod matmul;
-mod mem;
 pub mod normalize;
 pub mod resize;
 pub mod roi_align;
 pub mod rotate;
 mod sampling;
 pub mod spin;
-mod thread;
 pub mod to_float;
 pub mod train;
-
-#[panic_handler]
-fn panic(_: &core::panic::PanicInfo) -> ! {
-    // SAFETY: `trap` aborts the kernel; the host sees a launch failure instead of a hang.
-    unsafe { core::arch::nvptx::trap() }
-}

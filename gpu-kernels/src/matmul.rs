@@ -19,10 +19,15 @@
 //! output, so all steps return the same results for the same shape, up to the sign of a zero.
 //! The host's error bound is `gamma_k * sum_k |a_ik| |b_kj|` (`host/src/reference/matmul.rs`).
 
-use crate::mem::{ldg, ldg4};
 use core::arch::nvptx;
 use core::intrinsics::{fmaf32, gpu::gpu_launch_sized_workgroup_mem};
 use streamline_abi::matmul::{GemmParams, A_PAD};
+use streamline_abi::matmul::{
+    SGEMM_1_NAIVE, SGEMM_2_TILED, SGEMM_3_BLOCKED, SGEMM_4_VECTORIZED, SGEMM_5_PIPELINED_128X128,
+    SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64,
+};
+use streamline_device::kernel;
+use streamline_device::mem::{ldg, ldg4};
 
 /// Four floats that move as one 16-byte access.
 #[repr(C, align(16))]
@@ -68,166 +73,172 @@ unsafe fn epilogue(c: *mut f32, acc: f32, alpha: f32, beta: f32) {
     }
 }
 
-/// Step 1: one thread per output, operands read straight from global memory.
-///
-/// Every product reads `2k` floats; neighbouring threads share a row of `A` (broadcast) and read
-/// consecutive columns of `B` (coalesced), so it runs at the speed of the L1/L2 caches.
-/// Measured: 25.5 ms (10.5% of cuBLAS).
-///
-/// # Safety
-/// The addresses in `p` must hold matrices of the declared shapes and strides.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn sgemm_1_naive(p: GemmParams) {
-    let (bx, by, tx, ty) = ids();
-    let col = bx * 16 + tx;
-    let row = by * 16 + ty;
-    if row >= p.m as usize || col >= p.n as usize {
-        return;
-    }
-    let (a, b, c) = (p.a as *const f32, p.b as *const f32, p.c as *mut f32);
-    let mut acc = 0.0f32;
-    for kk in 0..p.k as usize {
-        // SAFETY: `row < m`, `kk < k`, `col < n`: inside A and B.
-        unsafe {
-            acc = fmaf32(
-                *a.add(row * p.lda as usize + kk),
-                *b.add(kk * p.ldb as usize + col),
-                acc,
-            );
+kernel! {
+    #[declared(SGEMM_1_NAIVE.spec)]
+    /// Step 1: one thread per output, operands read straight from global memory.
+    ///
+    /// Every product reads `2k` floats; neighbouring threads share a row of `A` (broadcast) and read
+    /// consecutive columns of `B` (coalesced), so it runs at the speed of the L1/L2 caches.
+    /// Measured: 25.5 ms (10.5% of cuBLAS).
+    ///
+    /// # Safety
+    /// The addresses in `p` must hold matrices of the declared shapes and strides.
+    pub unsafe fn sgemm_1_naive(p: GemmParams) {
+        let (bx, by, tx, ty) = ids();
+        let col = bx * 16 + tx;
+        let row = by * 16 + ty;
+        if row >= p.m as usize || col >= p.n as usize {
+            return;
         }
-    }
-    // SAFETY: `row < m`, `col < n`: inside C.
-    unsafe { epilogue(c.add(row * p.ldc as usize + col), acc, p.alpha, p.beta) }
-}
-
-/// Step 2: 32 x 32 tiles of `A` and `B` staged through shared memory; each float loaded from
-/// global memory is used 32 times. One output per thread (1024 threads per block).
-/// Measured: 17.2 ms (15.6% of cuBLAS): every multiply-add still needs two shared loads.
-///
-/// # Safety
-/// As for [`sgemm_1_naive`]; launched with `32 x 32` threads and 8 KiB of shared memory.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn sgemm_2_tiled(p: GemmParams) {
-    const T: usize = 32;
-    let (bx, by, tx, ty) = ids();
-    let row = by * T + ty;
-    let col = bx * T + tx;
-    let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
-    let (a, b, c) = (p.a as *const f32, p.b as *const f32, p.c as *mut f32);
-    let sa = gpu_launch_sized_workgroup_mem::<F4>() as *mut f32;
-    // SAFETY: the launch provides 2 * T * T floats of shared memory.
-    let sb = unsafe { sa.add(T * T) };
-    let mut acc = 0.0f32;
-    let mut k0 = 0;
-    while k0 < k {
-        // SAFETY: global reads are guarded by the bounds; shared indices are below T * T.
-        unsafe {
-            *sa.add(ty * T + tx) = if row < m && k0 + tx < k {
-                *a.add(row * p.lda as usize + k0 + tx)
-            } else {
-                0.0
-            };
-            *sb.add(ty * T + tx) = if k0 + ty < k && col < n {
-                *b.add((k0 + ty) * p.ldb as usize + col)
-            } else {
-                0.0
-            };
+        let (a, b, c) = (p.a as *const f32, p.b as *const f32, p.c as *mut f32);
+        let mut acc = 0.0f32;
+        for kk in 0..p.k as usize {
+            // SAFETY: `row < m`, `kk < k`, `col < n`: inside A and B.
+            unsafe {
+                acc = fmaf32(
+                    *a.add(row * p.lda as usize + kk),
+                    *b.add(kk * p.ldb as usize + col),
+                    acc,
+                );
+            }
         }
-        barrier();
-        for kk in 0..T {
-            // SAFETY: shared indices are below T * T.
-            unsafe { acc = fmaf32(*sa.add(ty * T + kk), *sb.add(kk * T + tx), acc) };
-        }
-        barrier();
-        k0 += T;
-    }
-    if row < m && col < n {
-        // SAFETY: inside C.
+        // SAFETY: `row < m`, `col < n`: inside C.
         unsafe { epilogue(c.add(row * p.ldc as usize + col), acc, p.alpha, p.beta) }
     }
 }
 
-/// Step 3: register blocking. A block of 256 threads computes a 128 x 128 tile of `C`, each
-/// thread an 8 x 8 sub-tile kept in registers, so one shared load now feeds 8 multiply-adds.
-/// `A`'s tile is stored transposed (`k`-major) so a thread's 8 rows are contiguous.
-/// Measured: 7.76 ms (34.6% of cuBLAS). Scalar loads, and the 8-float stride between
-/// neighbouring threads' rows and columns, cause shared-memory bank conflicts; the global
-/// loads of each tile are waited for before any multiply-add, with two barriers per tile.
-///
-/// # Safety
-/// As for [`sgemm_1_naive`]; launched with 256 threads and the tiling's shared memory.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn sgemm_3_blocked(p: GemmParams) {
-    const BM: usize = 128;
-    const BN: usize = 128;
-    const BK: usize = 8;
-    const THREADS: usize = 256;
-    let (bx, by, tid, _) = ids();
-    let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
-    let (a, b) = (p.a as *const f32, p.b as *const f32);
-    let row0 = by * BM;
-    let col0 = bx * BN;
-    let (ty, tx) = (tid / (BN / 8), tid % (BN / 8));
-    let sa = gpu_launch_sized_workgroup_mem::<F4>() as *mut f32;
-    // SAFETY: the launch provides BK * (BM + BN) floats.
-    let sb = unsafe { sa.add(BK * BM) };
-    let mut acc = [[0.0f32; 8]; 8];
-    let mut k0 = 0;
-    while k0 < k {
-        for i in 0..BM * BK / THREADS {
-            let e = tid + i * THREADS;
-            let (r, kk) = (e / BK, e % BK);
-            let (gr, gk) = (row0 + r, k0 + kk);
-            // SAFETY: guarded global read; `kk * BM + r < BK * BM`.
+kernel! {
+    #[declared(SGEMM_2_TILED.spec)]
+    /// Step 2: 32 x 32 tiles of `A` and `B` staged through shared memory; each float loaded from
+    /// global memory is used 32 times. One output per thread (1024 threads per block).
+    /// Measured: 17.2 ms (15.6% of cuBLAS): every multiply-add still needs two shared loads.
+    ///
+    /// # Safety
+    /// As for [`sgemm_1_naive`]; launched with `32 x 32` threads and 8 KiB of shared memory.
+    pub unsafe fn sgemm_2_tiled(p: GemmParams) {
+        const T: usize = 32;
+        let (bx, by, tx, ty) = ids();
+        let row = by * T + ty;
+        let col = bx * T + tx;
+        let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
+        let (a, b, c) = (p.a as *const f32, p.b as *const f32, p.c as *mut f32);
+        let sa = gpu_launch_sized_workgroup_mem::<F4>() as *mut f32;
+        // SAFETY: the launch provides 2 * T * T floats of shared memory.
+        let sb = unsafe { sa.add(T * T) };
+        let mut acc = 0.0f32;
+        let mut k0 = 0;
+        while k0 < k {
+            // SAFETY: global reads are guarded by the bounds; shared indices are below T * T.
             unsafe {
-                *sa.add(kk * BM + r) = if gr < m && gk < k {
-                    *a.add(gr * p.lda as usize + gk)
+                *sa.add(ty * T + tx) = if row < m && k0 + tx < k {
+                    *a.add(row * p.lda as usize + k0 + tx)
+                } else {
+                    0.0
+                };
+                *sb.add(ty * T + tx) = if k0 + ty < k && col < n {
+                    *b.add((k0 + ty) * p.ldb as usize + col)
                 } else {
                     0.0
                 };
             }
-        }
-        for i in 0..BN * BK / THREADS {
-            let e = tid + i * THREADS;
-            let (kk, cc) = (e / BN, e % BN);
-            let (gk, gc) = (k0 + kk, col0 + cc);
-            // SAFETY: guarded global read; `e < BK * BN`.
-            unsafe {
-                *sb.add(e) = if gk < k && gc < n {
-                    *b.add(gk * p.ldb as usize + gc)
-                } else {
-                    0.0
-                };
+            barrier();
+            for kk in 0..T {
+                // SAFETY: shared indices are below T * T.
+                unsafe { acc = fmaf32(*sa.add(ty * T + kk), *sb.add(kk * T + tx), acc) };
             }
+            barrier();
+            k0 += T;
         }
-        barrier();
-        for kk in 0..BK {
-            let mut fa = [0.0f32; 8];
-            let mut fb = [0.0f32; 8];
-            for i in 0..8 {
-                // SAFETY: indices below BK * BM and BK * BN.
-                unsafe {
-                    fa[i] = *sa.add(kk * BM + ty * 8 + i);
-                    fb[i] = *sb.add(kk * BN + tx * 8 + i);
-                }
-            }
-            for i in 0..8 {
-                for j in 0..8 {
-                    acc[i][j] = fmaf32(fa[i], fb[j], acc[i][j]);
-                }
-            }
+        if row < m && col < n {
+            // SAFETY: inside C.
+            unsafe { epilogue(c.add(row * p.ldc as usize + col), acc, p.alpha, p.beta) }
         }
-        barrier();
-        k0 += BK;
     }
-    let c = p.c as *mut f32;
-    for (i, acc_row) in acc.iter().enumerate() {
-        let gr = row0 + ty * 8 + i;
-        for (j, &v) in acc_row.iter().enumerate() {
-            let gc = col0 + tx * 8 + j;
-            if gr < m && gc < n {
-                // SAFETY: inside C.
-                unsafe { epilogue(c.add(gr * p.ldc as usize + gc), v, p.alpha, p.beta) }
+}
+
+kernel! {
+    #[declared(SGEMM_3_BLOCKED.spec)]
+    /// Step 3: register blocking. A block of 256 threads computes a 128 x 128 tile of `C`, each
+    /// thread an 8 x 8 sub-tile kept in registers, so one shared load now feeds 8 multiply-adds.
+    /// `A`'s tile is stored transposed (`k`-major) so a thread's 8 rows are contiguous.
+    /// Measured: 7.76 ms (34.6% of cuBLAS). Scalar loads, and the 8-float stride between
+    /// neighbouring threads' rows and columns, cause shared-memory bank conflicts; the global
+    /// loads of each tile are waited for before any multiply-add, with two barriers per tile.
+    ///
+    /// # Safety
+    /// As for [`sgemm_1_naive`]; launched with 256 threads and the tiling's shared memory.
+    pub unsafe fn sgemm_3_blocked(p: GemmParams) {
+        const BM: usize = 128;
+        const BN: usize = 128;
+        const BK: usize = 8;
+        const THREADS: usize = 256;
+        let (bx, by, tid, _) = ids();
+        let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
+        let (a, b) = (p.a as *const f32, p.b as *const f32);
+        let row0 = by * BM;
+        let col0 = bx * BN;
+        let (ty, tx) = (tid / (BN / 8), tid % (BN / 8));
+        let sa = gpu_launch_sized_workgroup_mem::<F4>() as *mut f32;
+        // SAFETY: the launch provides BK * (BM + BN) floats.
+        let sb = unsafe { sa.add(BK * BM) };
+        let mut acc = [[0.0f32; 8]; 8];
+        let mut k0 = 0;
+        while k0 < k {
+            for i in 0..BM * BK / THREADS {
+                let e = tid + i * THREADS;
+                let (r, kk) = (e / BK, e % BK);
+                let (gr, gk) = (row0 + r, k0 + kk);
+                // SAFETY: guarded global read; `kk * BM + r < BK * BM`.
+                unsafe {
+                    *sa.add(kk * BM + r) = if gr < m && gk < k {
+                        *a.add(gr * p.lda as usize + gk)
+                    } else {
+                        0.0
+                    };
+                }
+            }
+            for i in 0..BN * BK / THREADS {
+                let e = tid + i * THREADS;
+                let (kk, cc) = (e / BN, e % BN);
+                let (gk, gc) = (k0 + kk, col0 + cc);
+                // SAFETY: guarded global read; `e < BK * BN`.
+                unsafe {
+                    *sb.add(e) = if gk < k && gc < n {
+                        *b.add(gk * p.ldb as usize + gc)
+                    } else {
+                        0.0
+                    };
+                }
+            }
+            barrier();
+            for kk in 0..BK {
+                let mut fa = [0.0f32; 8];
+                let mut fb = [0.0f32; 8];
+                for i in 0..8 {
+                    // SAFETY: indices below BK * BM and BK * BN.
+                    unsafe {
+                        fa[i] = *sa.add(kk * BM + ty * 8 + i);
+                        fb[i] = *sb.add(kk * BN + tx * 8 + i);
+                    }
+                }
+                for i in 0..8 {
+                    for j in 0..8 {
+                        acc[i][j] = fmaf32(fa[i], fb[j], acc[i][j]);
+                    }
+                }
+            }
+            barrier();
+            k0 += BK;
+        }
+        let c = p.c as *mut f32;
+        for (i, acc_row) in acc.iter().enumerate() {
+            let gr = row0 + ty * 8 + i;
+            for (j, &v) in acc_row.iter().enumerate() {
+                let gc = col0 + tx * 8 + j;
+                if gr < m && gc < n {
+                    // SAFETY: inside C.
+                    unsafe { epilogue(c.add(gr * p.ldc as usize + gc), v, p.alpha, p.beta) }
+                }
             }
         }
     }
@@ -504,34 +515,36 @@ impl<const BM: usize, const BN: usize, const BK: usize> Tile<BM, BN, BK> {
     }
 }
 
-/// Step 4: step 3 with 16-byte accesses everywhere they are aligned: one 16-byte global load
-/// per operand and thread per tile, 16-byte shared loads in a layout where a warp reads
-/// contiguous runs (no bank conflicts), a transposed `A` tile padded by 4 floats per row so its
-/// scalar stores are conflict-free too, and 16-byte stores of `C`.
-/// Measured: 3.63 ms (74.0% of cuBLAS). Each tile still waits for its own global loads.
-///
-/// # Safety
-/// As for [`sgemm_1_naive`]; launched with 256 threads and the tiling's shared memory.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn sgemm_4_vectorized(p: GemmParams) {
-    type T = Tile<128, 128, 8>;
-    let f = Frame::new::<128, 128>(&p);
-    let mut acc = [[0.0f32; 8]; 8];
-    let mut k0 = 0;
-    while k0 < f.k {
-        // SAFETY: the host validated the matrices; one stage of shared memory is provided and
-        // the barriers separate its writes from its reads.
-        unsafe {
-            let s = T::fetch::<{ T::LOADS_A }, { T::LOADS_B }>(&f, k0);
-            T::store(&f, &s, 0);
-            barrier();
-            T::multiply(&f, 0, &mut acc);
-            barrier();
+kernel! {
+    #[declared(SGEMM_4_VECTORIZED.spec)]
+    /// Step 4: step 3 with 16-byte accesses everywhere they are aligned: one 16-byte global load
+    /// per operand and thread per tile, 16-byte shared loads in a layout where a warp reads
+    /// contiguous runs (no bank conflicts), a transposed `A` tile padded by 4 floats per row so its
+    /// scalar stores are conflict-free too, and 16-byte stores of `C`.
+    /// Measured: 3.63 ms (74.0% of cuBLAS). Each tile still waits for its own global loads.
+    ///
+    /// # Safety
+    /// As for [`sgemm_1_naive`]; launched with 256 threads and the tiling's shared memory.
+    pub unsafe fn sgemm_4_vectorized(p: GemmParams) {
+        type T = Tile<128, 128, 8>;
+        let f = Frame::new::<128, 128>(&p);
+        let mut acc = [[0.0f32; 8]; 8];
+        let mut k0 = 0;
+        while k0 < f.k {
+            // SAFETY: the host validated the matrices; one stage of shared memory is provided and
+            // the barriers separate its writes from its reads.
+            unsafe {
+                let s = T::fetch::<{ T::LOADS_A }, { T::LOADS_B }>(&f, k0);
+                T::store(&f, &s, 0);
+                barrier();
+                T::multiply(&f, 0, &mut acc);
+                barrier();
+            }
+            k0 += 8;
         }
-        k0 += 8;
+        // SAFETY: the host validated C.
+        unsafe { T::write_c(&p, &f, &acc) }
     }
-    // SAFETY: the host validated C.
-    unsafe { T::write_c(&p, &f, &acc) }
 }
 
 /// Step 5: step 4 with two shared stages. While the block multiplies stage `s`, each thread's
@@ -590,36 +603,42 @@ unsafe fn pipelined<
     unsafe { Tile::<BM, BN, BK>::write_c(&p, &f, &acc) }
 }
 
-/// Step 5 with 128 x 128 tiles (large products).
-/// Measured: 3.18 ms (84.4% of cuBLAS); 25.25 ms at 8192 (85.0%).
-///
-/// # Safety
-/// See [`pipelined`]; 256 threads.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn sgemm_5_pipelined_128x128(p: GemmParams) {
-    type T = Tile<128, 128, 8>;
-    // SAFETY: forwarded.
-    unsafe { pipelined::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+kernel! {
+    #[declared(SGEMM_5_PIPELINED_128X128.spec)]
+    /// Step 5 with 128 x 128 tiles (large products).
+    /// Measured: 3.18 ms (84.4% of cuBLAS); 25.25 ms at 8192 (85.0%).
+    ///
+    /// # Safety
+    /// See [`pipelined`]; 256 threads.
+    pub unsafe fn sgemm_5_pipelined_128x128(p: GemmParams) {
+        type T = Tile<128, 128, 8>;
+        // SAFETY: forwarded.
+        unsafe { pipelined::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+    }
 }
 
-/// Step 5 with 128 x 64 tiles (medium products).
-///
-/// # Safety
-/// See [`pipelined`]; 128 threads.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn sgemm_5_pipelined_128x64(p: GemmParams) {
-    type T = Tile<128, 64, 8>;
-    // SAFETY: forwarded.
-    unsafe { pipelined::<128, 64, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+kernel! {
+    #[declared(SGEMM_5_PIPELINED_128X64.spec)]
+    /// Step 5 with 128 x 64 tiles (medium products).
+    ///
+    /// # Safety
+    /// See [`pipelined`]; 128 threads.
+    pub unsafe fn sgemm_5_pipelined_128x64(p: GemmParams) {
+        type T = Tile<128, 64, 8>;
+        // SAFETY: forwarded.
+        unsafe { pipelined::<128, 64, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+    }
 }
 
-/// Step 5 with 64 x 64 tiles (small and skinny products).
-///
-/// # Safety
-/// See [`pipelined`]; 64 threads.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn sgemm_5_pipelined_64x64(p: GemmParams) {
-    type T = Tile<64, 64, 8>;
-    // SAFETY: forwarded.
-    unsafe { pipelined::<64, 64, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+kernel! {
+    #[declared(SGEMM_5_PIPELINED_64X64.spec)]
+    /// Step 5 with 64 x 64 tiles (small and skinny products).
+    ///
+    /// # Safety
+    /// See [`pipelined`]; 64 threads.
+    pub unsafe fn sgemm_5_pipelined_64x64(p: GemmParams) {
+        type T = Tile<64, 64, 8>;
+        // SAFETY: forwarded.
+        unsafe { pipelined::<64, 64, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+    }
 }

@@ -5,8 +5,10 @@
 //! planes of a multiple of 4 values and 16-byte aligned input and output, each thread handles
 //! one 16-byte vector; otherwise one element.
 
-use crate::thread::{block_x, thread_xy};
+use streamline_abi::image::NORMALIZE;
 use streamline_abi::image::{NormalizeParams, ELEMENTWISE_BLOCK};
+use streamline_device::kernel;
+use streamline_device::thread::{block_x, thread_xy};
 
 #[repr(C, align(16))]
 #[derive(Clone, Copy)]
@@ -19,51 +21,53 @@ fn vectorised(p: &NormalizeParams) -> bool {
     p.plane_len % 4 == 0 && p.x % 16 == 0 && p.y % 16 == 0
 }
 
-/// # Safety
-/// `p.x` and `p.y` must address `p.planes * p.plane_len` f32 on the device, `p.stats`
-/// `2 * p.channels` f32, `p.channels >= 1`, `p.plane_len >= 1`, and the grid must have
-/// `planes * ceil(units / ELEMENTWISE_BLOCK)` blocks of `ELEMENTWISE_BLOCK` threads, `units`
-/// being `plane_len / 4` when vectorised and `plane_len` otherwise.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn normalize(p: NormalizeParams) {
-    let vec = vectorised(&p);
-    let units = if vec { p.plane_len / 4 } else { p.plane_len };
-    let per_plane = units.div_ceil(ELEMENTWISE_BLOCK).max(1);
-    let b = block_x();
-    let plane = b / per_plane;
-    let unit = (b % per_plane) * ELEMENTWISE_BLOCK + thread_xy().0;
-    if plane >= p.planes || unit >= units {
-        return;
-    }
-    let c = (plane % p.channels.max(1)) as usize;
-    let stats = p.stats as *const f32;
-    // SAFETY: `c < channels`; `stats` holds `2 * channels` values.
-    let (m, s) = unsafe {
-        (
-            stats.add(c).read(),
-            stats.add(p.channels as usize + c).read(),
-        )
-    };
-    let base = plane as usize * p.plane_len as usize;
-    let x = p.x as *const f32;
-    let y = p.y as *mut f32;
-    if vec {
-        let e = base + unit as usize * 4;
-        // SAFETY: 16-byte aligned bases and a plane length that is a multiple of 4, so the
-        // vector is aligned and lies inside the plane.
-        unsafe {
-            let a = (x.add(e) as *const Floats4).read();
-            let mut o = a;
-            let mut l = 0;
-            while l < 4 {
-                o.0[l] = (a.0[l] - m) / s;
-                l += 1;
-            }
-            (y.add(e) as *mut Floats4).write(o);
+kernel! {
+    #[declared(NORMALIZE)]
+    /// # Safety
+    /// `p.x` and `p.y` must address `p.planes * p.plane_len` f32 on the device, `p.stats`
+    /// `2 * p.channels` f32, `p.channels >= 1`, `p.plane_len >= 1`, and the grid must have
+    /// `planes * ceil(units / ELEMENTWISE_BLOCK)` blocks of `ELEMENTWISE_BLOCK` threads, `units`
+    /// being `plane_len / 4` when vectorised and `plane_len` otherwise.
+    pub unsafe fn normalize(p: NormalizeParams) {
+        let vec = vectorised(&p);
+        let units = if vec { p.plane_len / 4 } else { p.plane_len };
+        let per_plane = units.div_ceil(ELEMENTWISE_BLOCK).max(1);
+        let b = block_x();
+        let plane = b / per_plane;
+        let unit = (b % per_plane) * ELEMENTWISE_BLOCK + thread_xy().0;
+        if plane >= p.planes || unit >= units {
+            return;
         }
-    } else {
-        let e = base + unit as usize;
-        // SAFETY: `unit < plane_len`, `plane < planes`.
-        unsafe { y.add(e).write((x.add(e).read() - m) / s) };
+        let c = (plane % p.channels.max(1)) as usize;
+        let stats = p.stats as *const f32;
+        // SAFETY: `c < channels`; `stats` holds `2 * channels` values.
+        let (m, s) = unsafe {
+            (
+                stats.add(c).read(),
+                stats.add(p.channels as usize + c).read(),
+            )
+        };
+        let base = plane as usize * p.plane_len as usize;
+        let x = p.x as *const f32;
+        let y = p.y as *mut f32;
+        if vec {
+            let e = base + unit as usize * 4;
+            // SAFETY: 16-byte aligned bases and a plane length that is a multiple of 4, so the
+            // vector is aligned and lies inside the plane.
+            unsafe {
+                let a = (x.add(e) as *const Floats4).read();
+                let mut o = a;
+                let mut l = 0;
+                while l < 4 {
+                    o.0[l] = (a.0[l] - m) / s;
+                    l += 1;
+                }
+                (y.add(e) as *mut Floats4).write(o);
+            }
+        } else {
+            let e = base + unit as usize;
+            // SAFETY: `unit < plane_len`, `plane < planes`.
+            unsafe { y.add(e).write((x.add(e).read() - m) / s) };
+        }
     }
 }

@@ -7,10 +7,12 @@
 //! so a warp writes 32 consecutive values of a row.
 
 use crate::channels::{for_channel_groups, for_columns, image_and_column, with_group};
-use crate::libdevice::{floor_i32, trunc_i32};
-use crate::mem::{ldg_at, stg_at};
 use crate::sampling::LinearTaps;
 use streamline_abi::image::ResizeParams;
+use streamline_abi::image::{RESIZE_BILINEAR, RESIZE_BILINEAR_AA, RESIZE_NEAREST};
+use streamline_device::kernel;
+use streamline_device::math::{floor_i32, trunc_i32};
+use streamline_device::mem::{ldg_at, stg_at};
 
 /// Image `n` of a launch as one thread sees it ([`image_and_column`]): the image's input planes
 /// and the thread's output column.
@@ -50,17 +52,19 @@ impl<'a> Image<'a> {
     }
 }
 
-/// Bilinear, `align_corners=False`: source `scale * (d + 0.5) - 0.5` clamped below at 0, with
-/// `scale = in / out`; the upper neighbour is the pixel itself on the last row/column.
-///
-/// # Safety
-/// `p.x` must address `batch * channels * in_h * in_w` f32, `p.y`
-/// `batch * channels * out_h * out_w` f32, all sizes at least 1, `scale_h = in_h / out_h` and
-/// `scale_w = in_w / out_w`, every image (`channels * h * w`, input and output) at most
-/// `2^32 - 1` values; grid as [`for_columns`] describes for `p.rows` rows.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn resize_bilinear(p: ResizeParams) {
-    with_group!(p.channels, resize_bilinear_groups(p))
+kernel! {
+    #[declared(RESIZE_BILINEAR)]
+    /// Bilinear, `align_corners=False`: source `scale * (d + 0.5) - 0.5` clamped below at 0, with
+    /// `scale = in / out`; the upper neighbour is the pixel itself on the last row/column.
+    ///
+    /// # Safety
+    /// `p.x` must address `batch * channels * in_h * in_w` f32, `p.y`
+    /// `batch * channels * out_h * out_w` f32, all sizes at least 1, `scale_h = in_h / out_h` and
+    /// `scale_w = in_w / out_w`, every image (`channels * h * w`, input and output) at most
+    /// `2^32 - 1` values; grid as [`for_columns`] describes for `p.rows` rows.
+    pub unsafe fn resize_bilinear(p: ResizeParams) {
+        with_group!(p.channels, resize_bilinear_groups(p))
+    }
 }
 
 /// [`resize_bilinear`] with channels computed `G` at a time.
@@ -142,14 +146,16 @@ impl AaSpan {
     }
 }
 
-/// Antialiased bilinear (torch's `_upsample_bilinear2d_aa`): separable triangle filter whose
-/// support widens by the downscale factor, rows blended first, then columns.
-///
-/// # Safety
-/// As for [`resize_bilinear`].
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn resize_bilinear_aa(p: ResizeParams) {
-    with_group!(p.channels, resize_bilinear_aa_groups(p))
+kernel! {
+    #[declared(RESIZE_BILINEAR_AA)]
+    /// Antialiased bilinear (torch's `_upsample_bilinear2d_aa`): separable triangle filter whose
+    /// support widens by the downscale factor, rows blended first, then columns.
+    ///
+    /// # Safety
+    /// As for [`resize_bilinear`].
+    pub unsafe fn resize_bilinear_aa(p: ResizeParams) {
+        with_group!(p.channels, resize_bilinear_aa_groups(p))
+    }
 }
 
 /// [`resize_bilinear_aa`] with channels computed `G` at a time.
@@ -220,14 +226,16 @@ fn resize_bilinear_aa_groups<const G: usize>(p: ResizeParams) {
     });
 }
 
-/// Nearest (torch's `nearest`): source `min(floor(d * scale), in - 1)` with `scale = in / out`
-/// in f32.
-///
-/// # Safety
-/// As for [`resize_bilinear`].
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn resize_nearest(p: ResizeParams) {
-    with_group!(p.channels, resize_nearest_groups(p))
+kernel! {
+    #[declared(RESIZE_NEAREST)]
+    /// Nearest (torch's `nearest`): source `min(floor(d * scale), in - 1)` with `scale = in / out`
+    /// in f32.
+    ///
+    /// # Safety
+    /// As for [`resize_bilinear`].
+    pub unsafe fn resize_nearest(p: ResizeParams) {
+        with_group!(p.channels, resize_nearest_groups(p))
+    }
 }
 
 /// [`resize_nearest`] with channels computed `G` at a time.

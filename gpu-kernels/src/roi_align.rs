@@ -10,35 +10,41 @@
 //! thread takes consecutive rows, whose samples share input rows, and loads those rows once.
 
 use crate::channels::{for_columns, Column};
-use crate::libdevice::trunc_i32;
-use crate::mem::{ld_at, stg_at};
 use crate::sampling::{blend, Roi, RoiTap};
 use core::arch::asm;
 use streamline_abi::image::{RoiAlignParams, ROI_MAX_SAMPLES_PER_BIN};
+use streamline_abi::image::{ROI_ALIGN, ROI_ALIGN_ONE_SAMPLE};
+use streamline_device::kernel;
+use streamline_device::math::trunc_i32;
+use streamline_device::mem::{ld_at, stg_at};
 
-/// # Safety
-/// `p.x` must address `batch * channels * height * width` f32, `p.boxes` `5 * num_boxes` f32,
-/// `p.y` `num_boxes * channels * out_h * out_w` f32; all sizes at least 1, an image of either
-/// (`channels * h * w`) at most `2^32 - 1` values, and the grid as [`for_columns`] describes
-/// for `num_boxes` images of `out_h x out_w` and `p.rows` rows.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn roi_align(p: RoiAlignParams) {
-    // SAFETY: forwarded from this kernel's contract.
-    unsafe { run::<false>(p) }
+kernel! {
+    #[declared(ROI_ALIGN)]
+    /// # Safety
+    /// `p.x` must address `batch * channels * height * width` f32, `p.boxes` `5 * num_boxes` f32,
+    /// `p.y` `num_boxes * channels * out_h * out_w` f32; all sizes at least 1, an image of either
+    /// (`channels * h * w`) at most `2^32 - 1` values, and the grid as [`for_columns`] describes
+    /// for `num_boxes` images of `out_h x out_w` and `p.rows` rows.
+    pub unsafe fn roi_align(p: RoiAlignParams) {
+        // SAFETY: forwarded from this kernel's contract.
+        unsafe { run::<false>(p) }
+    }
 }
 
-/// [`roi_align`] for launches whose every box has a sampling grid of one point per bin (an
-/// output at least as large as the box: the crop case), which the host checks with the same
-/// f32 arithmetic. Kept apart from the general kernel so that neither path's registers limit
-/// the other's occupancy; a box outside that rule would get its single sample, still read
-/// inside the image.
-///
-/// # Safety
-/// As for [`roi_align`].
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn roi_align_one_sample(p: RoiAlignParams) {
-    // SAFETY: forwarded from this kernel's contract.
-    unsafe { run::<true>(p) }
+kernel! {
+    #[declared(ROI_ALIGN_ONE_SAMPLE)]
+    /// [`roi_align`] for launches whose every box has a sampling grid of one point per bin (an
+    /// output at least as large as the box: the crop case), which the host checks with the same
+    /// f32 arithmetic. Kept apart from the general kernel so that neither path's registers limit
+    /// the other's occupancy; a box outside that rule would get its single sample, still read
+    /// inside the image.
+    ///
+    /// # Safety
+    /// As for [`roi_align`].
+    pub unsafe fn roi_align_one_sample(p: RoiAlignParams) {
+        // SAFETY: forwarded from this kernel's contract.
+        unsafe { run::<true>(p) }
+    }
 }
 
 /// The kernels' body; `ONE`: every bin is one sample.

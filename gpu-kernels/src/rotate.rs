@@ -8,9 +8,11 @@
 //! input (cached in L1).
 
 use crate::channels::{for_channels, for_columns, image_and_column};
-use crate::mem::{ldg_at, stg_at};
 use crate::sampling::{nearest_pixel, Bilinear, Rotation};
 use streamline_abi::image::RotateParams;
+use streamline_abi::image::{ROTATE_BILINEAR, ROTATE_NEAREST};
+use streamline_device::kernel;
+use streamline_device::mem::{ldg_at, stg_at};
 
 /// The image's rotation (its angle read from `p.angles`).
 #[inline(always)]
@@ -20,80 +22,84 @@ fn rotation(p: &RotateParams, n: u32) -> Rotation {
     Rotation::new(deg, p.height, p.width)
 }
 
-/// Nearest neighbour (torchvision's default): the input pixel nearest to the source point, or
-/// the fill (0 without one) when that pixel lies outside.
-///
-/// # Safety
-/// `p.x`, `p.y` must address `batch * channels * height * width` f32, `p.angles` `batch` f32;
-/// an image (`channels * height * width`) at most `2^32 - 1` values; grid as [`for_columns`]
-/// describes for `p.rows` rows.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn rotate_nearest(p: RotateParams) {
-    let plane = p.height * p.width;
-    let (h, w) = (p.height as i32, p.width as i32);
-    let fill = if p.has_fill != 0 { p.fill } else { 0.0 };
-    for_columns(p.batch, p.height, p.width, p.rows, |col| {
-        let rot = rotation(&p, col.n);
-        let (cx, cy) = rot.col(col.j as i32);
-        let (image, out) = image_and_column((p.x, p.y), p.channels, (plane, plane), col.n, col.j);
-        col.rows(|i| {
-            let (rx, ry) = rot.row(i as i32);
-            let (sy, sx) = rot.finish(cx + rx, cy + ry);
-            let src = nearest_pixel(sy, sx, h, w).map(|(yi, xi)| yi as u32 * p.width + xi as u32);
-            let dst = i * p.width;
-            for_channels(
-                p.channels,
-                |c| match src {
-                    // SAFETY: `nearest_pixel` returns only pixels inside the plane of channel
-                    // `c < channels`.
-                    Some(o) => unsafe { ldg_at(image, c * plane + o) },
-                    None => fill,
-                },
-                // SAFETY: `i < height`, `j < width`, `c < channels`, `n < batch`.
-                |c, v| unsafe { stg_at(out, c * plane + dst, v) },
-            );
+kernel! {
+    #[declared(ROTATE_NEAREST)]
+    /// Nearest neighbour (torchvision's default): the input pixel nearest to the source point, or
+    /// the fill (0 without one) when that pixel lies outside.
+    ///
+    /// # Safety
+    /// `p.x`, `p.y` must address `batch * channels * height * width` f32, `p.angles` `batch` f32;
+    /// an image (`channels * height * width`) at most `2^32 - 1` values; grid as [`for_columns`]
+    /// describes for `p.rows` rows.
+    pub unsafe fn rotate_nearest(p: RotateParams) {
+        let plane = p.height * p.width;
+        let (h, w) = (p.height as i32, p.width as i32);
+        let fill = if p.has_fill != 0 { p.fill } else { 0.0 };
+        for_columns(p.batch, p.height, p.width, p.rows, |col| {
+            let rot = rotation(&p, col.n);
+            let (cx, cy) = rot.col(col.j as i32);
+            let (image, out) = image_and_column((p.x, p.y), p.channels, (plane, plane), col.n, col.j);
+            col.rows(|i| {
+                let (rx, ry) = rot.row(i as i32);
+                let (sy, sx) = rot.finish(cx + rx, cy + ry);
+                let src = nearest_pixel(sy, sx, h, w).map(|(yi, xi)| yi as u32 * p.width + xi as u32);
+                let dst = i * p.width;
+                for_channels(
+                    p.channels,
+                    |c| match src {
+                        // SAFETY: `nearest_pixel` returns only pixels inside the plane of channel
+                        // `c < channels`.
+                        Some(o) => unsafe { ldg_at(image, c * plane + o) },
+                        None => fill,
+                    },
+                    // SAFETY: `i < height`, `j < width`, `c < channels`, `n < batch`.
+                    |c, v| unsafe { stg_at(out, c * plane + dst, v) },
+                );
+            });
         });
-    });
+    }
 }
 
-/// Bilinear: the four neighbours of the source point, those outside counting as 0; with a fill,
-/// torchvision's `mask * (value - fill) + fill` where `mask` is the weight of the neighbours
-/// inside.
-///
-/// # Safety
-/// As for [`rotate_nearest`].
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn rotate_bilinear(p: RotateParams) {
-    let plane = p.height * p.width;
-    let (h, w) = (p.height as i32, p.width as i32);
-    for_columns(p.batch, p.height, p.width, p.rows, |col| {
-        let rot = rotation(&p, col.n);
-        let (cx, cy) = rot.col(col.j as i32);
-        let (image, out) = image_and_column((p.x, p.y), p.channels, (plane, plane), col.n, col.j);
-        col.rows(|i| {
-            let (rx, ry) = rot.row(i as i32);
-            let (sy, sx) = rot.finish(cx + rx, cy + ry);
-            let bl = Bilinear::new(sy, sx, h, w);
-            let mask = bl.mask();
-            let dst = i * p.width;
-            for_channels(
-                p.channels,
-                |c| {
-                    let base = c * plane;
-                    // SAFETY: `Bilinear::sample` loads only neighbours inside the plane of
-                    // channel `c < channels`.
-                    let v = bl.sample(|yy, xx| unsafe {
-                        ldg_at(image, base + yy as u32 * p.width + xx as u32)
-                    });
-                    if p.has_fill != 0 {
-                        (v - p.fill) * mask + p.fill
-                    } else {
-                        v
-                    }
-                },
-                // SAFETY: `i < height`, `j < width`, `c < channels`, `n < batch`.
-                |c, v| unsafe { stg_at(out, c * plane + dst, v) },
-            );
+kernel! {
+    #[declared(ROTATE_BILINEAR)]
+    /// Bilinear: the four neighbours of the source point, those outside counting as 0; with a fill,
+    /// torchvision's `mask * (value - fill) + fill` where `mask` is the weight of the neighbours
+    /// inside.
+    ///
+    /// # Safety
+    /// As for [`rotate_nearest`].
+    pub unsafe fn rotate_bilinear(p: RotateParams) {
+        let plane = p.height * p.width;
+        let (h, w) = (p.height as i32, p.width as i32);
+        for_columns(p.batch, p.height, p.width, p.rows, |col| {
+            let rot = rotation(&p, col.n);
+            let (cx, cy) = rot.col(col.j as i32);
+            let (image, out) = image_and_column((p.x, p.y), p.channels, (plane, plane), col.n, col.j);
+            col.rows(|i| {
+                let (rx, ry) = rot.row(i as i32);
+                let (sy, sx) = rot.finish(cx + rx, cy + ry);
+                let bl = Bilinear::new(sy, sx, h, w);
+                let mask = bl.mask();
+                let dst = i * p.width;
+                for_channels(
+                    p.channels,
+                    |c| {
+                        let base = c * plane;
+                        // SAFETY: `Bilinear::sample` loads only neighbours inside the plane of
+                        // channel `c < channels`.
+                        let v = bl.sample(|yy, xx| unsafe {
+                            ldg_at(image, base + yy as u32 * p.width + xx as u32)
+                        });
+                        if p.has_fill != 0 {
+                            (v - p.fill) * mask + p.fill
+                        } else {
+                            v
+                        }
+                    },
+                    // SAFETY: `i < height`, `j < width`, `c < channels`, `n < batch`.
+                    |c, v| unsafe { stg_at(out, c * plane + dst, v) },
+                );
+            });
         });
-    });
+    }
 }

@@ -1,8 +1,8 @@
 //! Sampling rules shared by the image kernels, each written to follow the PyTorch/torchvision
 //! operation it names (the exact definitions are in the host's `reference` modules).
 
-use crate::libdevice::{ceilf, floor_i32, floorf, rint_i32, sincospif, trunc_i32};
 use core::intrinsics::fmaf32;
+use streamline_device::math::{ceilf, floor_i32, floorf, rint_i32, sincospif, trunc_i32};
 
 /// One axis of torchvision's `roi_align` bilinear sample at coordinate `v` of a line of `n`
 /// pixels: the sample is 0 when the point is more than one pixel outside (`v < -1` or
@@ -436,5 +436,5 @@ pub fn reflect(i: i32, n: i32) -> i32 {
 #[inline(always)]
 pub fn gauss(t: u32, r: u32, sigma: f32) -> f32 {
     let x = (t as f32 - r as f32) / sigma;
-    crate::libdevice::expf(-0.5 * x * x)
+    streamline_device::math::expf(-0.5 * x * x)
 }

@@ -1,135 +1,147 @@
 //! The elementwise and layout kernels of a small training step: ReLU and its gradient, the
 //! mean-squared-error gradient, an SGD update, and a transpose through shared memory.
 
-use crate::thread::{global_x, sync_block, thread_xy};
 use core::arch::nvptx;
 use core::intrinsics::{fmaf32, gpu::gpu_launch_sized_workgroup_mem};
 use streamline_abi::train::{
     MseGradParams, ReluBackwardParams, ReluParams, SgdParams, TransposeParams, TRANSPOSE_ROWS,
     TRANSPOSE_TILE,
 };
+use streamline_abi::train::{MSE_GRAD_F32, RELU_BACKWARD_F32, RELU_F32, SGD_F32, TRANSPOSE_F32};
+use streamline_device::kernel;
+use streamline_device::thread::{global_x, sync_block, thread_xy};
 
-/// `y = x` where `x > 0` or NaN, else `+0`.
-///
-/// # Safety
-/// `p.x` must address `p.n` readable f32 and `p.y` `p.n` writable f32, not overlapping unless
-/// equal.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn relu_f32(p: ReluParams) {
-    let (x, y) = (p.x as *const f32, p.y as *mut f32);
-    let (mut i, stride) = global_x();
-    while i < p.n {
-        // SAFETY: `i < n`; both ranges hold `n` elements (host-validated).
-        unsafe {
-            let v = *x.add(i as usize);
-            *y.add(i as usize) = if v <= 0.0 { 0.0 } else { v };
+kernel! {
+    #[declared(RELU_F32)]
+    /// `y = x` where `x > 0` or NaN, else `+0`.
+    ///
+    /// # Safety
+    /// `p.x` must address `p.n` readable f32 and `p.y` `p.n` writable f32, not overlapping unless
+    /// equal.
+    pub unsafe fn relu_f32(p: ReluParams) {
+        let (x, y) = (p.x as *const f32, p.y as *mut f32);
+        let (mut i, stride) = global_x();
+        while i < p.n {
+            // SAFETY: `i < n`; both ranges hold `n` elements (host-validated).
+            unsafe {
+                let v = *x.add(i as usize);
+                *y.add(i as usize) = if v <= 0.0 { 0.0 } else { v };
+            }
+            i += stride;
         }
-        i += stride;
     }
 }
 
-/// `dx = dy` where `x > 0`, else `+0`.
-///
-/// # Safety
-/// `p.dy`, `p.x` must address `p.n` readable f32 and `p.dx` `p.n` writable f32; `dx` may
-/// equal `dy` but must not overlap `x` or partially overlap `dy`.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn relu_backward_f32(p: ReluBackwardParams) {
-    let (dy, x, dx) = (p.dy as *const f32, p.x as *const f32, p.dx as *mut f32);
-    let (mut i, stride) = global_x();
-    while i < p.n {
-        // SAFETY: `i < n`; the three ranges hold `n` elements (host-validated).
-        unsafe {
-            let g = *dy.add(i as usize);
-            *dx.add(i as usize) = if *x.add(i as usize) > 0.0 { g } else { 0.0 };
+kernel! {
+    #[declared(RELU_BACKWARD_F32)]
+    /// `dx = dy` where `x > 0`, else `+0`.
+    ///
+    /// # Safety
+    /// `p.dy`, `p.x` must address `p.n` readable f32 and `p.dx` `p.n` writable f32; `dx` may
+    /// equal `dy` but must not overlap `x` or partially overlap `dy`.
+    pub unsafe fn relu_backward_f32(p: ReluBackwardParams) {
+        let (dy, x, dx) = (p.dy as *const f32, p.x as *const f32, p.dx as *mut f32);
+        let (mut i, stride) = global_x();
+        while i < p.n {
+            // SAFETY: `i < n`; the three ranges hold `n` elements (host-validated).
+            unsafe {
+                let g = *dy.add(i as usize);
+                *dx.add(i as usize) = if *x.add(i as usize) > 0.0 { g } else { 0.0 };
+            }
+            i += stride;
         }
-        i += stride;
     }
 }
 
-/// `d = scale * (y - t)`.
-///
-/// # Safety
-/// `p.y`, `p.t` must address `p.n` readable f32 and `p.d` `p.n` writable f32 not overlapping
-/// either input unless equal to it.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn mse_grad_f32(p: MseGradParams) {
-    let (y, t, d) = (p.y as *const f32, p.t as *const f32, p.d as *mut f32);
-    let (mut i, stride) = global_x();
-    while i < p.n {
-        // SAFETY: `i < n`; the three ranges hold `n` elements (host-validated).
-        unsafe {
-            *d.add(i as usize) = p.scale * (*y.add(i as usize) - *t.add(i as usize));
+kernel! {
+    #[declared(MSE_GRAD_F32)]
+    /// `d = scale * (y - t)`.
+    ///
+    /// # Safety
+    /// `p.y`, `p.t` must address `p.n` readable f32 and `p.d` `p.n` writable f32 not overlapping
+    /// either input unless equal to it.
+    pub unsafe fn mse_grad_f32(p: MseGradParams) {
+        let (y, t, d) = (p.y as *const f32, p.t as *const f32, p.d as *mut f32);
+        let (mut i, stride) = global_x();
+        while i < p.n {
+            // SAFETY: `i < n`; the three ranges hold `n` elements (host-validated).
+            unsafe {
+                *d.add(i as usize) = p.scale * (*y.add(i as usize) - *t.add(i as usize));
+            }
+            i += stride;
         }
-        i += stride;
     }
 }
 
-/// `w = w - lr * g` in place, one rounding.
-///
-/// # Safety
-/// `p.w` must address `p.n` readable and writable f32 and `p.g` `p.n` readable f32, not
-/// overlapping `w`.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn sgd_f32(p: SgdParams) {
-    let (w, g) = (p.w as *mut f32, p.g as *const f32);
-    let (mut i, stride) = global_x();
-    while i < p.n {
-        // SAFETY: `i < n`; both ranges hold `n` elements (host-validated) and do not overlap.
-        unsafe {
-            let wi = w.add(i as usize);
-            *wi = fmaf32(-p.lr, *g.add(i as usize), *wi);
+kernel! {
+    #[declared(SGD_F32)]
+    /// `w = w - lr * g` in place, one rounding.
+    ///
+    /// # Safety
+    /// `p.w` must address `p.n` readable and writable f32 and `p.g` `p.n` readable f32, not
+    /// overlapping `w`.
+    pub unsafe fn sgd_f32(p: SgdParams) {
+        let (w, g) = (p.w as *mut f32, p.g as *const f32);
+        let (mut i, stride) = global_x();
+        while i < p.n {
+            // SAFETY: `i < n`; both ranges hold `n` elements (host-validated) and do not overlap.
+            unsafe {
+                let wi = w.add(i as usize);
+                *wi = fmaf32(-p.lr, *g.add(i as usize), *wi);
+            }
+            i += stride;
         }
-        i += stride;
     }
 }
 
-/// `y (cols x rows) = x (rows x cols)` transposed. Each block stages one `TILE x TILE` tile in
-/// shared memory (padded by a column against bank conflicts), so that both the global reads
-/// and the global writes are coalesced along rows.
-///
-/// # Safety
-/// Launched with a `TRANSPOSE_TILE x TRANSPOSE_ROWS` block, a grid of
-/// `ceil(cols / TILE) x ceil(rows / TILE)` blocks and `TRANSPOSE_SHARED_BYTES` of dynamic
-/// shared memory; `p.x` and `p.y` must address `rows * cols` f32 each, not overlapping.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn transpose_f32(p: TransposeParams) {
-    const T: usize = TRANSPOSE_TILE as usize;
-    const R: usize = TRANSPOSE_ROWS as usize;
-    let tile = gpu_launch_sized_workgroup_mem::<f32>();
-    let (tx, ty) = thread_xy();
-    let (tx, ty) = (tx as usize, ty as usize);
-    // SAFETY: reading special registers has no side effects.
-    let (bx, by) = unsafe {
-        (
-            nvptx::_block_idx_x() as usize,
-            nvptx::_block_idx_y() as usize,
-        )
-    };
-    let (rows, cols) = (p.rows as usize, p.cols as usize);
-    let (x, y) = (p.x as *const f32, p.y as *mut f32);
-    let c = bx * T + tx;
-    let mut k = ty;
-    while k < T {
-        let r = by * T + k;
-        if r < rows && c < cols {
-            // SAFETY: `r < rows`, `c < cols`: inside `x`; `k * (T + 1) + tx` is inside the
-            // tile of `T * (T + 1)` f32.
-            unsafe { *tile.add(k * (T + 1) + tx) = *x.add(r * cols + c) };
+kernel! {
+    #[declared(TRANSPOSE_F32)]
+    /// `y (cols x rows) = x (rows x cols)` transposed. Each block stages one `TILE x TILE` tile in
+    /// shared memory (padded by a column against bank conflicts), so that both the global reads
+    /// and the global writes are coalesced along rows.
+    ///
+    /// # Safety
+    /// Launched with a `TRANSPOSE_TILE x TRANSPOSE_ROWS` block, a grid of
+    /// `ceil(cols / TILE) x ceil(rows / TILE)` blocks and `TRANSPOSE_SHARED_BYTES` of dynamic
+    /// shared memory; `p.x` and `p.y` must address `rows * cols` f32 each, not overlapping.
+    pub unsafe fn transpose_f32(p: TransposeParams) {
+        const T: usize = TRANSPOSE_TILE as usize;
+        const R: usize = TRANSPOSE_ROWS as usize;
+        let tile = gpu_launch_sized_workgroup_mem::<f32>();
+        let (tx, ty) = thread_xy();
+        let (tx, ty) = (tx as usize, ty as usize);
+        // SAFETY: reading special registers has no side effects.
+        let (bx, by) = unsafe {
+            (
+                nvptx::_block_idx_x() as usize,
+                nvptx::_block_idx_y() as usize,
+            )
+        };
+        let (rows, cols) = (p.rows as usize, p.cols as usize);
+        let (x, y) = (p.x as *const f32, p.y as *mut f32);
+        let c = bx * T + tx;
+        let mut k = ty;
+        while k < T {
+            let r = by * T + k;
+            if r < rows && c < cols {
+                // SAFETY: `r < rows`, `c < cols`: inside `x`; `k * (T + 1) + tx` is inside the
+                // tile of `T * (T + 1)` f32.
+                unsafe { *tile.add(k * (T + 1) + tx) = *x.add(r * cols + c) };
+            }
+            k += R;
         }
-        k += R;
-    }
-    // SAFETY: every thread of the block reaches this barrier (no early return above).
-    unsafe { sync_block() };
-    // Output row `oc` (an input column), output column `or` (an input row).
-    let or = by * T + tx;
-    let mut k = ty;
-    while k < T {
-        let oc = bx * T + k;
-        if oc < cols && or < rows {
-            // SAFETY: `oc < cols`, `or < rows`: inside `y`; the tile index is inside the tile.
-            unsafe { *y.add(oc * rows + or) = *tile.add(tx * (T + 1) + k) };
+        // SAFETY: every thread of the block reaches this barrier (no early return above).
+        unsafe { sync_block() };
+        // Output row `oc` (an input column), output column `or` (an input row).
+        let or = by * T + tx;
+        let mut k = ty;
+        while k < T {
+            let oc = bx * T + k;
+            if oc < cols && or < rows {
+                // SAFETY: `oc < cols`, `or < rows`: inside `y`; the tile index is inside the tile.
+                unsafe { *y.add(oc * rows + or) = *tile.add(tx * (T + 1) + k) };
+            }
+            k += R;
         }
-        k += R;
     }
 }

@@ -28,6 +28,9 @@ pub enum Error {
         #[source]
         source: DriverError,
     },
+    /// A launch configuration the kernel's declaration or the device does not allow.
+    #[error("cannot launch kernel `{kernel}`: {reason}")]
+    LaunchConfig { kernel: String, reason: String },
     /// An argument is out of its allowed range; names the argument.
     #[error("invalid argument `{arg}`: {reason}")]
     InvalidArgument { arg: &'static str, reason: String },

@@ -1,6 +1,7 @@
 //! Streamline: custom GPU kernels written in Rust, launched over CUDA streams.
 //!
-//! - [`runtime`]: finds the driver, picks and validates the embedded PTX, loads the kernels.
+//! - [`runtime`]: finds the driver, picks and validates embedded or on-disk PTX (ours and
+//!   yours, see [`include_kernels!`]), loads modules, checks and launches any [`Kernel`].
 //! - [`ops`]: one safe launcher per kernel family.
 //! - [`reference`]: independent CPU references and the error bounds the kernels must meet.
 //! - [`timing`]: CUDA-event timing and the statistics the benchmarks report.
@@ -16,5 +17,9 @@ pub mod runtime;
 pub mod scenarios;
 pub mod timing;
 
+// `include_kernels!` names the crate `::streamline`, here too.
+extern crate self as streamline;
+
 pub use error::{Error, Result};
-pub use runtime::Gpu;
+pub use runtime::{EmbeddedModule, Gpu, Launch, LaunchConfig, Module};
+pub use streamline_device::{Kernel, LaunchBounds};

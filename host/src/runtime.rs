@@ -1,26 +1,55 @@
-//! Loading the kernels onto a device: driver detection, PTX selection and validation, and the
-//! one generic launch that every safe launcher in [`crate::ops`] goes through.
+//! Loading kernel modules onto a device and launching their kernels: driver detection, PTX
+//! selection and validation against its manifest, launch configurations checked against the
+//! kernel's declaration and the device's limits, and the one generic launch that every safe
+//! launcher in [`crate::ops`] (and every user kernel) goes through.
 
 use crate::error::{DriverContext, Error, Result};
 use cudarc::driver::sys::CUdevice_attribute as Attr;
+use cudarc::driver::sys::CUfunction_attribute as FnAttr;
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr,
+    PushKernelArg, SyncOnDrop,
 };
 use std::path::Path;
 use std::sync::Arc;
-use streamline_abi::{KernelSpec, KERNELS};
-use streamline_builder::manifest::{parse_entries, Manifest, ParamInfo};
+use streamline_builder::manifest::{parse_entries, BoundsInfo, EntryInfo, Manifest, ParamInfo};
+use streamline_device::Kernel;
 
-mod embedded {
-    include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
+/// The PTX of one kernel crate, embedded at compile time by [`include_kernels!`] from what
+/// `streamline_builder::Builder` wrote in the build script.
+#[derive(Clone, Copy, Debug)]
+pub struct EmbeddedModule {
+    /// The kernel crate's library name.
+    pub name: &'static str,
+    /// Hash of the kernel sources the PTX was built from.
+    pub source_hash: &'static str,
+    /// Per architecture, lowest first: (arch, PTX text, manifest JSON).
+    pub archs: &'static [(&'static str, &'static str, &'static str)],
 }
 
-/// Hash of the kernel sources this binary was built from.
-pub const SOURCE_HASH: &str = embedded::SOURCE_HASH;
+/// Embeds the kernels a build script built with `streamline_builder::Builder` from the kernel
+/// crate whose library name is given, as an [`EmbeddedModule`] to pass to [`Gpu::load`].
+///
+/// ```ignore
+/// static KERNELS: streamline::EmbeddedModule = streamline::include_kernels!("my_kernels");
+/// ```
+#[macro_export]
+macro_rules! include_kernels {
+    ($name:literal) => {
+        include!(concat!(env!("OUT_DIR"), "/streamline_", $name, ".rs"))
+    };
+}
 
-/// Architectures whose PTX is embedded in this binary, lowest first.
+/// Streamline's own kernels (`gpu-kernels/`), built by this crate's `build.rs`.
+pub static KERNELS: EmbeddedModule = crate::include_kernels!("gpu_kernels");
+
+/// Hash of the kernel sources this binary was built from.
+pub const SOURCE_HASH: &str = KERNELS.source_hash;
+
+/// Architectures whose PTX of Streamline's own kernels is embedded in this binary, lowest
+/// first.
 pub fn embedded_archs() -> Vec<&'static str> {
-    embedded::EMBEDDED.iter().map(|(a, _, _)| *a).collect()
+    KERNELS.archs()
 }
 
 fn arch_number(arch: &str) -> u32 {
@@ -29,34 +58,28 @@ fn arch_number(arch: &str) -> u32 {
         .unwrap_or(0)
 }
 
-/// A PTX module and its manifest, checked against the kernels this binary expects.
-#[derive(Clone, Debug)]
-pub struct KernelImage {
-    /// Where it came from (`embedded sm_90` or a file path).
-    pub origin: String,
-    /// PTX text.
-    pub ptx: String,
-    /// The manifest written beside it at build time.
-    pub manifest: Manifest,
-}
+impl EmbeddedModule {
+    /// The embedded architectures, lowest first.
+    pub fn archs(&self) -> Vec<&'static str> {
+        self.archs.iter().map(|(a, _, _)| *a).collect()
+    }
 
-impl KernelImage {
-    /// The embedded image for the highest architecture not above compute capability
-    /// `major.minor`.
-    pub fn embedded_for(major: i32, minor: i32) -> Result<KernelImage> {
+    /// The image for the highest architecture not above compute capability `major.minor`.
+    pub fn image_for(&self, major: i32, minor: i32) -> Result<KernelImage> {
         let cc = (major * 10 + minor) as u32;
-        let (arch, ptx, manifest) = embedded::EMBEDDED
+        let (arch, ptx, manifest) = self
+            .archs
             .iter()
             .filter(|(a, _, _)| arch_number(a) <= cc)
             .max_by_key(|(a, _, _)| arch_number(a))
             .ok_or_else(|| Error::KernelImage {
-                origin: "embedded".into(),
+                origin: format!("embedded {}", self.name),
                 reason: format!(
                     "no embedded PTX suits compute capability {major}.{minor} (embedded: {})",
-                    embedded_archs().join(", ")
+                    self.archs().join(", ")
                 ),
             })?;
-        let origin = format!("embedded {arch}");
+        let origin = format!("embedded {} {arch}", self.name);
         let manifest = serde_json::from_str(manifest).map_err(|e| Error::KernelImage {
             origin: origin.clone(),
             reason: format!("bad manifest: {e}"),
@@ -69,16 +92,35 @@ impl KernelImage {
         image.validate()?;
         Ok(image)
     }
+}
 
-    /// A PTX file and the `streamline.manifest.json` beside it (as `cargo xtask build-kernels`
-    /// writes them).
+/// A PTX module and its manifest.
+#[derive(Clone, Debug)]
+pub struct KernelImage {
+    /// Where it came from (`embedded NAME sm_90` or a file path).
+    pub origin: String,
+    /// PTX text.
+    pub ptx: String,
+    /// The manifest written beside it at build time.
+    pub manifest: Manifest,
+}
+
+impl KernelImage {
+    /// Streamline's own embedded image for the highest architecture not above compute
+    /// capability `major.minor`.
+    pub fn embedded_for(major: i32, minor: i32) -> Result<KernelImage> {
+        KERNELS.image_for(major, minor)
+    }
+
+    /// A PTX file `DIR/NAME.ptx` and the `DIR/NAME.manifest.json` beside it (as
+    /// `streamline_builder::Builder` and `cargo xtask build-kernels` write them).
     pub fn from_file(path: &Path) -> Result<KernelImage> {
         let origin = path.display().to_string();
         let ptx = std::fs::read_to_string(path).map_err(|source| Error::Io {
             path: origin.clone(),
             source,
         })?;
-        let mpath = path.with_file_name("streamline.manifest.json");
+        let mpath = path.with_extension("manifest.json");
         let text = std::fs::read_to_string(&mpath).map_err(|source| Error::Io {
             path: mpath.display().to_string(),
             source,
@@ -96,42 +138,65 @@ impl KernelImage {
         Ok(image)
     }
 
-    /// Refuses PTX built from other sources than this binary, and PTX whose entry points or
-    /// parameter layouts differ from [`streamline_abi::KERNELS`].
+    fn fail<T>(&self, reason: String) -> Result<T> {
+        Err(Error::KernelImage {
+            origin: self.origin.clone(),
+            reason,
+        })
+    }
+
+    /// Refuses PTX whose entry points, parameter layouts or launch bounds differ from its
+    /// manifest (PTX edited or swapped behind it).
     pub fn validate(&self) -> Result<()> {
-        let fail = |reason: String| {
-            Err(Error::KernelImage {
-                origin: self.origin.clone(),
-                reason,
-            })
-        };
-        if self.manifest.source_hash != SOURCE_HASH {
-            return fail(format!(
-                "built from other kernel sources (hash {}…, this binary expects {}…): rebuild with `cargo xtask build-kernels`",
-                &self.manifest.source_hash.get(..12).unwrap_or(&self.manifest.source_hash),
-                &SOURCE_HASH[..12]
-            ));
-        }
-        let entries = parse_entries(&self.ptx);
-        if entries != self.manifest.kernels {
-            return fail("the PTX's entry points differ from its manifest".into());
-        }
-        for spec in KERNELS {
-            let Some(entry) = entries.iter().find(|e| e.name == spec.name) else {
-                return fail(format!("kernel `{}` is missing", spec.name));
-            };
-            let want = [ParamInfo {
-                size: spec.param_size,
-                align: spec.param_align,
-            }];
-            if entry.params != want {
-                return fail(format!(
-                    "kernel `{}` takes {:?} but this binary passes {:?}",
-                    spec.name, entry.params, want
-                ));
-            }
+        if parse_entries(&self.ptx) != self.manifest.kernels {
+            return self.fail("the PTX's entry points differ from its manifest".into());
         }
         Ok(())
+    }
+
+    /// Refuses PTX built from other sources than `source_hash` (a `--ptx` file meant to replace
+    /// an embedded module).
+    pub fn check_source(&self, source_hash: &str) -> Result<()> {
+        if self.manifest.source_hash != source_hash {
+            return self.fail(format!(
+                "built from other kernel sources (hash {}…, this binary expects {}…): rebuild with `cargo xtask build-kernels`",
+                self.manifest.source_hash.get(..12).unwrap_or(&self.manifest.source_hash),
+                source_hash.get(..12).unwrap_or(source_hash)
+            ));
+        }
+        Ok(())
+    }
+
+    /// The manifest entry of `kernel`, refused unless its parameter layout and launch bounds
+    /// are those the host's declaration says (a stale or foreign PTX).
+    pub fn entry<P>(&self, kernel: Kernel<P>) -> Result<&EntryInfo> {
+        let name = kernel.name();
+        let Some(entry) = self.manifest.kernels.iter().find(|e| e.name == name) else {
+            return self.fail(format!(
+                "kernel `{name}` is declared but the PTX has no entry `{name}` (was it compiled for nvptx64 from the crate that declares it?)"
+            ));
+        };
+        let want = [ParamInfo {
+            size: kernel.param_size(),
+            align: kernel.param_align(),
+        }];
+        if entry.params != want {
+            return self.fail(format!(
+                "kernel `{name}` takes {:?} but this binary passes {:?}: the PTX is stale, rebuild it",
+                entry.params, want
+            ));
+        }
+        let bounds = kernel.bounds().map(|b| BoundsInfo {
+            max_threads: b.max_threads,
+            min_blocks: b.min_blocks,
+        });
+        if entry.bounds != bounds {
+            return self.fail(format!(
+                "kernel `{name}` was built with launch bounds {:?} but is declared with {bounds:?}: the PTX is stale, rebuild it",
+                entry.bounds
+            ));
+        }
+        Ok(entry)
     }
 }
 
@@ -178,28 +243,334 @@ pub struct DeviceInfo {
     pub copy_engines: u32,
     pub l2_bytes: u32,
     pub clock_khz: u32,
+    /// The launch limits every kernel launch is checked against.
+    pub limits: DeviceLimits,
 }
 
-/// A device with Streamline's kernels loaded.
-pub struct Gpu {
-    ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
+/// What the device allows one launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceLimits {
+    /// Threads per block.
+    pub max_threads_per_block: u32,
+    /// Threads per block along x, y and z.
+    pub max_block: (u32, u32, u32),
+    /// Blocks along x, y and z.
+    pub max_grid: (u32, u32, u32),
+    /// Shared memory one block may use, static and dynamic together, once a kernel opts in.
+    pub max_shared_per_block: u32,
+}
+
+/// Where and how a kernel runs: blocks of the grid, threads per block, and bytes of dynamic
+/// shared memory per block. Every launch checks it against the kernel's declared bounds and the
+/// device's limits before anything is queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks along x, y and z.
+    pub grid: (u32, u32, u32),
+    /// Threads per block along x, y and z.
+    pub block: (u32, u32, u32),
+    /// Dynamic shared memory per block, in bytes.
+    pub shared_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// A grid of `grid` blocks of `block` threads, no dynamic shared memory.
+    pub fn new(grid: (u32, u32, u32), block: (u32, u32, u32)) -> LaunchConfig {
+        LaunchConfig {
+            grid,
+            block,
+            shared_bytes: 0,
+        }
+    }
+
+    /// One thread per element of `n` in blocks of `block` threads along x, the grid capped at
+    /// the device's largest x dimension (2^31 - 1 blocks): a kernel that loops with
+    /// `streamline_device::thread::grid_stride` covers every element with any grid.
+    pub fn for_elements(n: u64, block: u32) -> Result<LaunchConfig> {
+        if block == 0 || block > 1024 {
+            return Err(Error::arg(
+                "block",
+                format!("{block} threads per block; allowed 1..=1024"),
+            ));
+        }
+        let blocks = n.div_ceil(block as u64).clamp(1, i32::MAX as u64) as u32;
+        Ok(LaunchConfig::new((blocks, 1, 1), (block, 1, 1)))
+    }
+
+    /// This configuration with `bytes` of dynamic shared memory per block.
+    pub fn with_shared(self, bytes: u32) -> LaunchConfig {
+        LaunchConfig {
+            shared_bytes: bytes,
+            ..self
+        }
+    }
+
+    /// Threads per block.
+    pub fn threads(&self) -> u64 {
+        self.block.0 as u64 * self.block.1 as u64 * self.block.2 as u64
+    }
+}
+
+/// One loaded kernel: its function, manifest entry and per-function limits.
+struct Loaded {
+    entry: EntryInfo,
+    function: CudaFunction,
+    /// Threads per block the function can run with its register count.
+    max_threads: u32,
+    /// Static shared memory of the function.
+    static_shared: u32,
+}
+
+/// A kernel module loaded on a device: every kernel of its manifest, ready to launch.
+///
+/// Made by [`Gpu::load`] (an embedded module) or [`Gpu::load_file`]; Streamline's own kernels
+/// are one such module ([`Gpu::kernels`]).
+pub struct Module {
     image: KernelImage,
     _module: Arc<CudaModule>,
-    functions: Vec<(&'static str, CudaFunction)>,
-    info: DeviceInfo,
+    kernels: Vec<Loaded>,
+    limits: DeviceLimits,
 }
 
 /// Wraps a kernel parameter struct so it can be passed by value.
 #[repr(transparent)]
 struct ByValue<P>(P);
 // SAFETY: `P: Pod` is plain old data with no padding or pointers to host memory, so its bytes
-// are exactly what the kernel's `#[repr(C)]` parameter expects (checked against the PTX's
-// parameter layout when the image was validated).
+// are exactly what the kernel's `#[repr(C)]` parameter expects (its size and alignment are
+// checked against the PTX's parameter before every launch).
 unsafe impl<P: bytemuck::Pod> DeviceRepr for ByValue<P> {}
 
+impl Module {
+    fn load(ctx: &Arc<CudaContext>, image: KernelImage, limits: DeviceLimits) -> Result<Module> {
+        let module = ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(image.ptx.clone()))
+            .map_err(|e| Error::KernelImage {
+                origin: image.origin.clone(),
+                reason: format!("the driver rejected it: {e}"),
+            })?;
+        let mut kernels = Vec::new();
+        for entry in &image.manifest.kernels {
+            let function = module
+                .load_function(&entry.name)
+                .map_err(|e| Error::KernelImage {
+                    origin: image.origin.clone(),
+                    reason: format!("cannot load kernel `{}`: {e}", entry.name),
+                })?;
+            let attr = |a: FnAttr| function.get_attribute(a).op("cuFuncGetAttribute");
+            let max_threads = attr(FnAttr::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32;
+            let static_shared = attr(FnAttr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as u32;
+            kernels.push(Loaded {
+                entry: entry.clone(),
+                function,
+                max_threads,
+                static_shared,
+            });
+        }
+        Ok(Module {
+            image,
+            _module: module,
+            kernels,
+            limits,
+        })
+    }
+
+    /// The PTX and manifest this module was loaded from.
+    pub fn image(&self) -> &KernelImage {
+        &self.image
+    }
+
+    /// Every kernel's name and loaded function, in the manifest's order.
+    pub fn functions(&self) -> impl Iterator<Item = (&str, &CudaFunction)> {
+        self.kernels
+            .iter()
+            .map(|k| (k.entry.name.as_str(), &k.function))
+    }
+
+    fn loaded<P>(&self, kernel: Kernel<P>) -> Result<&Loaded> {
+        self.image.entry(kernel)?;
+        Ok(self
+            .kernels
+            .iter()
+            .find(|k| k.entry.name == kernel.name())
+            .expect("every manifest entry is loaded with the module"))
+    }
+
+    /// The loaded function of `kernel` (for its attributes: registers, local memory).
+    pub fn function<P>(&self, kernel: Kernel<P>) -> Result<&CudaFunction> {
+        Ok(&self.loaded(kernel)?.function)
+    }
+
+    /// Checks `cfg` for `kernel` against its declared launch bounds, what its compiled function
+    /// allows and the device's limits; the error names the kernel and the limit.
+    pub fn check_config<P>(&self, kernel: Kernel<P>, cfg: &LaunchConfig) -> Result<()> {
+        let k = self.loaded(kernel)?;
+        let name = kernel.name();
+        let fail = |reason: String| {
+            Err(Error::LaunchConfig {
+                kernel: name.to_string(),
+                reason,
+            })
+        };
+        let l = &self.limits;
+        let (g, b) = (cfg.grid, cfg.block);
+        if [g.0, g.1, g.2, b.0, b.1, b.2].contains(&0) {
+            return fail(format!(
+                "grid {g:?} and block {b:?} must have no zero dimension"
+            ));
+        }
+        if b.0 > l.max_block.0 || b.1 > l.max_block.1 || b.2 > l.max_block.2 {
+            return fail(format!(
+                "block {b:?} exceeds the device's block dimensions {:?}",
+                l.max_block
+            ));
+        }
+        if g.0 > l.max_grid.0 || g.1 > l.max_grid.1 || g.2 > l.max_grid.2 {
+            return fail(format!(
+                "grid {g:?} exceeds the device's grid dimensions {:?}",
+                l.max_grid
+            ));
+        }
+        let threads = cfg.threads();
+        if let Some(bounds) = kernel.bounds() {
+            if threads > bounds.max_threads as u64 {
+                return fail(format!(
+                    "{threads} threads per block; it was compiled for at most {} (its launch bounds)",
+                    bounds.max_threads
+                ));
+            }
+        }
+        let most = k.max_threads.min(l.max_threads_per_block);
+        if threads > most as u64 {
+            return fail(format!(
+                "{threads} threads per block; the device runs it with at most {most} (its registers and the device's limit)"
+            ));
+        }
+        let shared = k.static_shared as u64 + cfg.shared_bytes as u64;
+        if shared > l.max_shared_per_block as u64 {
+            return fail(format!(
+                "{} bytes of dynamic shared memory plus {} static exceed the device's {} per block",
+                cfg.shared_bytes, k.static_shared, l.max_shared_per_block
+            ));
+        }
+        Ok(())
+    }
+
+    /// Launches `kernel` with its one by-value parameter struct on `stream`, after
+    /// [`Module::check_config`]. Dynamic shared memory above the default 48 KiB window is
+    /// opted into for the function first.
+    ///
+    /// This orders nothing by itself: take device addresses for `params` through
+    /// [`Module::prepare`] (or hold cudarc's `device_ptr` guards across the call) so the launch
+    /// waits for earlier writers of its inputs and later users wait for it.
+    ///
+    /// # Safety
+    /// Every device address inside `params` must be valid for the accesses the kernel makes
+    /// with those parameters and this configuration, for as long as the launch runs on
+    /// `stream`, and no other stream may access the written memory concurrently; the kernel
+    /// must not touch shared memory beyond `cfg.shared_bytes`.
+    pub unsafe fn launch<P: bytemuck::Pod>(
+        &self,
+        stream: &CudaStream,
+        kernel: Kernel<P>,
+        cfg: LaunchConfig,
+        params: P,
+    ) -> Result<()> {
+        const DEFAULT_WINDOW: u32 = 48 * 1024;
+        self.check_config(kernel, &cfg)?;
+        let function = &self.loaded(kernel)?.function;
+        if cfg.shared_bytes > DEFAULT_WINDOW {
+            function
+                .set_attribute(
+                    FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    cfg.shared_bytes as i32,
+                )
+                .op("cuFuncSetAttribute")?;
+        }
+        let arg = ByValue(params);
+        let driver_cfg = cudarc::driver::LaunchConfig {
+            grid_dim: cfg.grid,
+            block_dim: cfg.block,
+            shared_mem_bytes: cfg.shared_bytes,
+        };
+        let mut builder = stream.launch_builder(function);
+        builder.arg(&arg);
+        // SAFETY: the parameter layout matches the PTX (checked above), and the caller
+        // guarantees the addresses inside are valid for this launch.
+        unsafe { builder.launch(driver_cfg) }
+            .map(|_| ())
+            .map_err(|source| Error::Launch {
+                kernel: kernel.name(),
+                grid: cfg.grid,
+                block: cfg.block,
+                source,
+            })
+    }
+
+    /// A launch of `kernel` on `stream` whose buffers are ordered by the engine: each buffer
+    /// passed to [`Launch::read`] or [`Launch::write`] gives its device address for the
+    /// parameters, makes the launch wait for the buffer's earlier writers (and, for a write,
+    /// its readers) on other streams, and records the launch for its later users.
+    pub fn prepare<'a, P: bytemuck::Pod>(
+        &'a self,
+        stream: &'a CudaStream,
+        kernel: Kernel<P>,
+    ) -> Launch<'a, P> {
+        Launch {
+            module: self,
+            stream,
+            kernel,
+            guards: Vec::new(),
+        }
+    }
+}
+
+/// A launch being prepared: see [`Module::prepare`].
+pub struct Launch<'a, P> {
+    module: &'a Module,
+    stream: &'a CudaStream,
+    kernel: Kernel<P>,
+    guards: Vec<SyncOnDrop<'a>>,
+}
+
+impl<'a, P: bytemuck::Pod> Launch<'a, P> {
+    /// The device address of `buf`, which the kernel reads.
+    pub fn read<T>(&mut self, buf: &'a impl DevicePtr<T>) -> u64 {
+        let (ptr, guard) = buf.device_ptr(self.stream);
+        self.guards.push(guard);
+        ptr
+    }
+
+    /// The device address of `buf`, which the kernel writes (and may read).
+    pub fn write<T>(&mut self, buf: &'a mut impl DevicePtrMut<T>) -> u64 {
+        let (ptr, guard) = buf.device_ptr_mut(self.stream);
+        self.guards.push(guard);
+        ptr
+    }
+
+    /// Queues the kernel (see [`Module::launch`]); the buffers' accesses are recorded once it
+    /// is queued.
+    ///
+    /// # Safety
+    /// As for [`Module::launch`]: the addresses in `params` come from [`Launch::read`] and
+    /// [`Launch::write`] (or are otherwise valid), and the kernel stays inside the buffers.
+    pub unsafe fn run(self, cfg: LaunchConfig, params: P) -> Result<()> {
+        // SAFETY: forwarded from this function's contract; `self.guards` live until after the
+        // launch is queued, so every access is ordered and recorded.
+        unsafe { self.module.launch(self.stream, self.kernel, cfg, params) }
+    }
+}
+
+/// A device with Streamline's kernels loaded.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    kernels: Module,
+    info: DeviceInfo,
+}
+
 impl Gpu {
-    /// Opens device `ordinal` and loads the embedded PTX for its architecture, or `ptx` if given.
+    /// Opens device `ordinal` and loads Streamline's embedded kernels for its architecture, or
+    /// `ptx` if given (built from the same sources).
     pub fn new(ordinal: usize, ptx: Option<&Path>) -> Result<Gpu> {
         driver_present()?;
         let ctx = CudaContext::new(ordinal).map_err(|e| Error::NoDevice {
@@ -207,6 +578,21 @@ impl Gpu {
             reason: e.to_string(),
         })?;
         let attr = |a: Attr| ctx.attribute(a).op("cuDeviceGetAttribute");
+        let limits = DeviceLimits {
+            max_threads_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,
+            max_block: (
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)? as u32,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)? as u32,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)? as u32,
+            ),
+            max_grid: (
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)? as u32,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)? as u32,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)? as u32,
+            ),
+            max_shared_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
+                as u32,
+        };
         let info = DeviceInfo {
             ordinal,
             name: ctx.name().op("cuDeviceGetName")?,
@@ -216,38 +602,36 @@ impl Gpu {
             copy_engines: attr(Attr::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT)? as u32,
             l2_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u32,
             clock_khz: attr(Attr::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)? as u32,
+            limits,
         };
         let image = match ptx {
-            Some(path) => KernelImage::from_file(path)?,
-            None => {
-                KernelImage::embedded_for(info.compute_capability.0, info.compute_capability.1)?
+            Some(path) => {
+                let image = KernelImage::from_file(path)?;
+                image.check_source(SOURCE_HASH)?;
+                image
             }
+            None => KERNELS.image_for(info.compute_capability.0, info.compute_capability.1)?,
         };
-        let module = ctx
-            .load_module(cudarc::nvrtc::Ptx::from_src(image.ptx.clone()))
-            .map_err(|e| Error::KernelImage {
-                origin: image.origin.clone(),
-                reason: format!("the driver rejected it: {e}"),
-            })?;
-        let mut functions = Vec::new();
-        for spec in KERNELS {
-            let f = module
-                .load_function(spec.name)
-                .map_err(|e| Error::KernelImage {
-                    origin: image.origin.clone(),
-                    reason: format!("cannot load kernel `{}`: {e}", spec.name),
-                })?;
-            functions.push((spec.name, f));
-        }
+        let kernels = Module::load(&ctx, image, limits)?;
         let stream = ctx.new_stream().op("cuStreamCreate")?;
         Ok(Gpu {
             ctx,
             stream,
-            image,
-            _module: module,
-            functions,
+            kernels,
             info,
         })
+    }
+
+    /// Loads an embedded kernel module (see [`include_kernels!`]) for this device's
+    /// architecture, checked against its manifest.
+    pub fn load(&self, module: &EmbeddedModule) -> Result<Module> {
+        let (major, minor) = self.info.compute_capability;
+        Module::load(&self.ctx, module.image_for(major, minor)?, self.info.limits)
+    }
+
+    /// Loads a kernel module from `DIR/NAME.ptx` and `DIR/NAME.manifest.json`.
+    pub fn load_file(&self, ptx: &Path) -> Result<Module> {
+        Module::load(&self.ctx, KernelImage::from_file(ptx)?, self.info.limits)
     }
 
     /// The CUDA context.
@@ -270,94 +654,51 @@ impl Gpu {
         &self.info
     }
 
-    /// The loaded kernel image.
+    /// Streamline's own kernels, loaded.
+    pub fn kernels(&self) -> &Module {
+        &self.kernels
+    }
+
+    /// The loaded Streamline kernel image.
     pub fn image(&self) -> &KernelImage {
-        &self.image
+        self.kernels.image()
     }
 
-    /// The loaded function of a kernel.
-    pub fn function(&self, spec: &KernelSpec) -> &CudaFunction {
-        &self
-            .functions
-            .iter()
-            .find(|(n, _)| *n == spec.name)
-            .expect("every KERNELS entry is loaded in Gpu::new")
-            .1
-    }
-
-    /// Launches `spec` with one by-value parameter struct on `stream`.
+    /// Launches one of Streamline's own kernels: [`Module::launch`] on [`Gpu::kernels`] with a
+    /// grid, a block and no dynamic shared memory.
     ///
     /// # Safety
-    /// Every device address inside `params` must be valid for the accesses the kernel makes
-    /// with those parameters, for as long as the launch runs on `stream`, and no other stream
-    /// may access the written memory concurrently.
-    pub(crate) unsafe fn launch<P: bytemuck::Pod>(
+    /// As for [`Module::launch`].
+    pub unsafe fn launch<P: bytemuck::Pod>(
         &self,
         stream: &CudaStream,
-        spec: &'static KernelSpec,
+        kernel: Kernel<P>,
         grid: (u32, u32, u32),
         block: (u32, u32, u32),
         params: P,
     ) -> Result<()> {
-        // SAFETY: forwarded from this function's contract; no dynamic shared memory.
-        unsafe { self.launch_shared(stream, spec, grid, block, 0, params) }
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            self.kernels
+                .launch(stream, kernel, LaunchConfig::new(grid, block), params)
+        }
     }
 
-    /// Launches `spec` like [`Gpu::launch`] with `shared_bytes` of dynamic shared memory per
-    /// block (what the kernel reaches through `gpu_launch_sized_workgroup_mem`). Sizes above the
-    /// default 48 KiB window are opted into for the function first.
+    /// [`Gpu::launch`] with `shared_bytes` of dynamic shared memory per block.
     ///
     /// # Safety
-    /// As for [`Gpu::launch`]; in addition the kernel must not touch shared memory beyond
-    /// `shared_bytes` for these parameters.
-    pub(crate) unsafe fn launch_shared<P: bytemuck::Pod>(
+    /// As for [`Module::launch`].
+    pub unsafe fn launch_shared<P: bytemuck::Pod>(
         &self,
         stream: &CudaStream,
-        spec: &'static KernelSpec,
+        kernel: Kernel<P>,
         grid: (u32, u32, u32),
         block: (u32, u32, u32),
         shared_bytes: u32,
         params: P,
     ) -> Result<()> {
-        const DEFAULT_WINDOW: u32 = 48 * 1024;
-        if let Some(b) = spec.bounds {
-            let threads = block.0 as u64 * block.1 as u64 * block.2 as u64;
-            if threads > b.max_threads as u64 {
-                return Err(Error::arg(
-                    "block",
-                    format!(
-                        "{threads} threads per block; kernel `{}` was compiled for at most {}",
-                        spec.name, b.max_threads
-                    ),
-                ));
-            }
-        }
-        if shared_bytes > DEFAULT_WINDOW {
-            self.function(spec)
-                .set_attribute(
-                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    shared_bytes as i32,
-                )
-                .op("cuFuncSetAttribute")?;
-        }
-        debug_assert_eq!(std::mem::size_of::<P>(), spec.param_size);
-        let arg = ByValue(params);
-        let cfg = LaunchConfig {
-            grid_dim: grid,
-            block_dim: block,
-            shared_mem_bytes: shared_bytes,
-        };
-        let mut builder = stream.launch_builder(self.function(spec));
-        builder.arg(&arg);
-        // SAFETY: the parameter layout matches the PTX (validated at load), and the caller
-        // guarantees the addresses inside are valid for this launch.
-        unsafe { builder.launch(cfg) }
-            .map(|_| ())
-            .map_err(|source| Error::Launch {
-                kernel: spec.name,
-                grid,
-                block,
-                source,
-            })
+        let cfg = LaunchConfig::new(grid, block).with_shared(shared_bytes);
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.kernels.launch(stream, kernel, cfg, params) }
     }
 }

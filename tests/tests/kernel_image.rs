@@ -1,7 +1,10 @@
-//! CPU tests: the host refuses PTX that does not match what it was built against.
+//! CPU tests: the host refuses PTX that does not match its manifest or the declarations it was
+//! built against.
 
-use streamline::runtime::{embedded_archs, KernelImage};
-use streamline_abi::KERNELS;
+use streamline::runtime::{embedded_archs, KernelImage, SOURCE_HASH};
+use streamline::Kernel;
+use streamline_abi::heavy::{HeavyParams, HEAVY_F32};
+use streamline_abi::image::{RoiAlignParams, ROI_ALIGN, ROTATE_NEAREST};
 
 fn image() -> KernelImage {
     KernelImage::embedded_for(9, 0).expect("the sm_90 image is embedded and valid")
@@ -31,40 +34,73 @@ fn embedded_archs_are_sorted_and_selected_by_capability() {
 }
 
 #[test]
+fn every_declared_kernel_is_in_the_embedded_image() {
+    let img = image();
+    img.check_source(SOURCE_HASH).unwrap();
+    img.entry(HEAVY_F32).unwrap();
+    let roi = img.entry(ROI_ALIGN).unwrap();
+    assert_eq!(roi.bounds.map(|b| b.max_threads), Some(256));
+}
+
+#[test]
 fn stale_source_hash_is_refused() {
     let mut img = image();
     img.manifest.source_hash = "0".repeat(64);
-    let e = img.validate().unwrap_err().to_string();
+    let e = img.check_source(SOURCE_HASH).unwrap_err().to_string();
     assert!(e.contains("other kernel sources"), "{e}");
 }
 
 #[test]
 fn changed_parameter_layout_is_refused() {
     let mut img = image();
-    let name = KERNELS[0].name;
+    let name = HEAVY_F32.name();
     let from = format!(
         ".param .align 8 .b8 {name}_param_0[{}]",
-        KERNELS[0].param_size
+        HEAVY_F32.param_size()
     );
     assert!(img.ptx.contains(&from), "PTX declares {from}");
     img.ptx = img
         .ptx
         .replace(&from, &format!(".param .align 8 .b8 {name}_param_0[16]"));
     img.manifest.kernels = streamline_builder::manifest::parse_entries(&img.ptx);
-    let e = img.validate().unwrap_err().to_string();
+    img.validate().unwrap();
+    let e = img.entry(HEAVY_F32).unwrap_err().to_string();
     assert!(e.contains(name) && e.contains("size: 16"), "{e}");
+}
+
+#[test]
+fn a_handle_of_another_parameter_type_is_refused() {
+    let other = Kernel::<[u64; 2]>::new(HEAVY_F32.name());
+    let e = image().entry(other).unwrap_err().to_string();
+    assert!(e.contains("heavy_f32") && e.contains("size: 16"), "{e}");
+    // The same layout under its own declaration passes.
+    image()
+        .entry(Kernel::<HeavyParams>::new("heavy_f32"))
+        .unwrap();
+}
+
+#[test]
+fn changed_launch_bounds_are_refused() {
+    let undeclared = Kernel::<RoiAlignParams>::new(ROI_ALIGN.name());
+    let e = image().entry(undeclared).unwrap_err().to_string();
+    assert!(e.contains("launch bounds"), "{e}");
 }
 
 #[test]
 fn missing_kernel_is_refused() {
     let mut img = image();
-    let name = KERNELS[1].name;
+    let name = ROTATE_NEAREST.name();
     img.ptx = img
         .ptx
         .replace(&format!(".entry {name}("), ".entry renamed(");
     img.manifest.kernels = streamline_builder::manifest::parse_entries(&img.ptx);
-    let e = img.validate().unwrap_err().to_string();
-    assert!(e.contains(&format!("`{name}` is missing")), "{e}");
+    let e = img.entry(ROTATE_NEAREST).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!(
+            "kernel `{name}` is declared but the PTX has no entry `{name}`"
+        )),
+        "{e}"
+    );
 }
 
 #[test]
@@ -84,6 +120,6 @@ fn ptx_file_without_manifest_is_an_error() {
     let p = dir.join("k.ptx");
     std::fs::write(&p, image().ptx).unwrap();
     let e = KernelImage::from_file(&p).unwrap_err().to_string();
-    assert!(e.contains("streamline.manifest.json"), "{e}");
+    assert!(e.contains("k.manifest.json"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

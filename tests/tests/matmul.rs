@@ -188,7 +188,7 @@ fn sgemm_agrees_with_cublas() {
         let x = s.clone_dtoh(&ours).unwrap();
         let y = s.clone_dtoh(&theirs).unwrap();
         let rel = reference::relative_frobenius(&x, &y, size, size, size);
-        let chosen = choose(size, size, gpu.info().multiprocessors).spec.name;
+        let chosen = choose(size, size, gpu.info().multiprocessors).spec.name();
         assert!(
             rel < 1e-5,
             "{size}: {chosen} vs cuBLAS relative error {rel:e}"
@@ -274,8 +274,8 @@ fn validation_names_the_argument() {
 fn kernel_names_parse() {
     assert_eq!(Kernel::parse("auto").unwrap(), Kernel::Auto);
     for t in &SGEMM_ALL {
-        assert_eq!(Kernel::parse(t.spec.name).unwrap(), Kernel::Fixed(t));
-        let short = t.spec.name.trim_start_matches("sgemm_");
+        assert_eq!(Kernel::parse(t.spec.name()).unwrap(), Kernel::Fixed(t));
+        let short = t.spec.name().trim_start_matches("sgemm_");
         assert_eq!(Kernel::parse(short).unwrap(), Kernel::Fixed(t));
     }
     let e = Kernel::parse("6_magic").unwrap_err().to_string();
@@ -289,7 +289,7 @@ proptest! {
     fn launch_rule_fills_the_gpu(m in 1usize..20_000, n in 1usize..20_000, sms in 1u32..200) {
         let t = choose(m, n, sms);
         let blocks = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn);
-        prop_assert!(t.spec.name.starts_with("sgemm_5_"));
+        prop_assert!(t.spec.name().starts_with("sgemm_5_"));
         let enough = (sms as usize * 9).div_ceil(10);
         if blocks(128, 128) >= enough {
             prop_assert_eq!(t.bm * t.bn, 128 * 128);

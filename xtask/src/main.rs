@@ -1,10 +1,10 @@
 //! `cargo xtask build-kernels | ptx-check | bundle`.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use streamline_builder::{build_kernels, ptxas, tools, BuildOptions, BuiltArch, DEFAULT_ARCHS};
+use streamline_builder::{ptxas, tools, Builder, BuiltArch, DEFAULT_ARCHS};
 
 #[derive(Parser)]
 #[command(about = "Streamline build tasks")]
@@ -15,7 +15,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Compile gpu-kernels to PTX: target/ptx/<arch>/streamline.ptx and its manifest.
+    /// Compile gpu-kernels to PTX: target/ptx/<arch>/gpu_kernels.ptx and its manifest.
     BuildKernels {
         /// Comma-separated architectures.
         #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_ARCHS.iter().map(|s| s.to_string()))]
@@ -77,15 +77,13 @@ fn target_dir() -> PathBuf {
 
 fn build(arch: &[String]) -> Result<Vec<BuiltArch>> {
     let target = target_dir();
-    let opts = BuildOptions {
-        workspace: workspace(),
-        archs: arch.to_vec(),
-        out: target.join("ptx"),
-        target_dir: target.join("kernels"),
-        cache: target.join("toolchain-cache"),
-        linker: std::env::current_exe().context("locating the xtask binary")?,
-    };
-    build_kernels(&opts)
+    let built = Builder::new(workspace().join("gpu-kernels"))
+        .archs(arch)
+        .out_dir(target.join("ptx"))
+        .target_dir(target.join("kernels/gpu_kernels"))
+        .cache_dir(target.join("toolchain-cache"))
+        .build()?;
+    Ok(built.archs)
 }
 
 fn ptx_check(arch: &[String]) -> Result<()> {
@@ -202,11 +200,8 @@ fn bundle() -> Result<()> {
     )? {
         let d = dir.join("ptx").join(&b.arch);
         std::fs::create_dir_all(&d)?;
-        std::fs::copy(&b.ptx, d.join("streamline.ptx"))?;
-        std::fs::copy(
-            b.ptx.with_file_name("streamline.manifest.json"),
-            d.join("streamline.manifest.json"),
-        )?;
+        std::fs::copy(&b.ptx, d.join("gpu_kernels.ptx"))?;
+        std::fs::copy(&b.manifest_path, d.join("gpu_kernels.manifest.json"))?;
     }
     let script = format!(
         r#"#!/usr/bin/env bash
@@ -253,6 +248,7 @@ fn walk_size(dir: &Path) -> Result<u64> {
 }
 
 fn main() -> Result<()> {
+    // rustc runs this program as the kernels' linker during the nested build.
     streamline_builder::link::run_if_invoked_as_linker();
     match Cli::parse().task {
         Task::BuildKernels { arch } => {

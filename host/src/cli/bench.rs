@@ -461,7 +461,7 @@ fn bench_sgemm(b: &mut Bench, sizes: &[usize]) -> Result<()> {
         b.record_flops(
             &case,
             "streamline",
-            auto.spec.name,
+            auto.spec.name(),
             t_ours,
             g.flops(),
             t_blas.ms,
@@ -469,14 +469,14 @@ fn bench_sgemm(b: &mut Bench, sizes: &[usize]) -> Result<()> {
         b.record_flops(&case, "cublas", "cublasSgemm", t_blas, g.flops(), t_blas.ms);
         if size == 4096 {
             for t in &SGEMM_ALL {
-                let name = t.spec.name.trim_start_matches("sgemm_");
+                let name = t.spec.name().trim_start_matches("sgemm_");
                 b.bar.set_message(format!("{case}_{name}"));
                 let tk =
                     b.time(|_| sgemm(b.gpu, &b.stream, Kernel::Fixed(t), &g, &da, &db, &mut dc))?;
                 b.record_flops(
                     &format!("{case}_{name}"),
                     "streamline",
-                    t.spec.name,
+                    t.spec.name(),
                     tk,
                     g.flops(),
                     t_blas.ms,

@@ -3,21 +3,12 @@
 use anyhow::Result;
 use std::path::Path;
 use streamline::runtime::{device_count, driver_version, embedded_archs, Gpu, SOURCE_HASH};
-use streamline_abi::KERNELS;
 
 pub fn run(device: usize, ptx: Option<&Path>) -> Result<()> {
     println!(
         "embedded PTX: {} (kernel sources {})",
         embedded_archs().join(", "),
         &SOURCE_HASH[..12]
-    );
-    println!(
-        "kernels: {}",
-        KERNELS
-            .iter()
-            .map(|k| k.name)
-            .collect::<Vec<_>>()
-            .join(", ")
     );
     let (major, minor) = driver_version()?;
     println!("CUDA driver: {major}.{minor}");
@@ -42,11 +33,10 @@ pub fn run(device: usize, ptx: Option<&Path>) -> Result<()> {
             "    {:<20} {:>5} {:>8} {:>8}",
             "kernel", "regs", "smem B", "local B"
         );
-        for spec in KERNELS {
-            let f = gpu.function(spec);
+        for (name, f) in gpu.kernels().functions() {
             println!(
                 "    {:<20} {:>5} {:>8} {:>8}",
-                spec.name,
+                name,
                 f.num_regs().unwrap_or(-1),
                 f.shared_size_bytes().unwrap_or(-1),
                 f.local_size_bytes().unwrap_or(-1)

@@ -132,10 +132,10 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, a: MatmulArgs) -> Resul
                 "{} (auto)",
                 choose(g.m, g.n, gpu.info().multiprocessors)
                     .spec
-                    .name
+                    .name()
                     .trim_start_matches("sgemm_")
             ),
-            Kernel::Fixed(t) => t.spec.name.trim_start_matches("sgemm_").to_string(),
+            Kernel::Fixed(t) => t.spec.name().trim_start_matches("sgemm_").to_string(),
         };
         if let Some(rows) = &reference_rows {
             // One run from a known C: poison when beta is 0 (every element must be

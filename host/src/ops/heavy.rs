@@ -5,23 +5,23 @@ use crate::runtime::Gpu;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use half::f16;
 use streamline_abi::heavy::{HeavyParams, HEAVY_BLOCK, HEAVY_F16, HEAVY_F32};
-use streamline_abi::{KernelSpec, VectorSplit};
+use streamline_abi::{Kernel, VectorSplit};
 
 /// Element types the heavy kernel exists for.
 pub trait HeavyElement: DeviceRepr + Copy + 'static {
     /// The kernel for this type.
-    const SPEC: &'static KernelSpec;
+    const KERNEL: Kernel<HeavyParams>;
     /// Short name (`f32`, `f16`).
     const NAME: &'static str;
 }
 
 impl HeavyElement for f32 {
-    const SPEC: &'static KernelSpec = &HEAVY_F32;
+    const KERNEL: Kernel<HeavyParams> = HEAVY_F32;
     const NAME: &'static str = "f32";
 }
 
 impl HeavyElement for f16 {
-    const SPEC: &'static KernelSpec = &HEAVY_F16;
+    const KERNEL: Kernel<HeavyParams> = HEAVY_F16;
     const NAME: &'static str = "f16";
 }
 
@@ -58,5 +58,5 @@ pub fn heavy<T: HeavyElement>(
     // SAFETY: `x` and `y` are live device allocations of `n` elements of `T` (lengths checked
     // above), they are distinct (one is borrowed shared, the other exclusively), and the guards
     // `_read`/`_write` order this launch after earlier writes and record it for later users.
-    unsafe { gpu.launch(stream, T::SPEC, (grid, 1, 1), (block, 1, 1), params) }
+    unsafe { gpu.launch(stream, T::KERNEL, (grid, 1, 1), (block, 1, 1), params) }
 }

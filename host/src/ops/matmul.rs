@@ -132,12 +132,12 @@ impl Kernel {
         let name = s.strip_prefix("sgemm_").unwrap_or(s);
         SGEMM_ALL
             .iter()
-            .find(|t| t.spec.name.strip_prefix("sgemm_") == Some(name))
+            .find(|t| t.spec.name().strip_prefix("sgemm_") == Some(name))
             .map(Kernel::Fixed)
             .ok_or_else(|| {
                 let names: Vec<&str> = SGEMM_ALL
                     .iter()
-                    .map(|t| t.spec.name.trim_start_matches("sgemm_"))
+                    .map(|t| t.spec.name().trim_start_matches("sgemm_"))
                     .collect();
                 Error::arg(
                     "kernel",
@@ -216,7 +216,7 @@ pub fn sgemm(
     unsafe {
         gpu.launch_shared(
             stream,
-            &t.spec,
+            t.spec,
             grid,
             (t.block_x, t.block_y, 1),
             t.shared_bytes,

@@ -41,7 +41,7 @@ pub fn spin_copy(
     unsafe {
         gpu.launch(
             stream,
-            &SPIN_COPY_F32,
+            SPIN_COPY_F32,
             (blocks, 1, 1),
             (SPIN_COPY_BLOCK, 1, 1),
             params,

@@ -50,7 +50,7 @@ pub fn relu(
     };
     // SAFETY: both buffers hold `n` f32 (checked); `y` is borrowed exclusively so it does not
     // overlap `x`; the guards order the launch after earlier accesses.
-    unsafe { gpu.launch(stream, &RELU_F32, grid(n), BLOCK, p) }
+    unsafe { gpu.launch(stream, RELU_F32, grid(n), BLOCK, p) }
 }
 
 /// `dx = dy` where `x > 0`, else `+0`: the gradient through a ReLU whose input was `x`.
@@ -79,7 +79,7 @@ pub fn relu_backward(
     };
     // SAFETY: the three buffers hold `n` f32 (checked); `dx` is borrowed exclusively so it
     // overlaps neither input; the guards order the launch.
-    unsafe { gpu.launch(stream, &RELU_BACKWARD_F32, grid(n), BLOCK, p) }
+    unsafe { gpu.launch(stream, RELU_BACKWARD_F32, grid(n), BLOCK, p) }
 }
 
 /// `d = scale * (y - t)`: with `scale = 2 / y.len()`, the gradient of the mean squared error
@@ -114,7 +114,7 @@ pub fn mse_grad(
     };
     // SAFETY: the three buffers hold `n` f32 (checked); `d` is borrowed exclusively; the
     // guards order the launch.
-    unsafe { gpu.launch(stream, &MSE_GRAD_F32, grid(n), BLOCK, p) }
+    unsafe { gpu.launch(stream, MSE_GRAD_F32, grid(n), BLOCK, p) }
 }
 
 /// `w = w - lr * g` in place (one rounding). Equal lengths; `lr` finite.
@@ -144,7 +144,7 @@ pub fn sgd(
     };
     // SAFETY: both buffers hold `n` f32 (checked); `w` is borrowed exclusively so `g` does not
     // overlap it; the guards order the launch.
-    unsafe { gpu.launch(stream, &SGD_F32, grid(n), BLOCK, p) }
+    unsafe { gpu.launch(stream, SGD_F32, grid(n), BLOCK, p) }
 }
 
 /// Largest `rows` [`transpose`] accepts: one grid row of blocks per 32 rows, at most 65535.
@@ -193,7 +193,7 @@ pub fn transpose(
     unsafe {
         gpu.launch_shared(
             stream,
-            &TRANSPOSE_F32,
+            TRANSPOSE_F32,
             grid,
             (TRANSPOSE_TILE, TRANSPOSE_ROWS, 1),
             TRANSPOSE_SHARED_BYTES,

@@ -314,7 +314,7 @@ impl Augment {
         // SAFETY: every parameter was validated in `Augment::new` (channels, crop, size, kernel
         // size, per-image arrays of `n`), lengths checked above; the shared memory is what the
         // kernel uses for these sizes.
-        unsafe { gpu.launch_shared(stream, &AUGMENT, grid, BLOCK, smem, p) }
+        unsafe { gpu.launch_shared(stream, AUGMENT, grid, BLOCK, smem, p) }
     }
 
     /// Runs the same transform as six separate kernels with their intermediates in `scratch`

@@ -111,5 +111,5 @@ pub fn gaussian_blur(
     // SAFETY: lengths checked; kernel sizes odd, within MAX_KERNEL_SIZE and smaller than twice
     // the image; sigmas a pair per image or 0; the shared memory is what the kernel uses for
     // these sizes.
-    unsafe { gpu.launch_shared(stream, &GAUSSIAN_BLUR, grid, BLOCK, smem, p) }
+    unsafe { gpu.launch_shared(stream, GAUSSIAN_BLUR, grid, BLOCK, smem, p) }
 }

@@ -28,8 +28,7 @@ use crate::error::{Error, Result};
 use crate::runtime::Gpu;
 use cudarc::driver::{CudaSlice, CudaStream};
 use std::sync::Arc;
-use streamline_abi::image::{self as abi, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, MAX_ROWS_PER_THREAD, TILE};
-use streamline_abi::KernelSpec;
+use streamline_abi::image::{IMAGE_BLOCK_X, IMAGE_BLOCK_Y, MAX_ROWS_PER_THREAD, TILE};
 
 /// Shape of a dense NCHW batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -222,6 +221,3 @@ impl PerImage {
         &self.host
     }
 }
-
-/// Every image kernel (for reports).
-pub const KERNELS: [KernelSpec; 11] = abi::IMAGE_KERNELS;

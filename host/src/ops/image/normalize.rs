@@ -112,5 +112,5 @@ pub fn normalize(
     }
     // SAFETY: lengths checked against `shape`; `stats` holds `2 * c` values; the grid covers
     // every plane with the kernel's own vectorisation rule.
-    unsafe { gpu.launch(stream, &NORMALIZE, grid, (ELEMENTWISE_BLOCK, 1, 1), p) }
+    unsafe { gpu.launch(stream, NORMALIZE, grid, (ELEMENTWISE_BLOCK, 1, 1), p) }
 }

@@ -54,11 +54,11 @@ pub fn resize(
     };
     // Antialiasing changes nothing when neither axis shrinks (the triangle's support stays one
     // pixel): the plain bilinear kernel computes the same values.
-    let spec = match mode {
-        ResizeMode::BilinearAntialias if out_h < shape.h || out_w < shape.w => &RESIZE_BILINEAR_AA,
-        ResizeMode::Bilinear | ResizeMode::BilinearAntialias => &RESIZE_BILINEAR,
-        ResizeMode::Nearest => &RESIZE_NEAREST,
+    let kernel = match mode {
+        ResizeMode::BilinearAntialias if out_h < shape.h || out_w < shape.w => RESIZE_BILINEAR_AA,
+        ResizeMode::Bilinear | ResizeMode::BilinearAntialias => RESIZE_BILINEAR,
+        ResizeMode::Nearest => RESIZE_NEAREST,
     };
     // SAFETY: lengths checked against the shapes; the grid covers every output pixel.
-    unsafe { gpu.launch(stream, spec, grid, BLOCK, p) }
+    unsafe { gpu.launch(stream, kernel, grid, BLOCK, p) }
 }

@@ -233,12 +233,12 @@ pub fn roi_align(
     };
     // The sampling grid is computed as the kernels do (same f32 operations, no contraction), so
     // a launch whose every box samples once per bin can take the one-sample kernel.
-    let spec = if one_sample {
-        &ROI_ALIGN_ONE_SAMPLE
+    let kernel = if one_sample {
+        ROI_ALIGN_ONE_SAMPLE
     } else {
-        &ROI_ALIGN
+        ROI_ALIGN
     };
     // SAFETY: lengths checked against the shapes; the boxes were validated (batch index in
     // range, bounded sampling grid); the grid covers every output.
-    unsafe { gpu.launch(stream, spec, grid, BLOCK, p) }
+    unsafe { gpu.launch(stream, kernel, grid, BLOCK, p) }
 }

@@ -62,11 +62,11 @@ pub fn rotate(
         rows,
         pad: 0,
     };
-    let spec = match mode {
-        Interp::Nearest => &ROTATE_NEAREST,
-        Interp::Bilinear => &ROTATE_BILINEAR,
+    let kernel = match mode {
+        Interp::Nearest => ROTATE_NEAREST,
+        Interp::Bilinear => ROTATE_BILINEAR,
     };
     // SAFETY: lengths checked against `shape`; one angle per image; the grid covers every
     // output pixel.
-    unsafe { gpu.launch(stream, spec, grid, BLOCK, p) }
+    unsafe { gpu.launch(stream, kernel, grid, BLOCK, p) }
 }

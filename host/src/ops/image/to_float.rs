@@ -33,7 +33,7 @@ pub fn to_float(
     unsafe {
         gpu.launch(
             stream,
-            &TO_FLOAT,
+            TO_FLOAT,
             (blocks, 1, 1),
             (ELEMENTWISE_BLOCK, 1, 1),
             p,

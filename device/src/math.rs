@@ -1,5 +1,6 @@
-//! The libdevice functions the kernels call. The build links NVIDIA's `libdevice.10.bc` into
-//! the kernels' bitcode, keeping only the functions used; these are its documented signatures.
+//! f32 math from NVIDIA's libdevice. The kernel build links `libdevice.10.bc` into the
+//! kernels' bitcode, keeping only the functions used; the error bounds quoted are libdevice's
+//! documented ones (CUDA Math API, full range unless said otherwise).
 
 extern "C" {
     fn __nv_sincosf(x: f32, sptr: *mut f32, cptr: *mut f32);
@@ -90,4 +91,93 @@ pub fn floor_i32(x: f32) -> i32 {
 pub fn rint_i32(x: f32) -> i32 {
     // SAFETY: a pure function of its argument.
     unsafe { __nv_float2int_rn(x) }
+}
+
+extern "C" {
+    fn __nv_sqrtf(x: f32) -> f32;
+    fn __nv_rsqrtf(x: f32) -> f32;
+    fn __nv_logf(x: f32) -> f32;
+    fn __nv_powf(x: f32, y: f32) -> f32;
+    fn __nv_tanhf(x: f32) -> f32;
+    fn __nv_sinf(x: f32) -> f32;
+    fn __nv_cosf(x: f32) -> f32;
+    fn __nv_fminf(x: f32, y: f32) -> f32;
+    fn __nv_fmaxf(x: f32, y: f32) -> f32;
+    fn __nv_fabsf(x: f32) -> f32;
+}
+
+/// `x * y + z` with one rounding.
+#[inline(always)]
+pub fn fmaf(x: f32, y: f32, z: f32) -> f32 {
+    core::intrinsics::fmaf32(x, y, z)
+}
+
+/// Square root, correctly rounded (0 ulp).
+#[inline(always)]
+pub fn sqrtf(x: f32) -> f32 {
+    // SAFETY: a pure function of its argument.
+    unsafe { __nv_sqrtf(x) }
+}
+
+/// `1 / sqrt(x)`, at most 2 ulp.
+#[inline(always)]
+pub fn rsqrtf(x: f32) -> f32 {
+    // SAFETY: a pure function of its argument.
+    unsafe { __nv_rsqrtf(x) }
+}
+
+/// Natural logarithm, at most 1 ulp.
+#[inline(always)]
+pub fn logf(x: f32) -> f32 {
+    // SAFETY: a pure function of its argument.
+    unsafe { __nv_logf(x) }
+}
+
+/// `x^y`, at most 4 ulp.
+#[inline(always)]
+pub fn powf(x: f32, y: f32) -> f32 {
+    // SAFETY: a pure function of its arguments.
+    unsafe { __nv_powf(x, y) }
+}
+
+/// Hyperbolic tangent, at most 2 ulp.
+#[inline(always)]
+pub fn tanhf(x: f32) -> f32 {
+    // SAFETY: a pure function of its argument.
+    unsafe { __nv_tanhf(x) }
+}
+
+/// Sine, at most 2 ulp.
+#[inline(always)]
+pub fn sinf(x: f32) -> f32 {
+    // SAFETY: a pure function of its argument.
+    unsafe { __nv_sinf(x) }
+}
+
+/// Cosine, at most 2 ulp.
+#[inline(always)]
+pub fn cosf(x: f32) -> f32 {
+    // SAFETY: a pure function of its argument.
+    unsafe { __nv_cosf(x) }
+}
+
+/// The smaller of `x` and `y`; a NaN argument gives the other (IEEE `minNum`).
+#[inline(always)]
+pub fn fminf(x: f32, y: f32) -> f32 {
+    // SAFETY: a pure function of its arguments.
+    unsafe { __nv_fminf(x, y) }
+}
+
+/// The larger of `x` and `y`; a NaN argument gives the other (IEEE `maxNum`).
+#[inline(always)]
+pub fn fmaxf(x: f32, y: f32) -> f32 {
+    // SAFETY: a pure function of its arguments.
+    unsafe { __nv_fmaxf(x, y) }
+}
+
+/// `|x|` (exact).
+#[inline(always)]
+pub fn fabsf(x: f32) -> f32 {
+    // SAFETY: a pure function of its argument.
+    unsafe { __nv_fabsf(x) }
 }

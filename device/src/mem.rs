@@ -219,3 +219,24 @@ pub unsafe fn copy_wait() {
     // SAFETY: guaranteed by the caller; waits, touching no memory of its own.
     unsafe { asm!("cp.async.wait_all;", options(nostack, preserves_flags)) }
 }
+
+/// Writes four f32 with one 16-byte global store.
+///
+/// # Safety
+/// `p` must be 16-byte aligned and point to four writable f32 in global memory that no other
+/// thread accesses while the kernel runs.
+#[inline(always)]
+pub unsafe fn stg4(p: *mut f32, v: [f32; 4]) {
+    // SAFETY: guaranteed by the caller; the instruction only writes `[p, p + 16)`.
+    unsafe {
+        asm!(
+            "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; st.global.v4.f32 [g], {{{a}, {b}, {c}, {d}}}; }}",
+            p = in(reg64) p,
+            a = in(reg32) v[0],
+            b = in(reg32) v[1],
+            c = in(reg32) v[2],
+            d = in(reg32) v[3],
+            options(nostack, preserves_flags)
+        );
+    }
+}

@@ -1,4 +1,4 @@
-//! Thread indexing helpers.
+//! Where a thread is: its indices in the block and grid, the grid-stride loop, block barriers.
 use core::arch::nvptx;
 
 /// Global index of this thread along x and the number of threads in the grid along x.
@@ -59,4 +59,78 @@ pub fn block_xyz() -> (u32, u32, u32) {
 pub fn grid_z() -> u32 {
     // SAFETY: reading a special register has no side effects; it is defined inside a kernel.
     unsafe { nvptx::_grid_dim_z() }
+}
+
+/// Thread index inside the block along x, y and z.
+#[inline(always)]
+pub fn thread_xyz() -> (u32, u32, u32) {
+    // SAFETY: reading special registers has no side effects; they are defined inside a kernel.
+    unsafe {
+        (
+            nvptx::_thread_idx_x(),
+            nvptx::_thread_idx_y(),
+            nvptx::_thread_idx_z(),
+        )
+    }
+}
+
+/// Threads per block along x, y and z.
+#[inline(always)]
+pub fn block_dim_xyz() -> (u32, u32, u32) {
+    // SAFETY: reading special registers has no side effects; they are defined inside a kernel.
+    unsafe {
+        (
+            nvptx::_block_dim_x(),
+            nvptx::_block_dim_y(),
+            nvptx::_block_dim_z(),
+        )
+    }
+}
+
+/// Blocks of the grid along x, y and z.
+#[inline(always)]
+pub fn grid_dim_xyz() -> (u32, u32, u32) {
+    // SAFETY: reading special registers has no side effects; they are defined inside a kernel.
+    unsafe {
+        (
+            nvptx::_grid_dim_x(),
+            nvptx::_grid_dim_y(),
+            nvptx::_grid_dim_z(),
+        )
+    }
+}
+
+/// The indices `i < n` this thread handles when the grid's threads along x walk `[0, n)`
+/// together: `global_x().0`, then steps of the grid's thread count. Any grid covers every index
+/// exactly once, so the host may cap the grid.
+#[inline(always)]
+pub fn grid_stride(n: u64) -> GridStride {
+    let (first, stride) = global_x();
+    GridStride {
+        next: first,
+        stride,
+        end: n,
+    }
+}
+
+/// The iterator of [`grid_stride`].
+#[derive(Clone, Copy, Debug)]
+pub struct GridStride {
+    next: u64,
+    stride: u64,
+    end: u64,
+}
+
+impl Iterator for GridStride {
+    type Item = usize;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<usize> {
+        if self.next >= self.end {
+            return None;
+        }
+        let i = self.next;
+        self.next += self.stride;
+        Some(i as usize)
+    }
 }
