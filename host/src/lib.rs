@@ -6,6 +6,7 @@
 //! - [`reference`]: independent CPU references and the error bounds the kernels must meet.
 //! - [`timing`]: CUDA-event timing and the statistics the benchmarks report.
 //! - [`data`]: random inputs and output poisoning for tests and benchmarks.
+//! - [`testing`]: property-test helpers for kernels, ours and yours.
 //! - [`engine`]: stream pools, cross-stream buffer safety, pipelines, CUDA graphs, timelines.
 
 pub mod data;
@@ -15,11 +16,13 @@ pub mod ops;
 pub mod reference;
 pub mod runtime;
 pub mod scenarios;
+pub mod testing;
 pub mod timing;
 
 // `include_kernels!` names the crate `::streamline`, here too.
 extern crate self as streamline;
 
+pub use cudarc;
 pub use error::{Error, Result};
 pub use runtime::{EmbeddedModule, Gpu, Launch, LaunchConfig, Module};
 pub use streamline_device::{Kernel, LaunchBounds};
