@@ -75,7 +75,10 @@ pub mod prelude {
         mem::*,
         shared::*,
         thread::*,
-        warp::{ballot, lane_id, shfl_down, shfl_idx, shfl_xor, sync_warp, vote_all, vote_any},
+        warp::{
+            ballot, lane_id, shfl_down, shfl_idx, shfl_xor, sync_warp, vote_all, vote_any,
+            warp_sum_f32, FULL_MASK, WARP_SIZE,
+        },
     };
 }
 

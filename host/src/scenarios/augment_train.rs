@@ -21,6 +21,8 @@ use crate::ops::train::{mse_grad, relu, relu_backward, sgd, transpose};
 use crate::reference::image as refimg;
 use crate::reference::train::{mlp_step, Mlp};
 use crate::Gpu;
+use cudarc::driver::CudaStream;
+use std::sync::Arc;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
 /// Options of `augment-train`.
@@ -106,9 +108,29 @@ pub fn validate(o: &Options) -> Result<()> {
     Ok(())
 }
 
-/// Transform lane: copy the uint8 batch and its targets, augment; model lane: one step.
-pub fn spec() -> PipelineSpec {
-    PipelineSpec::new(DEPTH)
+/// A transform of one's own, run on the transform stream after the augmentation: it reads
+/// the augmented batch (NCHW f32, 3 channels, values in `[0, 1]`) and writes the batch the
+/// model trains on. It shows in the plan and the timeline under its [`Transform::name`].
+pub trait Transform {
+    /// The stage's name.
+    fn name(&self) -> &str;
+    /// Prepares for batches of `shape` (allocations on the pool, per-image parameters drawn
+    /// from `seed`); called once per batch size, before any [`Transform::run`].
+    fn prepare(&mut self, pool: &StreamPool, shape: Shape, seed: u64) -> Result<()>;
+    /// Transforms `x` into `y` on `stream`, queueing work only (no host wait, so that the run
+    /// can be captured as a CUDA graph).
+    fn run(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        x: &DeviceBuffer<f32>,
+        y: &mut DeviceBuffer<f32>,
+    ) -> Result<()>;
+}
+
+/// Transform lane: copy the uint8 batch and its targets, augment (then the extra transform
+/// named `extra`, if any); model lane: one step.
+pub fn spec(extra: Option<&str>) -> PipelineSpec {
+    let spec = PipelineSpec::new(DEPTH)
         .lane("transform")
         .lane("model")
         .persistent("dataset")
@@ -123,14 +145,22 @@ pub fn spec() -> PipelineSpec {
             &["dataset"],
             &["images", "targets"],
         )
-        .stage("augment", OpKind::Compute, "transform", &["images"], &["x"])
-        .stage(
-            "train step",
-            OpKind::Compute,
-            "model",
-            &["x", "targets"],
-            &["model"],
-        )
+        .stage("augment", OpKind::Compute, "transform", &["images"], &["x"]);
+    let (spec, input) = match extra {
+        Some(name) => (
+            spec.ring("x2")
+                .stage(name, OpKind::Compute, "transform", &["x"], &["x2"]),
+            "x2",
+        ),
+        None => (spec, "x"),
+    };
+    spec.stage(
+        "train step",
+        OpKind::Compute,
+        "model",
+        &[input, "targets"],
+        &["model"],
+    )
 }
 
 /// The MLP's weights and the intermediates of a step.
@@ -257,13 +287,21 @@ struct Setup {
     ring_u8: Vec<DeviceBuffer<u8>>,
     ring_t: Vec<DeviceBuffer<f32>>,
     ring_x: Vec<DeviceBuffer<f32>>,
+    /// The extra transform's outputs (empty without one).
+    ring_x2: Vec<DeviceBuffer<f32>>,
     model: Model,
     w1: Vec<f32>,
     w2: Vec<f32>,
 }
 
 impl Setup {
-    fn new(pool: &StreamPool, o: &Options, batch: usize, seed: u64) -> Result<Setup> {
+    fn new(
+        pool: &StreamPool,
+        o: &Options,
+        batch: usize,
+        seed: u64,
+        extra: Option<&mut (dyn Transform + '_)>,
+    ) -> Result<Setup> {
         let shape = Shape::new(batch, CHANNELS, o.size, o.size);
         let cfg = config(o.size);
         let per = shape.len();
@@ -319,6 +357,13 @@ impl Setup {
                 .collect::<Result<_>>()?,
             ring_t: ring(batch * o.classes, 0)?,
             ring_x: ring(batch * inputs, 0)?,
+            ring_x2: match extra {
+                Some(t) => {
+                    t.prepare(pool, Shape::new(batch, CHANNELS, o.size, o.size), seed + 3)?;
+                    ring(batch * inputs, 0)?
+                }
+                None => Vec::new(),
+            },
             model: Model::new(pool, 1, m, &w1, &w2)?,
             host_images,
             host_targets,
@@ -328,28 +373,53 @@ impl Setup {
         })
     }
 
-    fn stage(&mut self, gpu: &Gpu, c: &StageCall) -> Result<()> {
+    fn stage(
+        &mut self,
+        gpu: &Gpu,
+        extra: &mut Option<&mut (dyn Transform + '_)>,
+        c: &StageCall,
+    ) -> Result<()> {
         let k = c.iteration % DATA;
         let s = c.slot;
-        match c.stage {
+        match (c.stage, extra) {
+            (2, Some(t)) => t.run(c.stream, &self.ring_x[s], &mut self.ring_x2[s]),
+            (2, None) | (3, Some(_)) => {
+                let x = if self.ring_x2.is_empty() {
+                    &self.ring_x[s]
+                } else {
+                    &self.ring_x2[s]
+                };
+                self.model.step(gpu, c.stream, x, &self.ring_t[s])
+            }
+            (stage, _) => self.fixed_stage(gpu, stage, k, s, c.stream),
+        }
+    }
+
+    /// The copy (stage 0) and the augmentation (stage 1).
+    fn fixed_stage(
+        &mut self,
+        gpu: &Gpu,
+        stage: usize,
+        k: usize,
+        s: usize,
+        stream: &Arc<CudaStream>,
+    ) -> Result<()> {
+        match stage {
             0 => {
                 let n = self.ring_u8[s].len();
                 h2d(
-                    c.stream,
+                    stream,
                     &self.images.view(k * n..(k + 1) * n)?,
                     &mut self.ring_u8[s],
                 )?;
                 let n = self.ring_t[s].len();
                 h2d(
-                    c.stream,
+                    stream,
                     &self.targets.view(k * n..(k + 1) * n)?,
                     &mut self.ring_t[s],
                 )
             }
-            1 => self.augments[k].run_fused(gpu, c.stream, &self.ring_u8[s], &mut self.ring_x[s]),
-            _ => self
-                .model
-                .step(gpu, c.stream, &self.ring_x[s], &self.ring_t[s]),
+            _ => self.augments[k].run_fused(gpu, stream, &self.ring_u8[s], &mut self.ring_x[s]),
         }
     }
 
@@ -376,18 +446,19 @@ fn time(
     pool: &StreamPool,
     plan: &Plan,
     su: &mut Setup,
+    extra: &mut Option<&mut (dyn Transform + '_)>,
     o: &Options,
     common: &Common,
 ) -> Result<(f64, f64, Option<f64>)> {
     let serial = median_ms(pool, &[0], common.reps, || {
-        plan.run(pool, &[0, 0], 0..o.steps, None, |c| su.stage(gpu, c))
+        plan.run(pool, &[0, 0], 0..o.steps, None, |c| su.stage(gpu, extra, c))
     })?;
     let lanes = [0, 1];
     let piped = median_ms(pool, &lanes, common.reps, || {
-        plan.run(pool, &lanes, 0..o.steps, None, |c| su.stage(gpu, c))
+        plan.run(pool, &lanes, 0..o.steps, None, |c| su.stage(gpu, extra, c))
     })?;
     let graph = if common.graph {
-        let g = plan.capture(pool, &lanes, 0, 0..o.steps, |c| su.stage(gpu, c))?;
+        let g = plan.capture(pool, &lanes, 0, 0..o.steps, |c| su.stage(gpu, extra, c))?;
         g.upload()?;
         Some(median_ms(pool, &lanes, common.reps, || g.launch())?)
     } else {
@@ -404,17 +475,18 @@ fn verify(
     pool: &StreamPool,
     plan: &Plan,
     su: &mut Setup,
+    extra: &mut Option<&mut (dyn Transform + '_)>,
     o: &Options,
     common: &Common,
 ) -> Result<Check> {
     let lanes = [0, 1];
     su.reset(pool)?;
     let last = o.steps - 1;
-    plan.run(pool, &lanes, 0..last, None, |c| su.stage(gpu, c))?;
+    plan.run(pool, &lanes, 0..last, None, |c| su.stage(gpu, extra, c))?;
     let model_s = pool.stream(1)?;
     let w1 = su.model.w1.to_vec(model_s)?;
     let w2 = su.model.w2.to_vec(model_s)?;
-    plan.run(pool, &lanes, last..o.steps, None, |c| su.stage(gpu, c))?;
+    plan.run(pool, &lanes, last..o.steps, None, |c| su.stage(gpu, extra, c))?;
     let w1n = su.model.w1.to_vec(model_s)?;
     let w2n = su.model.w2.to_vec(model_s)?;
     let x = su.ring_x[last % DEPTH].to_vec(model_s)?;
@@ -495,8 +567,22 @@ fn verify(
 
 /// Runs the scenario.
 pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
+    run_with(gpu, common, o, None)
+}
+
+/// Runs the scenario with `extra` after the augmentation on the transform stream; the model
+/// then trains on its output. The check of the augmentation is unchanged; `extra` is checked
+/// by its own tests.
+pub fn run_with(
+    gpu: &Gpu,
+    common: &Common,
+    o: &Options,
+    mut extra: Option<&mut (dyn Transform + '_)>,
+) -> Result<Report> {
     validate(o)?;
-    let plan = spec().plan()?;
+    let extra_name = extra.as_ref().map(|t| t.name().to_string());
+    let plan = spec(extra_name.as_deref()).plan()?;
+    let extra = &mut extra;
     let pool = StreamPool::new(
         gpu,
         &[
@@ -522,8 +608,9 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let mut check = Check::default();
     let per_s = |ms: f64| o.steps as f64 / (ms / 1e3);
     for (i, &batch) in o.batches.iter().enumerate() {
-        let mut su = Setup::new(&pool, o, batch, common.seed + 100 * i as u64)?;
-        let (serial, piped, graph) = time(gpu, &pool, &plan, &mut su, o, common)?;
+        let seed = common.seed + 100 * i as u64;
+        let mut su = Setup::new(&pool, o, batch, seed, extra.as_deref_mut())?;
+        let (serial, piped, graph) = time(gpu, &pool, &plan, &mut su, extra, o, common)?;
         table.push(vec![
             batch.to_string(),
             format!("{:.1}", per_s(serial)),
@@ -534,11 +621,11 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         if batch == headline && timeline.is_none() {
             head = (serial, piped, graph);
             timeline = Some(recorded(&pool, 3 * o.steps, |rec| {
-                plan.run(&pool, &[0, 1], 0..o.steps, Some(rec), |c| su.stage(gpu, c))
+                plan.run(&pool, &[0, 1], 0..o.steps, Some(rec), |c| su.stage(gpu, extra, c))
             })?);
         }
         if batch == smallest && check.compared == 0 {
-            check = verify(gpu, &pool, &plan, &mut su, o, common)?;
+            check = verify(gpu, &pool, &plan, &mut su, extra, o, common)?;
         }
         pool.synchronize()?;
     }

@@ -1,0 +1,106 @@
+//! A new project outside this repository, written from `docs/writing-kernels.md` step by step:
+//! every code block of the page that names a file (` ```rust file=PATH `) is written to a
+//! fresh folder, the Streamline paths pointed at this checkout, and the project is built (its
+//! `build.rs` compiles its kernel crate to PTX) and its tests run: the CPU checks of the
+//! embedded PTX against the kernel's declaration everywhere, the launch against the CPU
+//! reference where a GPU is present. The test binaries are kept in
+//! `target/out-of-tree/bin/` for `cargo xtask bundle`.
+
+use std::path::{Path, PathBuf};
+use streamline_builder::tools::clean_command;
+
+/// The files the page writes, in its order: (path, content).
+fn doc_files(doc: &str) -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    let mut lines = doc.lines();
+    while let Some(line) = lines.next() {
+        let Some(path) = line
+            .strip_prefix("```")
+            .and_then(|info| info.split_whitespace().find_map(|w| w.strip_prefix("file=")))
+        else {
+            continue;
+        };
+        let mut body = String::new();
+        for l in lines.by_ref() {
+            if l.starts_with("```") {
+                break;
+            }
+            body.push_str(l);
+            body.push('\n');
+        }
+        files.push((path.to_string(), body));
+    }
+    files
+}
+
+#[test]
+fn a_project_written_from_the_docs_builds_and_passes_its_tests() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let doc = std::fs::read_to_string(repo.join("docs/writing-kernels.md")).unwrap();
+    let files = doc_files(&doc);
+    let names: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+    for needed in [
+        "kernels/Cargo.toml",
+        "kernels/src/lib.rs",
+        "Cargo.toml",
+        "build.rs",
+        "src/lib.rs",
+        "src/main.rs",
+        "tests/relu_scale.rs",
+    ] {
+        assert!(names.contains(&needed), "the page writes no {needed}: {names:?}");
+    }
+
+    // Outside the repository, so no workspace of ours encloses it.
+    let project = std::env::temp_dir().join(format!("streamline-my-op-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&project);
+    let repo_path = format!("{}/", repo.display());
+    for (path, body) in &files {
+        let body = body
+            .replace("\"../../streamline/", &format!("\"{repo_path}"))
+            .replace("\"../streamline/", &format!("\"{repo_path}"));
+        let dest = project.join(path);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::write(&dest, body).unwrap();
+    }
+    // The versions this checkout was tested with, so the build needs nothing new.
+    for dir in [project.clone(), project.join("kernels")] {
+        std::fs::copy(repo.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    }
+
+    let target = repo.join("target/out-of-tree");
+    let out = clean_command("cargo")
+        .args(["test", "--no-run", "--message-format=json-render-diagnostics"])
+        .arg("--manifest-path")
+        .arg(project.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", target.join("target"))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the project written from docs/writing-kernels.md did not build (see above)"
+    );
+    let mut tests: Vec<PathBuf> = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if v["reason"] == "compiler-artifact" && v["profile"]["test"] == true {
+            if let Some(exe) = v["executable"].as_str() {
+                tests.push(exe.into());
+            }
+        }
+    }
+    assert!(tests.len() >= 2, "expected the lib and relu_scale tests: {tests:?}");
+    let bin = target.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for exe in &tests {
+        let status = std::process::Command::new(exe).status().unwrap();
+        assert!(status.success(), "{} failed", exe.display());
+        let name = exe.file_name().unwrap().to_string_lossy();
+        let stem = name.rsplit_once('-').map_or(&*name, |(s, _)| s);
+        std::fs::copy(exe, bin.join(format!("my-op-{stem}"))).unwrap();
+    }
+    std::fs::remove_dir_all(&project).unwrap();
+}
