@@ -2,7 +2,7 @@
 # Runs on a GPU machine from the folder made by `cargo xtask bundle` (no Rust toolchain needed):
 # the test suite, compute-sanitizer (memcheck, racecheck, synccheck) over the GPU tests, seed
 # 000's experiment and the matmul with --check, the pipeline scenarios with their traces and
-# timelines, and `streamline bench`; with the PyTorch anchors folder given,
+# timelines, the color-jitter example in augment-train, and `streamline bench`; with the PyTorch anchors folder given,
 # also torch_anchors.py in the same run, paired with compare.py.
 #
 #   ./gpu-check.sh [ANCHORS_DIR] [RESULTS_DIR]
@@ -71,6 +71,17 @@ for tool in racecheck synccheck; do
     echo "$tool pipeline ${args%% *}: rc $rc, $(grep -E "SUMMARY" "$out/sanitizer-pipeline.txt" | tail -1)"
     [ $rc -eq 0 ] || { tail -5 "$out/sanitizer-pipeline.txt"; status=1; }
   done
+done
+
+step "a kernel of one's own: color jitter (examples/color-jitter) in augment-train, timeline"
+"$here/color-jitter" --graph --timeline "$out/color-jitter.svg" --trace "$out/color-jitter.json" \
+  2>&1 | tee "$out/color-jitter.txt" || status=1
+for tool in memcheck racecheck synccheck; do
+  compute-sanitizer --tool $tool --require-cuda-init no --error-exitcode 9 \
+    "$here/color-jitter" --batches 8 --size 32 --steps 4 --reps 1 --graph > "$out/sanitizer-color-jitter.txt" 2>&1
+  rc=$?
+  echo "$tool color-jitter: rc $rc, $(grep -E "SUMMARY" "$out/sanitizer-color-jitter.txt" | tail -1)"
+  [ $rc -eq 0 ] || { tail -5 "$out/sanitizer-color-jitter.txt"; status=1; }
 done
 
 step "SASS of the kernels (instruction counts)"

@@ -12,12 +12,10 @@ pub const DEFAULT_ARCHS: &[&str] = &["sm_80", "sm_90"];
 /// Builds one kernel crate (a `#![no_std]` library whose kernels are defined with
 /// `streamline_device::kernel!`) to PTX, one file per architecture, each with its manifest.
 ///
-/// From a `build.rs`, the whole build step is one line:
+/// From a `build.rs`, the whole build step is one line of its `main`:
 ///
 /// ```no_run
-/// fn main() {
-///     streamline_builder::Builder::new("kernels").build_or_exit();
-/// }
+/// streamline_builder::Builder::new("kernels").build_or_exit();
 /// ```
 ///
 /// and the host embeds the result with `streamline::include_kernels!("kernels")` (the

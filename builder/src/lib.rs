@@ -17,6 +17,7 @@ pub mod build;
 pub mod link;
 pub mod manifest;
 pub mod ptxas;
+pub mod template;
 pub mod tools;
 
 pub use build::{check_arch, Builder, Built, BuiltArch, DEFAULT_ARCHS};

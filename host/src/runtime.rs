@@ -171,7 +171,18 @@ impl KernelImage {
     /// are those the host's declaration says (a stale or foreign PTX).
     pub fn entry<P>(&self, kernel: Kernel<P>) -> Result<&EntryInfo> {
         let name = kernel.name();
-        let Some(entry) = self.manifest.kernels.iter().find(|e| e.name == name) else {
+        let entry = self.manifest.kernels.iter().find(|e| e.name == name);
+        self.check_entry(entry, kernel)
+    }
+
+    /// [`KernelImage::entry`]'s checks of the entry found for `kernel`, if any.
+    fn check_entry<'e, P>(
+        &self,
+        entry: Option<&'e EntryInfo>,
+        kernel: Kernel<P>,
+    ) -> Result<&'e EntryInfo> {
+        let name = kernel.name();
+        let Some(entry) = entry else {
             return self.fail(format!(
                 "kernel `{name}` is declared but the PTX has no entry `{name}` (was it compiled for nvptx64 from the crate that declares it?)"
             ));
@@ -386,13 +397,17 @@ impl Module {
             .map(|k| (k.entry.name.as_str(), &k.function))
     }
 
+    /// The loaded kernel of `kernel`, its manifest entry checked against the declaration
+    /// (one pass over the module's kernels).
     fn loaded<P>(&self, kernel: Kernel<P>) -> Result<&Loaded> {
-        self.image.entry(kernel)?;
-        Ok(self
-            .kernels
-            .iter()
-            .find(|k| k.entry.name == kernel.name())
-            .expect("every manifest entry is loaded with the module"))
+        let name = kernel.name();
+        let found = self.kernels.iter().find(|k| k.entry.name == name);
+        self.image.check_entry(found.map(|k| &k.entry), kernel)?;
+        // The check above fails unless an entry, hence its loaded kernel, was found.
+        found.ok_or_else(|| Error::KernelImage {
+            origin: self.image.origin.clone(),
+            reason: format!("kernel `{name}` is not loaded"),
+        })
     }
 
     /// The loaded function of `kernel` (for its attributes: registers, local memory).
@@ -403,7 +418,10 @@ impl Module {
     /// Checks `cfg` for `kernel` against its declared launch bounds, what its compiled function
     /// allows and the device's limits; the error names the kernel and the limit.
     pub fn check_config<P>(&self, kernel: Kernel<P>, cfg: &LaunchConfig) -> Result<()> {
-        let k = self.loaded(kernel)?;
+        self.check_loaded(self.loaded(kernel)?, kernel, cfg)
+    }
+
+    fn check_loaded<P>(&self, k: &Loaded, kernel: Kernel<P>, cfg: &LaunchConfig) -> Result<()> {
         let name = kernel.name();
         let fail = |reason: String| {
             Err(Error::LaunchConfig {
@@ -476,8 +494,9 @@ impl Module {
         params: P,
     ) -> Result<()> {
         const DEFAULT_WINDOW: u32 = 48 * 1024;
-        self.check_config(kernel, &cfg)?;
-        let function = &self.loaded(kernel)?.function;
+        let loaded = self.loaded(kernel)?;
+        self.check_loaded(loaded, kernel, &cfg)?;
+        let function = &loaded.function;
         if cfg.shared_bytes > DEFAULT_WINDOW {
             function
                 .set_attribute(

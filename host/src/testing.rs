@@ -129,9 +129,7 @@ impl Tolerance {
     /// Whether `got` is within this tolerance of `want`.
     pub fn accepts(&self, got: f32, want: f64) -> bool {
         match *self {
-            Tolerance::Ulps(n) => {
-                (got.is_nan() && want.is_nan()) || ulps(got, want as f32) <= n
-            }
+            Tolerance::Ulps(n) => (got.is_nan() && want.is_nan()) || ulps(got, want as f32) <= n,
             Tolerance::Relative { rel, abs } => {
                 (got.is_nan() && want.is_nan())
                     || (got as f64 - want).abs() <= abs + rel * want.abs()
@@ -185,7 +183,9 @@ mod tests {
     #[test]
     fn written_checks_find_guards_and_gaps() {
         let mut b = poisoned(4, 2);
-        assert!(check_written(&b, 2).unwrap_err().contains("4 of 4 outputs unwritten"));
+        assert!(check_written(&b, 2)
+            .unwrap_err()
+            .contains("4 of 4 outputs unwritten"));
         b[2..6].copy_from_slice(&[1.0, 2.0, 3.0, 4.0]);
         assert_eq!(check_written(&b, 2).unwrap(), &[1.0, 2.0, 3.0, 4.0]);
         b[7] = 0.0;

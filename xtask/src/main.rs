@@ -28,9 +28,20 @@ enum Task {
         #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_ARCHS.iter().map(|s| s.to_string()))]
         arch: Vec<String>,
     },
-    /// Put the release `streamline` binary, the release test binaries and run-tests.sh into
+    /// Put the release `streamline` and `color-jitter` binaries, the release test binaries
+    /// (the examples' and the out-of-tree project's included) and run-tests.sh into
     /// target/bundle/, to run the GPU suite on a machine without a Rust toolchain.
     Bundle,
+    /// Write a new kernel project (kernel crate with its declaration and kernel, build.rs,
+    /// launcher, CPU reference, property test), the one docs/writing-kernels.md builds, into
+    /// DIR (default: ./NAME), depending on this checkout by path.
+    NewKernel {
+        /// Package name (lowercase letters, digits, `-`).
+        name: String,
+        /// Where to write it.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// Kernels allowed a stack frame (local memory): name, largest stack frame in bytes, largest
@@ -146,6 +157,8 @@ fn bundle() -> Result<()> {
             "streamline",
             "--bin",
             "streamline",
+            "-p",
+            "color-jitter",
         ])
         .current_dir(&ws)
         .status()?;
@@ -186,11 +199,22 @@ fn bundle() -> Result<()> {
         std::fs::copy(exe, dir.join("tests").join(&name))?;
         tests.push(name);
     }
+    // The project `tests/tests/out_of_tree.rs` writes from docs/writing-kernels.md, when that
+    // test has run here: its test binaries run on the GPU machine like ours.
+    if let Ok(entries) = std::fs::read_dir(target_dir().join("out-of-tree/bin")) {
+        for e in entries.flatten() {
+            let name = format!("test-{}", e.file_name().to_string_lossy());
+            let dest = dir.join("tests").join(&name);
+            std::fs::copy(e.path(), &dest)?;
+            // Debug builds: their debug information is most of their size.
+            let _ = Command::new("strip").arg(&dest).status();
+            tests.push(name);
+        }
+    }
     tests.sort();
-    std::fs::copy(
-        target_dir().join("release/streamline"),
-        dir.join("streamline"),
-    )?;
+    for bin in ["streamline", "color-jitter"] {
+        std::fs::copy(target_dir().join("release").join(bin), dir.join(bin))?;
+    }
     std::fs::copy(ws.join("scripts/gpu-check.sh"), dir.join("gpu-check.sh"))?;
     for b in build(
         &DEFAULT_ARCHS
@@ -264,5 +288,16 @@ fn main() -> Result<()> {
         }
         Task::PtxCheck { arch } => ptx_check(&arch),
         Task::Bundle => bundle(),
+        Task::NewKernel { name, dir } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            for f in streamline_builder::template::write(&dir, &name, &workspace())? {
+                println!("wrote {}", f.display());
+            }
+            println!(
+                "next: cd {} && cargo test (edit kernels/src/lib.rs, src/lib.rs, tests/)",
+                dir.display()
+            );
+            Ok(())
+        }
     }
 }

@@ -40,7 +40,14 @@ impl Jitter {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut f = |v: f32| 1.0 + rng.gen_range(-v..=v);
         Ok((0..n)
-            .map(|_| [f(self.brightness), f(self.contrast), f(self.saturation), 0.0])
+            .map(|_| {
+                [
+                    f(self.brightness),
+                    f(self.contrast),
+                    f(self.saturation),
+                    0.0,
+                ]
+            })
             .collect())
     }
 }
@@ -141,7 +148,9 @@ impl ColorJitter {
             // and `sums` one entry per image, and the grid has one row per image.
             unsafe { l.run(cfg, p)? };
         }
-        let mut l = self.module.prepare(stream, color_jitter_kernels::color_jitter);
+        let mut l = self
+            .module
+            .prepare(stream, color_jitter_kernels::color_jitter);
         let p = JitterParams {
             x: l.read(x),
             y: l.write(y),
@@ -203,7 +212,10 @@ pub fn reference(x: &[f32], plane: usize, factors: &[[f32; 4]]) -> (Vec<f64>, Ve
             .map(|i| gray(bright[i], bright[plane + i], bright[2 * plane + i]))
             .sum::<f64>()
             / plane as f64;
-        let contrast: Vec<f64> = bright.iter().map(|&v| unit(c * v + (1.0 - c) * mean)).collect();
+        let contrast: Vec<f64> = bright
+            .iter()
+            .map(|&v| unit(c * v + (1.0 - c) * mean))
+            .collect();
         let mut res = vec![0.0; 3 * plane];
         for i in 0..plane {
             let g = gray(contrast[i], contrast[plane + i], contrast[2 * plane + i]);

@@ -33,7 +33,13 @@ fn factors_outside_their_range_are_refused() {
 
 #[test]
 fn jitter_matches_the_reference() {
-    let strategy = (1usize..6, 1usize..70, 1usize..70, any::<u64>(), 0.0f32..0.95);
+    let strategy = (
+        1usize..6,
+        1usize..70,
+        1usize..70,
+        any::<u64>(),
+        0.0f32..0.95,
+    );
     gpu_property(24, strategy, |(n, h, w, seed, v)| {
         let gpu = gpu().unwrap();
         let pool = StreamPool::with_streams(gpu, 1).unwrap();

@@ -1,11 +1,10 @@
 //! The host side of the saxpy example: the embedded kernels, a safe launcher and the CPU
 //! reference.
 
-use streamline::cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use saxpy_kernels::SaxpyParams;
+use streamline::cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use streamline::testing::Tolerance;
 use streamline::{EmbeddedModule, Error, LaunchConfig, Module, Result};
-
 
 /// The PTX `build.rs` built from `kernels/`.
 pub static KERNELS: EmbeddedModule = streamline::include_kernels!("saxpy_kernels");
@@ -22,7 +21,11 @@ pub fn saxpy(
     if x.len() != y.len() {
         return Err(Error::arg(
             "y",
-            format!("length {} differs from the length of x, {}", y.len(), x.len()),
+            format!(
+                "length {} differs from the length of x, {}",
+                y.len(),
+                x.len()
+            ),
         ));
     }
     if x.len() == 0 {

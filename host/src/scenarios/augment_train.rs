@@ -22,8 +22,8 @@ use crate::reference::image as refimg;
 use crate::reference::train::{mlp_step, Mlp};
 use crate::Gpu;
 use cudarc::driver::CudaStream;
-use std::sync::Arc;
 use rand::{rngs::StdRng, Rng, SeedableRng};
+use std::sync::Arc;
 
 /// Options of `augment-train`.
 #[derive(Clone, Debug)]
@@ -486,10 +486,18 @@ fn verify(
     let model_s = pool.stream(1)?;
     let w1 = su.model.w1.to_vec(model_s)?;
     let w2 = su.model.w2.to_vec(model_s)?;
-    plan.run(pool, &lanes, last..o.steps, None, |c| su.stage(gpu, extra, c))?;
+    plan.run(pool, &lanes, last..o.steps, None, |c| {
+        su.stage(gpu, extra, c)
+    })?;
     let w1n = su.model.w1.to_vec(model_s)?;
     let w2n = su.model.w2.to_vec(model_s)?;
     let x = su.ring_x[last % DEPTH].to_vec(model_s)?;
+    // What the model trained on: the extra transform's output where there is one.
+    let x2 = match su.ring_x2.get(last % DEPTH) {
+        Some(b) => Some(b.to_vec(model_s)?),
+        None => None,
+    };
+    let x_train = x2.as_deref().unwrap_or(&x);
     let m = su.model.m;
     let k = last % DATA;
     let mut check = Check::default();
@@ -537,7 +545,7 @@ fn verify(
     let nt = m.batch * m.outputs;
     let t = &su.host_targets[k * nt..(k + 1) * nt];
     let rows = sample_indices(m.inputs, (common.sample / m.hidden).max(2), common.seed);
-    let (w2_ref, w1_ref) = mlp_step(&m, &x, t, &w1, &w2, &rows);
+    let (w2_ref, w1_ref) = mlp_step(&m, x_train, t, &w1, &w2, &rows);
     let mut cmp =
         |what: &str, got: &[f32], want: &[crate::reference::train::Bounded], row: usize| {
             let mut bad = 0;
@@ -621,7 +629,9 @@ pub fn run_with(
         if batch == headline && timeline.is_none() {
             head = (serial, piped, graph);
             timeline = Some(recorded(&pool, 3 * o.steps, |rec| {
-                plan.run(&pool, &[0, 1], 0..o.steps, Some(rec), |c| su.stage(gpu, extra, c))
+                plan.run(&pool, &[0, 1], 0..o.steps, Some(rec), |c| {
+                    su.stage(gpu, extra, c)
+                })
             })?);
         }
         if batch == smallest && check.compared == 0 {
