@@ -19,7 +19,8 @@ pub struct Cli {
     /// CUDA device ordinal.
     #[arg(long, global = true, default_value_t = 0)]
     device: usize,
-    /// Load this PTX (with its streamline.manifest.json beside it) instead of the embedded one.
+    /// Load this PTX (`DIR/NAME.ptx`, with its `NAME.manifest.json` beside it, as `cargo xtask
+    /// build-kernels` writes them) instead of the embedded one.
     #[arg(long, global = true)]
     ptx: Option<PathBuf>,
     #[command(subcommand)]
