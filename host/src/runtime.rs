@@ -171,22 +171,25 @@ impl KernelImage {
     /// are those the host's declaration says (a stale or foreign PTX).
     pub fn entry<P>(&self, kernel: Kernel<P>) -> Result<&EntryInfo> {
         let name = kernel.name();
-        let entry = self.manifest.kernels.iter().find(|e| e.name == name);
-        self.check_entry(entry, kernel)
+        match self.manifest.kernels.iter().find(|e| e.name == name) {
+            Some(entry) => self.check_entry(entry, kernel).map(|()| entry),
+            None => Err(self.missing(name)),
+        }
     }
 
-    /// [`KernelImage::entry`]'s checks of the entry found for `kernel`, if any.
-    fn check_entry<'e, P>(
-        &self,
-        entry: Option<&'e EntryInfo>,
-        kernel: Kernel<P>,
-    ) -> Result<&'e EntryInfo> {
-        let name = kernel.name();
-        let Some(entry) = entry else {
-            return self.fail(format!(
+    /// The error for a declared kernel the PTX lacks.
+    fn missing(&self, name: &str) -> Error {
+        Error::KernelImage {
+            origin: self.origin.clone(),
+            reason: format!(
                 "kernel `{name}` is declared but the PTX has no entry `{name}` (was it compiled for nvptx64 from the crate that declares it?)"
-            ));
-        };
+            ),
+        }
+    }
+
+    /// [`KernelImage::entry`]'s checks of `kernel`'s entry: parameter layout and bounds.
+    fn check_entry<P>(&self, entry: &EntryInfo, kernel: Kernel<P>) -> Result<()> {
+        let name = kernel.name();
         let want = [ParamInfo {
             size: kernel.param_size(),
             align: kernel.param_align(),
@@ -207,7 +210,7 @@ impl KernelImage {
                 entry.bounds
             ));
         }
-        Ok(entry)
+        Ok(())
     }
 }
 
@@ -401,13 +404,13 @@ impl Module {
     /// (one pass over the module's kernels).
     fn loaded<P>(&self, kernel: Kernel<P>) -> Result<&Loaded> {
         let name = kernel.name();
-        let found = self.kernels.iter().find(|k| k.entry.name == name);
-        self.image.check_entry(found.map(|k| &k.entry), kernel)?;
-        // The check above fails unless an entry, hence its loaded kernel, was found.
-        found.ok_or_else(|| Error::KernelImage {
-            origin: self.image.origin.clone(),
-            reason: format!("kernel `{name}` is not loaded"),
-        })
+        let k = self
+            .kernels
+            .iter()
+            .find(|k| k.entry.name == name)
+            .ok_or_else(|| self.image.missing(name))?;
+        self.image.check_entry(&k.entry, kernel)?;
+        Ok(k)
     }
 
     /// The loaded function of `kernel` (for its attributes: registers, local memory).

@@ -60,3 +60,27 @@ fn lengths_that_differ_are_refused() {
         .to_string();
     assert!(e.contains("`y`") && e.contains("differs"), "{e}");
 }
+
+/// A buffer written by one of Streamline's kernels on one stream and read by the user's kernel
+/// on another is waited for: `spin_copy` holds its write for 20 ms, and saxpy, queued right
+/// after on another stream of the pool, still sees the copied values.
+#[test]
+fn a_write_on_another_stream_is_waited_for() {
+    use streamline::engine::{DeviceBuffer, StreamPool};
+    use streamline::ops::spin::spin_copy;
+    let Some(gpu) = gpu() else { return };
+    let module = gpu.load(&saxpy::KERNELS).unwrap();
+    let pool = StreamPool::with_streams(gpu, 2).unwrap();
+    let n = 100_000;
+    let src: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let src_d = DeviceBuffer::from_slice(&pool, 0, &src).unwrap();
+    let mut x = DeviceBuffer::<f32>::zeros(&pool, 0, n).unwrap();
+    let mut y = DeviceBuffer::from_slice(&pool, 1, &vec![1.0f32; n]).unwrap();
+    pool.synchronize().unwrap();
+    let (a, b) = (pool.stream(0).unwrap(), pool.stream(1).unwrap());
+    spin_copy(gpu, a, &src_d, &mut x, 20_000_000).unwrap();
+    saxpy::saxpy(&module, b, 2.0, &x, &mut y).unwrap();
+    let got = y.to_vec(b).unwrap();
+    let want = saxpy::reference(2.0, &src, &vec![1.0; n]);
+    compare(&got, &want, saxpy::TOLERANCE).unwrap();
+}
