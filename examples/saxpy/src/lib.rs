@@ -4,7 +4,7 @@
 use saxpy_kernels::SaxpyParams;
 use streamline::cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use streamline::testing::Tolerance;
-use streamline::{EmbeddedModule, Error, LaunchConfig, Module, Result};
+use streamline::{EmbeddedModule, LaunchConfig, Module, Result};
 
 /// The PTX `build.rs` built from `kernels/`.
 pub static KERNELS: EmbeddedModule = streamline::include_kernels!("saxpy_kernels");
@@ -18,16 +18,7 @@ pub fn saxpy(
     x: &impl DevicePtr<f32>,
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<()> {
-    if x.len() != y.len() {
-        return Err(Error::arg(
-            "y",
-            format!(
-                "length {} differs from the length of x, {}",
-                y.len(),
-                x.len()
-            ),
-        ));
-    }
+    streamline::ops::check_same_len(x.len(), y.len())?;
     if x.len() == 0 {
         return Ok(());
     }

@@ -9,9 +9,9 @@ pub mod matmul;
 pub mod spin;
 pub mod train;
 
-/// The error of an elementwise launcher whose output `y` (of `y_len` elements) does not match
-/// its input `x` (of `x_len`).
-pub(crate) fn check_same_len(x_len: usize, y_len: usize) -> crate::Result<()> {
+/// The error of an elementwise launcher (ours or a user's) whose output `y` (of `y_len`
+/// elements) does not match its input `x` (of `x_len`).
+pub fn check_same_len(x_len: usize, y_len: usize) -> crate::Result<()> {
     if x_len != y_len {
         return Err(crate::Error::arg(
             "y",
