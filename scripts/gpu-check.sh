@@ -2,8 +2,9 @@
 # Runs on a GPU machine from the folder made by `cargo xtask bundle` (no Rust toolchain needed):
 # the test suite, compute-sanitizer (memcheck, racecheck, synccheck) over the GPU tests, seed
 # 000's experiment and the matmul with --check, the pipeline scenarios with their traces and
-# timelines, the color-jitter example in augment-train, and `streamline bench`; with the PyTorch anchors folder given,
-# also torch_anchors.py in the same run, paired with compare.py.
+# timelines, the color-jitter example in augment-train, and `streamline bench`; with the anchors
+# folder given, also its peers in the same run (peers.sh: torch_anchors.py, and CV-CUDA's
+# cvcuda_anchors.py where its archive is there), paired with compare.py.
 #
 #   ./gpu-check.sh [ANCHORS_DIR] [RESULTS_DIR]
 set -u -o pipefail
@@ -93,11 +94,8 @@ fi
 step "bench"
 "$here/streamline" bench --json "$out/streamline.jsonl" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt" || status=1
 if [ -n "$anchors" ]; then
-  step "PyTorch anchors (same machine, same run)"
-  python3 "$anchors/torch_anchors.py" > "$out/torch.jsonl" 2> "$out/torch.err" || { tail -5 "$out/torch.err"; status=1; }
-  # Pair only our own rows (the bench also records cuBLAS beside ours).
-  grep '"impl":"streamline"' "$out/streamline.jsonl" > "$out/ours.jsonl"
-  python3 "$anchors/compare.py" "$out/ours.jsonl" "$out/torch.jsonl" | tee "$out/compare.txt"
+  step "peers: PyTorch and CV-CUDA (same machine, same run)"
+  "$here/peers.sh" "$anchors" "$out" || status=1
 fi
 echo
 [ $status -eq 0 ] && echo "gpu-check: all steps passed" || echo "gpu-check: FAILED"

@@ -215,7 +215,9 @@ fn bundle() -> Result<()> {
     for bin in ["streamline", "color-jitter"] {
         std::fs::copy(target_dir().join("release").join(bin), dir.join(bin))?;
     }
-    std::fs::copy(ws.join("scripts/gpu-check.sh"), dir.join("gpu-check.sh"))?;
+    for script in ["gpu-check.sh", "peers.sh"] {
+        std::fs::copy(ws.join("scripts").join(script), dir.join(script))?;
+    }
     for b in build(
         &DEFAULT_ARCHS
             .iter()

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The peers of `streamline bench`, timed on the same GPU in the same run: PyTorch/torchvision
+# (ANCHORS_DIR/torch_anchors.py) and, where ANCHORS_DIR/cvcuda/cvcuda-sm90.tar.xz is present and
+# the GPU is sm_90, CV-CUDA (ANCHORS_DIR/cvcuda/cvcuda_anchors.py, NHWC). Pairs each with our
+# rows of RESULTS_DIR/streamline.jsonl through compare.py.
+#
+#   ./peers.sh ANCHORS_DIR RESULTS_DIR
+set -u -o pipefail
+anchors=$1
+out=$2
+status=0
+# Pair only our own rows (the bench also records cuBLAS and our separate chain beside ours).
+grep '"impl":"streamline"' "$out/streamline.jsonl" > "$out/ours.jsonl"
+
+echo "=== PyTorch anchors (same machine, same run)"
+python3 "$anchors/torch_anchors.py" > "$out/torch.jsonl" 2> "$out/torch.err" || { tail -5 "$out/torch.err"; status=1; }
+python3 "$anchors/compare.py" "$out/ours.jsonl" "$out/torch.jsonl" | tee "$out/compare.txt"
+
+if [ -f "$anchors/cvcuda/cvcuda-sm90.tar.xz" ]; then
+  echo
+  echo "=== CV-CUDA anchors (same machine, same run; NHWC)"
+  cv=$(mktemp -d)
+  tar xJf "$anchors/cvcuda/cvcuda-sm90.tar.xz" -C "$cv"
+  PYTHONPATH="$cv${PYTHONPATH:+:$PYTHONPATH}" python3 "$anchors/cvcuda/cvcuda_anchors.py" \
+    > "$out/cvcuda.jsonl" 2> "$out/cvcuda.err" || { tail -5 "$out/cvcuda.err"; status=1; }
+  python3 "$anchors/compare.py" "$out/ours.jsonl" "$out/cvcuda.jsonl" | tee "$out/compare-cvcuda.txt"
+  rm -rf "$cv"
+fi
+exit $status
