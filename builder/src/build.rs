@@ -145,9 +145,10 @@ impl Builder {
     /// `streamline::include_kernels!` embeds and tells cargo to rerun only when a kernel
     /// source changes (touching host code does not rebuild the kernels).
     pub fn build(self) -> Result<Built> {
-        let in_build_script = std::env::var_os("OUT_DIR").is_some();
+        // Set only when this runs in a build script.
+        let out_env = std::env::var_os("OUT_DIR").map(PathBuf::from);
         let manifest_path = self.crate_dir.join("Cargo.toml");
-        if in_build_script {
+        if out_env.is_some() {
             println!("cargo:rerun-if-changed={}", manifest_path.display());
             for var in ["STREAMLINE_LIBDEVICE", "STREAMLINE_ARCHS", "CUDA_HOME"] {
                 println!("cargo:rerun-if-env-changed={var}");
@@ -174,7 +175,6 @@ impl Builder {
         }
         archs_sorted.sort();
         archs_sorted.dedup();
-        let out_env = std::env::var_os("OUT_DIR").map(PathBuf::from);
         let target = match &out_env {
             Some(out) => cargo_target_dir(out),
             None => self.crate_dir.join("target"),
@@ -279,7 +279,7 @@ impl Builder {
             sources,
             archs: built,
         };
-        if let (true, Some(out)) = (in_build_script, &out_env) {
+        if let Some(out) = &out_env {
             for f in &built.sources {
                 println!("cargo:rerun-if-changed={}", f.display());
             }

@@ -79,18 +79,12 @@ impl EmbeddedModule {
                     self.archs().join(", ")
                 ),
             })?;
-        let origin = format!("embedded {} {arch}", self.name);
-        let manifest = serde_json::from_str(manifest).map_err(|e| Error::KernelImage {
-            origin: origin.clone(),
-            reason: format!("bad manifest: {e}"),
-        })?;
-        let image = KernelImage {
-            origin,
-            ptx: ptx.to_string(),
+        KernelImage::parse(
+            format!("embedded {} {arch}", self.name),
+            ptx,
             manifest,
-        };
-        image.validate()?;
-        Ok(image)
+            None,
+        )
     }
 }
 
@@ -125,13 +119,27 @@ impl KernelImage {
             path: mpath.display().to_string(),
             source,
         })?;
-        let manifest = serde_json::from_str(&text).map_err(|e| Error::KernelImage {
+        KernelImage::parse(origin, &ptx, &text, Some(&mpath))
+    }
+
+    /// An image from its PTX and its manifest's JSON (read from `manifest_path`, if a file),
+    /// validated ([`KernelImage::validate`]).
+    fn parse(
+        origin: String,
+        ptx: &str,
+        manifest: &str,
+        manifest_path: Option<&Path>,
+    ) -> Result<KernelImage> {
+        let manifest = serde_json::from_str(manifest).map_err(|e| Error::KernelImage {
             origin: origin.clone(),
-            reason: format!("bad manifest {}: {e}", mpath.display()),
+            reason: match manifest_path {
+                Some(p) => format!("bad manifest {}: {e}", p.display()),
+                None => format!("bad manifest: {e}"),
+            },
         })?;
         let image = KernelImage {
             origin,
-            ptx,
+            ptx: ptx.to_string(),
             manifest,
         };
         image.validate()?;

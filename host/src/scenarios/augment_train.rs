@@ -384,11 +384,8 @@ impl Setup {
         match (c.stage, extra) {
             (2, Some(t)) => t.run(c.stream, &self.ring_x[s], &mut self.ring_x2[s]),
             (2, None) | (3, Some(_)) => {
-                let x = if self.ring_x2.is_empty() {
-                    &self.ring_x[s]
-                } else {
-                    &self.ring_x2[s]
-                };
+                // The extra transform's output where there is one.
+                let x = self.ring_x2.get(s).unwrap_or(&self.ring_x[s]);
                 self.model.step(gpu, c.stream, x, &self.ring_t[s])
             }
             (stage, _) => self.fixed_stage(gpu, stage, k, s, c.stream),
