@@ -28,12 +28,21 @@ pub const TILE: u32 = 32;
 pub const MAX_KERNEL_SIZE: u32 = 63;
 /// Largest channel count of the fused `augment` (its shared-memory tile holds every channel).
 pub const AUGMENT_MAX_CHANNELS: u32 = 4;
-/// Crop values (every channel together) that one block of `augment` keeps in shared memory:
-/// the window of the crop that the rotation of its output tile and blur halo reads. Seed 003's
-/// shapes (crop enlarged twofold, any angle, kernel 7) need at most 31 x 31 per channel; a
-/// block whose window is larger works through its tile in 16 x 16 parts, whose windows always
-/// fit (at most 28 x 28 per channel while the resize enlarges).
-pub const AUGMENT_CROP_BUDGET: u32 = 4096;
+/// Crop pixels (every channel of a pixel in one slot) that one block of `augment` keeps in
+/// shared memory: the window of the crop that the rotation of its output tile and blur halo
+/// reads. Seed 003's shapes (crop enlarged twofold, any angle, kernel 7) need at most 31 x 31;
+/// a block whose window is larger works through its tile in 16 x 16 parts, whose windows always
+/// fit (at most 28 x 28 while the resize enlarges). The region is shared with the horizontal
+/// blur pass, so it is at least [`augment_scratch_px`] of the kernel size.
+pub const AUGMENT_CROP_BUDGET: u32 = 1024;
+/// Blur radius of `augment`'s fast path: kernels up to 7 taps run as 7 taps (the missing ones
+/// weighted 0) with their weights in registers.
+pub const AUGMENT_FAST_RADIUS: u32 = 3;
+/// `AugmentParams::layout` bit: the uint8 input is NHWC (pixels with interleaved channels, as
+/// image decoders produce) instead of NCHW.
+pub const AUGMENT_NHWC_IN: u32 = 1;
+/// `AugmentParams::layout` bit: the f32 output is NHWC instead of NCHW.
+pub const AUGMENT_NHWC_OUT: u32 = 2;
 /// Threads per block of the elementwise kernels (`to_float`, `normalize`).
 pub const ELEMENTWISE_BLOCK: u32 = 256;
 /// Largest number of bilinear samples per output bin of `roi_align` (`grid_h * grid_w`); the
@@ -53,6 +62,30 @@ pub struct ToFloatParams {
     pub n: u64,
     /// Multiplier: 1 (`ToDtype(float32)`) or `f32(1/255)` (`ToDtype(float32, scale=True)`).
     pub scale: f32,
+    /// Padding (zero).
+    pub pad: u32,
+}
+
+/// `to_float_relayout`: `y = f32(x) * scale` for `images` images of `channels` x `plane`
+/// values, read in one layout and written in the other.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct ToFloatRelayoutParams {
+    /// Device address of the `u8` input.
+    pub x: u64,
+    /// Device address of the f32 output.
+    pub y: u64,
+    /// Images.
+    pub images: u32,
+    /// Channels per image.
+    pub channels: u32,
+    /// Pixels per image (`height * width`).
+    pub plane: u32,
+    /// Multiplier: 1 or `f32(1/255)`.
+    pub scale: f32,
+    /// 1: NHWC in, NCHW out; 0: NCHW in, NHWC out.
+    pub to_nchw: u32,
     /// Padding (zero).
     pub pad: u32,
 }
@@ -208,7 +241,7 @@ pub struct ResizeParams {
     pub pad: u32,
 }
 
-/// `augment`: seed 003's transform, uint8 NCHW in, f32 NCHW out: to float (times `scale`),
+/// `augment`: seed 003's transform, uint8 NCHW or NHWC in, f32 NCHW or NHWC out: to float (times `scale`),
 /// crop each image by its box with `roi_align` (aligned=False, sampling_ratio=-1,
 /// spatial_scale=1) to `crop_h x crop_w`, resize bilinear to `out_h x out_w` (upscaling, where
 /// torchvision's antialias changes nothing), rotate by the image's angle (nearest or bilinear,
@@ -218,9 +251,11 @@ pub struct ResizeParams {
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
 pub struct AugmentParams {
-    /// Device address of the `u8` input, `batch x channels x height x width`.
+    /// Device address of the `u8` input, `batch x channels x height x width` (NCHW) or
+    /// `batch x height x width x channels` (NHWC).
     pub x: u64,
-    /// Device address of the f32 output, `batch x channels x out_h x out_w`.
+    /// Device address of the f32 output, `batch x channels x out_h x out_w` (NCHW) or
+    /// `batch x out_h x out_w x channels` (NHWC).
     pub y: u64,
     /// Device address of `batch` boxes `[x1, y1, x2, y2]` (f32, input pixels).
     pub boxes: u64,
@@ -252,13 +287,15 @@ pub struct AugmentParams {
     pub scale: f32,
     /// 1: nearest rotation (torchvision's default), 0: bilinear.
     pub nearest: u32,
-    /// Padding (zero).
-    pub pad: u32,
+    /// Layouts: [`AUGMENT_NHWC_IN`] and [`AUGMENT_NHWC_OUT`] bits (0: NCHW in and out).
+    pub layout: u32,
 }
 
 declare! {
     /// uint8 to f32.
     pub const TO_FLOAT: Kernel<ToFloatParams> = Kernel::new("to_float");
+    /// uint8 to f32 from one layout to the other (NHWC to NCHW or back).
+    pub const TO_FLOAT_RELAYOUT: Kernel<ToFloatRelayoutParams> = Kernel::new("to_float_relayout");
     /// Per-channel normalisation.
     pub const NORMALIZE: Kernel<NormalizeParams> = Kernel::new("normalize");
     /// ROI-align.
@@ -278,7 +315,7 @@ declare! {
     /// Nearest-neighbour resize (torch's `nearest`).
     pub const RESIZE_NEAREST: Kernel<ResizeParams> = Kernel::new("resize_nearest");
     /// Seed 003's whole transform in one kernel.
-    pub const AUGMENT: Kernel<AugmentParams> = Kernel::new("augment").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 3);
+    pub const AUGMENT: Kernel<AugmentParams> = Kernel::new("augment").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
 }
 
 /// Largest radius (`kernel_size / 2`) of `gaussian_blur`'s fast path, taken for square kernels
@@ -320,17 +357,60 @@ pub const fn blur_shared_bytes(kx: u32, ky: u32) -> u32 {
     4 * (tile_in + tile_h + kx + ky)
 }
 
-/// Dynamic shared memory in bytes of `augment` for `channels` channels and kernel size `k`:
-/// the weights, the rotation's terms of each row and column of the tile with its halo, the
-/// rotated tile with its halo for every channel, and one region that holds first the crop
-/// window ([`AUGMENT_CROP_BUDGET`] values) and then the horizontally blurred tile.
-pub const fn augment_shared_bytes(channels: u32, k: u32) -> u32 {
-    let side = TILE + 2 * (k / 2);
-    let hbuf = side * TILE;
-    let scratch = if hbuf > AUGMENT_CROP_BUDGET {
+/// Blur radius `augment` runs with for kernel size `k`: [`AUGMENT_FAST_RADIUS`] up to 7 taps,
+/// `k / 2` beyond.
+pub const fn augment_radius(k: u32) -> u32 {
+    if k / 2 <= AUGMENT_FAST_RADIUS {
+        AUGMENT_FAST_RADIUS
+    } else {
+        k / 2
+    }
+}
+
+/// Side of `augment`'s rotated tile (the output tile with the blur's halo) for kernel size `k`.
+pub const fn augment_side(k: u32) -> u32 {
+    TILE + 2 * augment_radius(k)
+}
+
+/// Pixels of `augment`'s scratch region for kernel size `k`: the crop window
+/// ([`AUGMENT_CROP_BUDGET`]) or the horizontally blurred tile, whichever is larger.
+pub const fn augment_scratch_px(k: u32) -> u32 {
+    let hbuf = augment_side(k) * TILE;
+    if hbuf > AUGMENT_CROP_BUDGET {
         hbuf
     } else {
         AUGMENT_CROP_BUDGET
-    };
-    4 * (k + 4 * side + channels * side * side + scratch)
+    }
+}
+
+/// f32 slots of one pixel in `augment`'s shared memory for `channels` channels: the channel
+/// count rounded up to a power of two, so that one shared access moves a pixel.
+pub const fn augment_px_lanes(channels: u32) -> u32 {
+    if channels <= 1 {
+        1
+    } else if channels == 2 {
+        2
+    } else {
+        4
+    }
+}
+
+/// Entries of each of `augment`'s two resize-tap tables (one per resized row and column a
+/// window spans; a rotated span of `side` pixels covers fewer than `2 side + 4`).
+pub const fn augment_taps_len(k: u32) -> u32 {
+    2 * augment_side(k) + 4
+}
+
+/// Dynamic shared memory in bytes of `augment` for `channels` channels and kernel size `k`, in
+/// this order: the weights (padded to 16 bytes), the rotation's terms of each row and column of
+/// the rotated tile, the two resize-tap tables (16 bytes an entry), the rotated tile, and one
+/// region holding first the crop window and then the horizontally blurred tile.
+pub const fn augment_shared_bytes(channels: u32, k: u32) -> u32 {
+    let px = 4 * augment_px_lanes(channels);
+    let side = augment_side(k);
+    let weights = 4 * (2 * augment_radius(k) + 1).next_multiple_of(4);
+    weights
+        + 4 * 4 * side
+        + 2 * 16 * augment_taps_len(k)
+        + px * (side * side + augment_scratch_px(k))
 }

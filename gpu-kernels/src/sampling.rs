@@ -180,14 +180,9 @@ impl Roi {
         self.start_x + pw as f32 * self.bin_w + 0.5 * self.bin_w
     }
 
-    /// Average of the bin `(ph, pw)` over its sampling grid, sampling with [`roi_bilinear_n`].
-    #[inline(always)]
-    pub fn bin(&self, h: i32, w: i32, ph: u32, pw: u32, load: impl Fn(i32, i32) -> f32) -> f32 {
-        self.bin_n::<1>(h, w, ph, pw, |_, yy, xx| load(yy, xx))[0]
-    }
-
-    /// [`Roi::bin`] for `N` planes at once (`load(k, y, x)` reads plane `k`), the sampling
-    /// points are found once for all planes.
+    /// Average of the bin `(ph, pw)` over its sampling grid, sampling with [`roi_bilinear_n`],
+    /// for `N` planes at once (`load(k, y, x)` reads plane `k`): the sampling points are found
+    /// once for all planes.
     #[inline(always)]
     pub fn bin_n<const N: usize>(
         &self,
@@ -212,8 +207,11 @@ impl Roi {
             }
             iy += 1;
         }
-        for a in acc.iter_mut() {
-            *a /= self.count;
+        // A division by 1 changes nothing: skipped (the one-sample boxes of a crop).
+        if self.count != 1.0 {
+            for a in acc.iter_mut() {
+                *a /= self.count;
+            }
         }
         acc
     }

@@ -3,11 +3,15 @@
 //!
 //! Where input and output are both 16-byte aligned, each thread converts 16 bytes with one
 //! 16-byte load and four 16-byte stores; otherwise element by element.
+//!
+//! `to_float_relayout` converts and changes the layout in the same pass (uint8 NHWC from an
+//! image decoder to the f32 NCHW a model takes, or back): one thread per pixel, its channels
+//! read together and written to their planes, so each store of a warp is contiguous.
 
-use streamline_abi::image::ToFloatParams;
-use streamline_abi::image::TO_FLOAT;
+use streamline_abi::image::{ToFloatParams, ToFloatRelayoutParams};
+use streamline_abi::image::{TO_FLOAT, TO_FLOAT_RELAYOUT};
 use streamline_device::kernel;
-use streamline_device::thread::global_x;
+use streamline_device::thread::{block_dim_xyz, block_xyz, global_x, grid_dim_xyz, thread_xyz};
 
 #[repr(C, align(16))]
 #[derive(Clone, Copy)]
@@ -55,6 +59,44 @@ kernel! {
                     .write(x.add(i as usize).read() as f32 * p.scale)
             };
             i += stride;
+        }
+    }
+}
+
+kernel! {
+    #[declared(TO_FLOAT_RELAYOUT)]
+    /// # Safety
+    /// `p.x` must address `images * channels * plane` readable bytes and `p.y` as many writable
+    /// f32; an image (`channels * plane`) at most `2^32 - 1` values; any grid (blocks stride
+    /// over the pixels along x and over the images along y).
+    pub unsafe fn to_float_relayout(p: ToFloatRelayoutParams) {
+        let (bx, by, _) = block_xyz();
+        let (tx, _, _) = thread_xyz();
+        let (dx, _, _) = block_dim_xyz();
+        let (gx, gy, _) = grid_dim_xyz();
+        let (c, plane) = (p.channels, p.plane);
+        // Strides (pixel, channel) of the input and the output.
+        let (src, dst) = if p.to_nchw != 0 { ((c, 1), (1, plane)) } else { ((1, plane), (c, 1)) };
+        let image = c as usize * plane as usize;
+        let mut n = by;
+        while n < p.images {
+            let x = (p.x as *const u8).wrapping_add(n as usize * image);
+            let y = (p.y as *mut f32).wrapping_add(n as usize * image);
+            let mut px = bx * dx + tx;
+            while px < plane {
+                let mut k = 0;
+                while k < c {
+                    // SAFETY: `px < plane`, `k < channels`, `n < images`: both offsets lie
+                    // inside image `n` (at most `2^32 - 1` values).
+                    unsafe {
+                        let v = x.add((px * src.0 + k * src.1) as usize).read() as f32 * p.scale;
+                        y.add((px * dst.0 + k * dst.1) as usize).write(v);
+                    }
+                    k += 1;
+                }
+                px += gx * dx;
+            }
+            n += gy;
         }
     }
 }

@@ -245,6 +245,25 @@ pub fn run(b: &mut Bench, batch: usize, wanted: &dyn Fn(&str) -> bool) -> Result
             bytes,
             json!({"batch": batch, "buffer_sets": n, "fused": true}),
         )?;
+        // The layouts image decoders produce (NHWC uint8) and CV-CUDA computes in: the same
+        // random bytes read as NHWC, written NCHW (what a model takes) and NHWC.
+        for (lout, name) in [
+            (Layout::Nchw, "streamline-nhwc-to-nchw"),
+            (Layout::Nhwc, "streamline-nhwc"),
+        ] {
+            let aug = Augment::new(&st, full, &cfg, &draw)?.with_layouts(Layout::Nhwc, lout);
+            let t = b.time(|i| {
+                let (x, y) = &mut bufs[i % n];
+                aug.run_fused(gpu, &st, x, y)
+            })?;
+            record(
+                b,
+                &case,
+                t,
+                bytes,
+                json!({"impl": name, "batch": batch, "buffer_sets": n, "fused": true, "layout": format!("NHWC->{lout}")}),
+            )?;
+        }
         let mut scratch = None;
         let t = b.time(|i| {
             let (x, y) = &mut bufs[i % n];

@@ -2,8 +2,8 @@
 
 use super::{
     check_kernel_size, check_len, check_sigma, gaussian_blur, normalize, resize, roi_align,
-    roi_sampling_grid, rotate, tile_grid, to_float, to_float_scale, ChannelStats, Interp, PerImage,
-    ResizeMode, RoiAlign, RoiBoxes, Shape, Sigma, BLOCK,
+    roi_sampling_grid, rotate, tile_grid, to_float_relayout, to_float_scale, ChannelStats, Interp,
+    Layout, PerImage, ResizeMode, RoiAlign, RoiBoxes, Shape, Sigma, BLOCK,
 };
 use crate::error::{Error, Result};
 use crate::runtime::Gpu;
@@ -11,7 +11,8 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::sync::Arc;
 use streamline_abi::image::{
-    augment_shared_bytes, AugmentParams, AUGMENT, AUGMENT_MAX_CHANNELS, ROI_MAX_SAMPLES_PER_BIN,
+    augment_shared_bytes, AugmentParams, AUGMENT, AUGMENT_MAX_CHANNELS, AUGMENT_NHWC_IN,
+    AUGMENT_NHWC_OUT, ROI_MAX_SAMPLES_PER_BIN,
 };
 
 /// Settings of seed 003's augmentation.
@@ -195,6 +196,7 @@ impl AugmentDraw {
 pub struct Augment {
     cfg: AugmentConfig,
     shape: Shape,
+    layouts: (Layout, Layout),
     draw: AugmentDraw,
     boxes: CudaSlice<f32>,
     roi_boxes: RoiBoxes,
@@ -241,6 +243,7 @@ impl Augment {
         Ok(Augment {
             cfg: cfg.clone(),
             shape,
+            layouts: (Layout::Nchw, Layout::Nchw),
             draw: draw.clone(),
             boxes,
             roi_boxes,
@@ -249,6 +252,21 @@ impl Augment {
             sigma_pairs: PerImage::upload(stream, "sigma", &pairs)?,
             stats: ChannelStats::upload(stream, &cfg.mean, &cfg.std)?,
         })
+    }
+
+    /// The same augmentation reading its uint8 input in layout `input` (NHWC as image decoders
+    /// produce it, or NCHW, the default) and writing its f32 output in layout `output`; the
+    /// fused kernel reads and writes them in place, with no separate permute.
+    pub fn with_layouts(self, input: Layout, output: Layout) -> Augment {
+        Augment {
+            layouts: (input, output),
+            ..self
+        }
+    }
+
+    /// Layouts of the input and the output.
+    pub fn layouts(&self) -> (Layout, Layout) {
+        self.layouts
     }
 
     /// Shape of the input.
@@ -272,7 +290,7 @@ impl Augment {
     }
 
     /// Runs the fused kernel: `x` uint8 of [`Augment::input_shape`], `y` f32 of
-    /// [`Augment::output_shape`].
+    /// [`Augment::output_shape`], in the layouts of [`Augment::layouts`].
     pub fn run_fused(
         &self,
         gpu: &Gpu,
@@ -308,7 +326,13 @@ impl Augment {
             ksize: self.cfg.kernel_size as u32,
             scale: to_float_scale(self.cfg.scale),
             nearest: (self.cfg.interp == Interp::Nearest) as u32,
-            pad: 0,
+            layout: match self.layouts.0 {
+                Layout::Nchw => 0,
+                Layout::Nhwc => AUGMENT_NHWC_IN,
+            } | match self.layouts.1 {
+                Layout::Nchw => 0,
+                Layout::Nhwc => AUGMENT_NHWC_OUT,
+            },
         };
         let smem = augment_shared_bytes(self.shape.c as u32, self.cfg.kernel_size as u32);
         // SAFETY: every parameter was validated in `Augment::new` (channels, crop, size, kernel
@@ -318,7 +342,8 @@ impl Augment {
     }
 
     /// Runs the same transform as six separate kernels with their intermediates in `scratch`
-    /// (allocated on first use, reused after).
+    /// (allocated on first use, reused after). The first converts from the input's layout to
+    /// NCHW; the chain writes NCHW only (an NHWC output is refused).
     pub fn run_separate(
         &self,
         gpu: &Gpu,
@@ -330,6 +355,12 @@ impl Augment {
         let out = self.output_shape();
         check_len("x", x.len(), self.shape)?;
         check_len("y", y.len(), out)?;
+        if self.layouts.1 != Layout::Nchw {
+            return Err(Error::arg(
+                "output layout",
+                "the separate chain writes NCHW only; the fused kernel writes NHWC",
+            ));
+        }
         let crop = self.shape.with_size(self.cfg.crop, self.cfg.crop);
         if scratch.is_none() {
             let alloc = |n: usize| {
@@ -348,7 +379,14 @@ impl Augment {
             });
         }
         let s = scratch.as_mut().expect("allocated above");
-        to_float(gpu, stream, x, &mut s.float, self.cfg.scale)?;
+        to_float_relayout(
+            gpu,
+            stream,
+            self.shape,
+            (x, self.layouts.0),
+            (&mut s.float, Layout::Nchw),
+            self.cfg.scale,
+        )?;
         let o = self.cfg.crop_options();
         roi_align(
             gpu,

@@ -1,7 +1,8 @@
 //! Image operations on NCHW batches, each one launch for the whole batch with per-image
 //! parameters: uint8 to float, ROI-align crop, rotation, Gaussian blur, resize, per-channel
 //! normalisation, and seed 003's whole augmentation (fused, and as the chain of separate
-//! kernels).
+//! kernels). The uint8 entry points (`to_float_relayout`, the fused augmentation) also read
+//! NHWC, as image decoders produce it, and the augmentation writes either layout.
 //!
 //! Their exact definitions, following torchvision so results can be swapped in, are written
 //! with the CPU references in [`crate::reference::image`]. Every argument is checked before any
@@ -22,7 +23,7 @@ pub use normalize::{normalize, ChannelStats};
 pub use resize::{resize, ResizeMode};
 pub use roi_align::{check_roi_align, roi_align, roi_sampling_grid, RoiAlign, RoiBoxes};
 pub use rotate::{rotate, Interp};
-pub use to_float::{to_float, to_float_scale};
+pub use to_float::{to_float, to_float_relayout, to_float_scale};
 
 use crate::error::{Error, Result};
 use crate::runtime::Gpu;
@@ -30,7 +31,26 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use std::sync::Arc;
 use streamline_abi::image::{IMAGE_BLOCK_X, IMAGE_BLOCK_Y, MAX_ROWS_PER_THREAD, TILE};
 
-/// Shape of a dense NCHW batch.
+/// Memory layout of a dense batch of `n` images of `c` channels of `h x w`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Layout {
+    /// Channel planes one after the other (what PyTorch models take).
+    #[default]
+    Nchw,
+    /// Pixels one after the other, their channels interleaved (what image decoders produce).
+    Nhwc,
+}
+
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Layout::Nchw => "NCHW",
+            Layout::Nhwc => "NHWC",
+        })
+    }
+}
+
+/// Shape of a dense batch (`n`, `c`, `h`, `w`, whatever its [`Layout`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shape {
     /// Images.

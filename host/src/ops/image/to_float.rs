@@ -1,9 +1,12 @@
 //! `to_float`: uint8 to f32.
 
+use super::{check_len, Layout, Shape};
 use crate::error::Result;
 use crate::runtime::Gpu;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
-use streamline_abi::image::{ToFloatParams, ELEMENTWISE_BLOCK, TO_FLOAT};
+use streamline_abi::image::{
+    ToFloatParams, ToFloatRelayoutParams, ELEMENTWISE_BLOCK, TO_FLOAT, TO_FLOAT_RELAYOUT,
+};
 
 /// `ToDtype(float32)`: `y = f32(x)`, or with `scale` `y = f32(x) * f32(1/255)`.
 pub fn to_float(
@@ -35,6 +38,54 @@ pub fn to_float(
             stream,
             TO_FLOAT,
             (blocks, 1, 1),
+            (ELEMENTWISE_BLOCK, 1, 1),
+            p,
+        )
+    }
+}
+
+/// `ToDtype(float32)` of a batch of `shape` stored in layout `from` into layout `to`: uint8
+/// NHWC from an image decoder to the f32 NCHW a model takes in one pass, or back. With equal
+/// layouts it is [`to_float`].
+#[allow(clippy::too_many_arguments)]
+pub fn to_float_relayout(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    shape: Shape,
+    (x, from): (&impl DevicePtr<u8>, Layout),
+    (y, to): (&mut impl DevicePtrMut<f32>, Layout),
+    scale: bool,
+) -> Result<()> {
+    shape.check("x")?;
+    check_len("x", x.len(), shape)?;
+    check_len("y", y.len(), shape)?;
+    if from == to {
+        return to_float(gpu, stream, x, y, scale);
+    }
+    let plane = (shape.h * shape.w) as u32;
+    let blocks = plane.div_ceil(ELEMENTWISE_BLOCK).clamp(1, 1 << 16);
+    // One row of blocks per image, up to the grid's limit; the kernel strides over the rest.
+    let images = shape.n.min(65535) as u32;
+    let (xp, _r) = x.device_ptr(stream);
+    let (yp, _w) = y.device_ptr_mut(stream);
+    let p = ToFloatRelayoutParams {
+        x: xp,
+        y: yp,
+        images: shape.n as u32,
+        channels: shape.c as u32,
+        plane,
+        scale: to_float_scale(scale),
+        to_nchw: (to == Layout::Nchw) as u32,
+        pad: 0,
+    };
+    // SAFETY: `shape` was checked (an image at most `2^32 - 1` values), `x` holds its bytes and
+    // `y` as many f32 (lengths checked), distinct allocations; the kernel strides over every
+    // pixel of every image whatever the grid.
+    unsafe {
+        gpu.launch(
+            stream,
+            TO_FLOAT_RELAYOUT,
+            (blocks, images, 1),
             (ELEMENTWISE_BLOCK, 1, 1),
             p,
         )

@@ -31,7 +31,26 @@ pub use roi_align::roi_align;
 pub use rotate::{rotate, rotation_source, Rotated};
 pub use to_float::to_float;
 
-use crate::ops::image::Shape;
+use crate::ops::image::{Layout, Shape};
+
+/// The values of a batch of `s` stored in layout `from`, rearranged into layout `to`.
+pub fn relayout<T: Copy>(v: &[T], s: Shape, from: Layout, to: Layout) -> Vec<T> {
+    let at = |l: Layout, n: usize, c: usize, y: usize, x: usize| match l {
+        Layout::Nchw => ((n * s.c + c) * s.h + y) * s.w + x,
+        Layout::Nhwc => ((n * s.h + y) * s.w + x) * s.c + c,
+    };
+    let mut out = v.to_vec();
+    for n in 0..s.n {
+        for c in 0..s.c {
+            for y in 0..s.h {
+                for x in 0..s.w {
+                    out[at(to, n, c, y, x)] = v[at(from, n, c, y, x)];
+                }
+            }
+        }
+    }
+    out
+}
 
 fn idx(s: Shape, n: usize, c: usize, y: usize, x: usize) -> usize {
     ((n * s.c + c) * s.h + y) * s.w + x
