@@ -11,7 +11,7 @@
 //! `u32::MAX` (`c * h * w <= 2^32 - 1`), so coordinates fit `i32` and offsets inside an image
 //! `u32` on the device; offsets of images in a batch are computed in 64 bits.
 
-use crate::declare;
+use crate::{declare, Kernel};
 
 /// Threads per block along x of the per-pixel image kernels (one warp along a row).
 pub const IMAGE_BLOCK_X: u32 = 32;
@@ -35,6 +35,17 @@ pub const AUGMENT_MAX_CHANNELS: u32 = 4;
 /// fit (at most 28 x 28 while the resize enlarges). The region is shared with the horizontal
 /// blur pass, so it is at least [`augment_scratch_px`] of the kernel size.
 pub const AUGMENT_CROP_BUDGET: u32 = 1024;
+/// Input pixels (every channel of a pixel packed in 4 bytes) that one block of `augment` stages
+/// in shared memory to compute its crop window from, when each crop pixel is one bilinear
+/// sample of the input (crops no larger than their output, like a random crop) and the window
+/// spans at most [`AUGMENT_CROP_TAPS`] rows and columns; otherwise the crop pixels are read
+/// from device memory directly.
+pub const AUGMENT_INPUT_BUDGET: u32 = 1536;
+/// Entries of each of `augment`'s two crop-tap tables (crop rows and columns of a window).
+pub const AUGMENT_CROP_TAPS: u32 = 64;
+/// Bytes at the start of `augment`'s shared memory for the per-block values one thread
+/// computes for all (rotation, crop box, window, normalisation).
+pub const AUGMENT_SETUP_BYTES: u32 = 256;
 /// Blur radius of `augment`'s fast path: kernels up to 7 taps run as 7 taps (the missing ones
 /// weighted 0) with their weights in registers.
 pub const AUGMENT_FAST_RADIUS: u32 = 3;
@@ -314,8 +325,39 @@ declare! {
     pub const RESIZE_BILINEAR_AA: Kernel<ResizeParams> = Kernel::new("resize_bilinear_aa");
     /// Nearest-neighbour resize (torch's `nearest`).
     pub const RESIZE_NEAREST: Kernel<ResizeParams> = Kernel::new("resize_nearest");
-    /// Seed 003's whole transform in one kernel.
-    pub const AUGMENT: Kernel<AugmentParams> = Kernel::new("augment").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// Seed 003's whole transform in one kernel: 1 channel, blur kernels of up to 7 taps.
+    pub const AUGMENT_C1: Kernel<AugmentParams> = Kernel::new("augment_c1").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// 2 channels, up to 7 taps.
+    pub const AUGMENT_C2: Kernel<AugmentParams> = Kernel::new("augment_c2").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// 3 channels, up to 7 taps.
+    pub const AUGMENT_C3: Kernel<AugmentParams> = Kernel::new("augment_c3").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// 4 channels, up to 7 taps.
+    pub const AUGMENT_C4: Kernel<AugmentParams> = Kernel::new("augment_c4").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// 1 channel, blur kernels of 9 taps or more.
+    pub const AUGMENT_WIDE_C1: Kernel<AugmentParams> = Kernel::new("augment_wide_c1").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 2);
+    /// 2 channels, 9 taps or more.
+    pub const AUGMENT_WIDE_C2: Kernel<AugmentParams> = Kernel::new("augment_wide_c2").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 2);
+    /// 3 channels, 9 taps or more.
+    pub const AUGMENT_WIDE_C3: Kernel<AugmentParams> = Kernel::new("augment_wide_c3").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 2);
+    /// 4 channels, 9 taps or more.
+    pub const AUGMENT_WIDE_C4: Kernel<AugmentParams> = Kernel::new("augment_wide_c4").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 2);
+}
+
+/// The fused augmentation's kernel for `channels` (1 to [`AUGMENT_MAX_CHANNELS`]; more take
+/// the 4-channel kernel, which the host never launches for them) and blur kernel size `k`. One
+/// kernel per channel count keeps each one's registers to its own needs.
+pub const fn augment_kernel(channels: u32, k: u32) -> Kernel<AugmentParams> {
+    let fast = augment_radius(k) == AUGMENT_FAST_RADIUS;
+    match (channels, fast) {
+        (1, true) => AUGMENT_C1,
+        (2, true) => AUGMENT_C2,
+        (3, true) => AUGMENT_C3,
+        (_, true) => AUGMENT_C4,
+        (1, false) => AUGMENT_WIDE_C1,
+        (2, false) => AUGMENT_WIDE_C2,
+        (3, false) => AUGMENT_WIDE_C3,
+        (_, false) => AUGMENT_WIDE_C4,
+    }
 }
 
 /// Largest radius (`kernel_size / 2`) of `gaussian_blur`'s fast path, taken for square kernels
@@ -372,10 +414,19 @@ pub const fn augment_side(k: u32) -> u32 {
     TILE + 2 * augment_radius(k)
 }
 
+/// Row pitch, in pixels, of `augment`'s rotated tile: the side made odd, so that threads of a
+/// warp on consecutive rows reach distinct banks.
+pub const fn augment_pitch(k: u32) -> u32 {
+    augment_side(k) | 1
+}
+
+/// Row pitch, in pixels, of `augment`'s horizontally blurred tile (odd, for the same reason).
+pub const AUGMENT_HBUF_PITCH: u32 = TILE + 1;
+
 /// Pixels of `augment`'s scratch region for kernel size `k`: the crop window
 /// ([`AUGMENT_CROP_BUDGET`]) or the horizontally blurred tile, whichever is larger.
 pub const fn augment_scratch_px(k: u32) -> u32 {
-    let hbuf = augment_side(k) * TILE;
+    let hbuf = augment_side(k) * AUGMENT_HBUF_PITCH;
     if hbuf > AUGMENT_CROP_BUDGET {
         hbuf
     } else {
@@ -402,15 +453,18 @@ pub const fn augment_taps_len(k: u32) -> u32 {
 }
 
 /// Dynamic shared memory in bytes of `augment` for `channels` channels and kernel size `k`, in
-/// this order: the weights (padded to 16 bytes), the rotation's terms of each row and column of
-/// the rotated tile, the two resize-tap tables (16 bytes an entry), the rotated tile, and one
-/// region holding first the crop window and then the horizontally blurred tile.
+/// this order: the per-block values ([`AUGMENT_SETUP_BYTES`]), the weights (padded to 16
+/// bytes), the rotation's terms of each row and column of the rotated tile, the two resize-tap
+/// and the two crop-tap tables (16 bytes an entry), the rotated tile, one region holding first
+/// the crop window and then the horizontally blurred tile, and the staged input window.
 pub const fn augment_shared_bytes(channels: u32, k: u32) -> u32 {
     let px = 4 * augment_px_lanes(channels);
     let side = augment_side(k);
     let weights = 4 * (2 * augment_radius(k) + 1).next_multiple_of(4);
-    weights
+    AUGMENT_SETUP_BYTES
+        + weights
         + 4 * 4 * side
-        + 2 * 16 * augment_taps_len(k)
-        + px * (side * side + augment_scratch_px(k))
+        + 2 * 16 * (augment_taps_len(k) + AUGMENT_CROP_TAPS)
+        + px * (side * augment_pitch(k) + augment_scratch_px(k))
+        + 4 * AUGMENT_INPUT_BUDGET
 }

@@ -27,14 +27,20 @@
 //! kernels; the blur and normalisation use fused multiply-adds (within the written bounds).
 
 use crate::gaussian_blur::sum;
-use crate::sampling::{gauss, nearest_pixel, reflect, Bilinear, LinearTaps, Roi, Rotation};
+use crate::sampling::{
+    gauss, nearest_pixel, reflect, Bilinear, LinearTaps, Roi, RoiTap, Rotation,
+};
 use core::intrinsics::fmaf32 as fmaf;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
-use streamline_abi::image::AUGMENT;
 use streamline_abi::image::{
-    augment_radius, augment_scratch_px, augment_side, augment_taps_len,
-    AugmentParams, AUGMENT_FAST_RADIUS, AUGMENT_NHWC_IN, AUGMENT_NHWC_OUT, IMAGE_BLOCK_X,
-    IMAGE_BLOCK_Y, ROI_MAX_SAMPLES_PER_BIN, TILE,
+    AUGMENT_C1, AUGMENT_C2, AUGMENT_C3, AUGMENT_C4, AUGMENT_WIDE_C1, AUGMENT_WIDE_C2,
+    AUGMENT_WIDE_C3, AUGMENT_WIDE_C4,
+};
+use streamline_abi::image::{
+    augment_pitch, augment_radius, augment_scratch_px, augment_side, augment_taps_len, AugmentParams,
+    AUGMENT_CROP_TAPS, AUGMENT_FAST_RADIUS, AUGMENT_HBUF_PITCH, AUGMENT_INPUT_BUDGET, AUGMENT_NHWC_IN,
+    AUGMENT_NHWC_OUT, AUGMENT_SETUP_BYTES, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, ROI_MAX_SAMPLES_PER_BIN,
+    TILE,
 };
 use streamline_device::kernel;
 use streamline_device::math::floor_i32;
@@ -99,6 +105,7 @@ struct Axis {
 }
 
 /// The crop stage of one image: its uint8 pixels and the box's `roi_align` sampling rule.
+#[derive(Clone, Copy)]
 struct Crop {
     img: *const u8,
     /// Strides in bytes of a row, a pixel and a channel (NCHW or NHWC); an image holds at
@@ -110,23 +117,30 @@ struct Crop {
     roi: Roi,
 }
 
+/// One crop-tap table entry: a crop row's (or column's) two input rows as offsets into the
+/// staged input window, and their weights (both 0 where torchvision's sample is 0).
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct CropTap {
+    lo: u32,
+    hi: u32,
+    l: f32,
+    h: f32,
+}
+
+/// The staged input window: rows `r0 ..`, columns `c0 ..`, `rows x cols` packed pixels.
+#[derive(Clone, Copy)]
+struct InputWindow {
+    r0: i32,
+    c0: i32,
+    rows: u32,
+    cols: u32,
+}
+
 impl Crop {
-    /// The crop stage of image `n` (`n < batch`). The box is read anew each time a window is
-    /// filled, so that the compiler does not keep the box's sampling rule in registers through
-    /// the rotation of every part.
+    /// The crop stage of image `n` (`n < batch`) with box sampling rule `roi`.
     #[inline(always)]
-    fn new(p: &AugmentParams, n: usize) -> Crop {
-        // SAFETY: `n < batch` and `p.boxes` holds `4 * batch` f32; the volatile reads (of
-        // values nothing writes) only keep the compiler from hoisting them out of the loop.
-        let bx = unsafe {
-            let bp = (p.boxes as *const f32).add(4 * n);
-            [
-                bp.read_volatile(),
-                bp.add(1).read_volatile(),
-                bp.add(2).read_volatile(),
-                bp.add(3).read_volatile(),
-            ]
-        };
+    fn new(p: &AugmentParams, n: usize, roi: Roi) -> Crop {
         let (c, w) = (p.channels, p.width);
         let plane = p.height * w;
         let strides = if p.layout & AUGMENT_NHWC_IN != 0 {
@@ -140,20 +154,12 @@ impl Crop {
             h: p.height as i32,
             w: p.width as i32,
             scale: p.scale,
-            roi: Roi::new(
-                bx,
-                1.0,
-                false,
-                -1,
-                p.crop_h,
-                p.crop_w,
-                ROI_MAX_SAMPLES_PER_BIN,
-            ),
+            roi,
         }
     }
 
-    /// Crop pixel `(p, q)`, every channel: the `roi_align` bin of the input converted to float
-    /// on load.
+    /// Crop pixel `(p, q)`, every channel, straight from device memory: the `roi_align` bin of
+    /// the input converted to float on load.
     #[inline(always)]
     fn pixel<const C: usize, T: Px>(&self, p: i32, q: i32) -> T {
         let (row, px, ch) = self.strides;
@@ -170,6 +176,68 @@ impl Crop {
             out.set(c, *x);
         }
         out
+    }
+
+    /// The input window that crop window `win` reads, when each crop pixel is one bilinear
+    /// sample (a one-point sampling grid) and the window fits the staging budget. The sample
+    /// coordinates grow with the crop row (column), and so do their clamped taps, so the taps
+    /// of the first and last row (column) bound the window.
+    #[inline(always)]
+    fn input_window(&self, win: &Window) -> Option<InputWindow> {
+        if self.roi.grid_h != 1 || self.roi.grid_w != 1 {
+            return None;
+        }
+        if win.rows > AUGMENT_CROP_TAPS || win.cols > AUGMENT_CROP_TAPS {
+            return None;
+        }
+        let (p1, q1) = (win.p0 + win.rows as i32 - 1, win.q0 + win.cols as i32 - 1);
+        let r0 = RoiTap::new(self.roi.y_of_one(win.p0 as u32), self.h).lo;
+        let r1 = RoiTap::new(self.roi.y_of_one(p1 as u32), self.h).hi;
+        let c0 = RoiTap::new(self.roi.x_of_one(win.q0 as u32), self.w).lo;
+        let c1 = RoiTap::new(self.roi.x_of_one(q1 as u32), self.w).hi;
+        let rows = (r1 - r0 + 1).max(1) as u32;
+        let cols = (c1 - c0 + 1).max(1) as u32;
+        if rows as u64 * cols as u64 > AUGMENT_INPUT_BUDGET as u64 {
+            return None;
+        }
+        Some(InputWindow { r0, c0, rows, cols })
+    }
+
+    /// The crop-tap entry of a sample at `v` along an axis of `n` pixels whose window starts at
+    /// `start`, spans `len` and is `stride` packed pixels per step.
+    #[inline(always)]
+    fn tap(v: f32, n: i32, (start, len, stride): (i32, u32, u32)) -> CropTap {
+        let t = RoiTap::new(v, n);
+        let at = |i: i32| (i - start).max(0).min(len as i32 - 1) as u32 * stride;
+        if t.valid {
+            CropTap {
+                lo: at(t.lo),
+                hi: at(t.hi),
+                l: t.l,
+                h: t.h,
+            }
+        } else {
+            CropTap {
+                lo: 0,
+                hi: 0,
+                l: 0.0,
+                h: 0.0,
+            }
+        }
+    }
+
+    /// Input pixel `(r, c)` (inside the image), every channel packed little-end first.
+    #[inline(always)]
+    fn packed<const C: usize>(&self, r: i32, c: i32) -> u32 {
+        let (row, px, ch) = self.strides;
+        let base = r as u32 * row + c as u32 * px;
+        let mut v = 0u32;
+        for k in 0..C {
+            // SAFETY: `(r, c)` lies inside the image and `k < channels`: inside `p.x`.
+            let b = unsafe { ldg_u8(self.img.add((base + k as u32 * ch) as usize)) };
+            v |= (b as u32) << (8 * k);
+        }
+        v
     }
 }
 
@@ -284,20 +352,38 @@ unsafe fn resized<const C: usize, T: Px>(win: *const T, y: Axis, x: Axis) -> T {
     out
 }
 
+/// The per-block values one thread computes for all, kept in shared memory.
+#[derive(Clone, Copy)]
+struct Setup {
+    rot: Rotation,
+    roi: Roi,
+    whole: Window,
+    mean: [f32; 4],
+    inv_std: [f32; 4],
+}
+
+const _: () = assert!(core::mem::size_of::<Setup>() <= AUGMENT_SETUP_BYTES as usize);
+
 /// The block's shared memory, as laid out by `augment_shared_bytes`.
 struct Shared<T> {
+    setup: *mut Setup,
     /// Blur weights (unnormalised).
     wts: *mut f32,
-    /// The rotation's terms: `side` column `gx`, `side` column `gy`, `side` row `gx`, `side`
-    /// row `gy`.
-    table: *mut f32,
+    /// The rotation's terms `(gx, gy)`: `side` columns, then `side` rows.
+    table: *mut [f32; 2],
     /// Resize taps of the window's resized rows, then of its columns.
     taps_y: *mut Axis,
     taps_x: *mut Axis,
-    /// The rotated tile, `side x side` pixels.
+    /// Crop taps of the window's crop rows, then of its columns (staged input path).
+    ctap_y: *mut CropTap,
+    ctap_x: *mut CropTap,
+    /// The rotated tile, `side` rows of `pitch` pixels.
     rotated: *mut T,
-    /// The crop window, later the horizontally blurred tile (`side` rows of `TILE`).
+    /// The crop window, later the horizontally blurred tile (`side` rows of
+    /// `AUGMENT_HBUF_PITCH`).
     scratch: *mut T,
+    /// The staged input window, packed pixels.
+    input: *mut u32,
 }
 
 /// What the block's steps need, the same in every thread of the block.
@@ -305,8 +391,9 @@ struct Tile {
     /// Output row and column of the haloed tile's top-left pixel (before reflection).
     top: i32,
     left: i32,
-    /// Side of the haloed tile.
+    /// Side and row pitch of the haloed tile.
     side: u32,
+    pitch: u32,
     oh: i32,
     ow: i32,
     nearest: bool,
@@ -337,9 +424,9 @@ impl Tile {
     /// the image border) into `tab` (see [`Shared::table`]). One thread per row and column.
     ///
     /// # Safety
-    /// `tab` must hold `4 * side` f32 of shared memory, read only after the next barrier.
+    /// `tab` must hold `2 * side` pairs of shared memory, read only after the next barrier.
     #[inline(always)]
-    unsafe fn tabulate(&self, rot: &Rotation, tab: *mut f32) {
+    unsafe fn tabulate(&self, rot: &Rotation, tab: *mut [f32; 2]) {
         let side = self.side as usize;
         let mut k = lane() as usize;
         while k < side {
@@ -347,10 +434,8 @@ impl Tile {
             let (rx, ry) = rot.row(reflect(self.top + k as i32, self.oh));
             // SAFETY: `k < side`: inside the table.
             unsafe {
-                *tab.add(k) = cx;
-                *tab.add(side + k) = cy;
-                *tab.add(2 * side + k) = rx;
-                *tab.add(3 * side + k) = ry;
+                *tab.add(k) = [cx, cy];
+                *tab.add(side + k) = [rx, ry];
             }
             k += THREADS as usize;
         }
@@ -401,18 +486,20 @@ impl Tile {
         }
     }
 
-    /// Computes every crop pixel of `win` into the scratch region and the window's tap tables;
-    /// each thread takes every `THREADS`-th entry.
+    /// Fills the window's resize-tap tables, and either computes every crop pixel of `win`
+    /// from device memory into the scratch region (`input` is `None`), or stages the input
+    /// window and the crop-tap tables for [`Tile::crop_from_input`]. Each thread takes every
+    /// `THREADS`-th entry.
     ///
     /// # Safety
-    /// `n < batch`, `win` must fit the budget, and `s` be the block's shared memory, none of it
-    /// read by another thread before the next barrier.
+    /// `win` must fit the budget, `input` come from [`Crop::input_window`] of `win`, and `s` be
+    /// the block's shared memory, none of it read by another thread before the next barrier.
     #[inline(always)]
     unsafe fn stage<const C: usize, T: Px>(
         &self,
-        p: &AugmentParams,
-        n: usize,
+        crop: &Crop,
         win: Window,
+        input: Option<InputWindow>,
         s: &Shared<T>,
     ) {
         let lin = lane();
@@ -429,18 +516,109 @@ impl Tile {
             }
             k += THREADS;
         }
-        let crop = Crop::new(p, n);
-        // At least 1 (`Tile::window`); `max` also spares the division its zero check.
+        let Some(iw) = input else {
+            // At least 1 (`Tile::window`); `max` also spares the division its zero check.
+            let (rows, cols) = (win.rows.max(1), win.cols.max(1));
+            let total = rows * cols;
+            // Pixel `k` is row `pr`, column `q` of the window, advanced without dividing.
+            let (step_r, step_q) = (THREADS / cols, THREADS % cols);
+            let (mut pr, mut q) = (lin / cols, lin % cols);
+            let mut k = lin;
+            while k < total {
+                let v = crop.pixel::<C, T>(win.p0 + pr as i32, win.q0 + q as i32);
+                // SAFETY: `k < rows * cols <= budget`.
+                unsafe { *s.scratch.add(k as usize) = v };
+                k += THREADS;
+                q += step_q;
+                pr += step_r;
+                if q >= cols {
+                    q -= cols;
+                    pr += 1;
+                }
+            }
+            return;
+        };
+        let mut k = lin;
+        while k < win.rows + win.cols {
+            // SAFETY: `rows, cols <= AUGMENT_CROP_TAPS` (`Crop::input_window`): inside the
+            // tables.
+            unsafe {
+                if k < win.rows {
+                    let y = crop.roi.y_of_one((win.p0 + k as i32) as u32);
+                    *s.ctap_y.add(k as usize) = Crop::tap(y, crop.h, (iw.r0, iw.rows, iw.cols));
+                } else {
+                    let j = k - win.rows;
+                    let x = crop.roi.x_of_one((win.q0 + j as i32) as u32);
+                    *s.ctap_x.add(j as usize) = Crop::tap(x, crop.w, (iw.c0, iw.cols, 1));
+                }
+            }
+            k += THREADS;
+        }
+        // The input pixels, four per thread at a time so that their loads are in flight
+        // together; pixel `k` is row `r`, column `c` of the window, advanced without dividing.
+        let (rows, cols) = (iw.rows.max(1), iw.cols.max(1));
+        let total = rows * cols;
+        let (step_r, step_c) = (THREADS / cols, THREADS % cols);
+        let (mut r, mut c) = (lin / cols, lin % cols);
+        let mut k = lin;
+        while k < total {
+            let mut v = [0u32; 4];
+            for (u, x) in v.iter_mut().enumerate() {
+                if k + u as u32 * THREADS < total {
+                    *x = crop.packed::<C>(iw.r0 + r as i32, iw.c0 + c as i32);
+                }
+                c += step_c;
+                r += step_r;
+                if c >= cols {
+                    c -= cols;
+                    r += 1;
+                }
+            }
+            for (u, x) in v.iter().enumerate() {
+                let kk = k + u as u32 * THREADS;
+                if kk < total {
+                    // SAFETY: `kk < rows * cols <= AUGMENT_INPUT_BUDGET`.
+                    unsafe { *s.input.add(kk as usize) = *x };
+                }
+            }
+            k += 4 * THREADS;
+        }
+    }
+
+    /// Computes every crop pixel of `win` into the scratch region from the staged input
+    /// window: torchvision's bilinear blend of the four input pixels, every channel, then the
+    /// uint8-to-float scale (exact for the default scale of 1, one rounding otherwise).
+    ///
+    /// # Safety
+    /// [`Tile::stage`] must have staged `win` with an input window before the last barrier, and
+    /// nothing else read the scratch region until the next barrier.
+    #[inline(always)]
+    unsafe fn crop_from_input<const C: usize, T: Px>(&self, crop: &Crop, win: &Window, s: &Shared<T>) {
+        let lin = lane();
         let (rows, cols) = (win.rows.max(1), win.cols.max(1));
         let total = rows * cols;
-        // Pixel `k` is row `pr`, column `q` of the window, advanced without dividing.
         let (step_r, step_q) = (THREADS / cols, THREADS % cols);
         let (mut pr, mut q) = (lin / cols, lin % cols);
         let mut k = lin;
         while k < total {
-            let v = crop.pixel::<C, T>(win.p0 + pr as i32, win.q0 + q as i32);
+            // SAFETY: `pr < rows`, `q < cols`: inside the tables; their offsets lie in the
+            // input window (`Crop::tap`).
+            let (ty, tx) = unsafe { (*s.ctap_y.add(pr as usize), *s.ctap_x.add(q as usize)) };
+            let at = |o: u32| unsafe { *s.input.add(o as usize) };
+            let v = [at(ty.lo + tx.lo), at(ty.lo + tx.hi), at(ty.hi + tx.lo), at(ty.hi + tx.hi)];
+            let w = [ty.h * tx.h, ty.h * tx.l, ty.l * tx.h, ty.l * tx.l];
+            let byte = |x: u32, c: usize| ((x >> (8 * c)) & 0xff) as f32;
+            let mut out = T::zero();
+            for c in 0..C {
+                let b = fmaf(
+                    w[3],
+                    byte(v[3], c),
+                    fmaf(w[2], byte(v[2], c), fmaf(w[1], byte(v[1], c), w[0] * byte(v[0], c))),
+                );
+                out.set(c, b * crop.scale);
+            }
             // SAFETY: `k < rows * cols <= budget`.
-            unsafe { *s.scratch.add(k as usize) = v };
+            unsafe { *s.scratch.add(k as usize) = out };
             k += THREADS;
             q += step_q;
             pr += step_r;
@@ -482,8 +660,8 @@ impl Tile {
         // At least 1 (a part of the tile); `max` also spares the division its zero check.
         let w = w.max(1);
         let total = h * w;
-        let side = self.side as usize;
-        let tab = s.table as *const f32;
+        let (side, pitch) = (self.side as usize, self.pitch as usize);
+        let tab = s.table as *const [f32; 2];
         let (step_i, step_j) = (THREADS / w, THREADS % w);
         let (mut i, mut j) = (lin / w, lin % w);
         let mut k = lin;
@@ -491,9 +669,8 @@ impl Tile {
             let (ti, tj) = ((i0 + i) as usize, (j0 + j) as usize);
             // SAFETY: `ti, tj < side`: inside the table.
             let (sy, sx) = unsafe {
-                let gx = *tab.add(tj) + *tab.add(2 * side + ti);
-                let gy = *tab.add(side + tj) + *tab.add(3 * side + ti);
-                rot.finish(gx, gy)
+                let (c, r) = (*tab.add(tj), *tab.add(side + ti));
+                rot.finish(c[0] + r[0], c[1] + r[1])
             };
             let v = if self.nearest {
                 match nearest_pixel(sy, sx, self.oh, self.ow) {
@@ -522,8 +699,8 @@ impl Tile {
                 add(bl.inside[3], y1, x1, bl.w[3]);
                 acc
             };
-            // SAFETY: `ti, tj < side`: inside the rotated tile; this thread's pixel.
-            unsafe { *s.rotated.add(ti * side + tj) = v };
+            // SAFETY: `ti, tj < side <= pitch`: inside the rotated tile; this thread's pixel.
+            unsafe { *s.rotated.add(ti * pitch + tj) = v };
             k += THREADS;
             i += step_i;
             j += step_j;
@@ -540,15 +717,6 @@ impl Tile {
 fn lane() -> u32 {
     let (tx, ty) = thread_xy();
     ty * IMAGE_BLOCK_X + tx
-}
-
-/// The angle of image `n` (`n < batch`), read anew at each call so that the compiler does not
-/// keep the rotation in registers across the rotation of every part.
-#[inline(always)]
-fn angle_of(p: &AugmentParams, n: usize) -> f32 {
-    // SAFETY: `n < batch` and `p.angles` holds `batch` f32; the volatile read (of a value
-    // nothing writes) only keeps the compiler from hoisting it out of the loop.
-    unsafe { (p.angles as *const f32).add(n).read_volatile() }
 }
 
 /// The blur weights, unnormalised: in registers on the fast path (`FAST`, 7 taps), read from
@@ -574,14 +742,37 @@ impl<const FAST: bool> Weights<FAST> {
         Weights { reg, shared, taps }
     }
 
+    /// torchvision normalises each 1-D kernel by its sum; the product of both normalisations,
+    /// applied once to the result.
+    #[inline(always)]
+    fn norm(&self) -> f32 {
+        let total = if FAST {
+            self.reg.iter().fold(0.0f32, |a, w| a + w)
+        } else {
+            // SAFETY: `shared` holds `taps` weights (`Weights::new`).
+            unsafe { sum(self.shared, self.taps as u32) }
+        };
+        (1.0 / total) * (1.0 / total)
+    }
+
+    /// Weight `t < taps`.
+    #[inline(always)]
+    fn at(&self, t: usize) -> f32 {
+        if FAST {
+            self.reg[t]
+        } else {
+            // SAFETY: `t < taps`: inside the weights.
+            unsafe { *self.shared.add(t) }
+        }
+    }
+
     /// `sum_t w[t] * at(t)` per channel, as fused multiply-adds.
     #[inline(always)]
     fn dot<const C: usize, T: Px>(&self, at: impl Fn(usize) -> T) -> [f32; C] {
         let mut acc = [0.0f32; C];
         let taps = if FAST { FAST_TAPS } else { self.taps };
         for t in 0..taps {
-            // SAFETY: `t < taps`: inside the weights.
-            let wt = if FAST { self.reg[t] } else { unsafe { *self.shared.add(t) } };
+            let wt = self.at(t);
             let v = at(t);
             for (c, a) in acc.iter_mut().enumerate() {
                 *a = fmaf(v.get(c), wt, *a);
@@ -591,10 +782,11 @@ impl<const FAST: bool> Weights<FAST> {
     }
 }
 
-/// One block's work for `C` channels held in slots `T`, with the fast blur path or not.
+/// One block's work for `C` channels held in slots `T`, with the fast blur path (7 taps,
+/// weights in registers) or not.
 ///
 /// # Safety
-/// The kernel's contract, with `channels == C`; `FAST` only when `ksize <= 7`.
+/// The kernels' contract, with `channels == C`; `FAST` exactly when `ksize <= 7`.
 #[inline(always)]
 unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentParams) {
     let tiles_x = p.out_w.div_ceil(TILE);
@@ -618,6 +810,7 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
         top: y0 - r,
         left: x0 - r,
         side,
+        pitch: augment_pitch(k),
         oh,
         ow,
         nearest: p.nearest != 0,
@@ -632,41 +825,92 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
     // Shared memory as `augment_shared_bytes` lays it out.
     let taps = 2 * r as usize + 1;
     let smem = gpu_launch_sized_workgroup_mem::<f32>();
-    let table = smem.wrapping_add(taps.next_multiple_of(4));
-    let taps_y = table.wrapping_add(4 * side as usize) as *mut Axis;
+    let wts = smem.wrapping_add(AUGMENT_SETUP_BYTES as usize / 4);
+    let table = wts.wrapping_add(taps.next_multiple_of(4));
+    let table = table as *mut [f32; 2];
+    let taps_y = table.wrapping_add(2 * side as usize) as *mut Axis;
     let taps_x = taps_y.wrapping_add(tile.taps_len as usize);
-    let rotated = taps_x.wrapping_add(tile.taps_len as usize) as *mut T;
-    let scratch = rotated.wrapping_add((side * side) as usize);
+    let ctap_y = taps_x.wrapping_add(tile.taps_len as usize) as *mut CropTap;
+    let ctap_x = ctap_y.wrapping_add(AUGMENT_CROP_TAPS as usize);
+    let rotated = ctap_x.wrapping_add(AUGMENT_CROP_TAPS as usize) as *mut T;
+    let scratch = rotated.wrapping_add((side * tile.pitch) as usize);
+    let input = scratch.wrapping_add(tile.budget as usize) as *mut u32;
     let s = Shared {
-        wts: smem,
+        setup: smem as *mut Setup,
+        wts,
         table,
         taps_y,
         taps_x,
+        ctap_y,
+        ctap_x,
         rotated,
         scratch,
+        input,
     };
 
-    // The weights: the kernel's `ksize` taps centred in `taps` (zero beyond them).
-    // SAFETY: `n < batch`; `p.sigmas` holds `batch` f32.
-    let sigma = unsafe { (p.sigmas as *const f32).add(nu).read() };
+    // Setup: one thread finds the rotation, the crop box's sampling rule, the window of the
+    // whole haloed tile and the normalisation, while the second warp writes the weights (the
+    // kernel's `ksize` taps centred in `taps`, zero beyond them).
     let lin = lane() as usize;
-    if lin < taps {
-        let off = (taps - k as usize) / 2;
-        // SAFETY: `lin < taps`: inside the weights.
-        unsafe { *s.wts.add(lin) = 0.0 };
-        if lin >= off && lin < off + k as usize {
-            // SAFETY: as above.
-            unsafe { *s.wts.add(lin) = gauss((lin - off) as u32, k / 2, sigma) };
+    if lin == 0 {
+        // SAFETY: `n < batch`: `p.angles` and `p.boxes` hold `batch` angles and boxes,
+        // `p.stats` `2 * channels` f32.
+        let (angle, bx, stats) = unsafe {
+            let bp = (p.boxes as *const f32).add(4 * nu);
+            let bx = [bp.read(), bp.add(1).read(), bp.add(2).read(), bp.add(3).read()];
+            ((p.angles as *const f32).add(nu).read(), bx, p.stats as *const f32)
+        };
+        let rot = Rotation::new(angle, p.out_h, p.out_w);
+        let roi = Roi::new(bx, 1.0, false, -1, p.crop_h, p.crop_w, ROI_MAX_SAMPLES_PER_BIN);
+        let (mut mean, mut inv_std) = ([0.0; 4], [1.0; 4]);
+        for c in 0..C {
+            // SAFETY: `c < channels`.
+            unsafe {
+                mean[c] = stats.add(c).read();
+                inv_std[c] = 1.0 / stats.add(C + c).read();
+            }
         }
+        let whole = tile.window(&rot, (0, side - 1), (0, side - 1));
+        // SAFETY: the setup record lies at the start of the shared memory (`Setup` fits
+        // `AUGMENT_SETUP_BYTES`), read by the other threads after the barrier below.
+        unsafe {
+            *s.setup = Setup {
+                rot,
+                roi,
+                whole,
+                mean,
+                inv_std,
+            }
+        };
+    } else if lin >= 32 && lin < 32 + taps {
+        let w = lin - 32;
+        let off = (taps - k as usize) / 2;
+        // SAFETY: `n < batch`; `p.sigmas` holds `batch` f32.
+        let sigma = unsafe { (p.sigmas as *const f32).add(nu).read() };
+        let v = if w >= off && w < off + k as usize {
+            gauss((w - off) as u32, k / 2, sigma)
+        } else {
+            0.0
+        };
+        // SAFETY: `w < taps`: inside the weights.
+        unsafe { *s.wts.add(w) = v };
     }
-    let rot = Rotation::new(angle_of(p, nu), p.out_h, p.out_w);
-    // SAFETY: the table is `4 * side` f32, read after the barrier that follows the first window.
-    unsafe { tile.tabulate(&rot, s.table) };
+    // SAFETY: every thread of the block reaches this barrier; it publishes the setup record and
+    // the weights.
+    unsafe { sync_block() };
+    // The setup record is read where each value is needed (after the barrier above publishes
+    // it), so that none of it occupies registers across the steps.
+    // SAFETY: written before the barrier above; nothing writes it again.
+    let rot = || unsafe { (*s.setup).rot };
+    // SAFETY: as above; the table is `2 * side` pairs, read after the barriers that follow the
+    // staging.
+    unsafe { tile.tabulate(&rot(), s.table) };
 
     // Steps 1 and 2: the rotated haloed tile, in one part when its window fits, else in parts
     // of PART x PART. Every value here is the same in every thread, so the branches, loops and
     // barriers are uniform.
-    let whole = tile.window(&rot, (0, side - 1), (0, side - 1));
+    // SAFETY: as above.
+    let whole = unsafe { (*s.setup).whole };
     let (part, parts) = if whole.fits(tile.budget) {
         (side, 1)
     } else {
@@ -681,21 +925,32 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
             let win = if parts == 1 {
                 whole
             } else {
-                tile.window(&rot, (i0, i0 + h - 1), (j0, j0 + w - 1))
+                tile.window(&rot(), (i0, i0 + h - 1), (j0, j0 + w - 1))
                     .capped(tile.budget)
             };
             if bi + bj > 0 {
                 // SAFETY: every thread of the block reaches this barrier; the previous part's
-                // reads of the window are done before it is overwritten.
+                // reads of the window and its tables are done before they are overwritten.
                 unsafe { sync_block() };
             }
-            // SAFETY: `n < batch`; the window fits (`capped`).
-            unsafe { tile.stage::<C, T>(p, nu, win, &s) };
-            // SAFETY: every thread of the block reaches this barrier; it publishes the window,
-            // its tap tables (and the weights and the rotation's table).
+            // SAFETY: as above.
+            let crop = Crop::new(p, nu, unsafe { (*s.setup).roi });
+            let staged = crop.input_window(&win);
+            // SAFETY: the window fits (`capped`), `staged` is its input window.
+            unsafe { tile.stage::<C, T>(&crop, win, staged, &s) };
+            // SAFETY: every thread of the block reaches this barrier; it publishes what
+            // `stage` wrote (and the rotation's table).
             unsafe { sync_block() };
+            if staged.is_some() {
+                // SAFETY: staged with its input window above; the barrier after it publishes
+                // the crop window.
+                unsafe {
+                    tile.crop_from_input::<C, T>(&crop, &win, &s);
+                    sync_block();
+                }
+            }
             // SAFETY: the part lies inside the haloed tile; the buffers are published above.
-            unsafe { tile.rotate::<C, T>(&rot, &win, &s, (i0, j0), (h, w)) };
+            unsafe { tile.rotate::<C, T>(&rot(), &win, &s, (i0, j0), (h, w)) };
             bj += 1;
         }
         bi += 1;
@@ -704,42 +959,91 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
     // the window's last reads are done before the horizontal pass overwrites it.
     unsafe { sync_block() };
 
-    // Step 3: blur and normalise. torchvision normalises each 1-D kernel by its sum; the
-    // product of both normalisations is applied once to the result.
+    // Step 3: blur and normalise.
     // SAFETY: the weights were written before the barriers above.
     let wts = unsafe { Weights::<FAST>::new(s.wts, taps) };
-    let norm = unsafe {
-        let total = sum(s.wts, taps as u32);
-        (1.0 / total) * (1.0 / total)
-    };
+    let norm = wts.norm();
     let (tx, ty) = thread_xy();
     let (tx, ty) = (tx as usize, ty as usize);
-    let (tw, side) = (TILE as usize, side as usize);
+    let (hp, side, pitch) = (
+        AUGMENT_HBUF_PITCH as usize,
+        side as usize,
+        tile.pitch as usize,
+    );
     // Rows: scratch[row][c] = sum_t w[t] * rotated[row][c + t].
-    let mut row = ty;
-    while row < side {
-        // SAFETY: `row < side`, `tx + t < TILE + 2 r = side`.
-        let v = wts.dot::<C, T>(|t| unsafe { *s.rotated.add(row * side + tx + t) });
-        let mut out = T::zero();
-        for (c, x) in v.iter().enumerate() {
-            out.set(c, *x);
+    if FAST {
+        // Each thread blurs `SEG` consecutive pixels of a row, reading each rotated pixel once
+        // into every sum it reaches; consecutive threads take consecutive rows (odd pitches:
+        // distinct banks).
+        const SEG: usize = 4;
+        let items = side * (TILE as usize / SEG);
+        let mut it = lin;
+        while it < items {
+            let (row, seg) = (it % side, it / side);
+            let mut acc = [[0.0f32; C]; SEG];
+            for u in 0..SEG + FAST_TAPS - 1 {
+                // SAFETY: `row < side`, `SEG seg + u < TILE + 2 r = side <= pitch`.
+                let v = unsafe { *s.rotated.add(row * pitch + seg * SEG + u) };
+                for (i, a) in acc.iter_mut().enumerate() {
+                    if u >= i && u - i < FAST_TAPS {
+                        let wt = wts.at(u - i);
+                        for (c, x) in a.iter_mut().enumerate() {
+                            *x = fmaf(v.get(c), wt, *x);
+                        }
+                    }
+                }
+            }
+            for (i, a) in acc.iter().enumerate() {
+                let mut out = T::zero();
+                for (c, x) in a.iter().enumerate() {
+                    out.set(c, *x);
+                }
+                // SAFETY: `row < side`, `SEG seg + i < TILE`: inside the scratch region
+                // (`side * AUGMENT_HBUF_PITCH` pixels).
+                unsafe { *s.scratch.add(row * hp + seg * SEG + i) = out };
+            }
+            it += THREADS as usize;
         }
-        // SAFETY: `row < side`, `tx < TILE`: inside the scratch region (`side * TILE` pixels).
-        unsafe { *s.scratch.add(row * tw + tx) = out };
-        row += IMAGE_BLOCK_Y as usize;
+    } else {
+        let mut row = ty;
+        while row < side {
+            // SAFETY: `row < side`, `tx + t < TILE + 2 r = side <= pitch`.
+            let v = wts.dot::<C, T>(|t| unsafe { *s.rotated.add(row * pitch + tx + t) });
+            let mut out = T::zero();
+            for (c, x) in v.iter().enumerate() {
+                out.set(c, *x);
+            }
+            // SAFETY: `row < side`, `tx < TILE`: inside the scratch region.
+            unsafe { *s.scratch.add(row * hp + tx) = out };
+            row += IMAGE_BLOCK_Y as usize;
+        }
     }
     // SAFETY: every thread of the block reaches this barrier; it publishes the rows.
     unsafe { sync_block() };
 
-    // Columns, normalisation and the store.
-    let stats = p.stats as *const f32;
-    let mut mean = [0.0f32; C];
-    let mut inv = [0.0f32; C];
-    for c in 0..C {
-        // SAFETY: `c < channels`; `stats` holds `2 * channels` f32.
-        unsafe {
-            mean[c] = stats.add(c).read();
-            inv[c] = 1.0 / stats.add(C + c).read();
+    // Columns, normalisation and the store: each warp takes `ROWS` consecutive output rows of
+    // the tile, one column per thread.
+    const ROWS: usize = (TILE / IMAGE_BLOCK_Y) as usize;
+    let first = ty * ROWS;
+    let mut acc = [[0.0f32; C]; ROWS];
+    if FAST {
+        // Each blurred row read once, into the sums of every output row it reaches.
+        for u in 0..ROWS + FAST_TAPS - 1 {
+            // SAFETY: `first + u < TILE + 2 r = side`, `tx < TILE`: inside the blurred rows.
+            let v = unsafe { *s.scratch.add((first + u) * hp + tx) };
+            for (i, a) in acc.iter_mut().enumerate() {
+                if u >= i && u - i < FAST_TAPS {
+                    let wt = wts.at(u - i);
+                    for (c, x) in a.iter_mut().enumerate() {
+                        *x = fmaf(v.get(c), wt, *x);
+                    }
+                }
+            }
+        }
+    } else {
+        for (i, a) in acc.iter_mut().enumerate() {
+            // SAFETY: `first + i + t < TILE + 2 r = side`, `tx < TILE`: inside the blurred rows.
+            *a = wts.dot::<C, T>(|t| unsafe { *s.scratch.add((first + i + t) * hp + tx) });
         }
     }
     // Offsets inside an image fit `u32` (at most `2^32 - 1` values).
@@ -751,48 +1055,52 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
     };
     let dst = (p.y as *mut f32).wrapping_add(nu * C * oh as usize * ow as usize);
     let gx = x0 as u32 + tx as u32;
-    let mut row = ty;
-    while row < tw {
-        let gy = y0 as u32 + row as u32;
+    for (i, a) in acc.iter().enumerate() {
+        let gy = y0 as u32 + (first + i) as u32;
         if gy < oh && gx < ow {
-            // SAFETY: `row + t < TILE + 2 r = side`, `tx < TILE`: inside the blurred rows.
-            let v = wts.dot::<C, T>(|t| unsafe { *s.scratch.add((row + t) * tw + tx) });
             let base = gy * row_o + gx * px_o;
             for c in 0..C {
-                let y = fmaf(v[c], norm, -mean[c]) * inv[c];
+                // SAFETY: as above.
+                let (mean, inv_std) = unsafe { ((*s.setup).mean[c], (*s.setup).inv_std[c]) };
+                let y = fmaf(a[c], norm, -mean) * inv_std;
                 // SAFETY: `gy < out_h`, `gx < out_w`, `c < channels`, `n < batch`: inside `p.y`.
                 unsafe { dst.add((base + c as u32 * ch_o) as usize).write(y) };
             }
         }
-        row += IMAGE_BLOCK_Y as usize;
     }
 }
 
-kernel! {
-    #[declared(AUGMENT)]
-    /// # Safety
-    /// `p.x` must address `batch * channels * height * width` bytes, `p.y`
-    /// `batch * channels * out_h * out_w` f32, `p.boxes` `4 * batch` f32, `p.angles` and
-    /// `p.sigmas` `batch` f32, `p.stats` `2 * channels` f32; `1 <= channels <=
-    /// AUGMENT_MAX_CHANNELS`, `ksize` odd, at most `MAX_KERNEL_SIZE`, `ksize / 2 < min(out_h,
-    /// out_w)`, `crop_h <= out_h` and `crop_w <= out_w` (otherwise the result is wrong, though
-    /// every access stays in bounds); grid `ceil(out_w / 32) * ceil(out_h / 32) * batch` blocks of
-    /// 32 x 8 threads with `augment_shared_bytes(channels, ksize)` bytes of dynamic shared memory.
-    pub unsafe fn augment(p: AugmentParams) {
-        let fast = augment_radius(p.ksize) == AUGMENT_FAST_RADIUS;
-        // SAFETY: forwarded; the channel count picks the instance, `fast` only for 7 taps or
-        // fewer.
-        unsafe {
-            match (p.channels, fast) {
-                (1, true) => augment_block::<1, Px1, true>(&p),
-                (2, true) => augment_block::<2, Px2, true>(&p),
-                (3, true) => augment_block::<3, Px4, true>(&p),
-                (_, true) => augment_block::<4, Px4, true>(&p),
-                (1, false) => augment_block::<1, Px1, false>(&p),
-                (2, false) => augment_block::<2, Px2, false>(&p),
-                (3, false) => augment_block::<3, Px4, false>(&p),
-                (_, false) => augment_block::<4, Px4, false>(&p),
+/// The kernel entries, one per channel count and blur path: each is [`augment_block`] for its
+/// instance, so that each gets registers for its own needs.
+macro_rules! augment_kernels {
+    ($($decl:ident $name:ident $c:literal $px:ident $fast:literal;)*) => {$(
+        kernel! {
+            #[declared($decl)]
+            /// # Safety
+            /// `p.x` must address `batch * channels * height * width` bytes, `p.y`
+            /// `batch * channels * out_h * out_w` f32, `p.boxes` `4 * batch` f32, `p.angles`
+            /// and `p.sigmas` `batch` f32, `p.stats` `2 * channels` f32; `channels` as the
+            /// kernel's name says, `ksize` odd, at most 7 for the `augment_c*` kernels and
+            /// 9 to `MAX_KERNEL_SIZE` for the `augment_wide_c*` ones, `ksize / 2 <
+            /// min(out_h, out_w)`, `crop_h <= out_h` and `crop_w <= out_w` (otherwise the result
+            /// is wrong, though every access stays in bounds); grid `ceil(out_w / 32) *
+            /// ceil(out_h / 32) * batch` blocks of 32 x 8 threads with
+            /// `augment_shared_bytes(channels, ksize)` bytes of dynamic shared memory.
+            pub unsafe fn $name(p: AugmentParams) {
+                // SAFETY: forwarded.
+                unsafe { augment_block::<$c, $px, $fast>(&p) }
             }
         }
-    }
+    )*};
+}
+
+augment_kernels! {
+    AUGMENT_C1 augment_c1 1 Px1 true;
+    AUGMENT_C2 augment_c2 2 Px2 true;
+    AUGMENT_C3 augment_c3 3 Px4 true;
+    AUGMENT_C4 augment_c4 4 Px4 true;
+    AUGMENT_WIDE_C1 augment_wide_c1 1 Px1 false;
+    AUGMENT_WIDE_C2 augment_wide_c2 2 Px2 false;
+    AUGMENT_WIDE_C3 augment_wide_c3 3 Px4 false;
+    AUGMENT_WIDE_C4 augment_wide_c4 4 Px4 false;
 }

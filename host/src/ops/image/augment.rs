@@ -11,7 +11,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::sync::Arc;
 use streamline_abi::image::{
-    augment_shared_bytes, AugmentParams, AUGMENT, AUGMENT_MAX_CHANNELS, AUGMENT_NHWC_IN,
+    augment_kernel, augment_shared_bytes, AugmentParams, AUGMENT_MAX_CHANNELS, AUGMENT_NHWC_IN,
     AUGMENT_NHWC_OUT, ROI_MAX_SAMPLES_PER_BIN,
 };
 
@@ -338,7 +338,16 @@ impl Augment {
         // SAFETY: every parameter was validated in `Augment::new` (channels, crop, size, kernel
         // size, per-image arrays of `n`), lengths checked above; the shared memory is what the
         // kernel uses for these sizes.
-        unsafe { gpu.launch_shared(stream, AUGMENT, grid, BLOCK, smem, p) }
+        unsafe {
+            gpu.launch_shared(
+                stream,
+                augment_kernel(p.channels, p.ksize),
+                grid,
+                BLOCK,
+                smem,
+                p,
+            )
+        }
     }
 
     /// Runs the same transform as six separate kernels with their intermediates in `scratch`
