@@ -6,7 +6,7 @@
 //! horizontal taps once, each row's vertical taps once, and reads every channel through them,
 //! so a warp writes 32 consecutive values of a row.
 
-use crate::channels::{for_channel_groups, for_columns, image_and_column, with_group};
+use crate::channels::{for_channel_groups, for_columns, image_and_column, with_group, Column};
 use crate::sampling::LinearTaps;
 use streamline_abi::image::ResizeParams;
 use streamline_abi::image::{RESIZE_BILINEAR, RESIZE_BILINEAR_AA, RESIZE_NEAREST};
@@ -67,7 +67,11 @@ kernel! {
     }
 }
 
-/// [`resize_bilinear`] with channels computed `G` at a time.
+/// [`resize_bilinear`] with channels computed `G` at a time. Each thread takes consecutive
+/// output rows ([`Column::strip`]) and keeps the horizontal blend of the last two input rows it
+/// read: the next output row needs the same rows or the following one, so an upscale reads each
+/// input row about once instead of twice per output row. The blend order is unchanged (each
+/// row across, then down).
 #[inline(always)]
 fn resize_bilinear_groups<const G: usize>(p: ResizeParams) {
     let (sh, sw) = (p.scale_h, p.scale_w);
@@ -75,18 +79,69 @@ fn resize_bilinear_groups<const G: usize>(p: ResizeParams) {
         let img = Image::new(&p, col.n, col.j);
         let tx = LinearTaps::new(sw, col.j, p.in_w);
         let (s0, s1) = (img.column(tx.i0 as u32), img.column(tx.i1 as u32));
-        col.rows(|i| {
-            let ty = LinearTaps::new(sh, i, p.in_h);
-            let (r0, r1) = (ty.i0 as u32 * p.in_w, ty.i1 as u32 * p.in_w);
-            img.row::<G>(i, |plane| {
-                // SAFETY: the taps lie in `[0, in_h) x [0, in_w)`, so every offset is inside
-                // the plane.
-                let at = |s: *const f32, r: u32| unsafe { ldg_at(s, plane + r) };
-                ty.l0 * (tx.l0 * at(s0, r0) + tx.l1 * at(s1, r0))
-                    + ty.l1 * (tx.l0 * at(s0, r1) + tx.l1 * at(s1, r1))
-            });
-        });
+        let mut c = 0;
+        while c + G as u32 <= p.channels {
+            bilinear_rows::<G>(&p, &img, (s0, s1), tx, sh, &col, c);
+            c += G as u32;
+        }
+        while c < p.channels {
+            bilinear_rows::<1>(&p, &img, (s0, s1), tx, sh, &col, c);
+            c += 1;
+        }
     });
+}
+
+/// The thread's rows of channels `c0 .. c0 + N` (see [`resize_bilinear_groups`]).
+#[inline(always)]
+fn bilinear_rows<const N: usize>(
+    p: &ResizeParams,
+    img: &Image,
+    (s0, s1): (*const f32, *const f32),
+    tx: LinearTaps,
+    sh: f32,
+    col: &Column,
+    c0: u32,
+) {
+    let (plane_in, plane_out) = (p.in_h * p.in_w, p.out_h * p.out_w);
+    // The horizontal blend of input row `r`, channels `c0 ..`.
+    let across = |r: i32| {
+        let mut v = [0.0f32; N];
+        for (k, x) in v.iter_mut().enumerate() {
+            let o = (c0 + k as u32) * plane_in + r as u32 * p.in_w;
+            // SAFETY: `r < in_h` (a tap), both columns `< in_w` and `c0 + k < channels`:
+            // inside image `n`.
+            let at = |s: *const f32| unsafe { ldg_at(s, o) };
+            *x = tx.l0 * at(s0) + tx.l1 * at(s1);
+        }
+        v
+    };
+    let first = col.strip();
+    let end = (first + col.per_thread).min(p.out_h);
+    // The last two rows blended: (row, values).
+    let mut cache = [(-1i32, [0.0f32; N]); 2];
+    let mut i = first;
+    while i < end {
+        let ty = LinearTaps::new(sh, i, p.in_h);
+        let row = |r: i32, cache: &[(i32, [f32; N]); 2]| {
+            if cache[0].0 == r {
+                cache[0].1
+            } else if cache[1].0 == r {
+                cache[1].1
+            } else {
+                across(r)
+            }
+        };
+        let h0 = row(ty.i0, &cache);
+        let h1 = row(ty.i1, &cache);
+        cache = [(ty.i0, h0), (ty.i1, h1)];
+        let o = i * p.out_w;
+        for k in 0..N {
+            let v = ty.l0 * h0[k] + ty.l1 * h1[k];
+            // SAFETY: `n < batch`, `c0 + k < channels`, `i < out_h` and the column `j < out_w`.
+            unsafe { stg_at(img.out, (c0 + k as u32) * plane_out + o, v) };
+        }
+        i += 1;
+    }
 }
 
 /// torch's antialiased bilinear filter along one axis: output `d` covers input

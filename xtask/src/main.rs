@@ -63,14 +63,13 @@ const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
         0,
         "libdevice sincosf Payne-Hanek reduction (f16 inputs never reach it)",
     ),
-    // Bounded to 80 registers so that three blocks share an SM instead of two: a few spilled
-    // values cost less than the missing third of the warps (see BENCHMARKS.md).
-    (
-        "augment",
-        96,
-        256,
-        "launch bound of 3 blocks/SM; measured faster than 2 blocks without spills",
-    ),
+    // The fused augmentation's 7-tap kernels are bounded to 64 registers so that four blocks
+    // (their shared memory allows four) share an SM; a few block-level values kept across the
+    // steps spill.
+    ("augment_c1", 64, 128, "launch bound of 4 blocks/SM"),
+    ("augment_c2", 64, 128, "launch bound of 4 blocks/SM"),
+    ("augment_c3", 64, 192, "launch bound of 4 blocks/SM"),
+    ("augment_c4", 64, 192, "launch bound of 4 blocks/SM"),
 ];
 
 fn workspace() -> PathBuf {
