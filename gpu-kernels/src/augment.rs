@@ -848,51 +848,47 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
         input,
     };
 
-    // Setup: one thread finds the rotation, the crop box's sampling rule, the window of the
-    // whole haloed tile and the normalisation, while the second warp writes the weights (the
-    // kernel's `ksize` taps centred in `taps`, zero beyond them).
+    // Setup: one thread finds the rotation and the window of the whole haloed tile, one the
+    // crop box's sampling rule, one per channel the normalisation, and the second warp writes
+    // the weights (the kernel's `ksize` taps centred in `taps`, zero beyond them).
     let lin = lane() as usize;
+    // Each part of the setup record comes from another warp, so that they run side by side.
+    // SAFETY (all four branches): `n < batch`, so `p.angles`, `p.boxes` and `p.sigmas` hold
+    // image `n`'s values, `p.stats` holds `2 * channels` f32; the setup record lies at the
+    // start of the shared memory (`Setup` fits `AUGMENT_SETUP_BYTES`) and the weights after
+    // it, each field written by one thread and read after the barrier below.
     if lin == 0 {
-        // SAFETY: `n < batch`: `p.angles` and `p.boxes` hold `batch` angles and boxes,
-        // `p.stats` `2 * channels` f32.
-        let (angle, bx, stats) = unsafe {
-            let bp = (p.boxes as *const f32).add(4 * nu);
-            let bx = [bp.read(), bp.add(1).read(), bp.add(2).read(), bp.add(3).read()];
-            ((p.angles as *const f32).add(nu).read(), bx, p.stats as *const f32)
-        };
+        let angle = unsafe { (p.angles as *const f32).add(nu).read() };
         let rot = Rotation::new(angle, p.out_h, p.out_w);
-        let roi = Roi::new(bx, 1.0, false, -1, p.crop_h, p.crop_w, ROI_MAX_SAMPLES_PER_BIN);
-        let (mut mean, mut inv_std) = ([0.0; 4], [1.0; 4]);
-        for c in 0..C {
-            // SAFETY: `c < channels`.
-            unsafe {
-                mean[c] = stats.add(c).read();
-                inv_std[c] = 1.0 / stats.add(C + c).read();
-            }
-        }
         let whole = tile.window(&rot, (0, side - 1), (0, side - 1));
-        // SAFETY: the setup record lies at the start of the shared memory (`Setup` fits
-        // `AUGMENT_SETUP_BYTES`), read by the other threads after the barrier below.
         unsafe {
-            *s.setup = Setup {
-                rot,
-                roi,
-                whole,
-                mean,
-                inv_std,
-            }
+            (*s.setup).rot = rot;
+            (*s.setup).whole = whole;
+        }
+    } else if lin == 64 {
+        let bx = unsafe {
+            let bp = (p.boxes as *const f32).add(4 * nu);
+            [bp.read(), bp.add(1).read(), bp.add(2).read(), bp.add(3).read()]
         };
+        let roi = Roi::new(bx, 1.0, false, -1, p.crop_h, p.crop_w, ROI_MAX_SAMPLES_PER_BIN);
+        unsafe { (*s.setup).roi = roi };
+    } else if lin >= 96 && lin < 96 + C {
+        let c = lin - 96;
+        let stats = p.stats as *const f32;
+        unsafe {
+            (*s.setup).mean[c] = stats.add(c).read();
+            (*s.setup).inv_std[c] = 1.0 / stats.add(C + c).read();
+        }
     } else if lin >= 32 && lin < 32 + taps {
         let w = lin - 32;
         let off = (taps - k as usize) / 2;
-        // SAFETY: `n < batch`; `p.sigmas` holds `batch` f32.
         let sigma = unsafe { (p.sigmas as *const f32).add(nu).read() };
         let v = if w >= off && w < off + k as usize {
             gauss((w - off) as u32, k / 2, sigma)
         } else {
             0.0
         };
-        // SAFETY: `w < taps`: inside the weights.
+        // `w < taps`: inside the weights.
         unsafe { *s.wts.add(w) = v };
     }
     // SAFETY: every thread of the block reaches this barrier; it publishes the setup record and
