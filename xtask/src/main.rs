@@ -68,8 +68,8 @@ const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
     // steps spill.
     ("augment_c1", 64, 128, "launch bound of 4 blocks/SM"),
     ("augment_c2", 64, 128, "launch bound of 4 blocks/SM"),
-    ("augment_c3", 64, 192, "launch bound of 4 blocks/SM"),
-    ("augment_c4", 64, 192, "launch bound of 4 blocks/SM"),
+    ("augment_c3", 64, 224, "launch bound of 4 blocks/SM"),
+    ("augment_c4", 64, 256, "launch bound of 4 blocks/SM"),
 ];
 
 fn workspace() -> PathBuf {
