@@ -54,26 +54,6 @@ pub const AUGMENT_FAST_RADIUS: u32 = 3;
 pub const AUGMENT_NHWC_IN: u32 = 1;
 /// `AugmentParams::layout` bit: the f32 output is NHWC instead of NCHW.
 pub const AUGMENT_NHWC_OUT: u32 = 2;
-/// Input pixels per channel that one block of `rotate_bilinear` stages in shared memory: the
-/// source window of its 32 x 32 output patch. A rotation moves no two points further apart, so
-/// the patch's source points span at most `31 sqrt(2) < 44` pixels along each axis, and with the
-/// bilinear neighbour and a pixel of margin each side the window is at most 48 x 48.
-pub const ROTATE_WINDOW: u32 = 48 * 48;
-/// Output rows of `rotate_bilinear`'s patch (its block's 8 thread rows, 4 rows each).
-pub const ROTATE_PATCH_ROWS: u32 = 32;
-/// Channels `rotate_bilinear` stages at once; more go in groups of this many.
-pub const ROTATE_STAGED_CHANNELS: u32 = 4;
-
-/// Dynamic shared memory in bytes of `rotate_bilinear` for `channels` channels.
-pub const fn rotate_shared_bytes(channels: u32) -> u32 {
-    let c = if channels < ROTATE_STAGED_CHANNELS {
-        channels
-    } else {
-        ROTATE_STAGED_CHANNELS
-    };
-    4 * c * ROTATE_WINDOW
-}
-
 /// Threads per block of the elementwise kernels (`to_float`, `normalize`).
 pub const ELEMENTWISE_BLOCK: u32 = 256;
 /// Largest number of bilinear samples per output bin of `roi_align` (`grid_h * grid_w`); the

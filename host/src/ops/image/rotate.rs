@@ -4,9 +4,7 @@ use super::{check_len, column_grid, PerImage, Shape, BLOCK};
 use crate::error::{Error, Result};
 use crate::runtime::Gpu;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
-use streamline_abi::image::{
-    rotate_shared_bytes, RotateParams, ROTATE_BILINEAR, ROTATE_NEAREST, ROTATE_PATCH_ROWS,
-};
+use streamline_abi::image::{RotateParams, ROTATE_BILINEAR, ROTATE_NEAREST};
 
 /// Interpolation of `rotate`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,27 +62,11 @@ pub fn rotate(
         rows,
         pad: 0,
     };
-    match mode {
-        // SAFETY: lengths checked against `shape`; one angle per image; the grid covers every
-        // output pixel.
-        Interp::Nearest => unsafe { gpu.launch(stream, ROTATE_NEAREST, grid, BLOCK, p) },
-        Interp::Bilinear => {
-            let patches = shape.h.div_ceil(ROTATE_PATCH_ROWS as usize);
-            if patches > 65535 {
-                return Err(Error::arg(
-                    "x",
-                    format!(
-                        "{} rows are too many for one bilinear rotation (at most {})",
-                        shape.h,
-                        65535 * ROTATE_PATCH_ROWS as usize
-                    ),
-                ));
-            }
-            let grid = (grid.0, patches as u32, shape.n.min(65535) as u32);
-            let smem = rotate_shared_bytes(shape.c as u32);
-            // SAFETY: as above; the grid is the kernel's (32 x 32 patches, images strided by
-            // its depth) with the shared memory it stages into.
-            unsafe { gpu.launch_shared(stream, ROTATE_BILINEAR, grid, BLOCK, smem, p) }
-        }
-    }
+    let kernel = match mode {
+        Interp::Nearest => ROTATE_NEAREST,
+        Interp::Bilinear => ROTATE_BILINEAR,
+    };
+    // SAFETY: lengths checked against `shape`; one angle per image; the grid covers every
+    // output pixel.
+    unsafe { gpu.launch(stream, kernel, grid, BLOCK, p) }
 }
