@@ -367,6 +367,8 @@ pub fn synthetic_image(size: usize, index: usize) -> Vec<u8> {
     v
 }
 
+/// The PNG/JPEG images of `dir` (sorted by name, one size), decoded to RGB: their shape, their
+/// bytes in NHWC (as decoded) and their names.
 fn read_images(dir: &Path) -> Result<(Shape, Vec<u8>, Vec<String>)> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading folder {}", dir.display()))?
@@ -407,14 +409,8 @@ fn read_images(dir: &Path) -> Result<(Shape, Vec<u8>, Vec<String>)> {
             ),
             _ => {}
         }
-        let (w, h) = (w as usize, h as usize);
-        let start = data.len();
-        data.resize(start + 3 * w * h, 0);
-        for (x, y, p) in img.enumerate_pixels() {
-            for ch in 0..3 {
-                data[start + (ch * h + y as usize) * w + x as usize] = p.0[ch];
-            }
-        }
+        // The decoder's pixels as they are (HWC): the fused kernel reads NHWC in place.
+        data.extend_from_slice(img.as_raw());
         names.push(
             f.file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -443,8 +439,11 @@ fn to_rgb(y: &[f32], s: Shape, n: usize, scale: f32) -> image::RgbImage {
 }
 
 pub fn run_augment(device: usize, ptx: Option<&Path>, a: AugmentArgs) -> Result<()> {
-    let (shape, data, names) = match (&a.input, a.synthetic) {
-        (Some(dir), _) => read_images(dir)?,
+    let (shape, data, names, layout) = match (&a.input, a.synthetic) {
+        (Some(dir), _) => {
+            let (s, d, n) = read_images(dir)?;
+            (s, d, n, Layout::Nhwc)
+        }
         (None, true) => {
             if a.batch == 0 || a.size == 0 {
                 bail!("invalid argument `batch`/`size`: both must be at least 1");
@@ -454,7 +453,12 @@ pub fn run_augment(device: usize, ptx: Option<&Path>, a: AugmentArgs) -> Result<
                 d.extend(synthetic_image(a.size, i));
             }
             let names = (0..a.batch).map(|i| format!("synthetic_{i:03}")).collect();
-            (Shape::new(a.batch, 3, a.size, a.size), d, names)
+            (
+                Shape::new(a.batch, 3, a.size, a.size),
+                d,
+                names,
+                Layout::Nchw,
+            )
         }
         (None, false) => bail!("give --input DIR or --synthetic"),
     };
@@ -472,7 +476,7 @@ pub fn run_augment(device: usize, ptx: Option<&Path>, a: AugmentArgs) -> Result<
     let draw = AugmentDraw::random(&cfg, shape.n, shape.h, shape.w, a.seed);
     let gpu = Gpu::new(device, ptx)?;
     let st = gpu.stream();
-    let aug = Augment::new(st, shape, &cfg, &draw)?;
+    let aug = Augment::new(st, shape, &cfg, &draw)?.with_layouts(layout, Layout::Nchw);
     let out = aug.output_shape();
     let xd = st.clone_htod(&data)?;
     let mut yd: CudaSlice<f32> = st.alloc_zeros(out.len())?;
