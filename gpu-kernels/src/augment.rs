@@ -27,20 +27,18 @@
 //! kernels; the blur and normalisation use fused multiply-adds (within the written bounds).
 
 use crate::gaussian_blur::sum;
-use crate::sampling::{
-    gauss, nearest_pixel, reflect, Bilinear, LinearTaps, Roi, RoiTap, Rotation,
-};
+use crate::sampling::{gauss, nearest_pixel, reflect, Bilinear, LinearTaps, Roi, RoiTap, Rotation};
 use core::intrinsics::fmaf32 as fmaf;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 use streamline_abi::image::{
-    AUGMENT_C1, AUGMENT_C2, AUGMENT_C3, AUGMENT_C4, AUGMENT_WIDE_C1, AUGMENT_WIDE_C2,
-    AUGMENT_WIDE_C3, AUGMENT_WIDE_C4,
+    augment_pitch, augment_radius, augment_scratch_px, augment_side, augment_taps_len,
+    AugmentParams, AUGMENT_CROP_TAPS, AUGMENT_FAST_RADIUS, AUGMENT_HBUF_PITCH,
+    AUGMENT_INPUT_BUDGET, AUGMENT_NHWC_IN, AUGMENT_NHWC_OUT, AUGMENT_SETUP_BYTES, IMAGE_BLOCK_X,
+    IMAGE_BLOCK_Y, ROI_MAX_SAMPLES_PER_BIN, TILE,
 };
 use streamline_abi::image::{
-    augment_pitch, augment_radius, augment_scratch_px, augment_side, augment_taps_len, AugmentParams,
-    AUGMENT_CROP_TAPS, AUGMENT_FAST_RADIUS, AUGMENT_HBUF_PITCH, AUGMENT_INPUT_BUDGET, AUGMENT_NHWC_IN,
-    AUGMENT_NHWC_OUT, AUGMENT_SETUP_BYTES, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, ROI_MAX_SAMPLES_PER_BIN,
-    TILE,
+    AUGMENT_C1, AUGMENT_C2, AUGMENT_C3, AUGMENT_C4, AUGMENT_WIDE_C1, AUGMENT_WIDE_C2,
+    AUGMENT_WIDE_C3, AUGMENT_WIDE_C4,
 };
 use streamline_device::kernel;
 use streamline_device::math::floor_i32;
@@ -170,7 +168,9 @@ impl Crop {
             let off = yy as u32 * row + xx as u32 * px + c as u32 * ch;
             ldg_u8(img.add(off as usize)) as f32 * scale
         };
-        let v = self.roi.bin_n::<C>(self.h, self.w, p as u32, q as u32, load);
+        let v = self
+            .roi
+            .bin_n::<C>(self.h, self.w, p as u32, q as u32, load);
         let mut out = T::zero();
         for (c, x) in v.iter().enumerate() {
             out.set(c, *x);
@@ -340,13 +340,17 @@ impl Window {
 unsafe fn resized<const C: usize, T: Px>(win: *const T, y: Axis, x: Axis) -> T {
     // SAFETY: the offsets are clamped into the window (see `Window::row`).
     let at = |o: u32| unsafe { *win.add(o as usize) };
-    let (a, b, c, d) = (at(y.o0 + x.o0), at(y.o0 + x.o1), at(y.o1 + x.o0), at(y.o1 + x.o1));
+    let (a, b, c, d) = (
+        at(y.o0 + x.o0),
+        at(y.o0 + x.o1),
+        at(y.o1 + x.o0),
+        at(y.o1 + x.o1),
+    );
     let mut out = T::zero();
     for k in 0..C {
         out.set(
             k,
-            y.l0 * (x.l0 * a.get(k) + x.l1 * b.get(k))
-                + y.l1 * (x.l0 * c.get(k) + x.l1 * d.get(k)),
+            y.l0 * (x.l0 * a.get(k) + x.l1 * b.get(k)) + y.l1 * (x.l0 * c.get(k) + x.l1 * d.get(k)),
         );
     }
     out
@@ -593,7 +597,12 @@ impl Tile {
     /// [`Tile::stage`] must have staged `win` with an input window before the last barrier, and
     /// nothing else read the scratch region until the next barrier.
     #[inline(always)]
-    unsafe fn crop_from_input<const C: usize, T: Px>(&self, crop: &Crop, win: &Window, s: &Shared<T>) {
+    unsafe fn crop_from_input<const C: usize, T: Px>(
+        &self,
+        crop: &Crop,
+        win: &Window,
+        s: &Shared<T>,
+    ) {
         let lin = lane();
         let (rows, cols) = (win.rows.max(1), win.cols.max(1));
         let total = rows * cols;
@@ -605,7 +614,12 @@ impl Tile {
             // input window (`Crop::tap`).
             let (ty, tx) = unsafe { (*s.ctap_y.add(pr as usize), *s.ctap_x.add(q as usize)) };
             let at = |o: u32| unsafe { *s.input.add(o as usize) };
-            let v = [at(ty.lo + tx.lo), at(ty.lo + tx.hi), at(ty.hi + tx.lo), at(ty.hi + tx.hi)];
+            let v = [
+                at(ty.lo + tx.lo),
+                at(ty.lo + tx.hi),
+                at(ty.hi + tx.lo),
+                at(ty.hi + tx.hi),
+            ];
             let w = [ty.h * tx.h, ty.h * tx.l, ty.l * tx.h, ty.l * tx.l];
             let byte = |x: u32, c: usize| ((x >> (8 * c)) & 0xff) as f32;
             let mut out = T::zero();
@@ -613,7 +627,11 @@ impl Tile {
                 let b = fmaf(
                     w[3],
                     byte(v[3], c),
-                    fmaf(w[2], byte(v[2], c), fmaf(w[1], byte(v[1], c), w[0] * byte(v[0], c))),
+                    fmaf(
+                        w[2],
+                        byte(v[2], c),
+                        fmaf(w[1], byte(v[1], c), w[0] * byte(v[0], c)),
+                    ),
                 );
                 out.set(c, b * crop.scale);
             }
@@ -634,7 +652,13 @@ impl Tile {
     /// # Safety
     /// The window and its tables must have been staged before the last barrier.
     #[inline(always)]
-    unsafe fn sample<const C: usize, T: Px>(&self, win: &Window, s: &Shared<T>, zi: i32, zj: i32) -> T {
+    unsafe fn sample<const C: usize, T: Px>(
+        &self,
+        win: &Window,
+        s: &Shared<T>,
+        zi: i32,
+        zj: i32,
+    ) -> T {
         let iy = (zi - win.zi0).max(0).min(win.zrows as i32 - 1) as usize;
         let ix = (zj - win.zj0).max(0).min(win.zcols as i32 - 1) as usize;
         // SAFETY: the indices are clamped into the tables, whose offsets lie in the window.
@@ -868,9 +892,22 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
     } else if lin == 64 {
         let bx = unsafe {
             let bp = (p.boxes as *const f32).add(4 * nu);
-            [bp.read(), bp.add(1).read(), bp.add(2).read(), bp.add(3).read()]
+            [
+                bp.read(),
+                bp.add(1).read(),
+                bp.add(2).read(),
+                bp.add(3).read(),
+            ]
         };
-        let roi = Roi::new(bx, 1.0, false, -1, p.crop_h, p.crop_w, ROI_MAX_SAMPLES_PER_BIN);
+        let roi = Roi::new(
+            bx,
+            1.0,
+            false,
+            -1,
+            p.crop_h,
+            p.crop_w,
+            ROI_MAX_SAMPLES_PER_BIN,
+        );
         unsafe { (*s.setup).roi = roi };
     } else if lin >= 96 && lin < 96 + C {
         let c = lin - 96;
