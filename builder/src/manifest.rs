@@ -233,12 +233,16 @@ pub fn finish_ptx(raw: &str) -> Result<(String, Vec<EntryInfo>)> {
 }
 
 /// SHA-256 over `files` (each one's path relative to `base`, and its content), in hex: the
-/// same sources give the same hash wherever the checkout lies.
+/// same sources give the same hash wherever the checkout lies and however their paths are
+/// spelled (the files are taken in the order of their relative paths, each once).
 pub fn hash_files(base: &Path, files: &[PathBuf]) -> Result<String> {
     let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_path_buf());
+    let mut named: Vec<(PathBuf, &PathBuf)> =
+        files.iter().map(|f| (relative(&base, f), f)).collect();
+    named.sort();
+    named.dedup_by(|a, b| a.0 == b.0);
     let mut h = Sha256::new();
-    for f in files {
-        let rel = relative(&base, f);
+    for (rel, f) in named {
         h.update(rel.to_string_lossy().as_bytes());
         h.update([0]);
         let bytes = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
@@ -267,6 +271,21 @@ fn relative(base: &Path, path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_source_hash_ignores_how_paths_are_spelled_and_ordered() {
+        let dir = std::env::temp_dir().join(format!("streamline-hash-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::write(dir.join("Cargo.toml"), "[package]").unwrap();
+        std::fs::write(dir.join("src/lib.rs"), "fn a() {}").unwrap();
+        let plain = [dir.join("Cargo.toml"), dir.join("src/lib.rs")];
+        let spelled = [dir.join("src/lib.rs"), dir.join("src/../Cargo.toml")];
+        let a = hash_files(&dir, &plain).unwrap();
+        assert_eq!(a, hash_files(&dir, &spelled).unwrap());
+        std::fs::write(dir.join("src/lib.rs"), "fn b() {}").unwrap();
+        assert_ne!(a, hash_files(&dir, &plain).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn parses_byval_struct_and_scalar_params() {
