@@ -23,8 +23,11 @@
 //! The window has room for [`AUGMENT_CROP_BUDGET`] pixels. When the window of the whole haloed
 //! tile is larger (large blur kernels, crops hardly enlarged), the block goes through the haloed
 //! tile in parts of 16 x 16 pixels, each with its own window, which always fits while the resize
-//! enlarges (see [`PART`]). The crop, resize and rotation use the f32 operations of the separate
-//! kernels; the blur and normalisation use fused multiply-adds (within the written bounds).
+//! enlarges (see [`PART`]). The resize and rotation use the f32 operations of the separate
+//! kernels, and so does the crop read from device memory; the crop from the staged input blends
+//! the bytes and scales the result (exact for the default scale of 1, one rounding apart
+//! otherwise), and the blur and normalisation use fused multiply-adds (within the written
+//! bounds).
 
 use crate::gaussian_blur::sum;
 use crate::sampling::{gauss, nearest_pixel, reflect, Bilinear, LinearTaps, Roi, RoiTap, Rotation};
@@ -34,7 +37,7 @@ use streamline_abi::image::{
     augment_pitch, augment_radius, augment_scratch_px, augment_side, augment_taps_len,
     AugmentParams, AUGMENT_CROP_TAPS, AUGMENT_FAST_RADIUS, AUGMENT_HBUF_PITCH,
     AUGMENT_INPUT_BUDGET, AUGMENT_NHWC_IN, AUGMENT_NHWC_OUT, AUGMENT_SETUP_BYTES, IMAGE_BLOCK_X,
-    IMAGE_BLOCK_Y, ROI_MAX_SAMPLES_PER_BIN, TILE,
+    IMAGE_BLOCK_Y, MAX_KERNEL_SIZE, ROI_MAX_SAMPLES_PER_BIN, TILE,
 };
 use streamline_abi::image::{
     AUGMENT_C1, AUGMENT_C2, AUGMENT_C3, AUGMENT_C4, AUGMENT_WIDE_C1, AUGMENT_WIDE_C2,
@@ -873,10 +876,12 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
     };
 
     // Setup: one thread finds the rotation and the window of the whole haloed tile, one the
-    // crop box's sampling rule, one per channel the normalisation, and the second warp writes
-    // the weights (the kernel's `ksize` taps centred in `taps`, zero beyond them).
+    // crop box's sampling rule, one per channel the normalisation, and threads 32 .. 32 + taps
+    // (at most 63 of them, so none of the others) write the weights (the kernel's `ksize` taps
+    // centred in `taps`, zero beyond them).
     let lin = lane() as usize;
     // Each part of the setup record comes from another warp, so that they run side by side.
+    const _: () = assert!(32 + 2 * MAX_KERNEL_SIZE as usize / 2 + 1 <= 128);
     // SAFETY (all four branches): `n < batch`, so `p.angles`, `p.boxes` and `p.sigmas` hold
     // image `n`'s values, `p.stats` holds `2 * channels` f32; the setup record lies at the
     // start of the shared memory (`Setup` fits `AUGMENT_SETUP_BYTES`) and the weights after
@@ -889,7 +894,7 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
             (*s.setup).rot = rot;
             (*s.setup).whole = whole;
         }
-    } else if lin == 64 {
+    } else if lin == 128 {
         let bx = unsafe {
             let bp = (p.boxes as *const f32).add(4 * nu);
             [
@@ -909,8 +914,8 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
             ROI_MAX_SAMPLES_PER_BIN,
         );
         unsafe { (*s.setup).roi = roi };
-    } else if lin >= 96 && lin < 96 + C {
-        let c = lin - 96;
+    } else if lin >= 160 && lin < 160 + C {
+        let c = lin - 160;
         let stats = p.stats as *const f32;
         unsafe {
             (*s.setup).mean[c] = stats.add(c).read();

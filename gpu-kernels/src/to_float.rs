@@ -6,7 +6,8 @@
 //!
 //! `to_float_relayout` converts and changes the layout in the same pass (uint8 NHWC from an
 //! image decoder to the f32 NCHW a model takes, or back): one thread per pixel, its channels
-//! read together and written to their planes, so each store of a warp is contiguous.
+//! read together and written together, so a warp's accesses to the planar side are contiguous
+//! and those to the interleaved side cover one contiguous run of pixels.
 
 use streamline_abi::image::{ToFloatParams, ToFloatRelayoutParams};
 use streamline_abi::image::{TO_FLOAT, TO_FLOAT_RELAYOUT};

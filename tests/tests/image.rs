@@ -524,9 +524,10 @@ fn augment_case() -> impl Strategy<Value = (Shape, AugmentConfig, (Layout, Layou
             (40, 40, 71),
             (37, 20, 33),
         ]),
-        // 31 with 4 channels needs more than 48 KiB of shared memory (the opt-in path); 9 is
-        // the smallest kernel past the 7-tap fast path.
-        prop::sample::select(vec![1usize, 3, 5, 7, 9, 15, 31]),
+        // Every kernel past the 7-tap fast path needs more than 48 KiB of shared memory (the
+        // opt-in path); 9 is the smallest of them, 33 and more have weights written by more
+        // than one warp, 63 is the largest (capped below by the output size).
+        prop::sample::select(vec![1usize, 3, 5, 7, 9, 15, 31, 33, 63]),
         any::<bool>(),
         any::<bool>(),
         (any::<bool>(), any::<bool>()),
@@ -577,7 +578,14 @@ fn augment_fused_matches_reference_and_chain() {
         let mut scratch = None;
         {
             let mut fv = fused.slice_mut(GUARD..GUARD + out.len());
-            aug.run_fused(g, st, &x, &mut fv).unwrap();
+            match aug.run_fused(g, st, &x, &mut fv) {
+                // A GPU with less shared memory per block than this kernel size needs refuses
+                // it by name before launching (H100/H200 take every size).
+                Err(streamline::error::Error::InvalidArgument {
+                    arg: "kernel_size", ..
+                }) => return Ok(()),
+                r => r.unwrap(),
+            }
             let mut cv = chain.slice_mut(GUARD..GUARD + out.len());
             let ran = aug.run_separate(g, st, &x, &mut scratch, &mut cv);
             // The chain writes NCHW only, and says so naming the argument.

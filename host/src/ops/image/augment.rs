@@ -334,7 +334,22 @@ impl Augment {
                 Layout::Nhwc => AUGMENT_NHWC_OUT,
             },
         };
-        let smem = augment_shared_bytes(self.shape.c as u32, self.cfg.kernel_size as u32);
+        let (c, k) = (self.shape.c as u32, self.cfg.kernel_size as u32);
+        let smem = augment_shared_bytes(c, k);
+        let max = gpu.info().limits.max_shared_per_block;
+        if smem > max {
+            let fits = (1..=k)
+                .rev()
+                .step_by(2)
+                .find(|&k| augment_shared_bytes(c, k) <= max)
+                .unwrap_or(1);
+            return Err(Error::arg(
+                "kernel_size",
+                format!(
+                    "{k} with {c} channels needs {smem} bytes of shared memory per block; this GPU allows {max} (kernel sizes up to {fits} fit)"
+                ),
+            ));
+        }
         // SAFETY: every parameter was validated in `Augment::new` (channels, crop, size, kernel
         // size, per-image arrays of `n`), lengths checked above; the shared memory is what the
         // kernel uses for these sizes.
