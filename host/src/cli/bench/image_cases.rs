@@ -234,24 +234,15 @@ pub fn run(b: &mut Bench, batch: usize, wanted: &dyn Fn(&str) -> bool) -> Result
         // The fused kernel needs only the (crop + 1)^2 window of each uint8 plane and writes
         // the f32 output once.
         let bytes = (batch * 3 * (CROP + 1) * (CROP + 1)) as f64 + plane_bytes(full);
-        let t = b.time(|i| {
-            let (x, y) = &mut bufs[i % n];
-            aug.run_fused(gpu, &st, x, y)
-        })?;
-        record(
-            b,
-            &case,
-            t,
-            bytes,
-            json!({"batch": batch, "buffer_sets": n, "fused": true}),
-        )?;
-        // The layouts image decoders produce (NHWC uint8) and CV-CUDA computes in: the same
-        // random bytes read as NHWC, written NCHW (what a model takes) and NHWC.
-        for (lout, name) in [
-            (Layout::Nchw, "streamline-nhwc-to-nchw"),
-            (Layout::Nhwc, "streamline-nhwc"),
+        // NCHW in and out (the row named `streamline`), then the layouts image decoders produce
+        // (NHWC uint8) and CV-CUDA computes in: the same random bytes read as NHWC, written
+        // NCHW (what a model takes) and NHWC.
+        for (layouts, name) in [
+            ((Layout::Nchw, Layout::Nchw), "streamline"),
+            ((Layout::Nhwc, Layout::Nchw), "streamline-nhwc-to-nchw"),
+            ((Layout::Nhwc, Layout::Nhwc), "streamline-nhwc"),
         ] {
-            let aug = Augment::new(&st, full, &cfg, &draw)?.with_layouts(Layout::Nhwc, lout);
+            let aug = Augment::new(&st, full, &cfg, &draw)?.with_layouts(layouts.0, layouts.1);
             let t = b.time(|i| {
                 let (x, y) = &mut bufs[i % n];
                 aug.run_fused(gpu, &st, x, y)
@@ -261,7 +252,7 @@ pub fn run(b: &mut Bench, batch: usize, wanted: &dyn Fn(&str) -> bool) -> Result
                 &case,
                 t,
                 bytes,
-                json!({"impl": name, "batch": batch, "buffer_sets": n, "fused": true, "layout": format!("NHWC->{lout}")}),
+                json!({"impl": name, "batch": batch, "buffer_sets": n, "fused": true, "layout": format!("{}->{}", layouts.0, layouts.1)}),
             )?;
         }
         let mut scratch = None;
