@@ -10,9 +10,12 @@
 //!
 //! 1. **Stage the crop window.** The window is bounded from the rotation's source points of
 //!    the haloed tile's corners, widened by the resize's taps. Each crop pixel of it is one
-//!    `roi_align` bin of the uint8 input, every channel at once, converted to float on load,
-//!    stored as one 16-byte (or smaller) slot. Beside it go two small tables with the resize's
-//!    taps of every resized row and column the window spans.
+//!    `roi_align` bin of the uint8 input, every channel at once, stored as one 16-byte (or
+//!    smaller) slot. When each bin is one bilinear sample (a random crop), the block first
+//!    stages the input window the crop reads (a pixel's channels packed in 4 bytes) and
+//!    computes the crop from it through per-row and per-column crop-tap tables; otherwise it
+//!    reads each bin's samples from device memory. Beside the window go two small tables with
+//!    the resize's taps of every resized row and column it spans.
 //! 2. **Rotate.** Each pixel of the haloed tile takes its source point (from per-row and
 //!    per-column terms tabulated once), one tap table entry per axis and four slot reads from
 //!    the window: the resized value of every channel.
