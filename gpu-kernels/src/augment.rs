@@ -527,25 +527,11 @@ impl Tile {
             k += THREADS;
         }
         let Some(iw) = input else {
-            // At least 1 (`Tile::window`); `max` also spares the division its zero check.
-            let (rows, cols) = (win.rows.max(1), win.cols.max(1));
-            let total = rows * cols;
-            // Pixel `k` is row `pr`, column `q` of the window, advanced without dividing.
-            let (step_r, step_q) = (THREADS / cols, THREADS % cols);
-            let (mut pr, mut q) = (lin / cols, lin % cols);
-            let mut k = lin;
-            while k < total {
+            for_cells(win.rows, win.cols, |k, pr, q| {
                 let v = crop.pixel::<C, T>(win.p0 + pr as i32, win.q0 + q as i32);
                 // SAFETY: `k < rows * cols <= budget`.
                 unsafe { *s.scratch.add(k as usize) = v };
-                k += THREADS;
-                q += step_q;
-                pr += step_r;
-                if q >= cols {
-                    q -= cols;
-                    pr += 1;
-                }
-            }
+            });
             return;
         };
         let mut k = lin;
@@ -609,13 +595,7 @@ impl Tile {
         win: &Window,
         s: &Shared<T>,
     ) {
-        let lin = lane();
-        let (rows, cols) = (win.rows.max(1), win.cols.max(1));
-        let total = rows * cols;
-        let (step_r, step_q) = (THREADS / cols, THREADS % cols);
-        let (mut pr, mut q) = (lin / cols, lin % cols);
-        let mut k = lin;
-        while k < total {
+        for_cells(win.rows, win.cols, |k, pr, q| {
             // SAFETY: `pr < rows`, `q < cols`: inside the tables; their offsets lie in the
             // input window (`Crop::tap`).
             let (ty, tx) = unsafe { (*s.ctap_y.add(pr as usize), *s.ctap_x.add(q as usize)) };
@@ -643,14 +623,7 @@ impl Tile {
             }
             // SAFETY: `k < rows * cols <= budget`.
             unsafe { *s.scratch.add(k as usize) = out };
-            k += THREADS;
-            q += step_q;
-            pr += step_r;
-            if q >= cols {
-                q -= cols;
-                pr += 1;
-            }
-        }
+        });
     }
 
     /// The resized value at resized pixel `(zi, zj)` through the window's tap tables.
@@ -686,16 +659,9 @@ impl Tile {
         (i0, j0): (u32, u32),
         (h, w): (u32, u32),
     ) {
-        let lin = lane();
-        // At least 1 (a part of the tile); `max` also spares the division its zero check.
-        let w = w.max(1);
-        let total = h * w;
         let (side, pitch) = (self.side as usize, self.pitch as usize);
         let tab = s.table as *const [f32; 2];
-        let (step_i, step_j) = (THREADS / w, THREADS % w);
-        let (mut i, mut j) = (lin / w, lin % w);
-        let mut k = lin;
-        while k < total {
+        for_cells(h, w, |_, i, j| {
             let (ti, tj) = ((i0 + i) as usize, (j0 + j) as usize);
             // SAFETY: `ti, tj < side`: inside the table.
             let (sy, sx) = unsafe {
@@ -731,14 +697,7 @@ impl Tile {
             };
             // SAFETY: `ti, tj < side <= pitch`: inside the rotated tile; this thread's pixel.
             unsafe { *s.rotated.add(ti * pitch + tj) = v };
-            k += THREADS;
-            i += step_i;
-            j += step_j;
-            if j >= w {
-                j -= w;
-                i += 1;
-            }
-        }
+        });
     }
 }
 
@@ -747,6 +706,29 @@ impl Tile {
 fn lane() -> u32 {
     let (tx, ty) = thread_xy();
     ty * IMAGE_BLOCK_X + tx
+}
+
+/// Calls `cell(index, row, column)` for this thread's cells of a `rows x cols` rectangle, every
+/// `THREADS`-th in row-major order, the row and column advanced without dividing.
+#[inline(always)]
+fn for_cells(rows: u32, cols: u32, mut cell: impl FnMut(u32, u32, u32)) {
+    // At least 1; `max` also spares the divisions their zero check.
+    let cols = cols.max(1);
+    let total = rows * cols;
+    let (step_r, step_c) = (THREADS / cols, THREADS % cols);
+    let k0 = lane();
+    let (mut r, mut c) = (k0 / cols, k0 % cols);
+    let mut k = k0;
+    while k < total {
+        cell(k, r, c);
+        k += THREADS;
+        r += step_r;
+        c += step_c;
+        if c >= cols {
+            c -= cols;
+            r += 1;
+        }
+    }
 }
 
 /// The blur weights, unnormalised: in registers on the fast path (`FAST`, 7 taps), read from

@@ -47,7 +47,6 @@ pub fn to_float(
 /// `ToDtype(float32)` of a batch of `shape` stored in layout `from` into layout `to`: uint8
 /// NHWC from an image decoder to the f32 NCHW a model takes in one pass, or back. With equal
 /// layouts it is [`to_float`].
-#[allow(clippy::too_many_arguments)]
 pub fn to_float_relayout(
     gpu: &Gpu,
     stream: &CudaStream,
