@@ -22,7 +22,7 @@ pub enum Error {
     /// A kernel launch failed; names the kernel and its launch configuration.
     #[error("launch of kernel `{kernel}` failed (grid {grid:?}, block {block:?})")]
     Launch {
-        kernel: &'static str,
+        kernel: String,
         grid: (u32, u32, u32),
         block: (u32, u32, u32),
         #[source]

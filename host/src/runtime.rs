@@ -362,6 +362,19 @@ struct ByValue<P>(P);
 // checked against the PTX's parameter before every launch).
 unsafe impl<P: bytemuck::Pod> DeviceRepr for ByValue<P> {}
 
+/// Most bytes of a parameter struct [`Module::launch_bytes`] passes (the driver's classic
+/// limit for a kernel's parameters).
+const MAX_PARAM_BYTES: usize = 4096;
+
+/// A parameter struct's bytes, at the start of 8-byte-aligned storage (see
+/// [`Module::launch_bytes`]).
+#[repr(C, align(8))]
+struct RawParams([u8; MAX_PARAM_BYTES]);
+// SAFETY: cudarc passes the driver a pointer to the argument, from which the driver copies the
+// kernel parameter's size; the struct's bytes sit at that address (checked against the
+// parameter's size before launching).
+unsafe impl DeviceRepr for RawParams {}
+
 impl Module {
     fn load(ctx: &Arc<CudaContext>, image: KernelImage, limits: DeviceLimits) -> Result<Module> {
         let module = ctx
@@ -429,11 +442,14 @@ impl Module {
     /// Checks `cfg` for `kernel` against its declared launch bounds, what its compiled function
     /// allows and the device's limits; the error names the kernel and the limit.
     pub fn check_config<P>(&self, kernel: Kernel<P>, cfg: &LaunchConfig) -> Result<()> {
-        self.check_loaded(self.loaded(kernel)?, kernel, cfg)
+        self.check_loaded(self.loaded(kernel)?, cfg)
     }
 
-    fn check_loaded<P>(&self, k: &Loaded, kernel: Kernel<P>, cfg: &LaunchConfig) -> Result<()> {
-        let name = kernel.name();
+    /// Checks `cfg` against the declared launch bounds recorded in `k`'s manifest entry (equal
+    /// to the host declaration's, checked when `k` was looked up), what its compiled function
+    /// allows and the device's limits.
+    fn check_loaded(&self, k: &Loaded, cfg: &LaunchConfig) -> Result<()> {
+        let name = k.entry.name.as_str();
         let fail = |reason: String| {
             Err(Error::LaunchConfig {
                 kernel: name.to_string(),
@@ -460,7 +476,7 @@ impl Module {
             ));
         }
         let threads = cfg.threads();
-        if let Some(bounds) = kernel.bounds() {
+        if let Some(bounds) = k.entry.bounds {
             if threads > bounds.max_threads as u64 {
                 return fail(format!(
                     "{threads} threads per block; it was compiled for at most {} (its launch bounds)",
@@ -504,9 +520,96 @@ impl Module {
         cfg: LaunchConfig,
         params: P,
     ) -> Result<()> {
-        const DEFAULT_WINDOW: u32 = 48 * 1024;
         let loaded = self.loaded(kernel)?;
-        self.check_loaded(loaded, kernel, &cfg)?;
+        // SAFETY: forwarded from this function's contract; `loaded`'s parameter layout is
+        // `P`'s (checked by `loaded`).
+        unsafe { self.launch_loaded(stream, loaded, cfg, &ByValue(params)) }
+    }
+
+    /// Launches the kernel named `name` with `params`, the bytes of its one by-value parameter
+    /// struct (a `ctypes.Structure` from Python, say), after checking their size, and `align`
+    /// if given, against the parameter the PTX declares, and `cfg` as [`Module::check_config`]
+    /// does. For callers without the kernel's Rust declaration; with it, use
+    /// [`Module::launch`].
+    ///
+    /// # Safety
+    /// As for [`Module::launch`]: `params` must be a valid value of the kernel's parameter
+    /// struct, whose device addresses are valid for the accesses the kernel makes.
+    pub unsafe fn launch_bytes(
+        &self,
+        stream: &CudaStream,
+        name: &str,
+        cfg: LaunchConfig,
+        params: &[u8],
+        align: Option<usize>,
+    ) -> Result<()> {
+        let loaded = self
+            .kernels
+            .iter()
+            .find(|k| k.entry.name == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = self.kernels.iter().map(|k| k.entry.name.as_str()).collect();
+                Error::arg(
+                    "name",
+                    format!(
+                        "no kernel `{name}` in {}; it has {names:?}",
+                        self.image.origin
+                    ),
+                )
+            })?;
+        let [want] = loaded.entry.params.as_slice() else {
+            return Err(Error::arg(
+                "params",
+                format!(
+                    "kernel `{name}` takes {:?}; Streamline kernels take one parameter struct",
+                    loaded.entry.params
+                ),
+            ));
+        };
+        if params.len() != want.size || align.is_some_and(|a| a != want.align) {
+            return Err(Error::arg(
+                "params",
+                format!(
+                    "{} bytes{} but kernel `{name}` takes a struct of {} bytes aligned to {}",
+                    params.len(),
+                    align
+                        .map(|a| format!(" aligned to {a}"))
+                        .unwrap_or_default(),
+                    want.size,
+                    want.align
+                ),
+            ));
+        }
+        if params.len() > MAX_PARAM_BYTES {
+            return Err(Error::arg(
+                "params",
+                format!(
+                    "{} bytes; at most {MAX_PARAM_BYTES} can be passed",
+                    params.len()
+                ),
+            ));
+        }
+        let mut raw = RawParams([0; MAX_PARAM_BYTES]);
+        raw.0[..params.len()].copy_from_slice(params);
+        // SAFETY: the size (and alignment, if given) equal the PTX parameter's (checked above);
+        // the caller guarantees the bytes are a valid parameter value.
+        unsafe { self.launch_loaded(stream, loaded, cfg, &raw) }
+    }
+
+    /// Queues `loaded` with the parameter `arg` after checking `cfg`.
+    ///
+    /// # Safety
+    /// `arg`'s kernel-parameter bytes must be a valid value of `loaded`'s parameter (its size
+    /// and layout), with device addresses valid for the launch, as for [`Module::launch`].
+    unsafe fn launch_loaded<A: DeviceRepr>(
+        &self,
+        stream: &CudaStream,
+        loaded: &Loaded,
+        cfg: LaunchConfig,
+        arg: &A,
+    ) -> Result<()> {
+        const DEFAULT_WINDOW: u32 = 48 * 1024;
+        self.check_loaded(loaded, &cfg)?;
         let function = &loaded.function;
         if cfg.shared_bytes > DEFAULT_WINDOW {
             function
@@ -516,20 +619,19 @@ impl Module {
                 )
                 .op("cuFuncSetAttribute")?;
         }
-        let arg = ByValue(params);
         let driver_cfg = cudarc::driver::LaunchConfig {
             grid_dim: cfg.grid,
             block_dim: cfg.block,
             shared_mem_bytes: cfg.shared_bytes,
         };
         let mut builder = stream.launch_builder(function);
-        builder.arg(&arg);
-        // SAFETY: the parameter layout matches the PTX (checked above), and the caller
-        // guarantees the addresses inside are valid for this launch.
+        builder.arg(arg);
+        // SAFETY: the caller guarantees the parameter matches the PTX and the addresses inside
+        // are valid for this launch.
         unsafe { builder.launch(driver_cfg) }
             .map(|_| ())
             .map_err(|source| Error::Launch {
-                kernel: kernel.name(),
+                kernel: loaded.entry.name.clone(),
                 grid: cfg.grid,
                 block: cfg.block,
                 source,

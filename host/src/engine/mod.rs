@@ -8,17 +8,21 @@
 //!   waits on the last write, without synchronizing the device. cudarc's own `CudaSlice` keeps
 //!   one read event, which the last reader overwrites: with two readers on different streams a
 //!   later writer waits for only one of them. These buffers close that gap.
+//! - [`external`]: device memory another library owns (a PyTorch tensor), taken by the same
+//!   launchers and ordered by the stream it is used on.
 //! - [`pipeline`]: a pipeline description (stages, the stream each runs on, rings of buffers
 //!   for double/triple buffering) from which the cross-stream events and buffer lifetimes are
 //!   derived, run eagerly or captured into a CUDA graph.
 //! - [`timeline`]: per-operation event timestamps per stream, exported as Chrome/Perfetto trace
 //!   JSON and as an SVG Gantt chart, with overlap metrics.
 
+pub mod external;
 pub mod memory;
 pub mod pipeline;
 pub mod pool;
 pub mod timeline;
 
+pub use external::External;
 pub use memory::{DeviceBuffer, PinnedBuffer};
 pub use pipeline::{PipelineSpec, Plan};
 pub use pool::{Graph, StreamPool};

@@ -163,8 +163,38 @@ impl AugmentDraw {
             .collect()
     }
 
-    /// Draws the parameters for `n` images of `h x w` from `seed` (deterministic).
+    /// Draws the parameters for `n` images of `h x w` from `seed` (deterministic), one sigma
+    /// for the batch as torchvision's `GaussianBlur` draws it per call.
     pub fn random(cfg: &AugmentConfig, n: usize, h: usize, w: usize, seed: u64) -> AugmentDraw {
+        Self::draw(cfg, n, h, w, seed, false)
+    }
+
+    /// [`AugmentDraw::random`] with a sigma drawn for every image, as the crop and the angle.
+    pub fn random_per_image(
+        cfg: &AugmentConfig,
+        n: usize,
+        h: usize,
+        w: usize,
+        seed: u64,
+    ) -> AugmentDraw {
+        Self::draw(cfg, n, h, w, seed, true)
+    }
+
+    fn draw(
+        cfg: &AugmentConfig,
+        n: usize,
+        h: usize,
+        w: usize,
+        seed: u64,
+        each: bool,
+    ) -> AugmentDraw {
+        let sigma = |rng: &mut StdRng| {
+            if cfg.sigma.1 > cfg.sigma.0 {
+                rng.gen_range(cfg.sigma.0..=cfg.sigma.1)
+            } else {
+                cfg.sigma.0
+            }
+        };
         let mut rng = StdRng::seed_from_u64(seed);
         let mut boxes = Vec::with_capacity(n);
         let mut angles = Vec::with_capacity(n);
@@ -179,15 +209,15 @@ impl AugmentDraw {
             };
             angles.push(a);
         }
-        let s = if cfg.sigma.1 > cfg.sigma.0 {
-            rng.gen_range(cfg.sigma.0..=cfg.sigma.1)
+        let sigmas = if each {
+            (0..n).map(|_| sigma(&mut rng)).collect()
         } else {
-            cfg.sigma.0
+            vec![sigma(&mut rng); n]
         };
         AugmentDraw {
             boxes,
             angles,
-            sigmas: vec![s; n],
+            sigmas,
         }
     }
 }

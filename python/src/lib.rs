@@ -1,0 +1,628 @@
+//! `streamline._native`: Streamline's launchers for the Python package.
+//!
+//! Every function takes device addresses, shapes and the handle of the CUDA stream to queue on,
+//! which the Python layer (`streamline/_arrays.py`) took from the caller's tensors after
+//! checking their dtype, device and contiguity. The work is queued on that stream (PyTorch's
+//! current stream unless told otherwise) without synchronizing anything, in the primary
+//! context PyTorch uses, so torch's stream semantics (`torch.cuda.stream`, `wait_stream`,
+//! `record_stream`) order it exactly as they order torch's own operations. Shapes, ranges and
+//! values are checked by the library, whose errors become `ValueError` naming the argument.
+
+use cudarc::driver::sys::CUstream;
+use cudarc::driver::CudaStream;
+use half::f16;
+use pyo3::create_exception;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use streamline::engine::External;
+use streamline::ops::heavy::heavy as heavy_op;
+use streamline::ops::image::{
+    self, Augment, AugmentConfig, AugmentDraw, ChannelStats, Interp, Layout, PerImage, ResizeMode,
+    RoiAlign, RoiBoxes, Shape, Sigma,
+};
+use streamline::ops::matmul::{self, Gemm};
+use streamline::{Error, Gpu, LaunchConfig, Module};
+
+create_exception!(
+    _native,
+    NoGpuError,
+    PyRuntimeError,
+    "No NVIDIA driver or no such CUDA device: raised when a GPU function is called."
+);
+
+/// The error as Python sees it: a bad argument is a `ValueError` (its message names the
+/// argument and the allowed range), a missing GPU a `NoGpuError`, anything else a
+/// `RuntimeError` with its causes.
+fn to_py(e: Error) -> PyErr {
+    // The library calls the input `x` and the output `y`; Python callers know them as the
+    // first argument (torchvision's `inpt`) and `out`.
+    let e = match e {
+        Error::InvalidArgument { arg, reason } => Error::InvalidArgument {
+            arg: match arg {
+                "x" => "inpt",
+                "y" => "out",
+                a => a,
+            },
+            reason,
+        },
+        e => e,
+    };
+    let mut msg = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        msg.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    match e {
+        Error::InvalidArgument { .. } => PyValueError::new_err(msg),
+        Error::NoDriver(_) | Error::NoDevice { .. } => NoGpuError::new_err(msg),
+        _ => PyRuntimeError::new_err(msg),
+    }
+}
+
+/// Streamline's kernels loaded on each device used so far, by ordinal.
+static DEVICES: Mutex<Vec<Option<Arc<Gpu>>>> = Mutex::new(Vec::new());
+
+/// The device `ordinal` with Streamline's kernels loaded (on first use, in its primary
+/// context, the one PyTorch uses). `STREAMLINE_PTX` names a PTX file to load instead of the
+/// embedded one (built from the same sources).
+fn gpu(ordinal: usize) -> streamline::Result<Arc<Gpu>> {
+    let mut devices = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(Some(g)) = devices.get(ordinal) {
+        return Ok(g.clone());
+    }
+    let ptx = std::env::var_os("STREAMLINE_PTX").map(PathBuf::from);
+    let g = Arc::new(Gpu::new(ordinal, ptx.as_deref())?);
+    // SAFETY: every buffer this module allocates (per-call parameters: angles, boxes, sigmas,
+    // means) is allocated, used by one launch and freed on the one stream of that call, so
+    // stream order alone keeps each use after its upload and before its (stream-ordered)
+    // free; the caller's tensors are not cudarc buffers and were never tracked.
+    unsafe { g.context().disable_event_tracking() };
+    if devices.len() <= ordinal {
+        devices.resize(ordinal + 1, None);
+    }
+    devices[ordinal] = Some(g.clone());
+    Ok(g)
+}
+
+/// Runs `f` with the GIL released, on device `device` and the caller's stream `stream`.
+fn on_stream<R: Send>(
+    py: Python<'_>,
+    device: usize,
+    stream: u64,
+    f: impl FnOnce(&Gpu, &Arc<CudaStream>) -> streamline::Result<R> + Send,
+) -> PyResult<R> {
+    py.detach(|| {
+        let g = gpu(device)?;
+        g.context()
+            .bind_to_thread()
+            .map_err(|source| Error::Driver {
+                op: "cuCtxSetCurrent",
+                source,
+            })?;
+        // SAFETY: `stream` is a stream handle of this device's primary context, given by
+        // PyTorch (`torch.cuda.Stream.cuda_stream`) or the caller, or 0 for the legacy default
+        // stream; the caller keeps it alive for this call, which only queues work on it.
+        let s = unsafe { g.context().wrap_borrowed_stream(stream as CUstream) };
+        f(&g, &s)
+    })
+    .map_err(to_py)
+}
+
+/// A caller's device array of `len` elements at `ptr`, used on `s`.
+fn ext<T>(ptr: u64, len: usize, s: &Arc<CudaStream>) -> External<T> {
+    // SAFETY: the Python layer took `ptr` and `len` from a CUDA array of this device and
+    // element type (dtype, device and contiguity checked there), which the caller holds for
+    // the duration of the call; its owner (PyTorch's caching allocator) frees it only in the
+    // order of the stream it was used on, or after `record_stream`, as for torch's own ops.
+    unsafe { External::new(ptr, len, s) }
+}
+
+fn layout(arg: &'static str, s: &str) -> streamline::Result<Layout> {
+    match s {
+        "NCHW" => Ok(Layout::Nchw),
+        "NHWC" => Ok(Layout::Nhwc),
+        _ => Err(Error::arg(
+            arg,
+            format!("{s:?}: must be \"NCHW\" or \"NHWC\""),
+        )),
+    }
+}
+
+fn interp(arg: &'static str, s: &str) -> streamline::Result<Interp> {
+    match s {
+        "nearest" => Ok(Interp::Nearest),
+        "bilinear" => Ok(Interp::Bilinear),
+        _ => Err(Error::arg(
+            arg,
+            format!("{s:?}: must be nearest or bilinear"),
+        )),
+    }
+}
+
+/// Shape `(n, c, h, w)`.
+type Nchw = (usize, usize, usize, usize);
+
+fn shape((n, c, h, w): Nchw) -> Shape {
+    Shape { n, c, h, w }
+}
+
+/// Whether a GPU can be used: `None` if the driver loads and has at least one device, else
+/// why not (without creating a context).
+#[pyfunction]
+fn gpu_status() -> Option<String> {
+    match streamline::runtime::device_count() {
+        Ok(0) => Some("the NVIDIA driver has no CUDA device".into()),
+        Ok(_) => None,
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+/// Name and compute capability of device `device` (loads the kernels on it).
+#[pyfunction]
+fn device_info(py: Python<'_>, device: usize) -> PyResult<(String, (i32, i32), u32)> {
+    py.detach(|| {
+        let g = gpu(device)?;
+        let i = g.info();
+        Ok((i.name.clone(), i.compute_capability, i.multiprocessors))
+    })
+    .map_err(to_py)
+}
+
+/// uint8 `x` to f32 `y` (`ToDtype(float32, scale)`), from layout `src` to `dst`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn to_float(
+    py: Python<'_>,
+    device: usize,
+    stream: u64,
+    x: u64,
+    y: u64,
+    nchw: Nchw,
+    src: &str,
+    dst: &str,
+    scale: bool,
+) -> PyResult<()> {
+    let (src, dst) = (
+        layout("layout", src).map_err(to_py)?,
+        layout("output_layout", dst).map_err(to_py)?,
+    );
+    let sh = shape(nchw);
+    on_stream(py, device, stream, |g, s| {
+        let len = sh.n * sh.c * sh.h * sh.w;
+        image::to_float_relayout(
+            g,
+            s,
+            sh,
+            (&ext::<u8>(x, len, s), src),
+            (&mut ext::<f32>(y, len, s), dst),
+            scale,
+        )
+    })
+}
+
+fn normalize_on(
+    g: &Gpu,
+    s: &Arc<CudaStream>,
+    (x, y): (u64, u64),
+    sh: Shape,
+    mean: &[f32],
+    std: &[f32],
+) -> streamline::Result<()> {
+    let stats = ChannelStats::upload(s, mean, std)?;
+    let len = sh.len();
+    image::normalize(g, s, sh, &ext(x, len, s), &stats, &mut ext(y, len, s))
+}
+
+/// `y = (x - mean[c]) / std[c]` over f32 NCHW `x`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn normalize(
+    py: Python<'_>,
+    device: usize,
+    stream: u64,
+    x: u64,
+    y: u64,
+    nchw: Nchw,
+    mean: Vec<f32>,
+    std: Vec<f32>,
+) -> PyResult<()> {
+    on_stream(py, device, stream, |g, s| {
+        normalize_on(g, s, (x, y), shape(nchw), &mean, &std)
+    })
+}
+
+/// Resizes f32 NCHW `x` to `out` (`mode`: `bilinear`, `bilinear_antialias`, `nearest`).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn resize(
+    py: Python<'_>,
+    device: usize,
+    stream: u64,
+    x: u64,
+    y: u64,
+    nchw: Nchw,
+    out: (usize, usize),
+    mode: &str,
+) -> PyResult<()> {
+    let mode = match mode {
+        "bilinear" => ResizeMode::Bilinear,
+        "bilinear_antialias" => ResizeMode::BilinearAntialias,
+        "nearest" => ResizeMode::Nearest,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "interpolation {mode:?}: must be nearest or bilinear"
+            )))
+        }
+    };
+    let sh = shape(nchw);
+    on_stream(py, device, stream, |g, s| {
+        let y_len = sh.with_size(out.0, out.1).len();
+        image::resize(
+            g,
+            s,
+            sh,
+            &ext(x, sh.len(), s),
+            out,
+            mode,
+            &mut ext(y, y_len, s),
+        )
+    })
+}
+
+/// Rotates image `i` of f32 NCHW `x` by `angles[i]` degrees counter-clockwise.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn rotate(
+    py: Python<'_>,
+    device: usize,
+    stream: u64,
+    x: u64,
+    y: u64,
+    nchw: Nchw,
+    angles: Vec<f32>,
+    mode: &str,
+    fill: Option<f32>,
+) -> PyResult<()> {
+    let mode = interp("interpolation", mode).map_err(to_py)?;
+    let sh = shape(nchw);
+    on_stream(py, device, stream, |g, s| {
+        let angles = PerImage::upload(s, "angle", &angles)?;
+        let len = sh.len();
+        image::rotate(
+            g,
+            s,
+            sh,
+            &ext(x, len, s),
+            &angles,
+            mode,
+            fill,
+            &mut ext(y, len, s),
+        )
+    })
+}
+
+/// Gaussian blur of f32 NCHW `x` with kernel `(kx, ky)`; `sigma` is `[sx, sy]` for every image
+/// or `[sx0, sy0, sx1, sy1, ...]` per image.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn gaussian_blur(
+    py: Python<'_>,
+    device: usize,
+    stream: u64,
+    x: u64,
+    y: u64,
+    nchw: Nchw,
+    kernel: (usize, usize),
+    sigma: Vec<f32>,
+) -> PyResult<()> {
+    let sh = shape(nchw);
+    sh.check("x").map_err(to_py)?;
+    image::check_kernel_size("kernel_size", kernel.0, sh.w, "width").map_err(to_py)?;
+    image::check_kernel_size("kernel_size", kernel.1, sh.h, "height").map_err(to_py)?;
+    for v in &sigma {
+        image::check_sigma("sigma", *v).map_err(to_py)?;
+    }
+    on_stream(py, device, stream, |g, s| {
+        let len = sh.len();
+        let (x, mut y) = (ext(x, len, s), ext(y, len, s));
+        if sigma.len() == 2 {
+            let sigma = Sigma::Global(sigma[0], sigma[1]);
+            image::gaussian_blur(g, s, sh, &x, kernel, sigma, &mut y)
+        } else {
+            let per = PerImage::upload(s, "sigma", &sigma)?;
+            if sigma.len() != 2 * sh.n {
+                return Err(Error::arg(
+                    "sigma",
+                    format!(
+                        "has {} values; needs 2 (all images) or 2 per image ({})",
+                        sigma.len(),
+                        2 * sh.n
+                    ),
+                ));
+            }
+            image::gaussian_blur(g, s, sh, &x, kernel, Sigma::PerImage(&per), &mut y)
+        }
+    })
+}
+
+/// `torchvision.ops.roi_align` of f32 NCHW `x` with `boxes` (`[i, x1, y1, x2, y2]` each) into
+/// `y` of `y_len` elements (`boxes x c x out_h x out_w`).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn roi_align(
+    py: Python<'_>,
+    device: usize,
+    stream: u64,
+    x: u64,
+    y: u64,
+    y_len: usize,
+    nchw: Nchw,
+    boxes: Vec<[f32; 5]>,
+    out: (usize, usize),
+    spatial_scale: f32,
+    sampling_ratio: i32,
+    aligned: bool,
+) -> PyResult<()> {
+    let sh = shape(nchw);
+    let o = RoiAlign {
+        out_h: out.0,
+        out_w: out.1,
+        spatial_scale,
+        sampling_ratio,
+        aligned,
+    };
+    image::check_roi_align(sh, &boxes, &o).map_err(to_py)?;
+    on_stream(py, device, stream, |g, s| {
+        let boxes = RoiBoxes::upload(s, &boxes)?;
+        image::roi_align(
+            g,
+            s,
+            sh,
+            &ext(x, sh.len(), s),
+            &boxes,
+            o,
+            &mut ext(y, y_len, s),
+        )
+    })
+}
+
+/// One batch's random crop boxes (`[x1, y1, x2, y2]`), angles and sigmas.
+type Draw = (Vec<[f32; 4]>, Vec<f32>, Vec<f32>);
+
+/// Seed 003's augmentation of uint8 `x` (layout `src`) into f32 `y` (layout `dst`) in one
+/// kernel. The crop boxes, angles and sigmas are `draw` if given, else drawn from `seed`
+/// (sigma once per batch, or per image with `per_image_sigma`); returns them.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn augment(
+    py: Python<'_>,
+    device: usize,
+    stream: u64,
+    x: u64,
+    y: u64,
+    nchw: Nchw,
+    layouts: (String, String),
+    crop: usize,
+    size: usize,
+    degrees: f32,
+    interpolation: &str,
+    kernel_size: usize,
+    sigma: (f32, f32),
+    scale: bool,
+    mean: Vec<f32>,
+    std: Vec<f32>,
+    seed: u64,
+    per_image_sigma: bool,
+    draw: Option<Draw>,
+) -> PyResult<Draw> {
+    let sh = shape(nchw);
+    let cfg = AugmentConfig {
+        crop,
+        size,
+        degrees,
+        interp: interp("interpolation", interpolation).map_err(to_py)?,
+        kernel_size,
+        sigma,
+        scale,
+        mean,
+        std,
+    };
+    let src = layout("layout", &layouts.0).map_err(to_py)?;
+    let dst = layout("output_layout", &layouts.1).map_err(to_py)?;
+    cfg.check(sh).map_err(to_py)?;
+    on_stream(py, device, stream, |g, s| {
+        let draw = match draw {
+            Some((boxes, angles, sigmas)) => AugmentDraw {
+                boxes,
+                angles,
+                sigmas,
+            },
+            None if per_image_sigma => AugmentDraw::random_per_image(&cfg, sh.n, sh.h, sh.w, seed),
+            None => AugmentDraw::random(&cfg, sh.n, sh.h, sh.w, seed),
+        };
+        let aug = Augment::new(s, sh, &cfg, &draw)?.with_layouts(src, dst);
+        let y_len = aug.output_shape().len();
+        aug.run_fused(
+            g,
+            s,
+            &ext::<u8>(x, sh.len(), s),
+            &mut ext::<f32>(y, y_len, s),
+        )?;
+        Ok((draw.boxes, draw.angles, draw.sigmas))
+    })
+}
+
+/// Seed 000's `y = x^2 + x^3 sin(x) cos(x) + tan(x)` over `n` elements of `dtype` (`float32`
+/// or `float16`).
+#[pyfunction]
+fn heavy(
+    py: Python<'_>,
+    device: usize,
+    stream: u64,
+    x: u64,
+    y: u64,
+    n: usize,
+    dtype: &str,
+) -> PyResult<()> {
+    let half = match dtype {
+        "float32" => false,
+        "float16" => true,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "x: dtype {dtype} must be float32 or float16"
+            )))
+        }
+    };
+    on_stream(py, device, stream, |g, s| {
+        if half {
+            heavy_op::<f16>(g, s, &ext(x, n, s), &mut ext(y, n, s))
+        } else {
+            heavy_op::<f32>(g, s, &ext(x, n, s), &mut ext(y, n, s))
+        }
+    })
+}
+
+/// `C = alpha A @ B + beta C` (row-major f32; `lens` are the three arrays' element counts,
+/// `dims` `(m, n, k)`, `strides` `(lda, ldb, ldc)`).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn sgemm(
+    py: Python<'_>,
+    device: usize,
+    stream: u64,
+    ptrs: (u64, u64, u64),
+    lens: (usize, usize, usize),
+    dims: (usize, usize, usize),
+    strides: (usize, usize, usize),
+    alpha: f32,
+    beta: f32,
+) -> PyResult<()> {
+    let g = Gemm {
+        m: dims.0,
+        n: dims.1,
+        k: dims.2,
+        lda: strides.0,
+        ldb: strides.1,
+        ldc: strides.2,
+        alpha,
+        beta,
+    };
+    on_stream(py, device, stream, |gpu, s| {
+        g.validate()?;
+        matmul::sgemm(
+            gpu,
+            s,
+            matmul::Kernel::Auto,
+            &g,
+            &ext(ptrs.0, lens.0, s),
+            &ext(ptrs.1, lens.1, s),
+            &mut ext(ptrs.2, lens.2, s),
+        )
+    })
+}
+
+/// Host time of one `normalize` call made from Rust (mean of `iters` calls, in seconds): what
+/// the Python call's own cost is measured against.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn normalize_host_time(
+    py: Python<'_>,
+    device: usize,
+    stream: u64,
+    x: u64,
+    y: u64,
+    nchw: Nchw,
+    mean: Vec<f32>,
+    std: Vec<f32>,
+    iters: usize,
+) -> PyResult<f64> {
+    on_stream(py, device, stream, |g, s| {
+        let t = Instant::now();
+        for _ in 0..iters {
+            normalize_on(g, s, (x, y), shape(nchw), &mean, &std)?;
+        }
+        Ok(t.elapsed().as_secs_f64() / iters.max(1) as f64)
+    })
+}
+
+/// A user's kernel module (PTX and manifest built by `streamline_builder`), loaded on a device.
+#[pyclass(frozen, module = "streamline._native")]
+struct KernelModule {
+    device: usize,
+    module: Module,
+}
+
+#[pymethods]
+impl KernelModule {
+    /// Loads `DIR/NAME.ptx` with its `NAME.manifest.json` on device `device`.
+    #[new]
+    fn new(py: Python<'_>, device: usize, ptx: PathBuf) -> PyResult<KernelModule> {
+        py.detach(|| {
+            let module = gpu(device)?.load_file(&ptx)?;
+            Ok(KernelModule { device, module })
+        })
+        .map_err(to_py)
+    }
+
+    /// `(name, parameter size, parameter alignment, declared max threads or None)` of every
+    /// kernel, in the manifest's order.
+    fn kernels(&self) -> Vec<(String, usize, usize, Option<u32>)> {
+        self.module
+            .image()
+            .manifest
+            .kernels
+            .iter()
+            .map(|e| {
+                let (size, align) = e.params.first().map_or((0, 0), |p| (p.size, p.align));
+                (e.name.clone(), size, align, e.bounds.map(|b| b.max_threads))
+            })
+            .collect()
+    }
+
+    /// Launches kernel `name` on `stream` with the bytes of its parameter struct, checked
+    /// against the size (and `align`, if given) that the PTX declares, and the configuration
+    /// against its launch bounds and the device.
+    #[allow(clippy::too_many_arguments)]
+    fn launch(
+        &self,
+        py: Python<'_>,
+        stream: u64,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared: u32,
+        params: Vec<u8>,
+        align: Option<usize>,
+    ) -> PyResult<()> {
+        let cfg = LaunchConfig::new(grid, block).with_shared(shared);
+        on_stream(py, self.device, stream, |_, s| {
+            // SAFETY: the parameter bytes were checked against the PTX's size (and alignment);
+            // that the addresses inside are valid for the kernel is the caller's contract, as
+            // with CuPy's `RawKernel` (documented on `streamline.load_module`).
+            unsafe { self.module.launch_bytes(s, name, cfg, &params, align) }
+        })
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("NoGpuError", m.py().get_type::<NoGpuError>())?;
+    m.add_class::<KernelModule>()?;
+    m.add_function(wrap_pyfunction!(gpu_status, m)?)?;
+    m.add_function(wrap_pyfunction!(device_info, m)?)?;
+    m.add_function(wrap_pyfunction!(to_float, m)?)?;
+    m.add_function(wrap_pyfunction!(normalize, m)?)?;
+    m.add_function(wrap_pyfunction!(resize, m)?)?;
+    m.add_function(wrap_pyfunction!(rotate, m)?)?;
+    m.add_function(wrap_pyfunction!(gaussian_blur, m)?)?;
+    m.add_function(wrap_pyfunction!(roi_align, m)?)?;
+    m.add_function(wrap_pyfunction!(augment, m)?)?;
+    m.add_function(wrap_pyfunction!(heavy, m)?)?;
+    m.add_function(wrap_pyfunction!(sgemm, m)?)?;
+    m.add_function(wrap_pyfunction!(normalize_host_time, m)?)?;
+    Ok(())
+}

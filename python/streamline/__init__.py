@@ -1,0 +1,35 @@
+"""Streamline from Python: Streamline's GPU kernels (written in Rust) on PyTorch tensors and
+streams.
+
+    import streamline as sl
+    aug = sl.transforms.Augment(256)          # seed 003's whole transform, one kernel
+    x = aug(batch_uint8)                      # on torch's current stream, no sync
+
+Importing needs no GPU; calling a GPU function without one raises :class:`NoGpuError`.
+"""
+from . import functional, transforms
+from ._kernels import KernelModule, load_module
+from ._native import NoGpuError
+from .functional import augment, gaussian_blur, heavy, normalize, resize, roi_align, rotate, sgemm, to_float
+from .transforms import Augment
+
+__all__ = [
+    "Augment", "KernelModule", "NoGpuError", "augment", "device_info", "functional", "gaussian_blur",
+    "gpu_available", "heavy", "load_module", "normalize", "resize", "roi_align", "rotate", "sgemm",
+    "to_float", "transforms",
+]
+
+
+def gpu_available():
+    """``None`` when a CUDA device can be used, else the reason it cannot (nothing is
+    initialised)."""
+    from ._native import gpu_status
+
+    return gpu_status()
+
+
+def device_info(device=0):
+    """``(name, (major, minor), multiprocessors)`` of a device; loads the kernels on it."""
+    from ._native import device_info as info
+
+    return info(int(device))

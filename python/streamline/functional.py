@@ -1,0 +1,307 @@
+"""Streamline's operations on the caller's tensors, with torchvision's names and semantics.
+
+Each takes CUDA tensors (or ``__cuda_array_interface__`` objects), returns a new torch tensor
+(or writes ``out``), and queues its work on PyTorch's current stream (or ``stream=``) without
+synchronizing: ``torch.cuda.stream(s)``, ``s.wait_stream(t)`` and ``x.record_stream(s)`` order
+it as they order torch's own operations. Images are float32 ``(N, C, H, W)`` or ``(C, H, W)``
+unless said otherwise. The device is the tensors' (``device=`` for other objects).
+
+Where torchvision takes one value per call (``rotate``'s ``angle``, ``gaussian_blur``'s
+``sigma``), these also take one value per image of the batch.
+"""
+import numbers
+
+from . import _native
+from ._arrays import array, device_of, output, stream_handle
+
+_IMAGE = (3, 4)
+
+
+def _mode(interpolation, arg="interpolation"):
+    # torchvision's InterpolationMode is a str Enum whose value is the name we take.
+    value = getattr(interpolation, "value", interpolation)
+    if value not in ("nearest", "bilinear"):
+        raise ValueError(f"{arg}: {interpolation!r} is not supported; allowed: nearest, bilinear")
+    return value
+
+
+def _nchw(a):
+    return a.shape if len(a.shape) == 4 else (1,) + a.shape
+
+
+def _nhwc_as_nchw(a):
+    n, h, w, c = a.shape if len(a.shape) == 4 else (1,) + a.shape
+    return (n, c, h, w)
+
+
+def _layout(value, arg):
+    v = str(value).upper()
+    if v not in ("NCHW", "NHWC"):
+        raise ValueError(f"{arg}: {value!r}; allowed: 'NCHW', 'NHWC'")
+    return v
+
+
+def _image_io(inpt, out, stream, device, out_hw=None, dtypes=("float32",)):
+    """Input image array, output (object, array) of the same batch and channels with
+    ``out_hw`` (default: the input's) in the same rank, the device and the stream."""
+    x = array(inpt, "inpt", dtypes, _IMAGE)
+    dev = device_of([("inpt", x)], device)
+    h, w = out_hw if out_hw is not None else x.shape[-2:]
+    shape = x.shape[:-2] + (h, w)
+    out, y = output(out, [("inpt", x)], shape, "float32", dev)
+    return x, out, y, dev, stream_handle(stream, dev, [("inpt", x), ("out", y)])
+
+
+def _per_image(value, n, arg):
+    """One float per image from a number, a sequence or a CPU tensor of ``n`` values."""
+    if isinstance(value, numbers.Real):
+        return [float(value)] * n
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    try:
+        values = [float(v) for v in value]
+    except (TypeError, ValueError):
+        raise TypeError(f"{arg}: must be a number or one number per image, got {value!r}") from None
+    if len(values) != n:
+        raise ValueError(f"{arg}: has {len(values)} values; needs one per image ({n})")
+    return values
+
+
+def to_float(inpt, scale=False, layout="NCHW", output_layout="NCHW", *, out=None, stream=None, device=None):
+    """``ToDtype(torch.float32, scale=scale)`` of uint8 images; ``layout`` says whether
+    ``inpt`` is ``(N, C, H, W)`` or ``(N, H, W, C)`` (as image decoders produce), and
+    ``output_layout`` which one to write, converted in the same pass."""
+    src, dst = _layout(layout, "layout"), _layout(output_layout, "output_layout")
+    x = array(inpt, "inpt", ("uint8",), _IMAGE)
+    dev = device_of([("inpt", x)], device)
+    nchw = _nchw(x) if src == "NCHW" else _nhwc_as_nchw(x)
+    n, c, h, w = nchw
+    shape = (n, c, h, w) if dst == "NCHW" else (n, h, w, c)
+    if len(x.shape) == 3:
+        shape = shape[1:]
+    out, y = output(out, [("inpt", x)], shape, "float32", dev)
+    s = stream_handle(stream, dev, [("inpt", x), ("out", y)])
+    _native.to_float(dev, s, x.ptr, y.ptr, nchw, src, dst, bool(scale))
+    return out
+
+
+def normalize(inpt, mean, std, inplace=False, *, out=None, stream=None, device=None):
+    """``(inpt - mean[c]) / std[c]`` per channel (torchvision's ``normalize``)."""
+    if inplace:
+        if out is not None:
+            raise ValueError("out: cannot be given with inplace=True")
+        out = inpt
+    x, out, y, dev, s = _image_io(inpt, out, stream, device)
+    mean, std = list(map(float, mean)), list(map(float, std))
+    _native.normalize(dev, s, x.ptr, y.ptr, _nchw(x), mean, std)
+    return out
+
+
+def _resized_size(size, h, w, max_size):
+    """torchvision's output size: ``[h, w]``, or the shorter edge to ``size`` keeping the
+    aspect ratio (``max_size`` caps the longer)."""
+    if isinstance(size, numbers.Integral):
+        size = [size]
+    size = list(size)
+    if len(size) == 2:
+        if max_size is not None:
+            raise ValueError("max_size: only allowed when size is one number")
+        return int(size[0]), int(size[1])
+    if len(size) != 1:
+        raise ValueError(f"size: {size!r}; needs one number or [height, width]")
+    short, long = (w, h) if w <= h else (h, w)
+    new_short, new_long = int(size[0]), int(int(size[0]) * long / short)
+    if max_size is not None:
+        if max_size <= new_short:
+            raise ValueError(f"max_size: {max_size} must be larger than size {new_short}")
+        if new_long > max_size:
+            new_short, new_long = int(max_size * new_short / new_long), max_size
+    return (new_long, new_short) if w <= h else (new_short, new_long)
+
+
+def resize(inpt, size, interpolation="bilinear", max_size=None, antialias=True, *, out=None, stream=None, device=None):
+    """torchvision's ``resize``: bilinear (with its antialiasing when shrinking, unless
+    ``antialias=False``) or nearest."""
+    mode = _mode(interpolation)
+    x = array(inpt, "inpt", ("float32",), _IMAGE)
+    oh, ow = _resized_size(size, x.shape[-2], x.shape[-1], max_size)
+    x, out, y, dev, s = _image_io(inpt, out, stream, device, out_hw=(oh, ow))
+    if mode == "bilinear" and antialias:
+        mode = "bilinear_antialias"
+    _native.resize(dev, s, x.ptr, y.ptr, _nchw(x), (oh, ow), mode)
+    return out
+
+
+def rotate(inpt, angle, interpolation="nearest", expand=False, center=None, fill=None, *, out=None, stream=None, device=None):
+    """torchvision's ``rotate`` (counter-clockwise degrees about the centre, ``expand=False``,
+    outside filled with ``fill`` or 0); ``angle`` is one number or one per image."""
+    mode = _mode(interpolation)
+    if expand:
+        raise ValueError("expand: only False is supported (the output keeps the input's size)")
+    if center is not None:
+        raise ValueError("center: only None (the image centre) is supported")
+    if fill is not None and not isinstance(fill, numbers.Real):
+        values = [float(v) for v in fill]
+        if not values or any(v != values[0] for v in values):
+            raise ValueError(f"fill: {fill!r}; one value for every channel is supported")
+        fill = values[0]
+    x, out, y, dev, s = _image_io(inpt, out, stream, device)
+    nchw = _nchw(x)
+    angles = _per_image(angle, nchw[0], "angle")
+    _native.rotate(dev, s, x.ptr, y.ptr, nchw, angles, mode, None if fill is None else float(fill))
+    return out
+
+
+def _pair(value, arg):
+    if isinstance(value, numbers.Real):
+        return [value, value]
+    value = list(value)
+    if len(value) == 1:
+        return [value[0], value[0]]
+    if len(value) != 2:
+        raise ValueError(f"{arg}: {value!r}; needs one number or two")
+    return value
+
+
+def gaussian_blur(inpt, kernel_size, sigma=None, *, out=None, stream=None, device=None):
+    """torchvision's ``gaussian_blur`` (reflect padding). ``kernel_size`` is one odd number or
+    ``[kx, ky]``; ``sigma`` one number, ``[sx, sy]``, ``None`` (torchvision's default
+    ``0.3 * ((k - 1) * 0.5 - 1) + 0.8``), or one ``[sx, sy]`` per image (shape ``(N, 2)``)."""
+    k = _pair(kernel_size, "kernel_size")
+    if any(not isinstance(v, numbers.Integral) for v in k):
+        raise TypeError(f"kernel_size: {kernel_size!r}; must be integers")
+    x, out, y, dev, s = _image_io(inpt, out, stream, device)
+    nchw = _nchw(x)
+    if sigma is None:
+        sig = [0.3 * ((v - 1) * 0.5 - 1) + 0.8 for v in k]
+    else:
+        if hasattr(sigma, "tolist"):
+            sigma = sigma.tolist()
+        if not isinstance(sigma, numbers.Real) and len(sigma) > 0 and not isinstance(sigma[0], numbers.Real):
+            pairs = [_pair(p, "sigma") for p in sigma]
+            if len(pairs) != nchw[0]:
+                raise ValueError(f"sigma: has {len(pairs)} pairs; needs one per image ({nchw[0]})")
+            sig = [float(v) for p in pairs for v in p]
+        else:
+            sig = [float(v) for v in _pair(sigma, "sigma")]
+    _native.gaussian_blur(dev, s, x.ptr, y.ptr, nchw, (int(k[0]), int(k[1])), sig)
+    return out
+
+
+def _boxes(boxes):
+    """torchvision's boxes: a ``(K, 5)`` tensor of ``[i, x1, y1, x2, y2]`` or a list of
+    ``(L, 4)`` tensors, one per image; read on the host (a CUDA tensor is copied back)."""
+    if isinstance(boxes, (list, tuple)) and boxes and hasattr(boxes[0], "tolist"):
+        out = []
+        for i, b in enumerate(boxes):
+            for row in b.tolist():
+                if len(row) != 4:
+                    raise ValueError(f"boxes: image {i}'s boxes need 4 values each, got {len(row)}")
+                out.append([float(i)] + [float(v) for v in row])
+        return out
+    rows = boxes.tolist() if hasattr(boxes, "tolist") else list(boxes)
+    out = []
+    for r in rows:
+        r = list(r)
+        if len(r) != 5:
+            raise ValueError(f"boxes: needs [batch_index, x1, y1, x2, y2] per box, got {len(r)} values")
+        out.append([float(v) for v in r])
+    return out
+
+
+def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False, *, out=None, stream=None, device=None):
+    """``torchvision.ops.roi_align``: a ``(K, C, out_h, out_w)`` crop per box.
+
+    ``boxes`` are read on the host to check them; a CUDA tensor of boxes is copied back first
+    (which waits for it), a CPU tensor or a list costs nothing."""
+    x = array(input, "input", ("float32",), (4,))
+    dev = device_of([("input", x)], device)
+    oh, ow = _pair(output_size, "output_size")
+    rows = _boxes(boxes)
+    shape = (len(rows), x.shape[1], int(oh), int(ow))
+    out, y = output(out, [("input", x)], shape, "float32", dev)
+    s = stream_handle(stream, dev, [("input", x), ("out", y)])
+    _native.roi_align(dev, s, x.ptr, y.ptr, y.size, x.shape, rows, (int(oh), int(ow)),
+                      float(spatial_scale), int(sampling_ratio), bool(aligned))
+    return out
+
+
+def augment(inpt, size, crop=None, degrees=45.0, interpolation="nearest", kernel_size=7, sigma=(0.1, 2.0),
+            scale=False, mean=None, std=None, layout="NCHW", output_layout="NCHW", seed=0,
+            per_image_sigma=True, draw=None, *, out=None, stream=None, device=None, return_draw=False):
+    """Seed 003's whole batch transform in one kernel: uint8 in, float32 out.
+
+    Per image: ``ToDtype(float32, scale)``, a random ``crop x crop`` crop (default
+    ``size // 2``), ``Resize(size)``, a rotation by a random angle in ``[-degrees, degrees]``,
+    ``GaussianBlur(kernel_size, sigma)`` with sigma drawn from the range (per image, or once per
+    batch as torchvision does with ``per_image_sigma=False``), ``Normalize(mean, std)``
+    (default 0 and 1). The random values come from ``seed``; ``draw=(boxes, angles, sigmas)``
+    gives them instead (boxes ``[x1, y1, x2, y2]``). ``layout``/``output_layout``: ``NCHW`` or
+    ``NHWC`` each. Returns the output, and the draw with ``return_draw``."""
+    src, dst = _layout(layout, "layout"), _layout(output_layout, "output_layout")
+    x = array(inpt, "inpt", ("uint8",), (4,))
+    dev = device_of([("inpt", x)], device)
+    nchw = x.shape if src == "NCHW" else _nhwc_as_nchw(x)
+    n, c = nchw[0], nchw[1]
+    size = int(size)
+    crop = size // 2 if crop is None else int(crop)
+    lo, hi = _pair(sigma, "sigma")
+    mean = [0.0] * c if mean is None else [float(v) for v in mean]
+    std = [1.0] * c if std is None else [float(v) for v in std]
+    shape = (n, c, size, size) if dst == "NCHW" else (n, size, size, c)
+    out, y = output(out, [("inpt", x)], shape, "float32", dev)
+    s = stream_handle(stream, dev, [("inpt", x), ("out", y)])
+    if draw is not None:
+        boxes, angles, sigmas = draw
+        draw = ([[float(v) for v in b] for b in boxes], _per_image(angles, n, "draw"), _per_image(sigmas, n, "draw"))
+    got = _native.augment(dev, s, x.ptr, y.ptr, nchw, (src, dst), crop, size, float(degrees),
+                          _mode(interpolation), int(kernel_size), (float(lo), float(hi)), bool(scale),
+                          mean, std, int(seed) & (2**64 - 1), bool(per_image_sigma), draw)
+    return (out, got) if return_draw else out
+
+
+def heavy(x, *, out=None, stream=None, device=None):
+    """Seed 000's ``x**2 + x**3 * sin(x) * cos(x) + tan(x)``, elementwise, float32 or float16
+    (computed in float32, rounded once), any shape."""
+    a = array(x, "x", ("float32", "float16"), range(0, 33))
+    dev = device_of([("x", a)], device)
+    out, y = output(out, [("x", a)], a.shape, a.dtype, dev)
+    s = stream_handle(stream, dev, [("x", a), ("out", y)])
+    _native.heavy(dev, s, a.ptr, y.ptr, a.size, a.dtype)
+    return out
+
+
+def sgemm(a, b, out=None, alpha=1.0, beta=0.0, *, stream=None, device=None):
+    """``out = alpha * a @ b + beta * out`` in FP32 (no TF32): ``a`` is ``(m, k)``, ``b``
+    ``(k, n)``, row-major; rows may be padded (a row stride above the row length). With
+    ``beta == 0`` ``out`` is only written and may be omitted."""
+    A = array(a, "a", ("float32",), (2,), row_strided=True)
+    B = array(b, "b", ("float32",), (2,), row_strided=True)
+    m, k = A.shape
+    if B.shape[0] != k:
+        raise ValueError(f"b: has {B.shape[0]} rows; a {A.shape} needs {k}")
+    n = B.shape[1]
+    dev = device_of([("a", A), ("b", B)], device)
+    if out is None:
+        if beta != 0:
+            raise ValueError("out: required when beta is not 0 (it is read)")
+        out, C = output(None, [("a", A), ("b", B)], (m, n), "float32", dev)
+    else:
+        C = array(out, "out", ("float32",), (2,), writable=True, row_strided=True)
+        if C.shape != (m, n):
+            raise ValueError(f"out: has shape {C.shape}; needs {(m, n)}")
+    arrays = [("a", A), ("b", B), ("out", C)]
+    device_of(arrays, dev)
+    s = stream_handle(stream, dev, arrays)
+    lens = tuple(_strided_len(X) for X in (A, B, C))
+    strides = tuple(max(X.strides[0], 1) if X.strides else max(X.shape[1], 1) for X in (A, B, C))
+    _native.sgemm(dev, s, (A.ptr, B.ptr, C.ptr), lens, (m, n, k), strides, float(alpha), float(beta))
+    return out
+
+
+def _strided_len(X):
+    rows, cols = X.shape
+    if rows == 0 or cols == 0:
+        return 0
+    pitch = X.strides[0] if X.strides else cols
+    return (rows - 1) * pitch + cols
