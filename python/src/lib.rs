@@ -34,7 +34,8 @@ create_exception!(
 );
 
 /// The error as Python sees it: a bad argument is a `ValueError` (its message names the
-/// argument and the allowed range), a missing GPU a `NoGpuError`, anything else a
+/// argument and the allowed range), as is a launch configuration the kernel or device does not
+/// allow; a missing GPU a `NoGpuError`, anything else a
 /// `RuntimeError` with its causes.
 fn to_py(e: Error) -> PyErr {
     // The library calls the input `x` and the output `y`; Python callers know them as the
@@ -57,7 +58,7 @@ fn to_py(e: Error) -> PyErr {
         source = s.source();
     }
     match e {
-        Error::InvalidArgument { .. } => PyValueError::new_err(msg),
+        Error::InvalidArgument { .. } | Error::LaunchConfig { .. } => PyValueError::new_err(msg),
         Error::NoDriver(_) | Error::NoDevice { .. } => NoGpuError::new_err(msg),
         _ => PyRuntimeError::new_err(msg),
     }

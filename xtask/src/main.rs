@@ -1,4 +1,4 @@
-//! `cargo xtask build-kernels | ptx-check | bundle`.
+//! `cargo xtask build-kernels | ptx-check | wheel | bundle | new-kernel`.
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
@@ -28,9 +28,13 @@ enum Task {
         #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_ARCHS.iter().map(|s| s.to_string()))]
         arch: Vec<String>,
     },
+    /// Build the Python package's wheel (PyO3, stable ABI, Python 3.9+) into target/wheels/
+    /// with maturin (installed with pip if missing). No CUDA toolkit needed.
+    Wheel,
     /// Put the release `streamline` and `color-jitter` binaries, the release test binaries
-    /// (the examples' and the out-of-tree project's included) and run-tests.sh into
-    /// target/bundle/, to run the GPU suite on a machine without a Rust toolchain.
+    /// (the examples' and the out-of-tree project's included), run-tests.sh, and the Python
+    /// wheel with its tests and examples (python/) into target/bundle/, to run the GPU suite
+    /// on a machine without a Rust toolchain.
     Bundle,
     /// Write a new kernel project (kernel crate with its declaration and kernel, build.rs,
     /// launcher, CPU reference, property test), the one docs/writing-kernels.md builds, into
@@ -86,14 +90,67 @@ fn target_dir() -> PathBuf {
 }
 
 fn build(arch: &[String]) -> Result<Vec<BuiltArch>> {
+    build_crate("gpu-kernels", "gpu_kernels", "ptx", arch)
+}
+
+/// Builds the kernel crate in `dir` (relative to the workspace) for `arch` into
+/// target/`out`/<arch>/.
+fn build_crate(dir: &str, name: &str, out: &str, arch: &[String]) -> Result<Vec<BuiltArch>> {
     let target = target_dir();
-    let built = Builder::new(workspace().join("gpu-kernels"))
+    let built = Builder::new(workspace().join(dir))
         .archs(arch)
-        .out_dir(target.join("ptx"))
-        .target_dir(target.join("kernels/gpu_kernels"))
+        .out_dir(target.join(out))
+        .target_dir(target.join("kernels").join(name))
         .cache_dir(target.join("toolchain-cache"))
         .build()?;
     Ok(built.archs)
+}
+
+/// Builds the Python wheel into target/wheels/ and returns its path.
+fn wheel() -> Result<PathBuf> {
+    let ws = workspace();
+    let has_maturin = Command::new("python3")
+        .args(["-m", "maturin", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_maturin {
+        let ok = Command::new("python3")
+            .args(["-m", "pip", "install", "-q", "maturin>=1.8,<2"])
+            .status()?
+            .success();
+        if !ok {
+            bail!("installing maturin with pip failed");
+        }
+    }
+    let out = target_dir().join("wheels");
+    let _ = std::fs::remove_dir_all(&out);
+    let ok = Command::new("python3")
+        .args(["-m", "maturin", "build", "--release", "-m"])
+        .arg(ws.join("python/Cargo.toml"))
+        .arg("-o")
+        .arg(&out)
+        .current_dir(&ws)
+        .status()?
+        .success();
+    if !ok {
+        bail!("maturin build failed");
+    }
+    let whl = std::fs::read_dir(&out)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"));
+    whl.ok_or_else(|| anyhow::anyhow!("maturin wrote no wheel into {}", out.display()))
+}
+
+/// Copies the files of `from` (not recursively) into `to`.
+fn copy_files(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)?.flatten() {
+        if e.file_type()?.is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name()))?;
+        }
+    }
+    Ok(())
 }
 
 fn ptx_check(arch: &[String]) -> Result<()> {
@@ -228,6 +285,30 @@ fn bundle() -> Result<()> {
         std::fs::copy(&b.ptx, d.join("gpu_kernels.ptx"))?;
         std::fs::copy(&b.manifest_path, d.join("gpu_kernels.manifest.json"))?;
     }
+    // The Python package: its wheel, tests and examples, and the saxpy example's kernels for
+    // the test that launches a user's kernel module from Python.
+    let whl = wheel()?;
+    let py = dir.join("python");
+    std::fs::create_dir_all(&py)?;
+    std::fs::copy(&whl, py.join(whl.file_name().unwrap_or_default()))?;
+    copy_files(&ws.join("python/tests"), &py.join("tests"))?;
+    copy_files(&ws.join("examples/python"), &py.join("examples"))?;
+    let archs: Vec<String> = DEFAULT_ARCHS.iter().map(|s| s.to_string()).collect();
+    for b in build_crate(
+        "examples/saxpy/kernels",
+        "saxpy_kernels",
+        "ptx-examples",
+        &archs,
+    )? {
+        let d = py.join("saxpy").join(&b.arch);
+        std::fs::create_dir_all(&d)?;
+        std::fs::copy(&b.ptx, d.join("saxpy_kernels.ptx"))?;
+        std::fs::copy(&b.manifest_path, d.join("saxpy_kernels.manifest.json"))?;
+    }
+    std::fs::copy(
+        ws.join("scripts/python-check.sh"),
+        dir.join("python-check.sh"),
+    )?;
     let script = format!(
         r#"#!/usr/bin/env bash
 # Runs Streamline's test suite (GPU tests included) from this folder; no Rust toolchain needed.
@@ -288,6 +369,10 @@ fn main() -> Result<()> {
             Ok(())
         }
         Task::PtxCheck { arch } => ptx_check(&arch),
+        Task::Wheel => {
+            println!("wheel: {}", wheel()?.display());
+            Ok(())
+        }
         Task::Bundle => bundle(),
         Task::NewKernel { name, dir } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));

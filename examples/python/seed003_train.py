@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Seed 003 end to end from PyTorch: the seed's CNN and training loop, synthetic uint8 images
+through a DataLoader, augmented on the GPU by torchvision's batch transforms (as the seed
+writes them) or by Streamline's fused `Augment` (one kernel per batch, a random crop, angle and
+sigma per image), serial or pipelined on a transform stream. Prints steps per second as JSON
+lines, one per batch size and mode, plus each augmentation's and the training step's GPU time.
+
+    python3 examples/python/seed003_train.py [BATCH ...]      (default: 8 32 64 128)
+
+The swap is one line: `gpu_aug = sl.Augment(img_size)` instead of the torchvision Compose.
+"""
+import json
+import os
+import random
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torchvision.ops as ops
+import torchvision.transforms.v2 as T
+import torchvision.transforms.v2.functional as F
+from torch.utils.data import DataLoader, Dataset
+
+import streamline as sl
+
+img_size, num_classes = 256, 10
+dev = torch.device("cuda")
+WORKERS = int(os.environ.get("WORKERS", "8"))
+WARMUP, ACTIVE = int(os.environ.get("WARMUP", "10")), int(os.environ.get("ACTIVE", "60"))
+
+
+def model():
+    layers = [nn.Conv2d(3, 16, 1), nn.ReLU(inplace=True)]
+    ch = 16
+    for _ in range(7):
+        layers += [nn.Conv2d(ch, ch * 2, 2, stride=2), nn.ReLU(inplace=True)]
+        ch *= 2
+    layers += [nn.Conv2d(ch, 4096, 2, stride=2), nn.Flatten(), nn.Linear(4096, num_classes)]
+    return nn.Sequential(*layers)
+
+
+class Fake(Dataset):
+    def __len__(self):
+        return 1_000_000
+
+    def __getitem__(self, i):
+        img = torch.randint(0, 256, (3, img_size, img_size), dtype=torch.uint8)
+        return img, torch.randint(0, num_classes, (1,))
+
+
+# The seed's GPU batch transforms, as written there.
+class BatchRandomCrop(T.Transform):
+    def __init__(self, s):
+        super().__init__()
+        self.s = s
+
+    def transform(self, img, params):
+        b, _, h, w = img.shape
+        top = torch.randint(0, h - self.s + 1, (b,), device=img.device, dtype=torch.float32)
+        left = torch.randint(0, w - self.s + 1, (b,), device=img.device, dtype=torch.float32)
+        idx = torch.arange(b, device=img.device, dtype=torch.float32)
+        boxes = torch.stack([idx, left, top, left + self.s, top + self.s], 1)
+        return ops.roi_align(img, boxes, output_size=self.s)
+
+
+class BatchRandomRotation(T.Transform):
+    def __init__(self, d):
+        super().__init__()
+        self.d = d
+
+    def transform(self, x, params):
+        return torch.stack([F.rotate(i, angle=random.uniform(-self.d, self.d)) for i in torch.unbind(x, 0)], 0)
+
+
+torchvision_aug = T.Compose([T.ToDtype(torch.float32), BatchRandomCrop(img_size // 2), T.Resize(img_size),
+                             BatchRandomRotation(45.0), T.GaussianBlur(kernel_size=7),
+                             T.Normalize(mean=[0, 0, 0], std=[1, 1, 1])])
+streamline_aug = sl.Augment(img_size, seed=3)  # the same transform, fused
+AUGS = {"torchvision": torchvision_aug, "streamline": streamline_aug}
+
+
+def run(aug, pipelined, batch):
+    gpu_aug = AUGS[aug]
+    m = model().to(dev).train()
+    crit = nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(m.parameters())
+    loader = DataLoader(Fake(), batch_size=batch, num_workers=WORKERS, persistent_workers=False)
+    total = WARMUP + ACTIVE
+    if not pipelined:
+        for idx, (x, y) in enumerate(loader):
+            x = x.to(dev, non_blocking=True)
+            y = y.to(dev, non_blocking=True).squeeze()
+            x = gpu_aug(x)
+            opt.zero_grad()
+            loss = crit(m(x), y)
+            loss.backward()
+            opt.step()
+            if idx == WARMUP:
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+            if idx == total:
+                break
+    else:  # the seed's pipelined loop: augment batch N+1 on ts while training on batch N on ms
+        ts, ms = torch.cuda.Stream(), torch.cuda.Stream()
+        tr = labels = None
+        for idx, (x, yn) in enumerate(loader):
+            if tr is not None:
+                with torch.cuda.stream(ms):
+                    labels = labels.to(dev, non_blocking=True).squeeze()
+                    ms.wait_stream(ts)
+                    opt.zero_grad()
+                    loss = crit(m(tr), labels)
+                    loss.backward()
+                    opt.step()
+            with torch.cuda.stream(ts):
+                x = x.to(dev, non_blocking=True)
+                tr = gpu_aug(x)
+                tr.record_stream(ts)
+            labels = yn
+            if idx == WARMUP:
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+            if idx == total:
+                break
+    torch.cuda.synchronize()
+    return ACTIVE / (time.perf_counter() - t0)
+
+
+def gpu_ms(fn, reps=30):
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(reps):
+        fn()
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e) / reps
+
+
+def timed_parts(batch):
+    m = model().to(dev).train()
+    crit = nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(m.parameters())
+    x8 = torch.randint(0, 256, (batch, 3, img_size, img_size), dtype=torch.uint8, device=dev)
+    y = torch.randint(0, num_classes, (batch,), device=dev)
+    xf = torchvision_aug(x8)
+
+    def step():
+        opt.zero_grad()
+        crit(m(xf), y).backward()
+        opt.step()
+
+    return {"torchvision_aug_ms": gpu_ms(lambda: torchvision_aug(x8)),
+            "streamline_aug_ms": gpu_ms(lambda: streamline_aug(x8)), "train_step_ms": gpu_ms(step)}
+
+
+if __name__ == "__main__":
+    batches = [int(b) for b in sys.argv[1:]] or [8, 32, 64, 128]
+    print(json.dumps({"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "workers": WORKERS,
+                      "warmup": WARMUP, "active": ACTIVE}), flush=True)
+    for b in batches:
+        print(json.dumps({"batch": b, **timed_parts(b)}), flush=True)
+        sps = {}
+        for aug in ("torchvision", "streamline"):
+            for pipelined in (False, True):
+                mode = f"{aug}{'-pipelined' if pipelined else ''}"
+                sps[mode] = run(aug, pipelined, b)
+                print(json.dumps({"batch": b, "mode": mode, "steps_per_s": round(sps[mode], 2)}), flush=True)
+        print(json.dumps({"batch": b, "pipelined_speedup_vs_torchvision":
+                          round(sps["streamline-pipelined"] / sps["torchvision-pipelined"], 3)}), flush=True)

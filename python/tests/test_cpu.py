@@ -1,0 +1,187 @@
+"""What works without a GPU (and without torch): import, argument checks with errors naming the
+argument, and a clear NoGpuError when a GPU function is reached. Objects exposing
+``__cuda_array_interface__`` stand in for tensors; nothing here touches device memory."""
+import ctypes
+
+import pytest
+
+import streamline as sl
+from streamline import functional as F
+
+NO_GPU = sl.gpu_available() is not None
+needs_no_gpu = pytest.mark.skipif(not NO_GPU, reason="a GPU is present: this checks the error without one")
+
+
+class Cai:
+    """A stand-in device array: only its interface (the address is never dereferenced here)."""
+
+    def __init__(self, shape, typestr="<f4", ptr=0x10000, readonly=False, strides=None, stream=None):
+        self.__cuda_array_interface__ = dict(
+            shape=tuple(shape), typestr=typestr, data=(ptr, readonly), strides=strides, version=3, stream=stream
+        )
+
+
+def img(*shape, t="<f4"):
+    return Cai(shape, t)
+
+
+def test_import_and_status():
+    status = sl.gpu_available()
+    assert status is None or isinstance(status, str)
+    assert issubclass(sl.NoGpuError, RuntimeError)
+    for name in ("roi_align", "rotate", "gaussian_blur", "resize", "normalize", "to_float", "augment", "heavy", "sgemm"):
+        assert callable(getattr(sl, name))
+
+
+@needs_no_gpu
+def test_status_says_why():
+    assert "driver" in sl.gpu_available() or "device" in sl.gpu_available()
+
+
+@needs_no_gpu
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: sl.normalize(img(2, 3, 8, 8), [0, 0, 0], [1, 1, 1], out=img(2, 3, 8, 8)),
+        lambda: sl.to_float(img(2, 3, 8, 8, t="|u1"), out=img(2, 3, 8, 8)),
+        lambda: sl.rotate(img(2, 3, 8, 8), 30.0, out=img(2, 3, 8, 8)),
+        lambda: sl.augment(img(2, 3, 16, 16, t="|u1"), 16, out=img(2, 3, 16, 16)),
+        lambda: sl.heavy(img(100), out=img(100)),
+        lambda: sl.sgemm(img(4, 5), img(5, 6), out=img(4, 6)),
+        lambda: sl.device_info(0),
+        lambda: sl.load_module("/nonexistent/k.ptx"),
+    ],
+)
+def test_gpu_call_without_gpu_raises_no_gpu_error(call):
+    with pytest.raises(sl.NoGpuError, match="driver|device"):
+        call()
+
+
+def test_not_an_array():
+    with pytest.raises(TypeError, match="inpt: must be a CUDA tensor or an object with __cuda_array_interface__"):
+        sl.normalize([[1.0]], [0], [1])
+
+
+def test_wrong_dtype_names_argument():
+    with pytest.raises(TypeError, match="inpt: typestr '<f4' is not supported; allowed: uint8"):
+        sl.to_float(img(1, 3, 4, 4), out=img(1, 3, 4, 4))
+    with pytest.raises(TypeError, match="out: typestr"):
+        sl.to_float(img(1, 3, 4, 4, t="|u1"), out=img(1, 3, 4, 4, t="|u1"))
+
+
+def test_wrong_rank_names_argument():
+    with pytest.raises(ValueError, match=r"inpt: has 2 dimensions .* allowed: 3 or 4"):
+        sl.normalize(img(4, 4), [0], [1], out=img(4, 4))
+
+
+def test_non_contiguous_refused():
+    x = Cai((2, 3, 4, 4), strides=(4, 32, 8, 96))
+    with pytest.raises(ValueError, match="inpt: must be C-contiguous"):
+        sl.normalize(x, [0] * 3, [1] * 3, out=img(2, 3, 4, 4))
+
+
+def test_contiguous_strides_accepted_with_unit_dims():
+    # extent-1 dimensions may carry any stride
+    x = Cai((1, 3, 4, 4), strides=(996, 64, 16, 4))
+    if NO_GPU:
+        with pytest.raises(sl.NoGpuError):
+            sl.normalize(x, [0] * 3, [1] * 3, out=img(1, 3, 4, 4))
+
+
+def test_output_shape_and_readonly():
+    with pytest.raises(ValueError, match=r"out: has shape \(2, 3, 8, 8\); needs \(2, 3, 16, 16\)"):
+        sl.resize(img(2, 3, 8, 8), [16, 16], out=img(2, 3, 8, 8))
+    with pytest.raises(ValueError, match="out: is read-only"):
+        sl.normalize(img(1, 1, 2, 2), [0], [1], out=Cai((1, 1, 2, 2), readonly=True))
+
+
+def test_out_required_without_torch_inputs():
+    with pytest.raises(TypeError, match="out: required when the inputs are not torch tensors"):
+        sl.rotate(img(1, 3, 8, 8), 10.0)
+
+
+def test_device_free_library_checks_name_the_argument():
+    x = img(2, 3, 8, 8)
+    with pytest.raises(ValueError, match="invalid argument `kernel_size`: 8: must be odd"):
+        sl.gaussian_blur(x, 8, out=img(2, 3, 8, 8))
+    with pytest.raises(ValueError, match="invalid argument `kernel_size`: 17 needs an image width of at least 9"):
+        sl.gaussian_blur(x, 17, out=img(2, 3, 8, 8))
+    with pytest.raises(ValueError, match="invalid argument `sigma`: -1: must be finite and > 0"):
+        sl.gaussian_blur(x, 3, -1.0, out=img(2, 3, 8, 8))
+    with pytest.raises(ValueError, match=r"sigma: has 3 pairs; needs one per image \(2\)"):
+        sl.gaussian_blur(x, 3, [[1, 1]] * 3, out=img(2, 3, 8, 8))
+    u8 = img(2, 3, 8, 8, t="|u1")
+    with pytest.raises(ValueError, match="invalid argument `crop`: 12: must be 1..=8"):
+        sl.augment(u8, 16, crop=12, out=img(2, 3, 16, 16))
+    with pytest.raises(ValueError, match="invalid argument `kernel_size`"):
+        sl.augment(u8, 16, kernel_size=4, out=img(2, 3, 16, 16))
+    with pytest.raises(ValueError, match="std"):
+        sl.augment(u8, 16, std=[1, 0, 1], out=img(2, 3, 16, 16))
+    with pytest.raises(ValueError, match="invalid argument `boxes`: box 0: batch index 0.5"):
+        sl.roi_align(x, [[0.5, 0, 0, 4, 4]], 4, out=img(1, 3, 4, 4))
+    with pytest.raises(ValueError, match="invalid argument `boxes`"):
+        sl.roi_align(x, [[5, 0, 0, 4, 4]], 4, out=img(1, 3, 4, 4))
+
+
+def test_python_level_checks():
+    x = img(2, 3, 8, 8)
+    with pytest.raises(ValueError, match="expand: only False"):
+        sl.rotate(x, 10, expand=True, out=x)
+    with pytest.raises(ValueError, match="center: only None"):
+        sl.rotate(x, 10, center=[1, 1], out=x)
+    with pytest.raises(ValueError, match="angle: has 3 values; needs one per image"):
+        sl.rotate(x, [1, 2, 3], out=x)
+    with pytest.raises(ValueError, match="fill: .*one value for every channel"):
+        sl.rotate(x, 1, fill=[1, 2, 3], out=x)
+    with pytest.raises(ValueError, match="interpolation: 'bicubic' is not supported"):
+        sl.resize(x, 4, interpolation="bicubic", out=img(2, 3, 4, 4))
+    with pytest.raises(ValueError, match="layout: 'CHW'"):
+        sl.to_float(img(2, 3, 8, 8, t="|u1"), layout="CHW", out=x)
+    with pytest.raises(ValueError, match="b: has 4 rows"):
+        sl.sgemm(img(3, 5), img(4, 6), out=img(3, 6))
+    with pytest.raises(ValueError, match="out: required when beta is not 0"):
+        sl.sgemm(img(3, 5), img(5, 6), beta=1.0)
+    with pytest.raises(ValueError, match="out: cannot be given with inplace=True"):
+        sl.normalize(x, [0] * 3, [1] * 3, inplace=True, out=x)
+    with pytest.raises(TypeError, match="stream: must be a torch.cuda.Stream"):
+        sl.normalize(x, [0] * 3, [1] * 3, out=x, stream="fast")
+
+
+def test_resized_size_follows_torchvision():
+    # the shorter edge to `size`, the longer scaled and truncated; [h, w] as given
+    assert F._resized_size(128, 256, 512, None) == (128, 256)
+    assert F._resized_size(100, 300, 200, None) == (150, 100)
+    assert F._resized_size([64, 48], 10, 10, None) == (64, 48)
+    assert F._resized_size(100, 300, 200, 120) == (120, 80)
+    with pytest.raises(ValueError, match="max_size"):
+        F._resized_size([64, 48], 10, 10, 100)
+
+
+def test_kernel_launch_argument_checks():
+    from streamline._kernels import KernelModule, _dim3
+
+    assert _dim3(5, "grid") == (5, 1, 1)
+    assert _dim3((2, 3), "block") == (2, 3, 1)
+    with pytest.raises(ValueError, match="block: .* each at least 1"):
+        _dim3((0, 1), "block")
+    m = KernelModule.__new__(KernelModule)
+    m.device = 0
+
+    with pytest.raises(TypeError, match="params: must be a ctypes.Structure or bytes"):
+        m.launch("k", 1, 1, [1, 2])
+
+
+def test_augment_transform_repr_and_draw_sequence():
+    a = sl.Augment(256, seed=7)
+    assert repr(a).startswith("Augment(size=256")
+    b = sl.Augment(256, seed=7)
+    assert [a._rng.getrandbits(64) for _ in range(3)] == [b._rng.getrandbits(64) for _ in range(3)]
+
+
+def test_ctypes_struct_bytes_match_repr_c():
+    class SaxpyParams(ctypes.Structure):
+        _fields_ = [("x", ctypes.c_uint64), ("y", ctypes.c_uint64), ("n", ctypes.c_uint64),
+                    ("a", ctypes.c_float), ("pad", ctypes.c_uint32)]
+
+    p = SaxpyParams(1, 2, 3, 2.0, 0)
+    assert len(bytes(p)) == 32 and ctypes.alignment(p) == 8
