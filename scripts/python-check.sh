@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs on a GPU machine (with PyTorch and torchvision) from the folder made by `cargo xtask
 # bundle`: installs the Python wheel into a private folder, runs its pytest suite (CPU and GPU
-# tests), compute-sanitizer memcheck and racecheck over a small GPU test run, the host-overhead
-# measurement, and seed 003's training loop with torchvision's and Streamline's augmentation;
-# with the anchors folder given, also the seed's own PyTorch script in the same run.
+# tests), the host-overhead measurement, seed 003's training loop with torchvision's and
+# Streamline's augmentation (with the anchors folder given, also the seed's own PyTorch script
+# in the same run), then compute-sanitizer memcheck and racecheck over a small GPU test run.
 #
 #   ./python-check.sh [ANCHORS_DIR] [RESULTS_DIR]
 set -u -o pipefail
@@ -16,35 +16,37 @@ step() { echo; echo "=== $*"; }
 
 site=$(mktemp -d)
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$here"/python/*.whl || exit 1
+# Python sources beside the wheel (python/streamline-src/*.py) replace the wheel's copies.
+[ -d "$here/python/streamline-src" ] && cp "$here"/python/streamline-src/*.py "$site/streamline/"
 export PYTHONPATH="$site" PYTHONUNBUFFERED=1
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 export STREAMLINE_SAXPY_PTX="$here/python/saxpy/sm_$cc/saxpy_kernels.ptx"
 [ -f "$STREAMLINE_SAXPY_PTX" ] || export STREAMLINE_SAXPY_PTX="$here/python/saxpy/sm_90/saxpy_kernels.ptx"
-cd "$here/python"
+cd "$here"
 
 step "pytest (CPU and GPU tests)"
-python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$out/pytest.txt" | tail -25
+python3 -m pytest -q -p no:cacheprovider python/tests 2>&1 | tee "$out/pytest.txt" | tail -25
 grep -qE "passed" "$out/pytest.txt" && ! grep -qE "[0-9]+ (failed|error)" "$out/pytest.txt" || status=1
+
+step "host time of a Python call over the Rust call"
+python3 python/examples/host_overhead.py 2>&1 | tee "$out/host-overhead.jsonl" || status=1
+
+step "seed 003's training loop: torchvision vs Streamline augmentation, serial and pipelined"
+python3 python/examples/seed003_train.py ${SEED003_BATCHES:-8 32 64 128} 2>&1 | tee "$out/seed003.jsonl" || status=1
+if [ -n "$anchors" ] && [ -f "$anchors/seed003_train.py" ]; then
+  step "the seed's own script (reference), same GPU, same run"
+  python3 "$anchors/seed003_train.py" ${SEED003_ANCHOR_BATCHES:-32} 2>&1 | tee "$out/seed003-anchor.jsonl" || status=1
+fi
 
 for tool in memcheck racecheck; do
   step "compute-sanitizer $tool (small GPU tests; torch's caching allocator off)"
   SL_TEST_SMALL=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool $tool --error-exitcode 9 \
-    python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "not stream and not schedules" \
+    python3 -m pytest -q -p no:cacheprovider python/tests/test_gpu.py -k "not stream and not schedules" \
     > "$out/sanitizer-$tool.txt" 2>&1
   rc=$?
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$out/sanitizer-$tool.txt" | tail -3
   [ $rc -eq 0 ] || { echo "compute-sanitizer $tool: FAILED (rc $rc)"; grep -E "Invalid|Race|hazard|in kernel|^=+ +at" "$out/sanitizer-$tool.txt" | head -20; status=1; }
 done
-
-step "host time of a Python call over the Rust call"
-python3 examples/host_overhead.py 2>&1 | tee "$out/host-overhead.jsonl" || status=1
-
-step "seed 003's training loop: torchvision vs Streamline augmentation, serial and pipelined"
-python3 examples/seed003_train.py ${SEED003_BATCHES:-8 32 64 128} 2>&1 | tee "$out/seed003.jsonl" || status=1
-if [ -n "$anchors" ] && [ -f "$anchors/seed003_train.py" ]; then
-  step "the seed's own script (reference), same GPU, same run"
-  python3 "$anchors/seed003_train.py" ${SEED003_ANCHOR_BATCHES:-32} 2>&1 | tee "$out/seed003-anchor.jsonl" || status=1
-fi
 
 [ $status -eq 0 ] && echo "python-check: all passed" || echo "python-check: FAILED"
 exit $status
