@@ -4,6 +4,9 @@ through a DataLoader, augmented on the GPU by torchvision's batch transforms (as
 writes them) or by Streamline's fused `Augment` (one kernel per batch, a random crop, angle and
 sigma per image), serial or pipelined on a transform stream. Prints steps per second as JSON
 lines, one per batch size and mode, plus each augmentation's and the training step's GPU time.
+The seed's loop is kept as written, but for `record_stream`, which names the training stream
+(the seed names the transform stream, where it does nothing); `-pinned` modes also pin the
+loader's batches and copy the labels on the transform stream.
 
     python3 examples/python/seed003_train.py [BATCH ...]      (default: 8 32 64 128)
 
@@ -80,12 +83,15 @@ streamline_aug = sl.Augment(img_size, seed=3)  # the same transform, fused
 AUGS = {"torchvision": torchvision_aug, "streamline": streamline_aug}
 
 
-def run(aug, pipelined, batch):
+def run(aug, pipelined, batch, pinned=False):
+    """Steps per second of the seed's loop. ``pinned``: the loader pins its batches and the
+    labels travel with the images on the transform stream (the seed copies them from pageable
+    memory on the training stream, which makes the host wait for the previous step)."""
     gpu_aug = AUGS[aug]
     m = model().to(dev).train()
     crit = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(m.parameters())
-    loader = DataLoader(Fake(), batch_size=batch, num_workers=WORKERS, persistent_workers=False)
+    loader = DataLoader(Fake(), batch_size=batch, num_workers=WORKERS, persistent_workers=False, pin_memory=pinned)
     total = WARMUP + ACTIVE
     if not pipelined:
         for idx, (x, y) in enumerate(loader):
@@ -107,8 +113,13 @@ def run(aug, pipelined, batch):
         for idx, (x, yn) in enumerate(loader):
             if tr is not None:
                 with torch.cuda.stream(ms):
-                    labels = labels.to(dev, non_blocking=True).squeeze()
+                    if not pinned:
+                        labels = labels.to(dev, non_blocking=True).squeeze()
                     ms.wait_stream(ts)
+                    # The batch was allocated on ts and is read on ms: the allocator must not
+                    # hand its memory to ts again before ms is done (the seed records it on ts).
+                    tr.record_stream(ms)
+                    labels.record_stream(ms)
                     opt.zero_grad()
                     loss = crit(m(tr), labels)
                     loss.backward()
@@ -117,6 +128,8 @@ def run(aug, pipelined, batch):
                 x = x.to(dev, non_blocking=True)
                 tr = gpu_aug(x)
                 tr.record_stream(ts)
+                if pinned:
+                    yn = yn.to(dev, non_blocking=True).squeeze()
             labels = yn
             if idx == WARMUP:
                 torch.cuda.synchronize()
@@ -165,9 +178,10 @@ if __name__ == "__main__":
         print(json.dumps({"batch": b, **timed_parts(b)}), flush=True)
         sps = {}
         for aug in ("torchvision", "streamline"):
-            for pipelined in (False, True):
-                mode = f"{aug}{'-pipelined' if pipelined else ''}"
-                sps[mode] = run(aug, pipelined, b)
+            for pipelined, pinned in ((False, False), (True, False), (True, True)):
+                mode = f"{aug}{'-pipelined' if pipelined else ''}{'-pinned' if pinned else ''}"
+                sps[mode] = run(aug, pipelined, b, pinned)
                 print(json.dumps({"batch": b, "mode": mode, "steps_per_s": round(sps[mode], 2)}), flush=True)
-        print(json.dumps({"batch": b, "pipelined_speedup_vs_torchvision":
-                          round(sps["streamline-pipelined"] / sps["torchvision-pipelined"], 3)}), flush=True)
+        print(json.dumps({"batch": b, "speedup_vs_torchvision": {
+            k: round(sps[f"streamline{k}"] / sps[f"torchvision{k}"], 3)
+            for k in ("", "-pipelined", "-pipelined-pinned")}}), flush=True)

@@ -392,7 +392,7 @@ def test_user_kernel_layout_and_config_checked():
         m.launch("saxpy", 1, 32, Short(0, 0))
     with pytest.raises(ValueError, match="no kernel `saxpi`"):
         m.launch("saxpy".replace("y", "i"), 1, 32, SaxpyParams())
-    with pytest.raises(ValueError, match="threads per block"):
+    with pytest.raises(ValueError, match=r"block \(4096, 1, 1\) exceeds"):
         m.launch("saxpy", 1, 4096, SaxpyParams())
 
 
