@@ -39,6 +39,48 @@ pub struct GemmParams {
     pub beta: f32,
 }
 
+/// Parameters of the split-K kernels: the product `gemm`, whose `K` is cut into `slices`
+/// slices of `k_slice` (the last one shorter), each multiplied by its own blocks (grid `z`) into
+/// its own `m x n` plane of `partials` (dense, row stride `n`); `gemm.alpha`, `gemm.beta` and
+/// `gemm.c` are applied by [`SplitKReduceParams`]'s kernel, not here.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct SplitKParams {
+    /// The whole product.
+    pub gemm: GemmParams,
+    /// Device address of `slices * m * n` floats, one plane per slice.
+    pub partials: u64,
+    /// Depth of every slice but the last (a multiple of the tile depth).
+    pub k_slice: u32,
+    /// Number of slices (`ceil(k / k_slice)`).
+    pub slices: u32,
+}
+
+/// Parameters of `sgemm_splitk_reduce`: `C = alpha * (P_0 + P_1 + ... ) + beta * C`, the planes
+/// summed in slice order for every element, so results do not depend on scheduling.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct SplitKReduceParams {
+    /// Device address of the `slices` planes of `m x n` partial products.
+    pub partials: u64,
+    /// Device address of `C`.
+    pub c: u64,
+    /// Rows of `C`.
+    pub m: u32,
+    /// Columns of `C`.
+    pub n: u32,
+    /// Row stride of `C` in elements.
+    pub ldc: u32,
+    /// Number of planes.
+    pub slices: u32,
+    /// Scale of the product.
+    pub alpha: f32,
+    /// Scale of the old `C`; 0 means `C` is write-only.
+    pub beta: f32,
+}
+
 /// How one kernel tiles `C`: each block of `threads` threads computes a `bm x bn` tile of `C`,
 /// walking `K` in steps of `bk`, with `shared_bytes` of dynamic shared memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,7 +117,72 @@ declare! {
         Kernel::new("sgemm_5_pipelined_128x128").with_bounds(256, 2);
     const PIPELINED_128X64: Kernel<GemmParams> = Kernel::new("sgemm_5_pipelined_128x64");
     const PIPELINED_64X64: Kernel<GemmParams> = Kernel::new("sgemm_5_pipelined_64x64");
+    const SPLITK_128X128: Kernel<SplitKParams> =
+        Kernel::new("sgemm_splitk_128x128").with_bounds(256, 2);
+    const SPLITK_64X64: Kernel<SplitKParams> = Kernel::new("sgemm_splitk_64x64");
+    const SPLITK_32X128: Kernel<SplitKParams> = Kernel::new("sgemm_splitk_32x128");
+    /// The split-K reduction (see [`SplitKReduceParams`]).
+    pub const SGEMM_SPLITK_REDUCE: Kernel<SplitKReduceParams> =
+        Kernel::new("sgemm_splitk_reduce");
 }
+
+/// Threads per block of `sgemm_splitk_reduce`.
+pub const SPLITK_REDUCE_BLOCK: u32 = 256;
+
+/// How a split-K kernel tiles each slice's product (as [`GemmTiling`] for the other steps), and
+/// how many of its blocks one multiprocessor holds at once (from its registers and threads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitKTiling {
+    /// The kernel.
+    pub spec: Kernel<SplitKParams>,
+    /// Rows of `C` per block.
+    pub bm: u32,
+    /// Columns of `C` per block.
+    pub bn: u32,
+    /// Depth of one shared-memory tile along `K`.
+    pub bk: u32,
+    /// Threads per block.
+    pub threads: u32,
+    /// Dynamic shared memory per block in bytes.
+    pub shared_bytes: u32,
+    /// Blocks resident per multiprocessor (one wave of the grid is this times the SMs).
+    pub blocks_per_sm: u32,
+}
+
+/// Split-K with step 5's 128 x 128 tiles (the 64 rows and more of a skinny product).
+pub const SGEMM_SPLITK_128X128: SplitKTiling = SplitKTiling {
+    spec: SPLITK_128X128,
+    bm: 128,
+    bn: 128,
+    bk: 8,
+    threads: 256,
+    shared_bytes: blocked_smem(128, 128, 8, A_PAD, 2),
+    blocks_per_sm: 2,
+};
+
+/// Split-K with step 5's 64 x 64 tiles.
+pub const SGEMM_SPLITK_64X64: SplitKTiling = SplitKTiling {
+    spec: SPLITK_64X64,
+    bm: 64,
+    bn: 64,
+    bk: 8,
+    threads: 64,
+    shared_bytes: blocked_smem(64, 64, 8, A_PAD, 2),
+    // About 130 registers per thread: 7 blocks of 64 threads fill the 64K registers of an SM.
+    blocks_per_sm: 7,
+};
+
+/// Split-K with 32 x 128 tiles: products of at most 32 rows (a training batch) waste no rows.
+pub const SGEMM_SPLITK_32X128: SplitKTiling = SplitKTiling {
+    spec: SPLITK_32X128,
+    bm: 32,
+    bn: 128,
+    bk: 8,
+    threads: 64,
+    shared_bytes: blocked_smem(32, 128, 8, A_PAD, 2),
+    // About 160 registers per thread: 6 blocks of 64 threads.
+    blocks_per_sm: 6,
+};
 
 /// Padding (in floats) added to each row of the transposed `A` tile of steps 4 and 5, so the
 /// transposing stores of one warp fall into distinct banks (see the kernel).
@@ -175,4 +282,11 @@ pub const SGEMM_ALL: [GemmTiling; 7] = [
     SGEMM_5_PIPELINED_128X128,
     SGEMM_5_PIPELINED_128X64,
     SGEMM_5_PIPELINED_64X64,
+];
+
+/// Every split-K kernel.
+pub const SGEMM_SPLITK_ALL: [SplitKTiling; 3] = [
+    SGEMM_SPLITK_128X128,
+    SGEMM_SPLITK_64X64,
+    SGEMM_SPLITK_32X128,
 ];

@@ -15,13 +15,24 @@
 //!    while the current one is multiplied, one barrier per tile. Three tile sizes, chosen per
 //!    shape by the host.
 //!
+//! Split-K, for products whose output tiles cannot fill the GPU (a batch of 32 rows times a deep
+//! `K`): [`sgemm_splitk_128x128`], [`sgemm_splitk_64x64`] and [`sgemm_splitk_32x128`] run step
+//! 5's loop over one slice of `K` per grid `z`, each slice into its own plane of partial
+//! products, and [`sgemm_splitk_reduce`] adds the planes in slice order and applies `alpha` and
+//! `beta`. No atomics: the same inputs give the same bits on every run.
+//!
 //! Accumulation is a chain of fused multiply-adds over `k` in increasing order for every
-//! output, so all steps return the same results for the same shape, up to the sign of a zero.
-//! The host's error bound is `gamma_k * sum_k |a_ik| |b_kj|` (`host/src/reference/matmul.rs`).
+//! output, so all steps return the same results for the same shape, up to the sign of a zero;
+//! split-K chains each slice and then adds the slices in order, `k / slices + slices` roundings
+//! per output instead of `k`. The host's error bound is `gamma_k * sum_k |a_ik| |b_kj|`
+//! (`host/src/reference/matmul.rs`), which covers both.
 
 use core::arch::nvptx;
 use core::intrinsics::{fmaf32, gpu::gpu_launch_sized_workgroup_mem};
-use streamline_abi::matmul::{GemmParams, A_PAD};
+use streamline_abi::matmul::{
+    GemmParams, SplitKParams, SplitKReduceParams, A_PAD, SGEMM_SPLITK_128X128, SGEMM_SPLITK_32X128,
+    SGEMM_SPLITK_64X64, SGEMM_SPLITK_REDUCE,
+};
 use streamline_abi::matmul::{
     SGEMM_1_NAIVE, SGEMM_2_TILED, SGEMM_3_BLOCKED, SGEMM_4_VECTORIZED, SGEMM_5_PIPELINED_128X128,
     SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64,
@@ -640,5 +651,110 @@ kernel! {
         type T = Tile<64, 64, 8>;
         // SAFETY: forwarded.
         unsafe { pipelined::<64, 64, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+    }
+}
+
+/// Split-K: the blocks of grid `z` multiply slice `z` of `K` (`k_slice` deep, the last one what
+/// remains) with step 5's loop and write it, unscaled, to plane `z` of the partial products.
+///
+/// # Safety
+/// The host validated the product, made `slices = ceil(k / k_slice)` with `k_slice` a multiple
+/// of `BK`, launched `slices` grid layers, allocated `slices * m * n` floats of partials and two
+/// stages of shared memory.
+#[inline(always)]
+unsafe fn split_k<
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const LA: usize,
+    const LB: usize,
+>(
+    s: SplitKParams,
+) {
+    // SAFETY: reading a special register has no side effects.
+    let z = unsafe { nvptx::_block_idx_z() } as u64;
+    let g = s.gemm;
+    let k0 = z * s.k_slice as u64;
+    let plane = g.m as u64 * g.n as u64;
+    let p = GemmParams {
+        a: g.a + 4 * k0,
+        b: g.b + 4 * k0 * g.ldb as u64,
+        c: s.partials + 4 * z * plane,
+        k: (g.k as u64 - k0).min(s.k_slice as u64) as u32,
+        ldc: g.n,
+        alpha: 1.0,
+        beta: 0.0,
+        ..g
+    };
+    // SAFETY: slice `z` starts inside K (`z < slices`), so `A` from column `k0` and `B` from
+    // row `k0` hold an `m x k` and a `k x n` matrix with the same strides; plane `z` holds
+    // `m x n` floats at stride `n`. 16-byte alignment is re-derived from these addresses.
+    unsafe { pipelined::<BM, BN, BK, LA, LB>(p) }
+}
+
+kernel! {
+    #[declared(SGEMM_SPLITK_128X128.spec)]
+    /// Split-K with 128 x 128 tiles.
+    ///
+    /// # Safety
+    /// See [`split_k`]; 256 threads.
+    pub unsafe fn sgemm_splitk_128x128(p: SplitKParams) {
+        type T = Tile<128, 128, 8>;
+        // SAFETY: forwarded.
+        unsafe { split_k::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+    }
+}
+
+kernel! {
+    #[declared(SGEMM_SPLITK_64X64.spec)]
+    /// Split-K with 64 x 64 tiles.
+    ///
+    /// # Safety
+    /// See [`split_k`]; 64 threads.
+    pub unsafe fn sgemm_splitk_64x64(p: SplitKParams) {
+        type T = Tile<64, 64, 8>;
+        // SAFETY: forwarded.
+        unsafe { split_k::<64, 64, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+    }
+}
+
+kernel! {
+    #[declared(SGEMM_SPLITK_32X128.spec)]
+    /// Split-K with 32 x 128 tiles (at most 32 rows: no row of the tile wasted).
+    ///
+    /// # Safety
+    /// See [`split_k`]; 64 threads.
+    pub unsafe fn sgemm_splitk_32x128(p: SplitKParams) {
+        type T = Tile<32, 128, 8>;
+        // SAFETY: forwarded.
+        unsafe { split_k::<32, 128, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+    }
+}
+
+kernel! {
+    #[declared(SGEMM_SPLITK_REDUCE)]
+    /// `C = alpha * sum_z P_z + beta * C`, adding the planes in order `z = 0, 1, ...` for every
+    /// element (a fixed order: the result does not depend on how blocks were scheduled).
+    ///
+    /// # Safety
+    /// `p.partials` must hold `slices * m * n` floats written by a split-K kernel and `p.c` an
+    /// `m x n` matrix with row stride `ldc`.
+    pub unsafe fn sgemm_splitk_reduce(p: SplitKReduceParams) {
+        let (m, n) = (p.m as u64, p.n as u64);
+        let plane = m * n;
+        let parts = p.partials as *const f32;
+        let c = p.c as *mut f32;
+        for i in streamline_device::thread::grid_stride(plane) {
+            let i = i as u64;
+            // SAFETY: `i < m * n` and every plane holds `m * n` floats; the element of `C`
+            // at row `i / n`, column `i % n` is inside it by the host's validation.
+            unsafe {
+                let mut sum = ldg(parts.add(i as usize));
+                for z in 1..p.slices as u64 {
+                    sum += ldg(parts.add((z * plane + i) as usize));
+                }
+                epilogue(c.add(((i / n) * p.ldc as u64 + i % n) as usize), sum, p.alpha, p.beta);
+            }
+        }
     }
 }

@@ -11,20 +11,34 @@
 use cudarc::driver::CudaSlice;
 use proptest::prelude::*;
 use streamline::data::{randn_f32, HeavyHost};
-use streamline::ops::matmul::{choose, sgemm, Cublas, Gemm, Kernel};
+use streamline::ops::matmul::{
+    choose, plan, sgemm, Cublas, Gemm, Kernel, Plan, MAX_SLICES, MIN_K_SLICE,
+};
 use streamline::reference::matmul as reference;
-use streamline_abi::matmul::SGEMM_ALL;
+use streamline_abi::matmul::{SGEMM_ALL, SGEMM_SPLITK_ALL};
 use streamline_tests::{gpu, gpu_property};
 
 const GUARD: usize = 13;
 
-/// One GPU case; `kernel` indexes `SGEMM_ALL`, or is `SGEMM_ALL.len()` for the shape rule.
+/// One GPU case; `kernel` indexes `SGEMM_ALL`, is `SGEMM_ALL.len()` for the shape rule, or
+/// above that indexes `SGEMM_SPLITK_ALL`, split into `slices` slices of `K`.
 #[derive(Clone, Debug)]
 struct Case {
     g: Gemm,
     kernel: usize,
+    slices: usize,
     offsets: [usize; 3],
     seed: u64,
+}
+
+/// Number of kernel choices of a [`Case`].
+const KERNELS: usize = SGEMM_ALL.len() + 1 + SGEMM_SPLITK_ALL.len();
+
+fn kernel_of(c: &Case) -> Kernel {
+    match c.kernel.checked_sub(SGEMM_ALL.len() + 1) {
+        Some(i) => Kernel::Split(&SGEMM_SPLITK_ALL[i], c.slices),
+        None => SGEMM_ALL.get(c.kernel).map_or(Kernel::Auto, Kernel::Fixed),
+    }
 }
 
 fn run_case(c: &Case) -> Result<(), TestCaseError> {
@@ -52,7 +66,7 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
     let da: CudaSlice<f32> = s.clone_htod(&abuf).unwrap();
     let db: CudaSlice<f32> = s.clone_htod(&bbuf).unwrap();
     let mut dc: CudaSlice<f32> = s.clone_htod(&cbuf).unwrap();
-    let kernel = SGEMM_ALL.get(c.kernel).map_or(Kernel::Auto, Kernel::Fixed);
+    let kernel = kernel_of(c);
     {
         let av = da.slice(oa..oa + na);
         let bv = db.slice(ob..ob + nb);
@@ -106,12 +120,12 @@ fn case() -> impl Strategy<Value = Case> {
         (dim(), dim(), dim()),
         (0usize..6, 0usize..6, 0usize..6),
         scalars(),
-        0..=SGEMM_ALL.len(),
+        (0..KERNELS, 1usize..=48),
         (0usize..4, 0usize..4, 0usize..4),
         any::<u64>(),
     )
         .prop_map(
-            |((m, n, k), (pa, pb, pc), (alpha, beta), kernel, (oa, ob, oc), seed)| Case {
+            |((m, n, k), (pa, pb, pc), (alpha, beta), (kernel, slices), (oa, ob, oc), seed)| Case {
                 g: Gemm {
                     m,
                     n,
@@ -123,6 +137,7 @@ fn case() -> impl Strategy<Value = Case> {
                     beta,
                 },
                 kernel,
+                slices,
                 offsets: [oa, ob, oc],
                 seed: seed >> 8,
             },
@@ -147,18 +162,25 @@ fn sgemm_edge_shapes_every_kernel() {
         (64, 64, 8),
     ];
     for (i, &(m, n, k)) in shapes.iter().enumerate() {
-        for kernel in 0..=SGEMM_ALL.len() {
-            run_case(&Case {
-                g: Gemm {
-                    alpha: 1.5,
-                    beta: -0.5,
-                    ..Gemm::dense(m, n, k)
-                },
-                kernel,
-                offsets: [0, 0, 0],
-                seed: 100 + i as u64,
-            })
-            .unwrap();
+        for kernel in 0..KERNELS {
+            // Split-K into 3 slices (uneven for most K) and into more slices than K has.
+            for slices in [3, 2 * k + 7] {
+                run_case(&Case {
+                    g: Gemm {
+                        alpha: 1.5,
+                        beta: -0.5,
+                        ..Gemm::dense(m, n, k)
+                    },
+                    kernel,
+                    slices,
+                    offsets: [0, 0, 0],
+                    seed: 100 + i as u64,
+                })
+                .unwrap();
+                if kernel <= SGEMM_ALL.len() {
+                    break;
+                }
+            }
         }
     }
 }
@@ -201,6 +223,37 @@ fn sgemm_agrees_with_cublas() {
             assert_eq!(cmp.outside, 0, "{size} {name}: {cmp:?}");
         }
     }
+}
+
+/// Split-K chosen by the shape rule for a skinny, deep product: within the bound, and the
+/// same bits on every run (the slices are added in a fixed order, no atomics).
+#[test]
+fn split_k_is_deterministic_and_within_the_bound() {
+    let Some(gpu) = gpu() else { return };
+    let s = gpu.stream();
+    let g = Gemm::dense(32, 130, 20_000);
+    let chosen = plan(g.m, g.n, g.k, gpu.info().multiprocessors);
+    assert!(
+        matches!(chosen, Plan::Split { slices, .. } if slices >= 2),
+        "{chosen:?}"
+    );
+    let a = randn_f32(g.m * g.k, 61);
+    let b = randn_f32(g.k * g.n, 62);
+    let da = s.clone_htod(&a).unwrap();
+    let db = s.clone_htod(&b).unwrap();
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let mut dc: CudaSlice<f32> = s.clone_htod(&vec![f32::poison(); g.m * g.n]).unwrap();
+        sgemm(gpu, s, Kernel::Auto, &g, &da, &db, &mut dc).unwrap();
+        runs.push(s.clone_dtoh(&dc).unwrap());
+    }
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&runs[0]), bits(&runs[1]));
+    assert_eq!(bits(&runs[0]), bits(&runs[2]));
+    let rows: Vec<usize> = (0..g.m).collect();
+    let want = reference::rows(&g, &a, &b, &[], &rows);
+    let cmp = reference::compare(&g, &runs[0], &want);
+    assert_eq!(cmp.outside, 0, "{chosen:?}: {cmp:?}");
 }
 
 /// Buffers shorter than the shape are refused with an error naming the buffer, and nothing
@@ -283,6 +336,25 @@ fn kernel_names_parse() {
 }
 
 proptest! {
+    /// Split-K only where whole tiles leave SMs idle; its slices cover `K` exactly, each a
+    /// multiple of the tile depth and at least `MIN_K_SLICE` deep, at most `MAX_SLICES`.
+    #[test]
+    fn split_rule_covers_k(m in 1usize..5_000, n in 1usize..5_000, k in 1usize..400_000, sms in 1u32..200) {
+        let enough = (sms as usize * 9).div_ceil(10);
+        let blocks = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn);
+        match plan(m, n, k, sms) {
+            Plan::Whole(t) => prop_assert_eq!(t, choose(m, n, sms)),
+            Plan::Split { tiling, k_slice, slices } => {
+                prop_assert!(blocks(64, 64) < enough);
+                prop_assert!((2..=MAX_SLICES).contains(&slices));
+                prop_assert_eq!(k_slice % tiling.bk as usize, 0);
+                prop_assert!(k_slice >= MIN_K_SLICE);
+                prop_assert!((slices - 1) * k_slice < k && k <= slices * k_slice);
+                prop_assert!(m > 32 || tiling.bm == 32);
+            }
+        }
+    }
+
     /// The shape rule picks the largest pipelined tile that gives at least 90% of the SMs a
     /// block, and the smallest tile when none does.
     #[test]

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use streamline::data::{randn_f32, HeavyHost};
 use streamline::ops::heavy::heavy;
-use streamline::ops::matmul::{choose, sgemm, Cublas, Gemm, Kernel};
+use streamline::ops::matmul::{plan, sgemm, Cublas, Gemm, Kernel, SWEEP};
 use streamline::ops::spin::spin_copy;
 use streamline::timing::{median, time_on};
 use streamline::Gpu;
@@ -258,9 +258,9 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
         )
     })
     .collect();
-    let sgemm_sizes: Vec<usize> = [1024, 2048, 4096, 8192]
+    let sgemm_sizes: Vec<(usize, usize, usize)> = SWEEP
         .into_iter()
-        .filter(|s| wanted(&format!("sgemm_f32_{s}")))
+        .filter(|&(m, n, k)| wanted(&sgemm_case(m, n, k)))
         .collect();
     let image_batches: Vec<usize> = if a.quick { vec![32] } else { vec![8, 32, 128] };
     let image_count: usize = image_batches
@@ -443,31 +443,34 @@ fn bench_heavy<T: HeavyHost>(b: &mut Bench, case: &str, n: usize) -> Result<()> 
     Ok(())
 }
 
-/// Square SGEMM at each size, ours (the shape rule) and cuBLAS on the same inputs, plus every
-/// step of the progression at 4096 (`sgemm_f32_4096_<kernel>`). cuBLAS rows carry
+/// The case name of an SGEMM shape: `sgemm_f32_{size}` for squares (the anchors' names),
+/// `sgemm_f32_{m}x{n}x{k}` otherwise.
+fn sgemm_case(m: usize, n: usize, k: usize) -> String {
+    if m == n && n == k {
+        format!("sgemm_f32_{m}")
+    } else {
+        format!("sgemm_f32_{m}x{n}x{k}")
+    }
+}
+
+/// SGEMM over the sweep's shapes, ours (the shape rule) and cuBLAS on the same inputs, plus
+/// every step of the progression at 4096 (`sgemm_f32_4096_<kernel>`). cuBLAS rows carry
 /// `"impl": "cublas"`; pair only the `streamline` rows with other peers.
-fn bench_sgemm(b: &mut Bench, sizes: &[usize]) -> Result<()> {
+fn bench_sgemm(b: &mut Bench, shapes: &[(usize, usize, usize)]) -> Result<()> {
     let blas = Cublas::new(b.stream.clone())?;
-    for &size in sizes {
-        let case = format!("sgemm_f32_{size}");
+    for &(m, n, k) in shapes {
+        let case = sgemm_case(m, n, k);
         b.bar.set_message(case.clone());
-        let g = Gemm::dense(size, size, size);
-        let da = b.stream.clone_htod(&randn_f32(size * size, 11))?;
-        let db = b.stream.clone_htod(&randn_f32(size * size, 12))?;
-        let mut dc: CudaSlice<f32> = b.stream.alloc_zeros(size * size)?;
+        let g = Gemm::dense(m, n, k);
+        let da = b.stream.clone_htod(&randn_f32(m * k, 11))?;
+        let db = b.stream.clone_htod(&randn_f32(k * n, 12))?;
+        let mut dc: CudaSlice<f32> = b.stream.alloc_zeros(m * n)?;
         let t_blas = b.time(|_| blas.sgemm(&g, &da, &db, &mut dc))?;
-        let auto = choose(size, size, b.gpu.info().multiprocessors);
+        let auto = plan(m, n, k, b.gpu.info().multiprocessors).name();
         let t_ours = b.time(|_| sgemm(b.gpu, &b.stream, Kernel::Auto, &g, &da, &db, &mut dc))?;
-        b.record_flops(
-            &case,
-            "streamline",
-            auto.spec.name(),
-            t_ours,
-            g.flops(),
-            t_blas.ms,
-        );
+        b.record_flops(&case, "streamline", &auto, t_ours, g.flops(), t_blas.ms);
         b.record_flops(&case, "cublas", "cublasSgemm", t_blas, g.flops(), t_blas.ms);
-        if size == 4096 {
+        if (m, n, k) == (4096, 4096, 4096) {
             for t in &SGEMM_ALL {
                 let name = t.spec.name().trim_start_matches("sgemm_");
                 b.bar.set_message(format!("{case}_{name}"));

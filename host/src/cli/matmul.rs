@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use cudarc::driver::CudaSlice;
 use streamline::data::{count_unwritten, randn_f32, HeavyHost};
 use streamline::error::DriverContext;
-use streamline::ops::matmul::{choose, sgemm, Cublas, Gemm, Kernel};
+use streamline::ops::matmul::{plan, sgemm, Cublas, Gemm, Kernel, SWEEP};
 use streamline::reference::matmul as reference;
 use streamline::timing::{median, time_on};
 use streamline::Gpu;
@@ -15,14 +15,19 @@ use streamline_abi::matmul::SGEMM_ALL;
 #[derive(clap::Args, Debug)]
 pub struct MatmulArgs {
     /// Rows of A and C.
-    #[arg(long, value_parser = parse_count)]
-    m: u64,
+    #[arg(long, value_parser = parse_count, required_unless_present = "sweep")]
+    m: Option<u64>,
     /// Columns of B and C.
-    #[arg(long, value_parser = parse_count)]
-    n: u64,
+    #[arg(long, value_parser = parse_count, required_unless_present = "sweep")]
+    n: Option<u64>,
     /// Columns of A, rows of B.
-    #[arg(long, value_parser = parse_count)]
-    k: u64,
+    #[arg(long, value_parser = parse_count, required_unless_present = "sweep")]
+    k: Option<u64>,
+    /// Instead of one shape, every shape of the sweep (squares 1024-8192, the skinny and deep
+    /// products of training, flat products, non-multiples of the tiles) with the shape rule,
+    /// beside cuBLAS, then the geometric mean and the worst fraction of cuBLAS.
+    #[arg(long, conflicts_with_all = ["m", "n", "k"])]
+    sweep: bool,
     /// `auto` (the shape rule), `all` (every step of the progression), or one kernel such as
     /// `5_pipelined_128x128` or `3_blocked`.
     #[arg(long, default_value = "auto")]
@@ -59,20 +64,76 @@ fn check_rows(g: &Gemm) -> Vec<usize> {
 }
 
 pub fn run(device: usize, ptx: Option<&std::path::Path>, a: MatmulArgs) -> Result<()> {
-    let g = Gemm {
-        alpha: a.alpha,
-        beta: a.beta,
-        ..Gemm::dense(a.m as usize, a.n as usize, a.k as usize)
-    };
-    let (na, nb, nc) = g.validate()?;
     if !(1..=10_000).contains(&a.repeat) {
         bail!("--repeat must be in 1..=10000, got {}", a.repeat);
     }
+    let gpu = Gpu::new(device, ptx)?;
+    let shapes: Vec<(usize, usize, usize)> = match (a.sweep, a.m, a.n, a.k) {
+        (true, ..) => SWEEP.to_vec(),
+        (false, Some(m), Some(n), Some(k)) => vec![(m as usize, n as usize, k as usize)],
+        _ => bail!("give --m, --n and --k, or --sweep"),
+    };
+    let mut failed = false;
+    let mut ratios = Vec::new();
+    let mut summary = Vec::new();
+    for (m, n, k) in shapes {
+        let g = Gemm {
+            alpha: a.alpha,
+            beta: a.beta,
+            ..Gemm::dense(m, n, k)
+        };
+        let r = one_shape(&gpu, &g, &a)?;
+        failed |= r.failed;
+        if let (Some(blas), Some((name, ours))) = (r.cublas_ms, r.times.first()) {
+            ratios.push(blas / ours);
+            summary.push(format!(
+                "{:>24} {:<24} {:>10.4} {:>10.4} {:>9.1}%",
+                format!("{m} x {n} x {k}"),
+                name,
+                ours,
+                blas,
+                100.0 * blas / ours
+            ));
+        }
+    }
+    if a.sweep && !ratios.is_empty() {
+        println!();
+        println!(
+            "{:>24} {:<24} {:>10} {:>10} {:>10}",
+            "m x n x k", "ours (auto)", "ms", "cuBLAS ms", "of cuBLAS"
+        );
+        for line in &summary {
+            println!("{line}");
+        }
+        let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+        let worst = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        println!(
+            "geometric mean {:.1}% of cuBLAS, worst {:.1}%, over {} shapes",
+            100.0 * geo,
+            100.0 * worst,
+            ratios.len()
+        );
+    }
+    if failed {
+        bail!("the GPU result does not match the CPU reference");
+    }
+    Ok(())
+}
+
+/// What one shape measured: each kernel's median ms (in the order run), cuBLAS's, and whether
+/// a check failed.
+struct ShapeResult {
+    times: Vec<(String, f64)>,
+    cublas_ms: Option<f64>,
+    failed: bool,
+}
+
+fn one_shape(gpu: &Gpu, g: &Gemm, a: &MatmulArgs) -> Result<ShapeResult> {
+    let (na, nb, nc) = g.validate()?;
     let kernels: Vec<Kernel> = match a.kernel.as_str() {
         "all" => SGEMM_ALL.iter().map(Kernel::Fixed).collect(),
         s => vec![Kernel::parse(s)?],
     };
-    let gpu = Gpu::new(device, ptx)?;
     let bytes = 4 * (na as u128 + nb as u128 + 2 * nc as u128);
     let (free, _) = gpu.context().mem_get_info().op("cuMemGetInfo")?;
     if bytes > free as u128 {
@@ -90,15 +151,15 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, a: MatmulArgs) -> Resul
     let db = stream.clone_htod(&hb).context("uploading B")?;
     let dc0 = stream.clone_htod(&hc0).context("uploading C")?;
     let mut dc: CudaSlice<f32> = stream.alloc_zeros(nc).context("allocating C")?;
-    let cublas = if a.vs_cublas {
+    let cublas = if a.vs_cublas || a.sweep {
         Some(Cublas::new(stream.clone())?)
     } else {
         None
     };
     let reference_rows = if a.check {
-        let rows = check_rows(&g);
+        let rows = check_rows(g);
         eprintln!("computing the f64 reference for {} rows...", rows.len());
-        Some(reference::rows(&g, &ha, &hb, &hc0, &rows))
+        Some(reference::rows(g, &ha, &hb, &hc0, &rows))
     } else {
         None
     };
@@ -122,20 +183,21 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, a: MatmulArgs) -> Resul
         Ok(median(&t))
     };
     let cublas_ms = match &cublas {
-        Some(blas) => Some(time(&mut || blas.sgemm(&g, &da, &db, &mut dc))?),
+        Some(blas) => Some(time(&mut || blas.sgemm(g, &da, &db, &mut dc))?),
         None => None,
     };
     let mut failed = false;
+    let mut times = Vec::new();
     for kernel in kernels {
         let name = match kernel {
             Kernel::Auto => format!(
                 "{} (auto)",
-                choose(g.m, g.n, gpu.info().multiprocessors)
-                    .spec
-                    .name()
-                    .trim_start_matches("sgemm_")
+                plan(g.m, g.n, g.k, gpu.info().multiprocessors).name()
             ),
             Kernel::Fixed(t) => t.spec.name().trim_start_matches("sgemm_").to_string(),
+            Kernel::Split(t, s) => {
+                format!("{} x {s}", t.spec.name().trim_start_matches("sgemm_"))
+            }
         };
         if let Some(rows) = &reference_rows {
             // One run from a known C: poison when beta is 0 (every element must be
@@ -145,21 +207,22 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, a: MatmulArgs) -> Resul
             } else {
                 stream.memcpy_dtod(&dc0, &mut dc).op("cuMemcpyDtoD")?;
             }
-            sgemm(&gpu, &stream, kernel, &g, &da, &db, &mut dc)?;
+            sgemm(gpu, &stream, kernel, g, &da, &db, &mut dc)?;
             let hc = stream.clone_dtoh(&dc).op("cuMemcpyDtoH")?;
             let unwritten = if g.beta == 0.0 {
                 count_unwritten(&hc)
             } else {
                 0
             };
-            let cmp = reference::compare(&g, &hc, rows);
+            let cmp = reference::compare(g, &hc, rows);
             println!(
                 "  check {name}: {} elements, {} outside the bound, {} unwritten, worst err/bound {:.3} at {:?}",
                 cmp.checked, cmp.outside, unwritten, cmp.worst_ratio, cmp.worst_at
             );
             failed |= cmp.outside > 0 || unwritten > 0;
         }
-        let ms = time(&mut || sgemm(&gpu, &stream, kernel, &g, &da, &db, &mut dc))?;
+        let ms = time(&mut || sgemm(gpu, &stream, kernel, g, &da, &db, &mut dc))?;
+        times.push((name.clone(), ms));
         let ratio = cublas_ms.map_or(String::new(), |c| format!("{:.1}%", 100.0 * c / ms));
         println!(
             "{:<30} {:>10.4} {:>9.2} {:>10}",
@@ -177,8 +240,9 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, a: MatmulArgs) -> Resul
             g.flops() / ms / 1e9
         );
     }
-    if failed {
-        bail!("the GPU result does not match the CPU reference");
-    }
-    Ok(())
+    Ok(ShapeResult {
+        times,
+        cublas_ms,
+        failed,
+    })
 }

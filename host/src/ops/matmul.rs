@@ -2,13 +2,15 @@
 //! our kernels and, for comparison on the same inputs, cuBLAS SGEMM.
 
 use crate::error::{Error, Result};
-use crate::runtime::Gpu;
+use crate::runtime::{Gpu, LaunchConfig};
 use cudarc::cublas::{sys as blas_sys, CudaBlas, Gemm as _, GemmConfig};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::Arc;
 use streamline_abi::matmul::{
-    GemmParams, GemmTiling, SGEMM_5_PIPELINED_128X128, SGEMM_5_PIPELINED_128X64,
-    SGEMM_5_PIPELINED_64X64, SGEMM_ALL,
+    GemmParams, GemmTiling, SplitKParams, SplitKReduceParams, SplitKTiling,
+    SGEMM_5_PIPELINED_128X128, SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64, SGEMM_ALL,
+    SGEMM_SPLITK_128X128, SGEMM_SPLITK_32X128, SGEMM_SPLITK_64X64, SGEMM_SPLITK_REDUCE,
+    SPLITK_REDUCE_BLOCK,
 };
 
 /// Largest dimension or leading dimension a kernel accepts (`i32::MAX`, cuBLAS's limit too).
@@ -116,10 +118,14 @@ impl Gemm {
 /// Which kernel computes a product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
-    /// The shape rule of [`choose`].
+    /// The shape rule of [`plan`]: a whole-product tile, or split-K.
     Auto,
     /// One step of the progression (see `gpu-kernels/src/matmul.rs`).
     Fixed(&'static GemmTiling),
+    /// Split-K with this tiling into (about) this many slices of `K`: `ceil(k / slices)`
+    /// rounded up to the tile depth, so there may be fewer (one when `K` is shallower than a
+    /// tile).
+    Split(&'static SplitKTiling, usize),
 }
 
 impl Kernel {
@@ -161,6 +167,107 @@ pub fn choose(m: usize, n: usize, multiprocessors: u32) -> &'static GemmTiling {
         .unwrap_or(&SGEMM_5_PIPELINED_64X64)
 }
 
+/// The shapes `streamline matmul --sweep` and `streamline bench` measure beside cuBLAS: the
+/// squares, the skinny and deep products of training (the MLP of `pipeline augment-train` at
+/// 256 x 256 images and batch 32: `32 x 1024 x 196608` forward, `196608 x 1024 x 32` for the
+/// weight gradient, `32 x 10 x 1024`, `1024 x 10 x 32`), flat ones, and sizes that are not
+/// multiples of any tile.
+pub const SWEEP: [(usize, usize, usize); 14] = [
+    (1024, 1024, 1024),
+    (2048, 2048, 2048),
+    (4096, 4096, 4096),
+    (8192, 8192, 8192),
+    (32, 1024, 196608),
+    (128, 1024, 196608),
+    (196608, 1024, 32),
+    (32, 10, 1024),
+    (1024, 10, 32),
+    (1024, 1024, 32),
+    (4096, 4096, 128),
+    (1000, 1000, 1000),
+    (4097, 3001, 2999),
+    (32, 1024, 10),
+];
+
+/// Shortest slice of `K` split-K cuts: 16 tiles of depth 8, so that the main loop, not a
+/// block's prologue (first tile) and epilogue (writing its partial tile), dominates each slice.
+pub const MIN_K_SLICE: usize = 128;
+
+/// Most slices split-K cuts `K` into (bounds the partials at `256 m n` floats).
+pub const MAX_SLICES: usize = 256;
+
+/// How a product runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// One kernel over the whole of `K`.
+    Whole(&'static GemmTiling),
+    /// `K` cut into `slices` slices of `k_slice` (the last shorter), multiplied by `tiling`'s
+    /// blocks into planes of partial products, then added in order by the reduction kernel.
+    Split {
+        tiling: &'static SplitKTiling,
+        k_slice: usize,
+        slices: usize,
+    },
+}
+
+impl Plan {
+    /// A short name (`5_pipelined_128x128`, `splitk_32x128 x 132`).
+    pub fn name(&self) -> String {
+        match self {
+            Plan::Whole(t) => t.spec.name().trim_start_matches("sgemm_").to_string(),
+            Plan::Split { tiling, slices, .. } => {
+                format!(
+                    "{} x {slices}",
+                    tiling.spec.name().trim_start_matches("sgemm_")
+                )
+            }
+        }
+    }
+}
+
+/// The shape rule of [`Kernel::Auto`].
+///
+/// Whole products first: [`choose`]'s tile when its grid gives at least 90% of the SMs a block.
+/// When even 64 x 64 tiles would leave more idle, the output is too small to fill the GPU and
+/// `K` carries the work (a training batch of 32 against 196608 inputs: 16 blocks for 132 SMs),
+/// so `K` is split: the tile that wastes fewest rows (32 x 128 up to 32 rows, 64 x 64 up to 64,
+/// 128 x 128 above), and as many slices as make one full wave of resident blocks (its blocks per
+/// SM times the SMs), but no slice shorter than [`MIN_K_SLICE`] and at most [`MAX_SLICES`]. A
+/// product that would get fewer than two slices runs whole.
+pub fn plan(m: usize, n: usize, k: usize, multiprocessors: u32) -> Plan {
+    let whole = choose(m, n, multiprocessors);
+    let enough = (multiprocessors as usize * 9).div_ceil(10);
+    let blocks = |bm: u32, bn: u32| m.div_ceil(bm as usize) * n.div_ceil(bn as usize);
+    if blocks(whole.bm, whole.bn) >= enough {
+        return Plan::Whole(whole);
+    }
+    let tiling = if m <= 32 {
+        &SGEMM_SPLITK_32X128
+    } else if m <= 64 {
+        &SGEMM_SPLITK_64X64
+    } else {
+        &SGEMM_SPLITK_128X128
+    };
+    let wave = (tiling.blocks_per_sm * multiprocessors) as usize;
+    let want = wave.div_ceil(blocks(tiling.bm, tiling.bn));
+    let slices = want.min(k / MIN_K_SLICE).min(MAX_SLICES);
+    if slices < 2 {
+        return Plan::Whole(whole);
+    }
+    split(tiling, k, slices)
+}
+
+/// The split of `k` into about `slices` slices whose depth is a multiple of the tile's.
+fn split(tiling: &'static SplitKTiling, k: usize, slices: usize) -> Plan {
+    let bk = tiling.bk as usize;
+    let k_slice = k.div_ceil(slices.max(1)).div_ceil(bk) * bk;
+    Plan::Split {
+        tiling,
+        k_slice,
+        slices: k.div_ceil(k_slice),
+    }
+}
+
 /// Grid of a tiling for `m x n` outputs.
 fn grid(t: &GemmTiling, m: usize, n: usize) -> Result<(u32, u32, u32)> {
     let gx = n.div_ceil(t.bn as usize);
@@ -188,9 +295,18 @@ pub fn sgemm(
     c: &mut impl DevicePtrMut<f32>,
 ) -> Result<()> {
     g.check_lengths(a.len(), b.len(), c.len())?;
-    let t = match kernel {
-        Kernel::Auto => choose(g.m, g.n, gpu.info().multiprocessors),
-        Kernel::Fixed(t) => t,
+    let chosen = match kernel {
+        Kernel::Auto => plan(g.m, g.n, g.k, gpu.info().multiprocessors),
+        Kernel::Fixed(t) => Plan::Whole(t),
+        Kernel::Split(t, slices) => split(t, g.k, slices),
+    };
+    let t = match chosen {
+        Plan::Whole(t) => t,
+        Plan::Split {
+            tiling,
+            k_slice,
+            slices,
+        } => return split_k(gpu, stream, g, (tiling, k_slice, slices), a, b, c),
     };
     let grid = grid(t, g.m, g.n)?;
     let (ap, _ra) = a.device_ptr(stream);
@@ -221,6 +337,101 @@ pub fn sgemm(
             (t.block_x, t.block_y, 1),
             t.shared_bytes,
             params,
+        )
+    }
+}
+
+/// The split-K path of [`sgemm`]: partial products of `slices` slices of `K` into a scratch
+/// buffer (allocated on `stream`, freed in its order), then their ordered sum into `C`.
+fn split_k(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    g: &Gemm,
+    (t, k_slice, slices): (&SplitKTiling, usize, usize),
+    a: &impl DevicePtr<f32>,
+    b: &impl DevicePtr<f32>,
+    c: &mut impl DevicePtrMut<f32>,
+) -> Result<()> {
+    let plane = g.m * g.n;
+    let total = plane
+        .checked_mul(slices)
+        .filter(|&v| v <= isize::MAX as usize / 4)
+        .ok_or_else(|| {
+            Error::arg(
+                "m",
+                "the split-K partial products overflow the address space",
+            )
+        })?;
+    let grid = (
+        g.n.div_ceil(t.bn as usize) as u32,
+        g.m.div_ceil(t.bm as usize) as u32,
+        slices as u32,
+    );
+    if grid.1 > 65_535 {
+        return Err(Error::arg("m", "too many rows for one split-K launch"));
+    }
+    // SAFETY: `stream` is a live stream of its own context, borrowed for this call only: the
+    // wrapper allocates and frees the scratch in `stream`'s order and never destroys it.
+    let on = unsafe { stream.context().wrap_borrowed_stream(stream.cu_stream()) };
+    let mut partials = {
+        // SAFETY: the scratch is uninitialised; the split-K kernel writes every element of
+        // every plane (each block its tile's elements inside `m x n`, the grid covering it)
+        // before the reduction, queued after it on the same stream, reads them.
+        let alloc = unsafe { on.alloc::<f32>(total) };
+        alloc.map_err(|source| Error::Driver {
+            op: "cuMemAllocAsync",
+            source,
+        })?
+    };
+    let (ap, _ra) = a.device_ptr(stream);
+    let (bp, _rb) = b.device_ptr(stream);
+    let (pp, _wp) = partials.device_ptr_mut(stream);
+    let params = SplitKParams {
+        gemm: GemmParams {
+            a: ap,
+            b: bp,
+            c: 0,
+            m: g.m as u32,
+            n: g.n as u32,
+            k: g.k as u32,
+            lda: g.lda as u32,
+            ldb: g.ldb as u32,
+            ldc: g.ldc as u32,
+            alpha: g.alpha,
+            beta: g.beta,
+        },
+        partials: pp,
+        k_slice: k_slice as u32,
+        slices: slices as u32,
+    };
+    let cfg = LaunchConfig::new(grid, (t.threads, 1, 1)).with_shared(t.shared_bytes);
+    // SAFETY: `check_lengths` proved A and B hold their matrices; every slice starts inside K
+    // (`slices = ceil(k / k_slice)`), so the kernel's sub-matrices lie inside them; the
+    // partials hold `slices` planes of `m x n`; the shared size and block are the tiling's.
+    unsafe { gpu.kernels().launch(stream, t.spec, cfg, params)? };
+    let (cp, _wc) = c.device_ptr_mut(stream);
+    let reduce = SplitKReduceParams {
+        partials: pp,
+        c: cp,
+        m: g.m as u32,
+        n: g.n as u32,
+        ldc: g.ldc as u32,
+        slices: slices as u32,
+        alpha: g.alpha,
+        beta: g.beta,
+    };
+    let blocks = (plane as u64)
+        .div_ceil(SPLITK_REDUCE_BLOCK as u64)
+        .clamp(1, 1 << 16) as u32;
+    // SAFETY: the partials were written by the launch before on this stream; `C` holds
+    // `m x n` at stride `ldc` (checked); the kernel strides over the `m n` elements.
+    unsafe {
+        gpu.launch(
+            stream,
+            SGEMM_SPLITK_REDUCE,
+            (blocks, 1, 1),
+            (SPLITK_REDUCE_BLOCK, 1, 1),
+            reduce,
         )
     }
 }
