@@ -117,6 +117,8 @@ declare! {
         Kernel::new("sgemm_5_pipelined_128x128").with_bounds(256, 2);
     const PIPELINED_128X64: Kernel<GemmParams> = Kernel::new("sgemm_5_pipelined_128x64");
     const PIPELINED_64X64: Kernel<GemmParams> = Kernel::new("sgemm_5_pipelined_64x64");
+    const ASYNC_128X128: Kernel<GemmParams> =
+        Kernel::new("sgemm_6_async_128x128").with_bounds(256, 1);
     const SPLITK_128X128: Kernel<SplitKParams> =
         Kernel::new("sgemm_splitk_128x128").with_bounds(256, 2);
     const SPLITK_64X64: Kernel<SplitKParams> = Kernel::new("sgemm_splitk_64x64");
@@ -273,8 +275,20 @@ pub const SGEMM_5_PIPELINED_64X64: GemmTiling = GemmTiling {
     shared_bytes: blocked_smem(64, 64, 8, A_PAD, 2),
 };
 
+/// Step 6: 128 x 128 x 16 tiles copied from global to shared memory by `cp.async` into three
+/// stages (no staging registers), `A` row-major with swizzled 16-byte chunks.
+pub const SGEMM_6_ASYNC_128X128: GemmTiling = GemmTiling {
+    spec: ASYNC_128X128,
+    bm: 128,
+    bn: 128,
+    bk: 16,
+    block_x: 256,
+    block_y: 1,
+    shared_bytes: 3 * (128 * 16 + 16 * 128) * 4,
+};
+
 /// Every matmul kernel, in the order of the progression.
-pub const SGEMM_ALL: [GemmTiling; 7] = [
+pub const SGEMM_ALL: [GemmTiling; 8] = [
     SGEMM_1_NAIVE,
     SGEMM_2_TILED,
     SGEMM_3_BLOCKED,
@@ -282,6 +296,7 @@ pub const SGEMM_ALL: [GemmTiling; 7] = [
     SGEMM_5_PIPELINED_128X128,
     SGEMM_5_PIPELINED_128X64,
     SGEMM_5_PIPELINED_64X64,
+    SGEMM_6_ASYNC_128X128,
 ];
 
 /// Every split-K kernel.

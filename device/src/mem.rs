@@ -240,3 +240,75 @@ pub unsafe fn stg4(p: *mut f32, v: [f32; 4]) {
         );
     }
 }
+
+/// Starts copying 16 bytes from `src` (global memory) to shared-memory address `dst` with
+/// `cp.async`, of which only the first `src_bytes` are read and the rest of the 16 are zero
+/// (a tile's edge past a matrix's end costs no branch).
+///
+/// # Safety
+/// `src` must be 16-byte aligned and its first `src_bytes` (0, 4, 8, 12 or 16) readable global
+/// memory that no thread writes while the kernel runs; `dst` must be a 16-byte aligned address
+/// of the block's shared memory that no other thread accesses until a barrier after the copy's
+/// wait ([`copy_wait_groups`]). Only kernels built for `sm_80` or newer may call it.
+#[inline(always)]
+pub unsafe fn copy_async16(dst: u32, src: *const f32, src_bytes: u32) {
+    // SAFETY: guaranteed by the caller; reads `[src, src + src_bytes)`, writes `[dst, dst + 16)`.
+    unsafe {
+        asm!(
+            "{{ .reg .u64 a; cvta.to.global.u64 a, {p}; cp.async.cg.shared.global [{d}], [a], 16, {n}; }}",
+            d = in(reg32) dst,
+            p = in(reg64) src,
+            n = in(reg32) src_bytes,
+            options(nostack, preserves_flags)
+        );
+    }
+}
+
+/// [`copy_async16`] for four floats of any alignment: four 4-byte copies, the `j`-th reading
+/// `src + j` if `j < count` and writing zero otherwise.
+///
+/// # Safety
+/// As for [`copy_async16`], with `src` 4-byte aligned and its first `count` floats readable.
+#[inline(always)]
+pub unsafe fn copy_async4x1(dst: u32, src: *const f32, count: u32) {
+    for j in 0..4u32 {
+        let n = if j < count { 4 } else { 0 };
+        // An address that is never read (n = 0) still has to be a global one: the first float.
+        let p = if j < count {
+            src.wrapping_add(j as usize)
+        } else {
+            src
+        };
+        // SAFETY: guaranteed by the caller; reads `n` bytes at `p`, writes `[dst + 4 j]`.
+        unsafe {
+            asm!(
+                "{{ .reg .u64 a; cvta.to.global.u64 a, {p}; cp.async.ca.shared.global [{d}], [a], 4, {n}; }}",
+                d = in(reg32) dst + 4 * j,
+                p = in(reg64) p,
+                n = in(reg32) n,
+                options(nostack, preserves_flags)
+            );
+        }
+    }
+}
+
+/// Closes the group of this thread's copies started since the last commit.
+///
+/// # Safety
+/// Only kernels built for `sm_80` or newer may call it.
+#[inline(always)]
+pub unsafe fn copy_commit() {
+    // SAFETY: guaranteed by the caller; marks a group, touching no memory.
+    unsafe { asm!("cp.async.commit_group;", options(nostack, preserves_flags)) }
+}
+
+/// Waits until at most `N` of this thread's committed copy groups are still in flight (the
+/// older ones have landed; other threads see them after the next barrier).
+///
+/// # Safety
+/// Only kernels built for `sm_80` or newer may call it.
+#[inline(always)]
+pub unsafe fn copy_wait_groups<const N: u32>() {
+    // SAFETY: guaranteed by the caller; waits, touching no memory of its own.
+    unsafe { asm!("cp.async.wait_group {n};", n = const N, options(nostack, preserves_flags)) }
+}
