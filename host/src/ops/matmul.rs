@@ -189,9 +189,9 @@ pub const SWEEP: [(usize, usize, usize); 14] = [
     (32, 1024, 10),
 ];
 
-/// Shortest slice of `K` split-K cuts: 16 tiles of depth 8, so that the main loop, not a
+/// Shortest slice of `K` split-K cuts: 8 tiles of depth 8, so that the main loop, not a
 /// block's prologue (first tile) and epilogue (writing its partial tile), dominates each slice.
-pub const MIN_K_SLICE: usize = 128;
+pub const MIN_K_SLICE: usize = 64;
 
 /// Most slices split-K cuts `K` into (bounds the partials at `256 m n` floats).
 pub const MAX_SLICES: usize = 256;
@@ -341,6 +341,44 @@ pub fn sgemm(
     }
 }
 
+/// Device memory allocated and freed in one stream's order (`cuMemAllocAsync` /
+/// `cuMemFreeAsync`), for scratch that only the work queued on that stream between the two
+/// touches: no events, two driver calls.
+struct Scratch<'a> {
+    ptr: cudarc::driver::sys::CUdeviceptr,
+    stream: &'a CudaStream,
+}
+
+impl<'a> Scratch<'a> {
+    fn new(stream: &'a CudaStream, bytes: usize) -> Result<Scratch<'a>> {
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(|source| Error::Driver {
+                op: "cuCtxSetCurrent",
+                source,
+            })?;
+        // SAFETY: allocates `bytes` in the stream's order; the memory is freed by `drop` in
+        // the same order, after every use queued before it.
+        let ptr = unsafe { cudarc::driver::result::malloc_async(stream.cu_stream(), bytes.max(4)) }
+            .map_err(|source| Error::Driver {
+                op: "cuMemAllocAsync",
+                source,
+            })?;
+        Ok(Scratch { ptr, stream })
+    }
+}
+
+impl Drop for Scratch<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from `cuMemAllocAsync` on this stream and is freed once, after the
+        // work queued on the stream so far (the only work that uses it).
+        let freed =
+            unsafe { cudarc::driver::result::free_async(self.ptr, self.stream.cu_stream()) };
+        self.stream.context().record_err(freed);
+    }
+}
+
 /// The split-K path of [`sgemm`]: partial products of `slices` slices of `K` into a scratch
 /// buffer (allocated on `stream`, freed in its order), then their ordered sum into `C`.
 fn split_k(
@@ -370,22 +408,10 @@ fn split_k(
     if grid.1 > 65_535 {
         return Err(Error::arg("m", "too many rows for one split-K launch"));
     }
-    // SAFETY: `stream` is a live stream of its own context, borrowed for this call only: the
-    // wrapper allocates and frees the scratch in `stream`'s order and never destroys it.
-    let on = unsafe { stream.context().wrap_borrowed_stream(stream.cu_stream()) };
-    let mut partials = {
-        // SAFETY: the scratch is uninitialised; the split-K kernel writes every element of
-        // every plane (each block its tile's elements inside `m x n`, the grid covering it)
-        // before the reduction, queued after it on the same stream, reads them.
-        let alloc = unsafe { on.alloc::<f32>(total) };
-        alloc.map_err(|source| Error::Driver {
-            op: "cuMemAllocAsync",
-            source,
-        })?
-    };
+    let scratch = Scratch::new(stream, total * 4)?;
+    let pp = scratch.ptr;
     let (ap, _ra) = a.device_ptr(stream);
     let (bp, _rb) = b.device_ptr(stream);
-    let (pp, _wp) = partials.device_ptr_mut(stream);
     let params = SplitKParams {
         gemm: GemmParams {
             a: ap,
