@@ -119,10 +119,6 @@ declare! {
     const PIPELINED_64X64: Kernel<GemmParams> = Kernel::new("sgemm_5_pipelined_64x64");
     const ASYNC_128X128: Kernel<GemmParams> =
         Kernel::new("sgemm_6_async_128x128").with_bounds(256, 1);
-    const ASYNC_HALVES: Kernel<GemmParams> =
-        Kernel::new("sgemm_6_async_halves").with_bounds(256, 2);
-    const ASYNC_SCALAR_A: Kernel<GemmParams> =
-        Kernel::new("sgemm_6_async_scalar_a").with_bounds(256, 2);
     const SPLITK_128X128: Kernel<SplitKParams> =
         Kernel::new("sgemm_splitk_128x128").with_bounds(256, 2);
     const SPLITK_64X64: Kernel<SplitKParams> = Kernel::new("sgemm_splitk_64x64");
@@ -280,7 +276,8 @@ pub const SGEMM_5_PIPELINED_64X64: GemmTiling = GemmTiling {
 };
 
 /// Step 6: 128 x 128 x 16 tiles copied from global to shared memory by `cp.async` into three
-/// stages (no staging registers), `A` row-major with swizzled 16-byte chunks.
+/// stages (no staging registers), `A` row-major with swizzled 16-byte chunks; one block per SM
+/// (its register count).
 pub const SGEMM_6_ASYNC_128X128: GemmTiling = GemmTiling {
     spec: ASYNC_128X128,
     bm: 128,
@@ -291,20 +288,8 @@ pub const SGEMM_6_ASYNC_128X128: GemmTiling = GemmTiling {
     shared_bytes: 3 * (128 * 16 + 16 * 128) * 4,
 };
 
-/// Step 6 holding four rows of `A` at a time (two blocks per SM).
-pub const SGEMM_6_ASYNC_HALVES: GemmTiling = GemmTiling {
-    spec: ASYNC_HALVES,
-    ..SGEMM_6_ASYNC_128X128
-};
-
-/// Step 6 reading `A` as scalars (two blocks per SM).
-pub const SGEMM_6_ASYNC_SCALAR_A: GemmTiling = GemmTiling {
-    spec: ASYNC_SCALAR_A,
-    ..SGEMM_6_ASYNC_128X128
-};
-
 /// Every matmul kernel, in the order of the progression.
-pub const SGEMM_ALL: [GemmTiling; 10] = [
+pub const SGEMM_ALL: [GemmTiling; 8] = [
     SGEMM_1_NAIVE,
     SGEMM_2_TILED,
     SGEMM_3_BLOCKED,
@@ -313,8 +298,6 @@ pub const SGEMM_ALL: [GemmTiling; 10] = [
     SGEMM_5_PIPELINED_128X64,
     SGEMM_5_PIPELINED_64X64,
     SGEMM_6_ASYNC_128X128,
-    SGEMM_6_ASYNC_HALVES,
-    SGEMM_6_ASYNC_SCALAR_A,
 ];
 
 /// Every split-K kernel.

@@ -37,8 +37,7 @@ use streamline_abi::matmul::{
 };
 use streamline_abi::matmul::{
     SGEMM_1_NAIVE, SGEMM_2_TILED, SGEMM_3_BLOCKED, SGEMM_4_VECTORIZED, SGEMM_5_PIPELINED_128X128,
-    SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64, SGEMM_6_ASYNC_128X128, SGEMM_6_ASYNC_HALVES,
-    SGEMM_6_ASYNC_SCALAR_A,
+    SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64, SGEMM_6_ASYNC_128X128,
 };
 use streamline_device::kernel;
 use streamline_device::mem::{ldg, ldg4};
@@ -848,79 +847,12 @@ mod step6 {
         unsafe { copy_commit() };
     }
 
-    /// [`multiply`] holding the `A` values of four rows at a time (16 registers instead of
-    /// 32), so the kernel fits 128 registers and two blocks per SM, at the price of reading
-    /// each `B` vector twice.
-    ///
-    /// # Safety
-    /// As for [`multiply`].
-    #[inline(always)]
-    pub unsafe fn multiply_halves(f: &Frame, stage: usize, acc: &mut [[f32; 8]; 8]) {
-        let (ty, tx) = Tile::<BM, BN, BK>::position(f.tid);
-        // SAFETY: every offset below lies inside the stage; chunks are 16-byte aligned.
-        unsafe {
-            let sa = f.smem.add(stage * STAGE);
-            let sb = sa.add(BM * BK);
-            for c in 0..BK / 4 {
-                for h in 0..2 {
-                    let mut a = [ZERO4; 4];
-                    for (i, ai) in a.iter_mut().enumerate() {
-                        *ai = *(sa.add(a_at(h * (BM / 2) + ty * 4 + i, c)) as *const F4);
-                    }
-                    for kk in 0..4 {
-                        let k = 4 * c + kk;
-                        let b_lo = *(sb.add(k * BN + tx * 4) as *const F4);
-                        let b_hi = *(sb.add(k * BN + BN / 2 + tx * 4) as *const F4);
-                        for i in 0..4 {
-                            let ai = a[i].0[kk];
-                            for j in 0..8 {
-                                let bj = if j < 4 { b_lo.0[j] } else { b_hi.0[j - 4] };
-                                acc[h * 4 + i][j] = fmaf32(ai, bj, acc[h * 4 + i][j]);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// [`multiply`] reading `A` one float per row and `k` (8 scalar shared loads per `k`
-    /// instead of 2 vector ones), 8 registers for `A`.
-    ///
-    /// # Safety
-    /// As for [`multiply`].
-    #[inline(always)]
-    pub unsafe fn multiply_scalar_a(f: &Frame, stage: usize, acc: &mut [[f32; 8]; 8]) {
-        let (ty, tx) = Tile::<BM, BN, BK>::position(f.tid);
-        // SAFETY: every offset below lies inside the stage; B's chunks are 16-byte aligned.
-        unsafe {
-            let sa = f.smem.add(stage * STAGE);
-            let sb = sa.add(BM * BK);
-            for k in 0..BK {
-                let (c, kk) = (k / 4, k % 4);
-                let mut a = [0.0f32; 8];
-                for (i, ai) in a.iter_mut().enumerate() {
-                    let r = (i / 4) * (BM / 2) + ty * 4 + i % 4;
-                    *ai = *sa.add(a_at(r, c) + kk);
-                }
-                let b_lo = *(sb.add(k * BN + tx * 4) as *const F4);
-                let b_hi = *(sb.add(k * BN + BN / 2 + tx * 4) as *const F4);
-                for i in 0..8 {
-                    for j in 0..8 {
-                        let bj = if j < 4 { b_lo.0[j] } else { b_hi.0[j - 4] };
-                        acc[i][j] = fmaf32(a[i], bj, acc[i][j]);
-                    }
-                }
-            }
-        }
-    }
-
-    /// The main loop over `K`: `STAGES - 1` tiles in flight while `mul` multiplies one.
+    /// The main loop over `K`: `STAGES - 1` tiles in flight while one is multiplied.
     ///
     /// # Safety
     /// The host validated the matrices and provides `STAGES` stages of shared memory.
     #[inline(always)]
-    pub unsafe fn run(p: &GemmParams, mul: unsafe fn(&Frame, usize, &mut [[f32; 8]; 8])) {
+    pub unsafe fn run(p: &GemmParams) {
         let f = Frame::new::<BM, BN>(p);
         let mut acc = [[0.0f32; 8]; 8];
         let tiles = f.k.div_ceil(BK);
@@ -944,7 +876,7 @@ mod step6 {
                 } else {
                     copy_commit();
                 }
-                mul(&f, t % STAGES, &mut acc);
+                multiply(&f, t % STAGES, &mut acc);
             }
             Tile::<BM, BN, BK>::write_c(p, &f, &acc);
         }
@@ -986,37 +918,15 @@ mod step6 {
 
 kernel! {
     #[declared(SGEMM_6_ASYNC_128X128.spec)]
-    /// Step 6 (see [`step6`]): 128 x 128 x 16 tiles copied by `cp.async` into three stages,
-    /// the `A` values of all eight rows held at once (one block per SM at its register count).
+    /// Step 6 (see [`step6`]): 128 x 128 x 16 tiles copied by `cp.async` into three stages.
+    /// Holding a chunk of `A` for all eight rows takes it past 128 registers, so one block
+    /// runs per SM (8 warps) where step 5 runs two; it is slower than step 5 for that
+    /// (BENCHMARKS.md), and versions holding fewer `A` values spill at 128.
     ///
     /// # Safety
     /// As for [`sgemm_1_naive`]; launched with 256 threads and three stages of shared memory.
     pub unsafe fn sgemm_6_async_128x128(p: GemmParams) {
         // SAFETY: forwarded.
-        unsafe { step6::run(&p, step6::multiply) }
-    }
-}
-
-kernel! {
-    #[declared(SGEMM_6_ASYNC_HALVES.spec)]
-    /// Step 6 with [`step6::multiply_halves`]: two blocks per SM.
-    ///
-    /// # Safety
-    /// As for [`sgemm_6_async_128x128`].
-    pub unsafe fn sgemm_6_async_halves(p: GemmParams) {
-        // SAFETY: forwarded.
-        unsafe { step6::run(&p, step6::multiply_halves) }
-    }
-}
-
-kernel! {
-    #[declared(SGEMM_6_ASYNC_SCALAR_A.spec)]
-    /// Step 6 with [`step6::multiply_scalar_a`]: two blocks per SM.
-    ///
-    /// # Safety
-    /// As for [`sgemm_6_async_128x128`].
-    pub unsafe fn sgemm_6_async_scalar_a(p: GemmParams) {
-        // SAFETY: forwarded.
-        unsafe { step6::run(&p, step6::multiply_scalar_a) }
+        unsafe { step6::run(&p) }
     }
 }
