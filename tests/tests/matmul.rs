@@ -331,7 +331,18 @@ fn kernel_names_parse() {
         let short = t.spec.name().trim_start_matches("sgemm_");
         assert_eq!(Kernel::parse(short).unwrap(), Kernel::Fixed(t));
     }
-    let e = Kernel::parse("6_magic").unwrap_err().to_string();
+    assert_eq!(
+        Kernel::parse("splitk_128x128:2").unwrap(),
+        Kernel::Split(&SGEMM_SPLITK_ALL[0], 2)
+    );
+    for bad in ["splitk_128x128:0", "splitk_9x9:2", "splitk_64x64:x"] {
+        let e = Kernel::parse(bad).unwrap_err().to_string();
+        assert!(
+            e.contains("`kernel`") && e.contains("splitk_128x128:2"),
+            "{e}"
+        );
+    }
+    let e = Kernel::parse("7_magic").unwrap_err().to_string();
     assert!(e.contains("`kernel`") && e.contains("1_naive"), "{e}");
 }
 

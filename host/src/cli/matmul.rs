@@ -28,8 +28,9 @@ pub struct MatmulArgs {
     /// beside cuBLAS, then the geometric mean and the worst fraction of cuBLAS.
     #[arg(long, conflicts_with_all = ["m", "n", "k"])]
     sweep: bool,
-    /// `auto` (the shape rule), `all` (every step of the progression), or one kernel such as
-    /// `5_pipelined_128x128` or `3_blocked`.
+    /// `auto` (the shape rule), `all` (every step of the progression), one kernel such as
+    /// `5_pipelined_128x128` or `3_blocked`, or split-K with a tile and a slice count such as
+    /// `splitk_128x128:2`.
     #[arg(long, default_value = "auto")]
     kernel: String,
     /// Scale of the product.

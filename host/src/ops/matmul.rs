@@ -9,8 +9,8 @@ use std::sync::Arc;
 use streamline_abi::matmul::{
     GemmParams, GemmTiling, SplitKParams, SplitKReduceParams, SplitKTiling,
     SGEMM_5_PIPELINED_128X128, SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64, SGEMM_ALL,
-    SGEMM_SPLITK_128X128, SGEMM_SPLITK_32X128, SGEMM_SPLITK_64X64, SGEMM_SPLITK_REDUCE,
-    SPLITK_REDUCE_BLOCK,
+    SGEMM_SPLITK_128X128, SGEMM_SPLITK_32X128, SGEMM_SPLITK_64X64, SGEMM_SPLITK_ALL,
+    SGEMM_SPLITK_REDUCE, SPLITK_REDUCE_BLOCK,
 };
 
 /// Largest dimension or leading dimension a kernel accepts (`i32::MAX`, cuBLAS's limit too).
@@ -129,13 +129,28 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    /// Parses `auto` or a kernel name with or without its `sgemm_` prefix (`1_naive`,
-    /// `5_pipelined_64x64`, ...).
+    /// Parses `auto`, a kernel name with or without its `sgemm_` prefix (`1_naive`,
+    /// `5_pipelined_64x64`, ...), or a split-K kernel and its slice count
+    /// (`splitk_128x128:2`).
     pub fn parse(s: &str) -> Result<Kernel> {
         if s == "auto" {
             return Ok(Kernel::Auto);
         }
         let name = s.strip_prefix("sgemm_").unwrap_or(s);
+        if let Some((tile, slices)) = name.split_once(':') {
+            let t = SGEMM_SPLITK_ALL
+                .iter()
+                .find(|t| t.spec.name().strip_prefix("sgemm_") == Some(tile));
+            return match (t, slices.parse::<usize>()) {
+                (Some(t), Ok(n)) if (1..=MAX_SLICES).contains(&n) => Ok(Kernel::Split(t, n)),
+                _ => Err(Error::arg(
+                    "kernel",
+                    format!(
+                        "`{s}`: a split needs one of splitk_128x128, splitk_64x64, splitk_32x128 and a slice count 1..={MAX_SLICES}, as in splitk_128x128:2"
+                    ),
+                )),
+            };
+        }
         SGEMM_ALL
             .iter()
             .find(|t| t.spec.name().strip_prefix("sgemm_") == Some(name))
