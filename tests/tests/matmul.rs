@@ -347,7 +347,8 @@ fn kernel_names_parse() {
 }
 
 proptest! {
-    /// Split-K only where whole tiles leave SMs idle; its slices cover `K` exactly, each a
+    /// Split-K only where 128 x 128 tiles leave SMs idle, with 128 x 128 tiles when both sides
+    /// exceed 64, else only where even 64 x 64 tiles do; its slices cover `K` exactly, each a
     /// multiple of the tile depth and at least `MIN_K_SLICE` deep, at most `MAX_SLICES`.
     #[test]
     fn split_rule_covers_k(m in 1usize..5_000, n in 1usize..5_000, k in 1usize..400_000, sms in 1u32..200) {
@@ -356,7 +357,12 @@ proptest! {
         match plan(m, n, k, sms) {
             Plan::Whole(t) => prop_assert_eq!(t, choose(m, n, sms)),
             Plan::Split { tiling, k_slice, slices } => {
-                prop_assert!(blocks(64, 64) < enough);
+                prop_assert!(blocks(128, 128) < enough);
+                if m > 64 && n > 64 {
+                    prop_assert_eq!(tiling.bm * tiling.bn, 128 * 128);
+                } else {
+                    prop_assert!(blocks(64, 64) < enough);
+                }
                 prop_assert!((2..=MAX_SLICES).contains(&slices));
                 prop_assert_eq!(k_slice % tiling.bk as usize, 0);
                 prop_assert!(k_slice >= MIN_K_SLICE);

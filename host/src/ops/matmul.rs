@@ -242,30 +242,49 @@ impl Plan {
 
 /// The shape rule of [`Kernel::Auto`].
 ///
-/// Whole products first: [`choose`]'s tile when its grid gives at least 90% of the SMs a block.
-/// When even 64 x 64 tiles would leave more idle, the output is too small to fill the GPU and
-/// `K` carries the work (a training batch of 32 against 196608 inputs: 16 blocks for 132 SMs),
-/// so `K` is split: the tile that wastes fewest rows (32 x 128 up to 32 rows, 64 x 64 up to 64,
-/// 128 x 128 above), and as many slices as make one full wave of resident blocks (its blocks per
-/// SM times the SMs), but no slice shorter than [`MIN_K_SLICE`] and at most [`MAX_SLICES`]. A
-/// product that would get fewer than two slices runs whole.
+/// - Whole products when 128 x 128 tiles give at least 90% of the SMs a block: [`choose`].
+/// - Otherwise, when both sides are longer than 64, `K` is split with 128 x 128 tiles (the
+///   tile that reuses most): with a deep `K` (eight or more slices to fill one wave of two
+///   resident blocks per SM) as many slices as fill that wave; with fewer, one block per SM
+///   (`SMs / blocks` slices), since a wave split unevenly leaves SMs with one block where
+///   others have two. (1000 x 1000 x 1000 on an H200: 64 tiles of 128 x 128 split in 2 ran at
+///   85% of cuBLAS where 128 x 64 tiles whole ran at 70%, split in 3 at 67%.)
+/// - Otherwise [`choose`]'s tile when its grid gives 90% of the SMs a block; if even 64 x 64
+///   tiles leave more idle, the output is too small to fill the GPU and `K` carries the work
+///   (a training batch of 32 against 196608 inputs: 16 blocks for 132 SMs), so `K` is split
+///   with the tile that wastes fewest rows (32 x 128 up to 32 rows, 64 x 64 up to 64) into as
+///   many slices as make one full wave of resident blocks.
+///
+/// No slice is shorter than [`MIN_K_SLICE`], there are at most [`MAX_SLICES`], and a product
+/// that would get fewer than two slices runs whole.
 pub fn plan(m: usize, n: usize, k: usize, multiprocessors: u32) -> Plan {
     let whole = choose(m, n, multiprocessors);
-    let enough = (multiprocessors as usize * 9).div_ceil(10);
+    let sms = multiprocessors as usize;
+    let enough = (sms * 9).div_ceil(10);
     let blocks = |bm: u32, bn: u32| m.div_ceil(bm as usize) * n.div_ceil(bn as usize);
-    if blocks(whole.bm, whole.bn) >= enough {
+    let most = (k / MIN_K_SLICE).min(MAX_SLICES);
+    let b128 = blocks(128, 128);
+    if b128 >= enough {
         return Plan::Whole(whole);
     }
-    let tiling = if m <= 32 {
-        &SGEMM_SPLITK_32X128
-    } else if m <= 64 {
-        &SGEMM_SPLITK_64X64
+    let (tiling, slices) = if m > 64 && n > 64 {
+        let t = &SGEMM_SPLITK_128X128;
+        let deep = (t.blocks_per_sm as usize * sms).div_ceil(b128);
+        (t, if deep >= 8 { deep } else { (sms / b128).max(2) })
+    } else if blocks(whole.bm, whole.bn) >= enough {
+        return Plan::Whole(whole);
     } else {
-        &SGEMM_SPLITK_128X128
+        let t = if m <= 32 {
+            &SGEMM_SPLITK_32X128
+        } else if m <= 64 {
+            &SGEMM_SPLITK_64X64
+        } else {
+            &SGEMM_SPLITK_128X128
+        };
+        let wave = (t.blocks_per_sm * multiprocessors) as usize;
+        (t, wave.div_ceil(blocks(t.bm, t.bn)))
     };
-    let wave = (tiling.blocks_per_sm * multiprocessors) as usize;
-    let want = wave.div_ceil(blocks(tiling.bm, tiling.bn));
-    let slices = want.min(k / MIN_K_SLICE).min(MAX_SLICES);
+    let slices = slices.min(most);
     if slices < 2 {
         return Plan::Whole(whole);
     }
