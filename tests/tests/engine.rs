@@ -11,7 +11,6 @@ use streamline::engine::memory::{d2h, h2d};
 use streamline::engine::pool::StreamSpec;
 use streamline::engine::{DeviceBuffer, PinnedBuffer, StreamPool};
 use streamline::ops::spin::spin_copy;
-use streamline::reference::heavy::compare_f32;
 use streamline::scenarios::prefetch;
 use streamline_tests::gpu;
 
@@ -219,46 +218,40 @@ fn small_prefetch() -> prefetch::Options {
     }
 }
 
-fn check_results(host: &[f32], results: &[f32]) {
-    let c = compare_f32(host, results);
-    assert_eq!(c.failures, 0, "first failure {:?}", c.first_failure);
-}
-
-/// The prefetch pipeline captured as a graph gives the eager result; after a launch, host
-/// access and eager work wait for the graph, and a replay reads the pinned input anew.
+/// The prefetch pipeline streamed from its producer: eagerly (serial and overlapped), from
+/// two captured ring periods replayed in turn, and eagerly again after the graphs. The consumer
+/// checks every batch's own stamp and sampled values against the reference (a result from
+/// another batch, or a slot refilled before its copy finished, fails), and every batch is
+/// consumed exactly once.
 #[test]
-fn graph_replay_matches_eager_and_orders_later_accesses() {
+fn streamed_prefetch_eager_and_graph_check_every_batch() {
     let Some(gpu) = gpu() else { return };
     let o = small_prefetch();
-    let pool = StreamPool::with_streams(gpu, 3).unwrap();
     let plan = prefetch::spec(o.depth).plan().unwrap();
-    let host = randn_f32(o.batch * o.batches, 5);
-    let mut bufs = prefetch::Buffers::new(&pool, &host, &o).unwrap();
-    let graph = plan
-        .capture(&pool, &[0, 1, 2], 0, 0..o.batches, |c| {
-            bufs.stage(gpu, &o, c)
-        })
-        .unwrap();
-    assert!(graph.buffers() >= 2 * o.depth + 2);
-    graph.launch().unwrap();
-    check_results(&host, bufs.results.as_slice().unwrap());
-    // New input through the same pinned buffer; the replay sees it.
-    let host2 = randn_f32(host.len(), 6);
-    bufs.dataset.as_mut_slice().unwrap().copy_from_slice(&host2);
-    graph.launch().unwrap();
-    check_results(&host2, bufs.results.as_slice().unwrap());
-    // Eager after the graph.
-    bufs.results.as_mut_slice().unwrap().fill(f32::NAN);
-    bufs.dataset.as_mut_slice().unwrap().copy_from_slice(&host);
-    plan.run(&pool, &[0, 1, 2], 0..o.batches, None, |c| {
-        bufs.stage(gpu, &o, c)
-    })
-    .unwrap();
-    check_results(&host, bufs.results.as_slice().unwrap());
-    // And a graph launched right after eager work waits for it.
-    bufs.dataset.as_mut_slice().unwrap().copy_from_slice(&host2);
-    graph.launch().unwrap();
-    check_results(&host2, bufs.results.as_slice().unwrap());
+    let pool = StreamPool::named(gpu, &plan.spec().lanes).unwrap();
+    assert_eq!(pool.name(0), "h2d");
+    let base = randn_f32(o.batch, 5);
+    let sample: Vec<usize> = (0..o.batch).step_by(97).collect();
+    let mut bufs = prefetch::Buffers::new(&pool, &base, &o, &sample).unwrap();
+    let long = prefetch::Options {
+        batches: 4 * o.depth + 1,
+        ..o.clone()
+    };
+    prefetch::stream_eager(gpu, &pool, &plan, &[0, 0, 0], &mut bufs, &long, None).unwrap();
+    prefetch::stream_eager(gpu, &pool, &plan, &[0, 1, 2], &mut bufs, &long, None).unwrap();
+    assert_eq!(bufs.consumed(), 2 * long.batches);
+    let graphs = prefetch::capture_periods(gpu, &pool, &plan, &mut bufs, &o).unwrap();
+    let periods = prefetch::Options {
+        batches: 5 * o.depth,
+        ..o.clone()
+    };
+    prefetch::stream_graph(&graphs, &mut bufs, &periods).unwrap();
+    prefetch::stream_eager(gpu, &pool, &plan, &[0, 1, 2], &mut bufs, &long, None).unwrap();
+    prefetch::stream_graph(&graphs, &mut bufs, &periods).unwrap();
+    assert_eq!(bufs.consumed(), 3 * long.batches + 2 * periods.batches);
+    let c = bufs.check();
+    assert!(c.passed(), "{c:?}");
+    assert_eq!(c.compared, bufs.consumed() * (8 + sample.len() - 1));
 }
 
 /// Misuse of captures is refused with an error.

@@ -97,7 +97,7 @@ enum Scenario {
         #[arg(long, value_delimiter = ',', default_value = "8,32,64,128")]
         batches: Vec<usize>,
         /// Side of the square images (3 channels).
-        #[arg(long, default_value_t = 64)]
+        #[arg(long, default_value_t = 256)]
         size: usize,
         /// Hidden units of the MLP.
         #[arg(long, default_value_t = 1024)]
@@ -116,7 +116,8 @@ enum Scenario {
         /// f32 elements per batch.
         #[arg(long, value_parser = parse_count, default_value = "4194304")]
         batch: u64,
-        /// Batches per run (a multiple of --depth).
+        /// Batches streamed per run, from a producer through page-locked slots (memory stays
+        /// that of the ring); with --graph, a multiple of --depth.
         #[arg(long, default_value_t = 32)]
         batches: usize,
         /// Ring depth: 2 double buffering, 3 triple.

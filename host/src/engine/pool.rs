@@ -143,6 +143,13 @@ impl StreamPool {
         })
     }
 
+    /// One stream of default priority per name (a pipeline's lanes: `copy`, `compute`,
+    /// `copy back`), so traces and reports say what each stream does.
+    pub fn named<S: AsRef<str>>(gpu: &Gpu, names: &[S]) -> Result<StreamPool> {
+        let specs: Vec<StreamSpec> = names.iter().map(|n| StreamSpec::new(n.as_ref())).collect();
+        StreamPool::new(gpu, &specs)
+    }
+
     /// `n` streams of default priority named `stream 0`, `stream 1`, ...
     pub fn with_streams(gpu: &Gpu, n: usize) -> Result<StreamPool> {
         let specs: Vec<StreamSpec> = (0..n)

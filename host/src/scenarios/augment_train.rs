@@ -46,7 +46,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             batches: vec![8, 32, 64, 128],
-            size: 64,
+            size: 256,
             hidden: 1024,
             classes: 10,
             steps: 16,

@@ -116,8 +116,8 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             "iterations must be in 1..=1000 and inputs in 1..=64",
         ));
     }
-    let pool = StreamPool::with_streams(gpu, 3)?;
     let plan = spec().plan()?;
+    let pool = StreamPool::named(gpu, &plan.spec().lanes)?;
     let host = randn_f32(o.n * o.inputs, common.seed);
     let poison = vec![f32::from_bits(POISON_F32); 2 * o.n];
     let mut bufs = Buffers {

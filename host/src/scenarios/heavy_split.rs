@@ -106,8 +106,8 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             format!("each size must be in {k}..=2^30 (at least one element per stream)"),
         ));
     }
-    let pool = StreamPool::with_streams(gpu, k)?;
     let plan = spec(k).plan()?;
+    let pool = StreamPool::named(gpu, &plan.spec().lanes)?;
     let split: Vec<usize> = (0..k).collect();
     let one = vec![0; k];
     let mut rows = Vec::new();

@@ -22,6 +22,7 @@ use crate::engine::{Plan, Recorder, StreamPool, Timeline};
 use crate::error::{DriverContext, Result};
 use crate::reference::heavy::Comparison;
 use crate::timing::median;
+use crate::Gpu;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::ops::Range;
 
@@ -142,6 +143,34 @@ impl Check {
                 self.first_failure = Some((format!("{what}[{i}]"), x, got, want));
             }
         }
+    }
+}
+
+/// Bytes in a MiB.
+pub const MIB: f64 = (1u64 << 20) as f64;
+
+/// Memory in use by this process: host resident set and device memory (all of the device's
+/// in-use memory, as the driver reports it).
+#[derive(Clone, Copy, Debug)]
+pub struct Footprint {
+    /// Resident host memory in bytes (0 where `/proc/self/statm` cannot be read).
+    pub host_rss: u64,
+    /// Device memory in use in bytes (total minus free).
+    pub device_used: u64,
+}
+
+impl Footprint {
+    /// The footprint now.
+    pub fn now(gpu: &Gpu) -> Result<Footprint> {
+        let pages = std::fs::read_to_string("/proc/self/statm")
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .unwrap_or(0);
+        let (free, total) = gpu.context().mem_get_info().op("cuMemGetInfo")?;
+        Ok(Footprint {
+            host_rss: pages * 4096,
+            device_used: (total - free) as u64,
+        })
     }
 }
 

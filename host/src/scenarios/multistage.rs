@@ -146,8 +146,8 @@ pub fn validate(o: &Options) -> Result<()> {
 /// Runs the scenario.
 pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     validate(o)?;
-    let pool = StreamPool::with_streams(gpu, 3)?;
     let plan = spec().plan()?;
+    let pool = StreamPool::named(gpu, &plan.spec().lanes)?;
     let per = o.rows * o.size;
     let host = randn_f32(per * o.batches, common.seed);
     let w1h = randn_f32(o.size * o.size, common.seed + 1);

@@ -1,13 +1,20 @@
 //! Seeds 001 and 002: prefetching. Batch N+1 is copied to the device on a copy stream while
 //! batch N is computed on the compute stream and batch N-1 copied back on a third stream;
 //! device buffers form rings of `depth` (2: double buffering), each reuse ordered by events,
-//! with no device-wide synchronization in the loop.
+//! with no device-wide synchronization in the loop. The batches stream from a producer into
+//! page-locked slots and the results to a consumer, as a data loader feeds a training loop: a
+//! slot is refilled only after the copy that read it has completed (its tracked accesses), so
+//! memory is bounded by the ring and a run can stream any number of batches.
 
-use super::{recorded, sample_indices, time_three_ways, Check, Common, Report, OVERLAPPED_LANES};
+use super::{
+    median_ms, recorded, sample_indices, Check, Common, Footprint, Report, MIB, OVERLAPPED_LANES,
+};
 use crate::data::{randn_f32, POISON_F32};
 use crate::engine::memory::{d2h, h2d};
 use crate::engine::pipeline::StageCall;
-use crate::engine::{DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, Plan, Recorder, StreamPool};
+use crate::engine::{
+    DeviceBuffer, Graph, OpKind, PinnedBuffer, PipelineSpec, Plan, Recorder, StreamPool,
+};
 use crate::error::{Error, Result};
 use crate::ops::heavy::heavy;
 use crate::reference::heavy::compare_f32;
@@ -18,7 +25,8 @@ use crate::Gpu;
 pub struct Options {
     /// f32 elements per batch.
     pub batch: usize,
-    /// Batches in the (page-locked) dataset; one timed run processes each once.
+    /// Batches one timed run streams through the pipeline (any number; with a graph, a
+    /// multiple of the depth).
     pub batches: usize,
     /// Ring depth (2: double buffering, 3: triple).
     pub depth: usize,
@@ -37,71 +45,182 @@ impl Default for Options {
     }
 }
 
-/// H2D on `copy`, compute on `compute`, D2H on `copy back`, rings of `depth`.
+/// H2D on `h2d`, compute on `compute`, D2H on `d2h`, device rings of `depth`. The host slots
+/// (`staging`, `results`) are ordered by their own tracked accesses, not by the plan.
 pub fn spec(depth: usize) -> PipelineSpec {
     PipelineSpec::new(depth)
-        .lane("copy")
+        .lane("h2d")
         .lane("compute")
-        .lane("copy back")
-        .persistent("dataset")
+        .lane("d2h")
+        .persistent("staging")
         .ring("x")
         .ring("y")
         .persistent("results")
-        .stage("h2d", OpKind::H2D, "copy", &["dataset"], &["x"])
+        .stage("h2d", OpKind::H2D, "h2d", &["staging"], &["x"])
         .stage("compute", OpKind::Compute, "compute", &["x"], &["y"])
-        .stage("d2h", OpKind::D2H, "copy back", &["y"], &["results"])
+        .stage("d2h", OpKind::D2H, "d2h", &["y"], &["results"])
 }
 
-/// The scenario's buffers.
+/// Values of batch `i` at the positions its stamp overwrites: distinct per batch, so a result
+/// that came from another batch (a slot reused too early) fails the check.
+const STAMP: usize = 8;
+
+fn stamp(i: usize, j: usize) -> f32 {
+    ((i % 4099) as f32) * 1e-3 + (j as f32) * 1e-4 - 2.0
+}
+
+/// The producer of the synthetic stream: every batch is the base batch with its first
+/// [`STAMP`] values replaced by its own, written into the free slot it is given.
+fn produce(i: usize, slot: &mut [f32]) {
+    for (j, v) in slot.iter_mut().take(STAMP).enumerate() {
+        *v = stamp(i, j);
+    }
+}
+
+/// The scenario's buffers: two periods of page-locked host slots on each side (so the host
+/// fills one period while the device works on the other), device rings of `depth`. Host memory
+/// is `4 depth` batches, whatever the number of batches streamed.
 pub struct Buffers {
-    /// Page-locked input batches.
-    pub dataset: PinnedBuffer<f32>,
+    /// Page-locked input slots, `2 depth` of them: batch `i` goes through slot `i % (2 depth)`.
+    pub staging: Vec<PinnedBuffer<f32>>,
     /// Device ring of inputs.
     pub x: Vec<DeviceBuffer<f32>>,
     /// Device ring of outputs.
     pub y: Vec<DeviceBuffer<f32>>,
-    /// Page-locked results, one per batch.
-    pub results: PinnedBuffer<f32>,
+    /// Page-locked result slots, as `staging`.
+    pub results: Vec<PinnedBuffer<f32>>,
+    /// Positions checked in every batch besides the stamp, and the base batch's values there.
+    sample: Vec<(usize, f32)>,
+    /// Whether the stage of the H2D fills its slot from the producer (not while capturing).
+    produce: bool,
+    check: Check,
+    consumed: usize,
 }
 
 impl Buffers {
-    /// Dataset from `host` (`batches * batch` values), rings of `depth`, poisoned results.
-    pub fn new(pool: &StreamPool, host: &[f32], o: &Options) -> Result<Buffers> {
+    /// Slots holding `base` (one batch), rings of `depth`, poisoned results.
+    pub fn new(pool: &StreamPool, base: &[f32], o: &Options, sample: &[usize]) -> Result<Buffers> {
         let mut x = Vec::new();
         let mut y = Vec::new();
         for _ in 0..o.depth {
             x.push(DeviceBuffer::zeros(pool, 0, o.batch)?);
             y.push(DeviceBuffer::zeros(pool, 1, o.batch)?);
         }
+        let slots = 2 * o.depth;
+        let poison = vec![f32::from_bits(POISON_F32); o.batch];
         Ok(Buffers {
-            dataset: PinnedBuffer::from_slice(pool, host)?,
+            staging: (0..slots)
+                .map(|_| PinnedBuffer::from_slice(pool, base))
+                .collect::<Result<_>>()?,
             x,
             y,
-            results: PinnedBuffer::from_slice(
-                pool,
-                &vec![f32::from_bits(POISON_F32); o.batch * o.batches],
-            )?,
+            results: (0..slots)
+                .map(|_| PinnedBuffer::from_slice(pool, &poison))
+                .collect::<Result<_>>()?,
+            sample: sample
+                .iter()
+                .filter(|&&k| k >= STAMP)
+                .map(|&k| (k, base[k]))
+                .collect(),
+            produce: true,
+            check: Check::default(),
+            consumed: 0,
         })
     }
 
-    /// Queues stage `c` (indices as in [`spec`]).
+    /// What the consumer's checks found so far (every batch's stamp and sampled values).
+    pub fn check(&self) -> &Check {
+        &self.check
+    }
+
+    /// Batches consumed (checked) so far.
+    pub fn consumed(&self) -> usize {
+        self.consumed
+    }
+
+    fn slots(&self) -> usize {
+        self.staging.len()
+    }
+
+    /// Hands batch `i`'s slot to the producer, once the copy that last read it has completed
+    /// (the slot's tracked accesses: the host waits for that copy's event, never the device).
+    fn fill(&mut self, i: usize) -> Result<()> {
+        let s = i % self.slots();
+        produce(i, self.staging[s].as_mut_slice()?);
+        Ok(())
+    }
+
+    /// Checks batch `i`'s results, once its copy back has completed, and poisons its slot.
+    fn consume(&mut self, i: usize) -> Result<()> {
+        let s = i % self.slots();
+        let out = self.results[s].as_mut_slice()?;
+        let mut xs: Vec<f32> = (0..STAMP.min(out.len())).map(|j| stamp(i, j)).collect();
+        let mut ys: Vec<f32> = (0..xs.len()).map(|j| out[j]).collect();
+        for &(k, v) in &self.sample {
+            xs.push(v);
+            ys.push(out[k]);
+        }
+        let unwritten = ys.iter().filter(|v| v.to_bits() == POISON_F32).count();
+        self.check
+            .add(&format!("batch {i}"), &compare_f32(&xs, &ys), unwritten);
+        for j in 0..STAMP.min(out.len()) {
+            out[j] = f32::from_bits(POISON_F32);
+        }
+        for &(k, _) in &self.sample {
+            out[k] = f32::from_bits(POISON_F32);
+        }
+        self.consumed += 1;
+        Ok(())
+    }
+
+    /// Queues stage `c` (indices as in [`spec`]). Before the H2D of batch `i` the producer
+    /// fills its slot; before the D2H of batch `i` the results of batch `i - 2 depth`, which
+    /// used the same slot, are consumed.
     pub fn stage(&mut self, gpu: &Gpu, o: &Options, c: &StageCall) -> Result<()> {
-        let k = c.iteration % o.batches;
-        let r = k * o.batch..(k + 1) * o.batch;
+        let (i, s) = (c.iteration, c.iteration % self.slots());
         match c.stage {
-            0 => h2d(c.stream, &self.dataset.view(r)?, &mut self.x[c.slot]),
+            0 => {
+                if self.produce {
+                    self.fill(i)?;
+                }
+                h2d(
+                    c.stream,
+                    &self.staging[s].view(0..o.batch)?,
+                    &mut self.x[c.slot],
+                )
+            }
             1 => {
                 for _ in 0..o.compute_reps {
                     heavy(gpu, c.stream, &self.x[c.slot], &mut self.y[c.slot])?;
                 }
                 Ok(())
             }
-            _ => d2h(c.stream, &self.y[c.slot], &mut self.results.view_mut(r)?),
+            _ => {
+                if self.produce && i >= self.slots() {
+                    self.consume(i - self.slots())?;
+                }
+                d2h(
+                    c.stream,
+                    &self.y[c.slot],
+                    &mut self.results[s].view_mut(0..o.batch)?,
+                )
+            }
         }
+    }
+
+    /// Consumes the batches from `from` up to `to` still in the result slots (after a run of
+    /// [`Plan::run`] over `from..to` with [`Buffers::stage`]).
+    pub fn drain(&mut self, from: usize, to: usize) -> Result<()> {
+        for i in from.max(to.saturating_sub(self.slots()))..to {
+            self.consume(i)?;
+        }
+        Ok(())
     }
 }
 
-fn run_once(
+/// Streams `o.batches` batches through the pipeline eagerly (producer, three stages,
+/// consumer), lanes on `lanes`.
+pub fn stream_eager(
     gpu: &Gpu,
     pool: &StreamPool,
     plan: &Plan,
@@ -110,7 +229,55 @@ fn run_once(
     o: &Options,
     rec: Option<&mut Recorder>,
 ) -> Result<()> {
-    plan.run(pool, lanes, 0..o.batches, rec, |c| bufs.stage(gpu, o, c))
+    bufs.produce = true;
+    plan.run(pool, lanes, 0..o.batches, rec, |c| bufs.stage(gpu, o, c))?;
+    bufs.drain(0, o.batches)
+}
+
+/// Two graphs of one ring period each, using the two halves of the host slots: while one
+/// replays, the host fills the other's slots (waiting only for that graph's previous replay).
+pub fn capture_periods(
+    gpu: &Gpu,
+    pool: &StreamPool,
+    plan: &Plan,
+    bufs: &mut Buffers,
+    o: &Options,
+) -> Result<[Graph; 2]> {
+    bufs.produce = false;
+    let d = o.depth;
+    let mut cap = |r: std::ops::Range<usize>| {
+        plan.capture(pool, &OVERLAPPED_LANES, 0, r, |c| bufs.stage(gpu, o, c))
+    };
+    let g0 = cap(0..d)?;
+    let g1 = cap(d..2 * d)?;
+    g0.upload()?;
+    g1.upload()?;
+    Ok([g0, g1])
+}
+
+/// Streams `o.batches` batches (a multiple of the depth) by replaying `graphs` period after
+/// period, the producer filling each period's slots before its replay and the consumer reading
+/// the period before.
+pub fn stream_graph(graphs: &[Graph; 2], bufs: &mut Buffers, o: &Options) -> Result<()> {
+    let d = o.depth;
+    let periods = o.batches / d;
+    for p in 0..periods {
+        for i in p * d..(p + 1) * d {
+            bufs.fill(i)?;
+        }
+        graphs[p % 2].launch()?;
+        if p > 0 {
+            for i in (p - 1) * d..p * d {
+                bufs.consume(i)?;
+            }
+        }
+    }
+    if periods > 0 {
+        for i in (periods - 1) * d..periods * d {
+            bufs.consume(i)?;
+        }
+    }
+    Ok(())
 }
 
 /// Checks the options.
@@ -127,19 +294,10 @@ pub fn validate(o: &Options) -> Result<()> {
             format!("must be in 1..=16, got {}", o.depth),
         ));
     }
-    if o.batches < o.depth || !o.batches.is_multiple_of(o.depth) || o.batches > 4096 {
+    if !(1..=1 << 40).contains(&o.batches) {
         return Err(Error::arg(
             "batches",
-            format!(
-                "must be a multiple of the depth {} up to 4096 (the graph replays whole ring periods), got {}",
-                o.depth, o.batches
-            ),
-        ));
-    }
-    if (o.batch as u128) * (o.batches as u128) > 1 << 30 {
-        return Err(Error::arg(
-            "batches",
-            "batch * batches must be at most 2^30 elements (4 GiB per host buffer)",
+            format!("must be in 1..=2^40, got {}", o.batches),
         ));
     }
     if !(1..=10_000).contains(&o.compute_reps) {
@@ -151,38 +309,63 @@ pub fn validate(o: &Options) -> Result<()> {
     Ok(())
 }
 
-/// Runs the scenario.
+/// Checks what `common` adds: a graph replays whole ring periods.
+fn validate_graph(common: &Common, o: &Options) -> Result<()> {
+    if common.graph && !o.batches.is_multiple_of(o.depth) {
+        return Err(Error::arg(
+            "batches",
+            format!(
+                "with a graph, must be a multiple of the depth {} (it replays whole ring periods), got {}",
+                o.depth, o.batches
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Runs the scenario: the batches stream from a producer through page-locked slots, so host and
+/// device memory hold `O(depth)` batches however many are streamed.
 pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     validate(o)?;
-    let pool = StreamPool::with_streams(gpu, 3)?;
+    validate_graph(common, o)?;
     let plan = spec(o.depth).plan()?;
-    let host = randn_f32(o.batch * o.batches, common.seed);
-    let mut bufs = Buffers::new(&pool, &host, o)?;
-    let (serial, overlapped, graph_ms) =
-        time_three_ways(&pool, &plan, common, 0..o.batches, |c| {
-            bufs.stage(gpu, o, c)
-        })?;
-    bufs.results
-        .as_mut_slice()?
-        .fill(f32::from_bits(POISON_F32));
-    let timeline = recorded(&pool, 3 * o.batches, |rec| {
-        run_once(
+    let pool = StreamPool::named(gpu, &plan.spec().lanes)?;
+    let base = randn_f32(o.batch, common.seed);
+    let sample = sample_indices(o.batch, common.sample.min(256), common.seed);
+    let mut bufs = Buffers::new(&pool, &base, o, &sample)?;
+    let before = Footprint::now(gpu)?;
+    let serial = median_ms(&pool, &[0], common.reps, || {
+        stream_eager(gpu, &pool, &plan, &[0, 0, 0], &mut bufs, o, None)
+    })?;
+    let overlapped = median_ms(&pool, &OVERLAPPED_LANES, common.reps, || {
+        stream_eager(gpu, &pool, &plan, &OVERLAPPED_LANES, &mut bufs, o, None)
+    })?;
+    let graph_ms = if common.graph {
+        let graphs = capture_periods(gpu, &pool, &plan, &mut bufs, o)?;
+        Some(median_ms(&pool, &OVERLAPPED_LANES, common.reps, || {
+            stream_graph(&graphs, &mut bufs, o)
+        })?)
+    } else {
+        None
+    };
+    let recorded_batches = o.batches.min(64);
+    let short = Options {
+        batches: recorded_batches,
+        ..o.clone()
+    };
+    let timeline = recorded(&pool, 3 * recorded_batches, |rec| {
+        stream_eager(
             gpu,
             &pool,
             &plan,
             &OVERLAPPED_LANES,
             &mut bufs,
-            o,
+            &short,
             Some(rec),
         )
     })?;
-    let results = bufs.results.as_slice()?;
-    let idx = sample_indices(host.len(), common.sample, common.seed);
-    let xs: Vec<f32> = idx.iter().map(|&i| host[i]).collect();
-    let ys: Vec<f32> = idx.iter().map(|&i| results[i]).collect();
-    let unwritten = results.iter().filter(|v| v.to_bits() == POISON_F32).count();
-    let mut check = Check::default();
-    check.add("results", &compare_f32(&xs, &ys), unwritten);
+    let check = bufs.check.clone();
+    let after = Footprint::now(gpu)?;
     let metrics = timeline.metrics();
     let busiest = metrics
         .tracks
@@ -198,11 +381,19 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         .iter()
         .filter(|iv| {
             (iv.kind == OpKind::H2D && iv.iteration == Some(0))
-                || (iv.kind == OpKind::D2H && iv.iteration == Some(o.batches - 1))
+                || (iv.kind == OpKind::D2H && iv.iteration == Some(recorded_batches - 1))
         })
         .map(|iv| iv.duration_us())
         .sum();
     let notes = vec![
+        format!(
+            "memory while streaming {} batches in all: host RSS {:.1} MiB before the first timed run, {:.1} MiB after the last; device memory in use {:.1} MiB before, {:.1} MiB after",
+            bufs.consumed,
+            before.host_rss as f64 / MIB,
+            after.host_rss as f64 / MIB,
+            before.device_used as f64 / MIB,
+            after.device_used as f64 / MIB
+        ),
         format!(
             "fill and drain (first H2D, last D2H, never hideable): {ramp_us:.1} µs = {:.1}% of the copy time; the rest of the copies is hidden at {:.1}%",
             if metrics.copy_us > 0.0 { 100.0 * ramp_us / metrics.copy_us } else { 0.0 },
@@ -226,8 +417,8 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     Ok(Report {
         name: "prefetch".into(),
         workload: format!(
-            "seeds 001/002: {} batches of {} f32 from page-locked memory, ring depth {}, H2D / heavy x{} / D2H on three streams",
-            o.batches, o.batch, o.depth, o.compute_reps
+            "seeds 001/002: {} batches of {} f32 streamed from a producer through {} page-locked slots, ring depth {}, H2D / heavy x{} / D2H on three streams; every batch's stamp and {} sampled values checked ({} batches in all)",
+            o.batches, o.batch, 2 * o.depth, o.depth, o.compute_reps, bufs.sample.len(), bufs.consumed
         ),
         serial_ms: serial,
         overlapped_ms: overlapped,
