@@ -219,7 +219,7 @@ fn small_prefetch() -> prefetch::Options {
 }
 
 /// The prefetch pipeline streamed from its producer: eagerly (serial and overlapped), from
-/// two captured ring periods replayed in turn, and eagerly again after the graphs. The consumer
+/// two captured graphs replayed in turn, and eagerly again after the graphs. The consumer
 /// checks every batch's own stamp and sampled values against the reference (a result from
 /// another batch, or a slot refilled before its copy finished, fails), and every batch is
 /// consumed exactly once.
@@ -232,7 +232,7 @@ fn streamed_prefetch_eager_and_graph_check_every_batch() {
     assert_eq!(pool.name(0), "h2d");
     let base = randn_f32(o.batch, 5);
     let sample: Vec<usize> = (0..o.batch).step_by(97).collect();
-    let mut bufs = prefetch::Buffers::new(&pool, &base, &o, &sample).unwrap();
+    let mut bufs = prefetch::Buffers::new(&pool, &base, &o, &sample, true).unwrap();
     let long = prefetch::Options {
         batches: 4 * o.depth + 1,
         ..o.clone()
@@ -242,7 +242,7 @@ fn streamed_prefetch_eager_and_graph_check_every_batch() {
     assert_eq!(bufs.consumed(), 2 * long.batches);
     let graphs = prefetch::capture_periods(gpu, &pool, &plan, &mut bufs, &o).unwrap();
     let periods = prefetch::Options {
-        batches: 5 * o.depth,
+        batches: 3 * prefetch::graph_batches(o.depth),
         ..o.clone()
     };
     prefetch::stream_graph(&graphs, &mut bufs, &periods).unwrap();

@@ -119,7 +119,11 @@ fn prefetch_output_is_schedule_independent() {
             let Some(gpu) = gpu() else { return Ok(()) };
             let o = prefetch::Options {
                 batch,
-                batches: depth * periods.max(if depth == 1 { 2 } else { 1 }),
+                batches: if graph {
+                    prefetch::graph_batches(depth) * periods
+                } else {
+                    depth * periods.max(if depth == 1 { 2 } else { 1 })
+                },
                 depth,
                 compute_reps: 1,
             };
@@ -127,9 +131,10 @@ fn prefetch_output_is_schedule_independent() {
             let plan = prefetch::spec(depth).plan().map_err(fail)?;
             let base = randn_f32(o.batch, batch as u64 + depth as u64);
             let sample: Vec<usize> = (0..o.batch).step_by(13).collect();
-            let mut bufs = prefetch::Buffers::new(&pool, &base, &o, &sample).map_err(fail)?;
+            let mut bufs =
+                prefetch::Buffers::new(&pool, &base, &o, &sample, graph).map_err(fail)?;
             if graph {
-                // Two ring periods captured, replayed in turn while the host refills the other's slots.
+                // Two graphs captured, replayed in turn while the host refills the other's slots.
                 let graphs =
                     prefetch::capture_periods(gpu, &pool, &plan, &mut bufs, &o).map_err(fail)?;
                 prefetch::stream_graph(&graphs, &mut bufs, &o).map_err(fail)?;

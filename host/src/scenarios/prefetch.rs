@@ -61,6 +61,17 @@ pub fn spec(depth: usize) -> PipelineSpec {
         .stage("d2h", OpKind::D2H, "d2h", &["y"], &["results"])
 }
 
+/// Ring periods one graph replays: each replay ends with the pipeline drained (the next
+/// replay's first copy waits for the last one's last copy back), so a replay of one period
+/// (two batches at depth 2) spends about half its time filling and draining; four periods
+/// amortize that over eight batches.
+pub const GRAPH_PERIODS: usize = 4;
+
+/// Batches one graph replays at ring depth `depth`.
+pub fn graph_batches(depth: usize) -> usize {
+    depth * GRAPH_PERIODS
+}
+
 /// Values of batch `i` at the positions its stamp overwrites: distinct per batch, so a result
 /// that came from another batch (a slot reused too early) fails the check.
 const STAMP: usize = 8;
@@ -98,15 +109,26 @@ pub struct Buffers {
 }
 
 impl Buffers {
-    /// Slots holding `base` (one batch), rings of `depth`, poisoned results.
-    pub fn new(pool: &StreamPool, base: &[f32], o: &Options, sample: &[usize]) -> Result<Buffers> {
+    /// Slots holding `base` (one batch), rings of `depth`, poisoned results: two ring periods
+    /// of host slots on each side, or with `graph` two graphs' worth ([`graph_batches`]).
+    pub fn new(
+        pool: &StreamPool,
+        base: &[f32],
+        o: &Options,
+        sample: &[usize],
+        graph: bool,
+    ) -> Result<Buffers> {
         let mut x = Vec::new();
         let mut y = Vec::new();
         for _ in 0..o.depth {
             x.push(DeviceBuffer::zeros(pool, 0, o.batch)?);
             y.push(DeviceBuffer::zeros(pool, 1, o.batch)?);
         }
-        let slots = 2 * o.depth;
+        let slots = 2 * if graph {
+            graph_batches(o.depth)
+        } else {
+            o.depth
+        };
         let poison = vec![f32::from_bits(POISON_F32); o.batch];
         Ok(Buffers {
             staging: (0..slots)
@@ -234,8 +256,9 @@ pub fn stream_eager(
     bufs.drain(0, o.batches)
 }
 
-/// Two graphs of one ring period each, using the two halves of the host slots: while one
-/// replays, the host fills the other's slots (waiting only for that graph's previous replay).
+/// Two graphs of [`graph_batches`] batches each, using the two halves of the host slots (the
+/// buffers must have been made for graphs): while one replays, the host fills the other's
+/// slots, waiting only for that graph's previous replay.
 pub fn capture_periods(
     gpu: &Gpu,
     pool: &StreamPool,
@@ -244,7 +267,13 @@ pub fn capture_periods(
     o: &Options,
 ) -> Result<[Graph; 2]> {
     bufs.produce = false;
-    let d = o.depth;
+    let d = graph_batches(o.depth);
+    if bufs.slots() != 2 * d {
+        return Err(Error::arg(
+            "bufs",
+            "made without graph slots (Buffers::new with graph = true)",
+        ));
+    }
     let mut cap = |r: std::ops::Range<usize>| {
         plan.capture(pool, &OVERLAPPED_LANES, 0, r, |c| bufs.stage(gpu, o, c))
     };
@@ -255,11 +284,11 @@ pub fn capture_periods(
     Ok([g0, g1])
 }
 
-/// Streams `o.batches` batches (a multiple of the depth) by replaying `graphs` period after
-/// period, the producer filling each period's slots before its replay and the consumer reading
-/// the period before.
+/// Streams `o.batches` batches (a multiple of [`graph_batches`]) by replaying `graphs` in
+/// turn, the producer filling each replay's slots before it and the consumer reading the
+/// replay before.
 pub fn stream_graph(graphs: &[Graph; 2], bufs: &mut Buffers, o: &Options) -> Result<()> {
-    let d = o.depth;
+    let d = graph_batches(o.depth);
     let periods = o.batches / d;
     for p in 0..periods {
         for i in p * d..(p + 1) * d {
@@ -311,11 +340,12 @@ pub fn validate(o: &Options) -> Result<()> {
 
 /// Checks what `common` adds: a graph replays whole ring periods.
 fn validate_graph(common: &Common, o: &Options) -> Result<()> {
-    if common.graph && !o.batches.is_multiple_of(o.depth) {
+    let g = graph_batches(o.depth);
+    if common.graph && !o.batches.is_multiple_of(g) {
         return Err(Error::arg(
             "batches",
             format!(
-                "with a graph, must be a multiple of the depth {} (it replays whole ring periods), got {}",
+                "with a graph, must be a multiple of {g} ({GRAPH_PERIODS} ring periods of depth {}, what one replay streams), got {}",
                 o.depth, o.batches
             ),
         ));
@@ -332,7 +362,7 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let pool = StreamPool::named(gpu, &plan.spec().lanes)?;
     let base = randn_f32(o.batch, common.seed);
     let sample = sample_indices(o.batch, common.sample.min(256), common.seed);
-    let mut bufs = Buffers::new(&pool, &base, o, &sample)?;
+    let mut bufs = Buffers::new(&pool, &base, o, &sample, common.graph)?;
     let before = Footprint::now(gpu)?;
     let serial = median_ms(&pool, &[0], common.reps, || {
         stream_eager(gpu, &pool, &plan, &[0, 0, 0], &mut bufs, o, None)
@@ -418,7 +448,7 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         name: "prefetch".into(),
         workload: format!(
             "seeds 001/002: {} batches of {} f32 streamed from a producer through {} page-locked slots, ring depth {}, H2D / heavy x{} / D2H on three streams; every batch's stamp and {} sampled values checked ({} batches in all)",
-            o.batches, o.batch, 2 * o.depth, o.depth, o.compute_reps, bufs.sample.len(), bufs.consumed
+            o.batches, o.batch, bufs.slots(), o.depth, o.compute_reps, bufs.sample.len(), bufs.consumed
         ),
         serial_ms: serial,
         overlapped_ms: overlapped,
