@@ -57,6 +57,9 @@ pub enum Error {
         #[source]
         source: cudarc::cublas::result::CublasError,
     },
+    /// A stop was requested (Ctrl-C) and the run stopped early; says how far it got.
+    #[error("interrupted: {0}")]
+    Interrupted(String),
     /// A file could not be read or written.
     #[error("cannot access {path}")]
     Io {

@@ -254,6 +254,27 @@ fn streamed_prefetch_eager_and_graph_check_every_batch() {
     assert_eq!(c.compared, bufs.consumed() * (8 + sample.len() - 1));
 }
 
+/// A stop request (what Ctrl-C sets) ends a pipeline run before its next iteration with
+/// `Error::Interrupted`; the streams stay usable and a cleared request lets the next run go.
+#[test]
+fn a_stop_request_interrupts_the_run() {
+    let Some(gpu) = gpu() else { return };
+    let o = small_prefetch();
+    let plan = prefetch::spec(o.depth).plan().unwrap();
+    let pool = StreamPool::named(gpu, &plan.spec().lanes).unwrap();
+    let base = randn_f32(o.batch, 7);
+    let mut bufs = prefetch::Buffers::new(&pool, &base, &o, &[100], false).unwrap();
+    streamline::engine::interrupt::request();
+    let e = prefetch::stream_eager(gpu, &pool, &plan, &[0, 1, 2], &mut bufs, &o, None);
+    streamline::engine::interrupt::clear();
+    match e {
+        Err(streamline::Error::Interrupted(why)) => assert!(why.contains("iteration 0"), "{why}"),
+        other => panic!("expected an interruption, got {other:?}"),
+    }
+    prefetch::stream_eager(gpu, &pool, &plan, &[0, 1, 2], &mut bufs, &o, None).unwrap();
+    assert!(bufs.check().passed(), "{:?}", bufs.check());
+}
+
 /// Misuse of captures is refused with an error.
 #[test]
 fn capture_misuse_is_an_error() {

@@ -257,6 +257,9 @@ pub fn run(device: usize, ptx: Option<&Path>, a: PipelineArgs) -> Result<()> {
         }
     }
     let gpu = Gpu::new(device, ptx)?;
+    // Ctrl-C stops the run at its next iteration: the work already queued finishes, everything
+    // is freed, and the error says how far it got (a second Ctrl-C kills the process).
+    streamline::engine::interrupt::install_ctrl_c()?;
     let r = go(&gpu, &c)?;
     print(&r);
     if let Some(p) = &args.trace {

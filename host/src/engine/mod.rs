@@ -10,6 +10,8 @@
 //!   later writer waits for only one of them. These buffers close that gap.
 //! - [`external`]: device memory another library owns (a PyTorch tensor), taken by the same
 //!   launchers and ordered by the stream it is used on.
+//! - [`interrupt`]: a process-wide stop request (Ctrl-C) that pipelines check between
+//!   iterations, so a long run stops within one iteration and frees everything.
 //! - [`pipeline`]: a pipeline description (stages, the stream each runs on, rings of buffers
 //!   for double/triple buffering) from which the cross-stream events and buffer lifetimes are
 //!   derived, run eagerly or captured into a CUDA graph.
@@ -17,6 +19,7 @@
 //!   JSON and as an SVG Gantt chart, with overlap metrics.
 
 pub mod external;
+pub mod interrupt;
 pub mod memory;
 pub mod pipeline;
 pub mod pool;

@@ -498,6 +498,9 @@ impl Plan {
         }
         let first = iterations.start;
         for i in iterations {
+            crate::engine::interrupt::check(|| {
+                format!("stopped before iteration {i} (of those from {first}), after the work already queued")
+            })?;
             for &s in &self.order {
                 let spec = &self.spec.stages[s];
                 let si = lane_streams[spec.lane];

@@ -291,6 +291,9 @@ pub fn stream_graph(graphs: &[Graph; 2], bufs: &mut Buffers, o: &Options) -> Res
     let d = graph_batches(o.depth);
     let periods = o.batches / d;
     for p in 0..periods {
+        crate::engine::interrupt::check(|| {
+            format!("stopped before graph replay {p} of {periods}")
+        })?;
         for i in p * d..(p + 1) * d {
             bufs.fill(i)?;
         }
