@@ -119,6 +119,8 @@ declare! {
     const PIPELINED_64X64: Kernel<GemmParams> = Kernel::new("sgemm_5_pipelined_64x64");
     const ASYNC_128X128: Kernel<GemmParams> =
         Kernel::new("sgemm_6_async_128x128").with_bounds(256, 1);
+    const SWIZZLED_128X128: Kernel<GemmParams> =
+        Kernel::new("sgemm_7_swizzled_128x128").with_bounds(256, 2);
     const SPLITK_128X128: Kernel<SplitKParams> =
         Kernel::new("sgemm_splitk_128x128").with_bounds(256, 2);
     const SPLITK_64X64: Kernel<SplitKParams> = Kernel::new("sgemm_splitk_64x64");
@@ -288,8 +290,15 @@ pub const SGEMM_6_ASYNC_128X128: GemmTiling = GemmTiling {
     shared_bytes: 3 * (128 * 16 + 16 * 128) * 4,
 };
 
+/// Step 7: step 5's 128 x 128 tiles with the blocks in a swizzled order (bands of block rows
+/// walked column by column) for L2 reuse.
+pub const SGEMM_7_SWIZZLED_128X128: GemmTiling = GemmTiling {
+    spec: SWIZZLED_128X128,
+    ..SGEMM_5_PIPELINED_128X128
+};
+
 /// Every matmul kernel, in the order of the progression.
-pub const SGEMM_ALL: [GemmTiling; 8] = [
+pub const SGEMM_ALL: [GemmTiling; 9] = [
     SGEMM_1_NAIVE,
     SGEMM_2_TILED,
     SGEMM_3_BLOCKED,
@@ -298,6 +307,7 @@ pub const SGEMM_ALL: [GemmTiling; 8] = [
     SGEMM_5_PIPELINED_128X64,
     SGEMM_5_PIPELINED_64X64,
     SGEMM_6_ASYNC_128X128,
+    SGEMM_7_SWIZZLED_128X128,
 ];
 
 /// Every split-K kernel.

@@ -16,6 +16,8 @@
 //!    shape by the host.
 //! 6. [`sgemm_6_async_128x128`]: a 16-deep `K` tile copied global-to-shared by `cp.async` into
 //!    three stages, so no registers hold tiles in transit.
+//! 7. [`sgemm_7_swizzled_128x128`]: step 5's 128 x 128 kernel with its blocks walking bands of
+//!    block rows column by column, so the blocks resident together share operand panels in L2.
 //!
 //! Split-K, for products whose output tiles cannot fill the GPU (a batch of 32 rows times a deep
 //! `K`): [`sgemm_splitk_128x128`], [`sgemm_splitk_64x64`] and [`sgemm_splitk_32x128`] run step
@@ -38,6 +40,7 @@ use streamline_abi::matmul::{
 use streamline_abi::matmul::{
     SGEMM_1_NAIVE, SGEMM_2_TILED, SGEMM_3_BLOCKED, SGEMM_4_VECTORIZED, SGEMM_5_PIPELINED_128X128,
     SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64, SGEMM_6_ASYNC_128X128,
+    SGEMM_7_SWIZZLED_128X128,
 };
 use streamline_device::kernel;
 use streamline_device::mem::{ldg, ldg4};
@@ -292,9 +295,34 @@ struct Frame {
     smem: *mut f32,
 }
 
+/// Rows of blocks one group of the swizzled order walks down before moving right.
+const SWIZZLE_ROWS: usize = 8;
+
+/// The block `(x, y)` that launch position `(bx, by)` computes in step 7's order: the grid is
+/// cut into bands of [`SWIZZLE_ROWS`] block rows, and positions run down a band's columns one
+/// after another, so the blocks resident at once share a few panels of `A` (their band) and of
+/// `B` (their columns) in L2 instead of streaming every panel of `B` per row of blocks.
+#[inline(always)]
+fn swizzled(bx: usize, by: usize) -> (usize, usize) {
+    // SAFETY: reading special registers has no side effects.
+    let (gx, gy) = unsafe { (nvptx::_grid_dim_x() as usize, nvptx::_grid_dim_y() as usize) };
+    let pid = by * gx + bx;
+    let band = SWIZZLE_ROWS * gx;
+    let first = (pid / band) * SWIZZLE_ROWS;
+    let rows = (gy - first).min(SWIZZLE_ROWS);
+    let within = pid % band;
+    (within / rows, first + within % rows)
+}
+
 impl Frame {
     fn new<const BM: usize, const BN: usize>(p: &GemmParams) -> Frame {
+        Self::at::<BM, BN>(p, false)
+    }
+
+    /// [`Frame::new`], with the block's tile taken in [`swizzled`] order when `swizzle`.
+    fn at<const BM: usize, const BN: usize>(p: &GemmParams, swizzle: bool) -> Frame {
         let (bx, by, tid, _) = ids();
+        let (bx, by) = if swizzle { swizzled(bx, by) } else { (bx, by) };
         Frame {
             a: p.a as *const f32,
             b: p.b as *const f32,
@@ -577,7 +605,26 @@ unsafe fn pipelined<
 >(
     p: GemmParams,
 ) {
-    let f = Frame::new::<BM, BN>(&p);
+    // SAFETY: forwarded.
+    unsafe { pipelined_in::<BM, BN, BK, LA, LB, false>(p) }
+}
+
+/// [`pipelined`], with the blocks' tiles in [`swizzled`] order when `SWIZZLE` (step 7).
+///
+/// # Safety
+/// As for [`pipelined`].
+#[inline(always)]
+unsafe fn pipelined_in<
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const LA: usize,
+    const LB: usize,
+    const SWIZZLE: bool,
+>(
+    p: GemmParams,
+) {
+    let f = Frame::at::<BM, BN>(&p, SWIZZLE);
     let mut acc = [[0.0f32; 8]; 8];
     let tiles = f.k.div_ceil(BK);
     // Blocks wholly inside A, B and C (all but the edge blocks) skip every bounds check.
@@ -928,5 +975,19 @@ kernel! {
     pub unsafe fn sgemm_6_async_128x128(p: GemmParams) {
         // SAFETY: forwarded.
         unsafe { step6::run(&p) }
+    }
+}
+
+kernel! {
+    #[declared(SGEMM_7_SWIZZLED_128X128.spec)]
+    /// Step 7: step 5's 128 x 128 kernel with the blocks' tiles in [`swizzled`] order, for L2
+    /// reuse of the operand panels.
+    ///
+    /// # Safety
+    /// See [`pipelined`]; 256 threads.
+    pub unsafe fn sgemm_7_swizzled_128x128(p: GemmParams) {
+        type T = Tile<128, 128, 8>;
+        // SAFETY: forwarded.
+        unsafe { pipelined_in::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, true>(p) }
     }
 }
