@@ -48,7 +48,7 @@ step "seed 003: augmentation of the synthetic image (PNGs and contact sheet)"
 "$here/streamline" augment --synthetic --batch 16 --size 256 --seed 3 --separate --out "$out/augment-separate" 2>&1 | tee -a "$out/augment.txt" || status=1
 
 step "pipelines (seeds 000-004): serial vs overlapped, graph, trace and timeline"
-for p in heavy-split branches prefetch multistage copy-overlap augment-train; do
+for p in heavy-split branches prefetch multistage copy-overlap augment-train encoder-decoder; do
   "$here/streamline" pipeline $p --graph --trace "$out/pipeline-$p.json" --timeline "$out/pipeline-$p.svg" \
     2>&1 | tee -a "$out/pipelines.txt" || status=1
 done
@@ -62,6 +62,7 @@ small=(
   "multistage --rows 128 --size 128 --batches 4"
   "copy-overlap --size 128 --matmuls 4 --copies 4"
   "augment-train --batches 8 --size 32 --hidden 64"
+  "encoder-decoder --batches 8 --inputs 256 --features 128 --hidden 64 --steps 4"
 )
 for tool in racecheck synccheck; do
   for args in "${small[@]}"; do

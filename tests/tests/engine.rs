@@ -11,7 +11,7 @@ use streamline::engine::memory::{d2h, h2d};
 use streamline::engine::pool::StreamSpec;
 use streamline::engine::{DeviceBuffer, PinnedBuffer, StreamPool};
 use streamline::ops::spin::spin_copy;
-use streamline::scenarios::prefetch;
+use streamline::scenarios::{encoder_decoder, prefetch, Common};
 use streamline_tests::gpu;
 
 /// How long the slow reader waits before it reads: long against any launch latency.
@@ -273,6 +273,31 @@ fn a_stop_request_interrupts_the_run() {
     }
     prefetch::stream_eager(gpu, &pool, &plan, &[0, 1, 2], &mut bufs, &o, None).unwrap();
     assert!(bufs.check().passed(), "{:?}", bufs.check());
+}
+
+/// Seed 003's encoder-decoder pipeline at small sizes, eager and as a graph: the encoder's
+/// features and the decoder's step agree with the f64 references, one table row per batch size.
+#[test]
+fn encoder_decoder_matches_the_reference() {
+    let Some(gpu) = gpu() else { return };
+    let o = encoder_decoder::Options {
+        batches: vec![4, 8],
+        inputs: 256,
+        features: 128,
+        hidden: 64,
+        classes: 10,
+        steps: 4,
+        ..Default::default()
+    };
+    let common = Common {
+        reps: 1,
+        graph: true,
+        ..Default::default()
+    };
+    let r = encoder_decoder::run(gpu, &common, &o).unwrap();
+    assert!(r.check.passed(), "{:?}", r.check);
+    assert_eq!(r.table.len(), 1 + o.batches.len());
+    assert!(r.check.compared >= 4 * 128);
 }
 
 /// Misuse of captures is refused with an error.

@@ -5,7 +5,8 @@ use super::parse_count;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use streamline::scenarios::{
-    augment_train, branches, copy_overlap, heavy_split, multistage, prefetch, Common, Report,
+    augment_train, branches, copy_overlap, encoder_decoder, heavy_split, multistage, prefetch,
+    Common, Report,
 };
 use streamline::Gpu;
 
@@ -103,6 +104,30 @@ enum Scenario {
         #[arg(long, default_value_t = 1024)]
         hidden: usize,
         /// Classes (outputs) of the MLP.
+        #[arg(long, default_value_t = 10)]
+        classes: usize,
+        /// Training steps per timed run (even).
+        #[arg(long, default_value_t = 16)]
+        steps: usize,
+    },
+    /// Seed 003: a frozen encoder computes batch N+1's features on one stream while a decoder
+    /// MLP trains on batch N's on another (features in a ring released by events).
+    EncoderDecoder {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Batch sizes of the sweep, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "8,32,64,128")]
+        batches: Vec<usize>,
+        /// Inputs per row (the encoder's input width).
+        #[arg(long, default_value_t = 4096)]
+        inputs: usize,
+        /// Features per row (the encoder's output).
+        #[arg(long, default_value_t = 1024)]
+        features: usize,
+        /// Hidden units of the decoder.
+        #[arg(long, default_value_t = 1024)]
+        hidden: usize,
+        /// Classes (outputs) of the decoder.
         #[arg(long, default_value_t = 10)]
         classes: usize,
         /// Training steps per timed run (even).
@@ -226,6 +251,27 @@ pub fn run(device: usize, ptx: Option<&Path>, a: PipelineArgs) -> Result<()> {
             };
             augment_train::validate(&o)?;
             (c, Box::new(move |g, c| augment_train::run(g, c, &o)))
+        }
+        Scenario::EncoderDecoder {
+            common: c,
+            batches,
+            inputs,
+            features,
+            hidden,
+            classes,
+            steps,
+        } => {
+            let o = encoder_decoder::Options {
+                batches,
+                inputs,
+                features,
+                hidden,
+                classes,
+                steps,
+                ..encoder_decoder::Options::default()
+            };
+            encoder_decoder::validate(&o)?;
+            (c, Box::new(move |g, c| encoder_decoder::run(g, c, &o)))
         }
         Scenario::Prefetch {
             common: c,

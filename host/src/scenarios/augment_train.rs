@@ -163,11 +163,12 @@ pub fn spec(extra: Option<&str>) -> PipelineSpec {
     )
 }
 
-/// The MLP's weights and the intermediates of a step.
-struct Model {
-    m: Mlp,
-    w1: DeviceBuffer<f32>,
-    w2: DeviceBuffer<f32>,
+/// The MLP's weights and the intermediates of a step (also the trainable decoder of
+/// `encoder-decoder`).
+pub(crate) struct Model {
+    pub(crate) m: Mlp,
+    pub(crate) w1: DeviceBuffer<f32>,
+    pub(crate) w2: DeviceBuffer<f32>,
     xt: DeviceBuffer<f32>,
     hpre: DeviceBuffer<f32>,
     a: DeviceBuffer<f32>,
@@ -182,7 +183,13 @@ struct Model {
 }
 
 impl Model {
-    fn new(pool: &StreamPool, lane: usize, m: Mlp, w1: &[f32], w2: &[f32]) -> Result<Model> {
+    pub(crate) fn new(
+        pool: &StreamPool,
+        lane: usize,
+        m: Mlp,
+        w1: &[f32],
+        w2: &[f32],
+    ) -> Result<Model> {
         let (b, d, h, o) = (m.batch, m.inputs, m.hidden, m.outputs);
         let z = |n| DeviceBuffer::zeros(pool, lane, n);
         Ok(Model {
@@ -204,7 +211,7 @@ impl Model {
     }
 
     /// One SGD step on batch `x` (`batch x inputs`) with targets `t` (`batch x outputs`).
-    fn step(
+    pub(crate) fn step(
         &mut self,
         gpu: &Gpu,
         s: &cudarc::driver::CudaStream,

@@ -12,6 +12,7 @@
 pub mod augment_train;
 pub mod branches;
 pub mod copy_overlap;
+pub mod encoder_decoder;
 pub mod heavy_split;
 pub mod multistage;
 pub mod prefetch;
