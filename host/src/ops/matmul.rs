@@ -247,8 +247,7 @@ impl Plan {
 ///   tile that reuses most): with a deep `K` (eight or more slices to fill one wave of two
 ///   resident blocks per SM) as many slices as fill that wave; with fewer, one block per SM
 ///   (`SMs / blocks` slices), since a wave split unevenly leaves SMs with one block where
-///   others have two. (1000 x 1000 x 1000 on an H200: 64 tiles of 128 x 128 split in 2 ran at
-///   85% of cuBLAS where 128 x 64 tiles whole ran at 70%, split in 3 at 67%.)
+///   others have two (BENCHMARKS.md has the measurements at 1000 and 1024).
 /// - Otherwise [`choose`]'s tile when its grid gives 90% of the SMs a block; if even 64 x 64
 ///   tiles leave more idle, the output is too small to fill the GPU and `K` carries the work
 ///   (a training batch of 32 against 196608 inputs: 16 blocks for 132 SMs), so `K` is split

@@ -62,9 +62,9 @@ pub fn spec(depth: usize) -> PipelineSpec {
 }
 
 /// Ring periods one graph replays: each replay ends with the pipeline drained (the next
-/// replay's first copy waits for the last one's last copy back), so a replay of one period
-/// (two batches at depth 2) spends about half its time filling and draining; four periods
-/// amortize that over eight batches.
+/// replay's first copy waits for the last one's last copy back), so a replay of one short
+/// period spends much of its time filling and draining; several periods amortize that
+/// (BENCHMARKS.md measures one against four).
 pub const GRAPH_PERIODS: usize = 4;
 
 /// Batches one graph replays at ring depth `depth`.
