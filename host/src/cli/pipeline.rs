@@ -4,6 +4,7 @@
 use super::parse_count;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
+use streamline::engine::Timeline;
 use streamline::scenarios::{
     augment_train, branches, copy_overlap, encoder_decoder, heavy_split, multistage, prefetch,
     Common, Report,
@@ -306,19 +307,27 @@ pub fn run(device: usize, ptx: Option<&Path>, a: PipelineArgs) -> Result<()> {
     // Ctrl-C stops the run at its next iteration: the work already queued finishes, everything
     // is freed, and the error says how far it got (a second Ctrl-C kills the process).
     streamline::engine::interrupt::install_ctrl_c()?;
-    let r = go(&gpu, &c)?;
+    let r = match go(&gpu, &c) {
+        Ok(r) => r,
+        Err(streamline::Error::Interrupted(why)) => {
+            // Write what was recorded before the interruption, then stop with one line.
+            let wrote = match streamline::scenarios::take_last_recorded() {
+                Some(t) => write_timeline(&args, &t, "recorded before the interruption")?,
+                None => 0,
+            };
+            bail!(
+                "interrupted: {why}; {}",
+                if wrote > 0 {
+                    "the trace recorded so far is written"
+                } else {
+                    "nothing was recorded yet"
+                }
+            );
+        }
+        Err(e) => return Err(e.into()),
+    };
     print(&r);
-    if let Some(p) = &args.trace {
-        let text = serde_json::to_string(&r.timeline.to_chrome_trace())?;
-        std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
-        println!("wrote trace {} (open in ui.perfetto.dev)", p.display());
-    }
-    if let Some(p) = &args.timeline {
-        let title = format!("streamline pipeline {}: overlapped run", r.name);
-        std::fs::write(p, r.timeline.to_svg(&title))
-            .with_context(|| format!("writing {}", p.display()))?;
-        println!("wrote timeline {}", p.display());
-    }
+    write_timeline(&args, &r.timeline, &format!("{}: overlapped run", r.name))?;
     if !r.check.passed() {
         bail!(
             "the output does not match the CPU reference: {} of {} sampled elements outside the bound, {} unwritten, first failure {:?}",
@@ -329,6 +338,24 @@ pub fn run(device: usize, ptx: Option<&Path>, a: PipelineArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Writes `t` to the trace and timeline files asked for; returns how many were written.
+fn write_timeline(args: &CommonArgs, t: &Timeline, what: &str) -> Result<usize> {
+    let mut wrote = 0;
+    if let Some(p) = &args.trace {
+        let text = serde_json::to_string(&t.to_chrome_trace())?;
+        std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+        println!("wrote trace {} (open in ui.perfetto.dev)", p.display());
+        wrote += 1;
+    }
+    if let Some(p) = &args.timeline {
+        let title = format!("streamline pipeline {what}");
+        std::fs::write(p, t.to_svg(&title)).with_context(|| format!("writing {}", p.display()))?;
+        println!("wrote timeline {}", p.display());
+        wrote += 1;
+    }
+    Ok(wrote)
 }
 
 fn print(r: &Report) {

@@ -254,8 +254,21 @@ pub fn time_three_ways(
     Ok((serial, overlapped, graph))
 }
 
+/// The timeline of the last recorded run of this process, kept for an interrupted command to
+/// write what it recorded before the interruption.
+static LAST_RECORDED: std::sync::Mutex<Option<Timeline>> = std::sync::Mutex::new(None);
+
+/// Takes the timeline of the last recorded run (complete, or up to an interruption), if any.
+pub fn take_last_recorded() -> Option<Timeline> {
+    LAST_RECORDED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+}
+
 /// The timeline of one run of `run`, which records its work (up to `capacity` intervals) on a
-/// recorder with one track per pool stream; tracks nothing ran on are dropped.
+/// recorder with one track per pool stream; tracks nothing ran on are dropped. When `run` is
+/// interrupted (Ctrl-C), what it recorded so far is kept for [`take_last_recorded`].
 pub fn recorded(
     pool: &StreamPool,
     capacity: usize,
@@ -263,8 +276,13 @@ pub fn recorded(
 ) -> Result<Timeline> {
     let tracks = (0..pool.len()).map(|i| pool.name(i).to_string()).collect();
     let mut rec = Recorder::new(pool.context(), tracks, capacity)?;
-    run(&mut rec)?;
-    Ok(trim(rec.finish()?))
+    let ran = run(&mut rec);
+    let timeline = rec.finish().map(trim);
+    if let Ok(t) = &timeline {
+        *LAST_RECORDED.lock().unwrap_or_else(|p| p.into_inner()) = Some(t.clone());
+    }
+    ran?;
+    timeline
 }
 
 /// Drops the tracks nothing ran on (e.g. the unused streams of a serial run).

@@ -366,21 +366,7 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let base = randn_f32(o.batch, common.seed);
     let sample = sample_indices(o.batch, common.sample.min(256), common.seed);
     let mut bufs = Buffers::new(&pool, &base, o, &sample, common.graph)?;
-    let before = Footprint::now(gpu)?;
-    let serial = median_ms(&pool, &[0], common.reps, || {
-        stream_eager(gpu, &pool, &plan, &[0, 0, 0], &mut bufs, o, None)
-    })?;
-    let overlapped = median_ms(&pool, &OVERLAPPED_LANES, common.reps, || {
-        stream_eager(gpu, &pool, &plan, &OVERLAPPED_LANES, &mut bufs, o, None)
-    })?;
-    let graph_ms = if common.graph {
-        let graphs = capture_periods(gpu, &pool, &plan, &mut bufs, o)?;
-        Some(median_ms(&pool, &OVERLAPPED_LANES, common.reps, || {
-            stream_graph(&graphs, &mut bufs, o)
-        })?)
-    } else {
-        None
-    };
+    // The recorded run comes first, so that an interrupted long run still has its trace.
     let recorded_batches = o.batches.min(64);
     let short = Options {
         batches: recorded_batches,
@@ -397,6 +383,21 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             Some(rec),
         )
     })?;
+    let before = Footprint::now(gpu)?;
+    let serial = median_ms(&pool, &[0], common.reps, || {
+        stream_eager(gpu, &pool, &plan, &[0, 0, 0], &mut bufs, o, None)
+    })?;
+    let overlapped = median_ms(&pool, &OVERLAPPED_LANES, common.reps, || {
+        stream_eager(gpu, &pool, &plan, &OVERLAPPED_LANES, &mut bufs, o, None)
+    })?;
+    let graph_ms = if common.graph {
+        let graphs = capture_periods(gpu, &pool, &plan, &mut bufs, o)?;
+        Some(median_ms(&pool, &OVERLAPPED_LANES, common.reps, || {
+            stream_graph(&graphs, &mut bufs, o)
+        })?)
+    } else {
+        None
+    };
     let check = bufs.check.clone();
     let after = Footprint::now(gpu)?;
     let metrics = timeline.metrics();
