@@ -445,9 +445,9 @@ impl Module {
         self.check_loaded(self.loaded(kernel)?, cfg)
     }
 
-    /// Checks `cfg` against the declared launch bounds recorded in `k`'s manifest entry (equal
-    /// to the host declaration's, checked when `k` was looked up), what its compiled function
-    /// allows and the device's limits.
+    /// Checks `cfg` against the launch bounds recorded in `k`'s manifest entry (for a kernel
+    /// launched through its declaration, checked equal to the declaration's when `k` was looked
+    /// up), what its compiled function allows and the device's limits.
     fn check_loaded(&self, k: &Loaded, cfg: &LaunchConfig) -> Result<()> {
         let name = k.entry.name.as_str();
         let fail = |reason: String| {

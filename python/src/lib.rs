@@ -38,15 +38,23 @@ create_exception!(
 /// allow; a missing GPU a `NoGpuError`, anything else a
 /// `RuntimeError` with its causes.
 fn to_py(e: Error) -> PyErr {
-    // The library calls the input `x` and the output `y`; Python callers know them as the
-    // first argument (torchvision's `inpt`) and `out`.
+    to_py_as(e, IMAGE)
+}
+
+/// How the library's argument names read in Python: `(library, Python)` pairs.
+type Names = &'static [(&'static str, &'static str)];
+
+/// The image operations: the library's `x` and `y` are torchvision's `inpt` and `out`.
+const IMAGE: Names = &[("x", "inpt"), ("y", "out")];
+
+/// [`to_py`] with the argument names of the Python function that failed.
+fn to_py_as(e: Error, names: Names) -> PyErr {
     let e = match e {
         Error::InvalidArgument { arg, reason } => Error::InvalidArgument {
-            arg: match arg {
-                "x" => "inpt",
-                "y" => "out",
-                a => a,
-            },
+            arg: names
+                .iter()
+                .find(|(lib, _)| *lib == arg)
+                .map_or(arg, |(_, py)| py),
             reason,
         },
         e => e,
@@ -96,6 +104,17 @@ fn on_stream<R: Send>(
     stream: u64,
     f: impl FnOnce(&Gpu, &Arc<CudaStream>) -> streamline::Result<R> + Send,
 ) -> PyResult<R> {
+    on_stream_as(py, device, stream, IMAGE, f)
+}
+
+/// [`on_stream`] for a function whose arguments are named `names` in Python.
+fn on_stream_as<R: Send>(
+    py: Python<'_>,
+    device: usize,
+    stream: u64,
+    names: Names,
+    f: impl FnOnce(&Gpu, &Arc<CudaStream>) -> streamline::Result<R> + Send,
+) -> PyResult<R> {
     py.detach(|| {
         let g = gpu(device)?;
         g.context()
@@ -110,7 +129,7 @@ fn on_stream<R: Send>(
         let s = unsafe { g.context().wrap_borrowed_stream(stream as CUstream) };
         f(&g, &s)
     })
-    .map_err(to_py)
+    .map_err(|e| to_py_as(e, names))
 }
 
 /// A caller's device array of `len` elements at `ptr`, used on `s`.
@@ -376,8 +395,9 @@ fn roi_align(
         sampling_ratio,
         aligned,
     };
-    image::check_roi_align(sh, &boxes, &o).map_err(to_py)?;
-    on_stream(py, device, stream, |g, s| {
+    const NAMES: Names = &[("x", "input"), ("y", "out")];
+    image::check_roi_align(sh, &boxes, &o).map_err(|e| to_py_as(e, NAMES))?;
+    on_stream_as(py, device, stream, NAMES, |g, s| {
         let boxes = RoiBoxes::upload(s, &boxes)?;
         image::roi_align(
             g,
@@ -478,7 +498,7 @@ fn heavy(
             )))
         }
     };
-    on_stream(py, device, stream, |g, s| {
+    on_stream_as(py, device, stream, &[("y", "out")], |g, s| {
         if half {
             heavy_op::<f16>(g, s, &ext(x, n, s), &mut ext(y, n, s))
         } else {
@@ -512,7 +532,7 @@ fn sgemm(
         alpha,
         beta,
     };
-    on_stream(py, device, stream, |gpu, s| {
+    on_stream_as(py, device, stream, &[("c", "out")], |gpu, s| {
         g.validate()?;
         matmul::sgemm(
             gpu,

@@ -58,6 +58,9 @@ def array(obj, arg, dtypes, ndims, writable=False, row_strided=False):
         strides = None
         if row_strided:
             strides = obj.stride()
+            if obj.dim() == 2 and obj.shape[0] <= 1:
+                # One row: its pitch is never used; call it the row length.
+                strides = (obj.shape[1], 1)
             if obj.dim() != 2 or (obj.shape[1] > 1 and strides[1] != 1) or strides[0] < obj.shape[1]:
                 raise ValueError(f"{arg}: needs rows of consecutive elements (stride {tuple(strides)}); call .contiguous()")
         elif not obj.is_contiguous():
@@ -93,6 +96,8 @@ def array(obj, arg, dtypes, ndims, writable=False, row_strided=False):
     dense = _dense_strides(shape)
     if row_strided:
         elems = elems or dense
+        if len(shape) == 2 and shape[0] <= 1:
+            elems = (shape[1], 1)
         if len(shape) != 2 or (shape[1] > 1 and elems[1] != 1) or elems[0] < shape[1]:
             raise ValueError(f"{arg}: needs rows of consecutive elements (strides {strides})")
     elif elems is not None and not _same_strides(shape, elems, dense):
@@ -188,3 +193,22 @@ def output(out, arrays, shape, dtype, device, arg="out"):
     if a.device is not None and a.device != device:
         raise ValueError(f"{arg}: is on cuda:{a.device}; the inputs are on cuda:{device}")
     return out, a
+
+
+def nbytes(a):
+    """Bytes spanned by ``a`` (row-strided arrays: up to the end of their last row)."""
+    if a.size == 0:
+        return 0
+    item = _ITEMSIZE[a.dtype]
+    if a.strides is not None and len(a.shape) == 2:
+        return ((a.shape[0] - 1) * a.strides[0] + a.shape[1]) * item
+    return a.size * item
+
+
+def disjoint(out_name, out, inputs):
+    """Refuses an output that overlaps an input: these kernels read neighbours (or whole rows)
+    of what other threads write, so an aliased output would be read after being written."""
+    lo, hi = out.ptr, out.ptr + nbytes(out)
+    for name, a in inputs:
+        if a.ptr < hi and lo < a.ptr + nbytes(a) and hi > lo:
+            raise ValueError(f"{out_name}: overlaps {name}; pass a separate output tensor")

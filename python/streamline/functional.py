@@ -12,7 +12,7 @@ Where torchvision takes one value per call (``rotate``'s ``angle``, ``gaussian_b
 import numbers
 
 from . import _native
-from ._arrays import array, device_of, output, stream_handle
+from ._arrays import array, device_of, disjoint, output, stream_handle
 
 _IMAGE = (3, 4)
 
@@ -41,14 +41,17 @@ def _layout(value, arg):
     return v
 
 
-def _image_io(inpt, out, stream, device, out_hw=None, dtypes=("float32",)):
+def _image_io(inpt, out, stream, device, out_hw=None, dtypes=("float32",), elementwise=False):
     """Input image array, output (object, array) of the same batch and channels with
-    ``out_hw`` (default: the input's) in the same rank, the device and the stream."""
+    ``out_hw`` (default: the input's) in the same rank, the device and the stream. The output
+    may not overlap the input, except exactly (in place) for an ``elementwise`` operation."""
     x = array(inpt, "inpt", dtypes, _IMAGE)
     dev = device_of([("inpt", x)], device)
     h, w = out_hw if out_hw is not None else x.shape[-2:]
     shape = x.shape[:-2] + (h, w)
     out, y = output(out, [("inpt", x)], shape, "float32", dev)
+    if not (elementwise and y.ptr == x.ptr):
+        disjoint("out", y, [("inpt", x)])
     return x, out, y, dev, stream_handle(stream, dev, [("inpt", x), ("out", y)])
 
 
@@ -80,6 +83,7 @@ def to_float(inpt, scale=False, layout="NCHW", output_layout="NCHW", *, out=None
     if len(x.shape) == 3:
         shape = shape[1:]
     out, y = output(out, [("inpt", x)], shape, "float32", dev)
+    disjoint("out", y, [("inpt", x)])
     s = stream_handle(stream, dev, [("inpt", x), ("out", y)])
     _native.to_float(dev, s, x.ptr, y.ptr, nchw, src, dst, bool(scale))
     return out
@@ -91,7 +95,7 @@ def normalize(inpt, mean, std, inplace=False, *, out=None, stream=None, device=N
         if out is not None:
             raise ValueError("out: cannot be given with inplace=True")
         out = inpt
-    x, out, y, dev, s = _image_io(inpt, out, stream, device)
+    x, out, y, dev, s = _image_io(inpt, out, stream, device, elementwise=True)
     mean, std = list(map(float, mean)), list(map(float, std))
     _native.normalize(dev, s, x.ptr, y.ptr, _nchw(x), mean, std)
     return out
@@ -220,6 +224,7 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, a
     rows = _boxes(boxes)
     shape = (len(rows), x.shape[1], int(oh), int(ow))
     out, y = output(out, [("input", x)], shape, "float32", dev)
+    disjoint("out", y, [("input", x)])
     s = stream_handle(stream, dev, [("input", x), ("out", y)])
     _native.roi_align(dev, s, x.ptr, y.ptr, y.size, x.shape, rows, (int(oh), int(ow)),
                       float(spatial_scale), int(sampling_ratio), bool(aligned))
@@ -250,6 +255,7 @@ def augment(inpt, size, crop=None, degrees=45.0, interpolation="nearest", kernel
     std = [1.0] * c if std is None else [float(v) for v in std]
     shape = (n, c, size, size) if dst == "NCHW" else (n, size, size, c)
     out, y = output(out, [("inpt", x)], shape, "float32", dev)
+    disjoint("out", y, [("inpt", x)])
     s = stream_handle(stream, dev, [("inpt", x), ("out", y)])
     if draw is not None:
         boxes, angles, sigmas = draw
@@ -266,6 +272,7 @@ def heavy(x, *, out=None, stream=None, device=None):
     a = array(x, "x", ("float32", "float16"), range(0, 33))
     dev = device_of([("x", a)], device)
     out, y = output(out, [("x", a)], a.shape, a.dtype, dev)
+    disjoint("out", y, [("x", a)])
     s = stream_handle(stream, dev, [("x", a), ("out", y)])
     _native.heavy(dev, s, a.ptr, y.ptr, a.size, a.dtype)
     return out
@@ -292,6 +299,7 @@ def sgemm(a, b, out=None, alpha=1.0, beta=0.0, *, stream=None, device=None):
             raise ValueError(f"out: has shape {C.shape}; needs {(m, n)}")
     arrays = [("a", A), ("b", B), ("out", C)]
     device_of(arrays, dev)
+    disjoint("out", C, [("a", A), ("b", B)])
     s = stream_handle(stream, dev, arrays)
     lens = tuple(_strided_len(X) for X in (A, B, C))
     strides = tuple(max(X.strides[0], 1) if X.strides else max(X.shape[1], 1) for X in (A, B, C))

@@ -21,8 +21,13 @@ class Cai:
         )
 
 
+_NEXT = [0x10000]
+
+
 def img(*shape, t="<f4"):
-    return Cai(shape, t)
+    """A stand-in array at an address of its own (16 MiB apart from the others)."""
+    _NEXT[0] += 1 << 24
+    return Cai(shape, t, ptr=_NEXT[0])
 
 
 def test_import_and_status():
@@ -130,9 +135,9 @@ def test_python_level_checks():
     with pytest.raises(ValueError, match="center: only None"):
         sl.rotate(x, 10, center=[1, 1], out=x)
     with pytest.raises(ValueError, match="angle: has 3 values; needs one per image"):
-        sl.rotate(x, [1, 2, 3], out=x)
+        sl.rotate(x, [1, 2, 3], out=img(2, 3, 8, 8))
     with pytest.raises(ValueError, match="fill: .*one value for every channel"):
-        sl.rotate(x, 1, fill=[1, 2, 3], out=x)
+        sl.rotate(x, 1, fill=[1, 2, 3], out=img(2, 3, 8, 8))
     with pytest.raises(ValueError, match="interpolation: 'bicubic' is not supported"):
         sl.resize(x, 4, interpolation="bicubic", out=img(2, 3, 4, 4))
     with pytest.raises(ValueError, match="layout: 'CHW'"):
@@ -185,3 +190,27 @@ def test_ctypes_struct_bytes_match_repr_c():
 
     p = SaxpyParams(1, 2, 3, 2.0, 0)
     assert len(bytes(p)) == 32 and ctypes.alignment(p) == 8
+
+
+def test_output_overlapping_an_input_is_refused():
+    x = img(2, 3, 8, 8)
+    with pytest.raises(ValueError, match="out: overlaps inpt"):
+        sl.rotate(x, 10, out=x)
+    with pytest.raises(ValueError, match="out: overlaps inpt"):
+        sl.gaussian_blur(x, 3, out=Cai((2, 3, 8, 8), ptr=x.__cuda_array_interface__["data"][0] + 64))
+    a = img(3, 5)
+    with pytest.raises(ValueError, match="out: overlaps a"):
+        sl.sgemm(a, img(5, 6), out=Cai((3, 6), ptr=a.__cuda_array_interface__["data"][0]))
+    with pytest.raises(ValueError, match="out: overlaps x"):
+        sl.heavy(x := img(100), out=x)
+
+
+@needs_no_gpu
+def test_in_place_normalize_and_one_row_operands_reach_the_gpu():
+    x = img(1, 3, 4, 4)
+    with pytest.raises(sl.NoGpuError):
+        sl.normalize(x, [0] * 3, [1] * 3, inplace=True)
+    # A single row: any row pitch (torch reports such views as contiguous).
+    row = Cai((1, 5), strides=(4, 4))
+    with pytest.raises(sl.NoGpuError):
+        sl.sgemm(row, img(5, 6), out=img(1, 6))

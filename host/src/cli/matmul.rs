@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use cudarc::driver::CudaSlice;
 use streamline::data::{count_unwritten, randn_f32, HeavyHost};
 use streamline::error::DriverContext;
-use streamline::ops::matmul::{plan, sgemm, Cublas, Gemm, Kernel, SWEEP};
+use streamline::ops::matmul::{sgemm, Cublas, Gemm, Kernel, SWEEP};
 use streamline::reference::matmul as reference;
 use streamline::timing::{median, time_on};
 use streamline::Gpu;
@@ -69,6 +69,9 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, a: MatmulArgs) -> Resul
         bail!("--repeat must be in 1..=10000, got {}", a.repeat);
     }
     let gpu = Gpu::new(device, ptx)?;
+    if a.sweep && a.kernel == "all" {
+        bail!("--sweep compares one kernel choice with cuBLAS per shape: give --kernel auto (the default) or one kernel, not all");
+    }
     let shapes: Vec<(usize, usize, usize)> = match (a.sweep, a.m, a.n, a.k) {
         (true, ..) => SWEEP.to_vec(),
         (false, Some(m), Some(n), Some(k)) => vec![(m as usize, n as usize, k as usize)],
@@ -101,7 +104,7 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, a: MatmulArgs) -> Resul
         println!();
         println!(
             "{:>24} {:<24} {:>10} {:>10} {:>10}",
-            "m x n x k", "ours (auto)", "ms", "cuBLAS ms", "of cuBLAS"
+            "m x n x k", "ours", "ms", "cuBLAS ms", "of cuBLAS"
         );
         for line in &summary {
             println!("{line}");
@@ -190,15 +193,12 @@ fn one_shape(gpu: &Gpu, g: &Gemm, a: &MatmulArgs) -> Result<ShapeResult> {
     let mut failed = false;
     let mut times = Vec::new();
     for kernel in kernels {
+        let ran = kernel
+            .plan(g.m, g.n, g.k, gpu.info().multiprocessors)
+            .name();
         let name = match kernel {
-            Kernel::Auto => format!(
-                "{} (auto)",
-                plan(g.m, g.n, g.k, gpu.info().multiprocessors).name()
-            ),
-            Kernel::Fixed(t) => t.spec.name().trim_start_matches("sgemm_").to_string(),
-            Kernel::Split(t, s) => {
-                format!("{} x {s}", t.spec.name().trim_start_matches("sgemm_"))
-            }
+            Kernel::Auto => format!("{ran} (auto)"),
+            _ => ran,
         };
         if let Some(rows) = &reference_rows {
             // One run from a known C: poison when beta is 0 (every element must be

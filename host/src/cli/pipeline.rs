@@ -143,7 +143,7 @@ enum Scenario {
         #[arg(long, value_parser = parse_count, default_value = "4194304")]
         batch: u64,
         /// Batches streamed per run, from a producer through page-locked slots (memory stays
-        /// that of the ring); with --graph, a multiple of --depth.
+        /// that of the ring); with --graph, a multiple of 4 x --depth (what one replay streams).
         #[arg(long, default_value_t = 32)]
         batches: usize,
         /// Ring depth: 2 double buffering, 3 triple.

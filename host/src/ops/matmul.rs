@@ -129,6 +129,15 @@ pub enum Kernel {
 }
 
 impl Kernel {
+    /// How this choice runs an `m x n x k` product on `multiprocessors` SMs.
+    pub fn plan(self, m: usize, n: usize, k: usize, multiprocessors: u32) -> Plan {
+        match self {
+            Kernel::Auto => plan(m, n, k, multiprocessors),
+            Kernel::Fixed(t) => Plan::Whole(t),
+            Kernel::Split(t, slices) => split(t, k, slices),
+        }
+    }
+
     /// Parses `auto`, a kernel name with or without its `sgemm_` prefix (`1_naive`,
     /// `5_pipelined_64x64`, ...), or a split-K kernel and its slice count
     /// (`splitk_128x128:2`).
@@ -254,8 +263,9 @@ impl Plan {
 ///   with the tile that wastes fewest rows (32 x 128 up to 32 rows, 64 x 64 up to 64) into as
 ///   many slices as make one full wave of resident blocks.
 ///
-/// No slice is shorter than [`MIN_K_SLICE`], there are at most [`MAX_SLICES`], and a product
-/// that would get fewer than two slices runs whole.
+/// There are at most `k / `[`MIN_K_SLICE`] slices (so they average at least that deep; the
+/// last, what remains, may be shorter) and at most [`MAX_SLICES`], and a product that would
+/// get fewer than two slices runs whole.
 pub fn plan(m: usize, n: usize, k: usize, multiprocessors: u32) -> Plan {
     let whole = choose(m, n, multiprocessors);
     let sms = multiprocessors as usize;
@@ -328,12 +338,7 @@ pub fn sgemm(
     c: &mut impl DevicePtrMut<f32>,
 ) -> Result<()> {
     g.check_lengths(a.len(), b.len(), c.len())?;
-    let chosen = match kernel {
-        Kernel::Auto => plan(g.m, g.n, g.k, gpu.info().multiprocessors),
-        Kernel::Fixed(t) => Plan::Whole(t),
-        Kernel::Split(t, slices) => split(t, g.k, slices),
-    };
-    let t = match chosen {
+    let t = match kernel.plan(g.m, g.n, g.k, gpu.info().multiprocessors) {
         Plan::Whole(t) => t,
         Plan::Split {
             tiling,

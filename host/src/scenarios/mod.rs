@@ -154,7 +154,7 @@ pub const MIB: f64 = (1u64 << 20) as f64;
 /// in-use memory, as the driver reports it).
 #[derive(Clone, Copy, Debug)]
 pub struct Footprint {
-    /// Resident host memory in bytes (0 where `/proc/self/statm` cannot be read).
+    /// Resident host memory in bytes (0 where `/proc/self/status` cannot be read).
     pub host_rss: u64,
     /// Device memory in use in bytes (total minus free).
     pub device_used: u64,
@@ -163,13 +163,16 @@ pub struct Footprint {
 impl Footprint {
     /// The footprint now.
     pub fn now(gpu: &Gpu) -> Result<Footprint> {
-        let pages = std::fs::read_to_string("/proc/self/statm")
+        let kib = std::fs::read_to_string("/proc/self/status")
             .ok()
-            .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .and_then(|s| {
+                let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+                line.split_whitespace().nth(1)?.parse::<u64>().ok()
+            })
             .unwrap_or(0);
         let (free, total) = gpu.context().mem_get_info().op("cuMemGetInfo")?;
         Ok(Footprint {
-            host_rss: pages * 4096,
+            host_rss: kib * 1024,
             device_used: (total - free) as u64,
         })
     }

@@ -26,7 +26,7 @@ pub struct Options {
     /// f32 elements per batch.
     pub batch: usize,
     /// Batches one timed run streams through the pipeline (any number; with a graph, a
-    /// multiple of the depth).
+    /// multiple of [`graph_batches`]).
     pub batches: usize,
     /// Ring depth (2: double buffering, 3: triple).
     pub depth: usize,
