@@ -17,6 +17,13 @@ fn standard_normal(rng: &mut impl Rng) -> f64 {
     (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
 }
 
+/// `n` standard-normal values scaled by `1 / sqrt(fan_in)`: weights of a layer with `fan_in`
+/// inputs whose outputs keep unit scale.
+pub fn fan_in_weights(n: usize, fan_in: usize, seed: u64) -> Vec<f32> {
+    let f = 1.0 / (fan_in as f32).sqrt();
+    randn_f32(n, seed).into_iter().map(|v| v * f).collect()
+}
+
 /// `n` standard-normal f32 values (never all zero), deterministic in `seed`.
 pub fn randn_f32(n: usize, seed: u64) -> Vec<f32> {
     use rayon::prelude::*;

@@ -47,6 +47,23 @@ impl Gemm {
         }
     }
 
+    /// The kernels' parameters for this product with `A`, `B` and `C` at these addresses.
+    pub fn params(&self, a: u64, b: u64, c: u64) -> GemmParams {
+        GemmParams {
+            a,
+            b,
+            c,
+            m: self.m as u32,
+            n: self.n as u32,
+            k: self.k as u32,
+            lda: self.lda as u32,
+            ldb: self.ldb as u32,
+            ldc: self.ldc as u32,
+            alpha: self.alpha,
+            beta: self.beta,
+        }
+    }
+
     /// Floating-point operations of the product (`2 m n k`).
     pub fn flops(&self) -> f64 {
         2.0 * self.m as f64 * self.n as f64 * self.k as f64
@@ -350,19 +367,7 @@ pub fn sgemm(
     let (ap, _ra) = a.device_ptr(stream);
     let (bp, _rb) = b.device_ptr(stream);
     let (cp, _wc) = c.device_ptr_mut(stream);
-    let params = GemmParams {
-        a: ap,
-        b: bp,
-        c: cp,
-        m: g.m as u32,
-        n: g.n as u32,
-        k: g.k as u32,
-        lda: g.lda as u32,
-        ldb: g.ldb as u32,
-        ldc: g.ldc as u32,
-        alpha: g.alpha,
-        beta: g.beta,
-    };
+    let params = g.params(ap, bp, cp);
     // SAFETY: `check_lengths` proved each buffer holds its matrix with its stride, so every
     // in-bounds access the kernel makes is inside an allocation; `c` is borrowed exclusively so
     // it aliases neither input, and the guards order the launch after earlier work on all
@@ -451,19 +456,7 @@ fn split_k(
     let (ap, _ra) = a.device_ptr(stream);
     let (bp, _rb) = b.device_ptr(stream);
     let params = SplitKParams {
-        gemm: GemmParams {
-            a: ap,
-            b: bp,
-            c: 0,
-            m: g.m as u32,
-            n: g.n as u32,
-            k: g.k as u32,
-            lda: g.lda as u32,
-            ldb: g.ldb as u32,
-            ldc: g.ldc as u32,
-            alpha: g.alpha,
-            beta: g.beta,
-        },
+        gemm: g.params(ap, bp, 0),
         partials: pp,
         k_slice: k_slice as u32,
         slices: slices as u32,

@@ -9,8 +9,10 @@
 //! The seed's table: steps per second over batch sizes, serial (both lanes on one stream),
 //! pipelined (one stream each) and pipelined replayed as a CUDA graph.
 
-use super::{median_ms, recorded, sample_indices, Check, Common, Report};
-use crate::data::randn_f32;
+use super::{
+    check_mlp_weights, median_ms, per_step_us, recorded, sample_indices, Check, Common, Report,
+};
+use crate::data::fan_in_weights;
 use crate::engine::memory::h2d;
 use crate::engine::pipeline::StageCall;
 use crate::engine::{DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, Plan, StreamPool};
@@ -345,12 +347,8 @@ impl Setup {
             outputs: o.classes,
             lr: o.lr,
         };
-        let scaled = |n: usize, fan_in: usize, s: u64| -> Vec<f32> {
-            let f = 1.0 / (fan_in as f32).sqrt();
-            randn_f32(n, s).into_iter().map(|v| v * f).collect()
-        };
-        let w1 = scaled(inputs * o.hidden, inputs, seed + 1);
-        let w2 = scaled(o.hidden * o.classes, o.hidden, seed + 2);
+        let w1 = fan_in_weights(inputs * o.hidden, inputs, seed + 1);
+        let w2 = fan_in_weights(o.hidden * o.classes, o.hidden, seed + 2);
         let ring = |n: usize, lane: usize| -> Result<Vec<DeviceBuffer<f32>>> {
             (0..DEPTH)
                 .map(|_| DeviceBuffer::zeros(pool, lane, n))
@@ -549,31 +547,8 @@ fn verify(
     let nt = m.batch * m.outputs;
     let t = &su.host_targets[k * nt..(k + 1) * nt];
     let rows = sample_indices(m.inputs, (common.sample / m.hidden).max(2), common.seed);
-    let (w2_ref, w1_ref) = mlp_step(&m, x_train, t, &w1, &w2, &rows);
-    let mut cmp =
-        |what: &str, got: &[f32], want: &[crate::reference::train::Bounded], row: usize| {
-            let mut bad = 0;
-            let mut at = (row, 0);
-            for (j, (g, w)) in got.iter().zip(want).enumerate() {
-                let within = ((*g as f64) - w.value).abs() <= w.bound;
-                if w.bound.is_finite() && !within {
-                    if bad == 0 {
-                        at = (row, j);
-                    }
-                    bad += 1;
-                }
-            }
-            check.add_counts(what, want.len(), bad, at);
-        };
-    cmp("W2 after the step", &w2n, &w2_ref, 0);
-    for (r, want) in &w1_ref {
-        cmp(
-            "W1 after the step",
-            &w1n[r * m.hidden..(r + 1) * m.hidden],
-            want,
-            *r,
-        );
-    }
+    let want = mlp_step(&m, x_train, t, &w1, &w2, &rows);
+    check_mlp_weights(&mut check, "", (&w1n, &w2n), m.hidden, &want);
     Ok(check)
 }
 
@@ -645,15 +620,7 @@ pub fn run_with(
     }
     let timeline = timeline.unwrap_or_default();
     let metrics = timeline.metrics();
-    let stage_us = |name: &str| -> f64 {
-        timeline
-            .intervals
-            .iter()
-            .filter(|iv| iv.name == name)
-            .map(|iv| iv.duration_us())
-            .sum::<f64>()
-            / o.steps as f64
-    };
+    let stage_us = |name: &str| per_step_us(&timeline, name, o.steps);
     let (aug_us, step_us, copy_us) = (stage_us("augment"), stage_us("train step"), stage_us("h2d"));
     let notes = vec![
         format!(

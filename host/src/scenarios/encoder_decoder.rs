@@ -8,15 +8,17 @@
 //! GPU and the two cost about the same.
 
 use super::augment_train::Model;
-use super::{median_ms, recorded, sample_indices, Check, Common, Report};
-use crate::data::randn_f32;
+use super::{
+    check_mlp_weights, median_ms, per_step_us, recorded, sample_indices, Check, Common, Report,
+};
+use crate::data::{fan_in_weights, randn_f32};
 use crate::engine::pipeline::StageCall;
 use crate::engine::{DeviceBuffer, OpKind, PipelineSpec, Plan, StreamPool};
 use crate::error::{Error, Result};
 use crate::ops::matmul::{sgemm, Gemm, Kernel};
 use crate::ops::train::relu;
 use crate::reference::matmul::gamma;
-use crate::reference::train::{mlp_step, Bounded, Mlp};
+use crate::reference::train::{mlp_step, Mlp};
 use crate::Gpu;
 
 /// Options of `encoder-decoder`.
@@ -136,18 +138,14 @@ struct Setup {
 
 impl Setup {
     fn new(pool: &StreamPool, o: &Options, batch: usize, seed: u64) -> Result<Setup> {
-        let scaled = |n: usize, fan_in: usize, s: u64| -> Vec<f32> {
-            let f = 1.0 / (fan_in as f32).sqrt();
-            randn_f32(n, s).into_iter().map(|v| v * f).collect()
-        };
         let host_x = randn_f32(DATA * batch * o.inputs, seed);
         let mut host_t = vec![0.0f32; DATA * batch * o.classes];
         for (r, row) in host_t.chunks_mut(o.classes).enumerate() {
             row[(r * 7 + seed as usize) % o.classes] = 1.0;
         }
-        let we_host = scaled(o.inputs * o.features, o.inputs, seed + 1);
-        let w1 = scaled(o.features * o.hidden, o.features, seed + 2);
-        let w2 = scaled(o.hidden * o.classes, o.hidden, seed + 3);
+        let we_host = fan_in_weights(o.inputs * o.features, o.inputs, seed + 1);
+        let w1 = fan_in_weights(o.features * o.hidden, o.features, seed + 2);
+        let w2 = fan_in_weights(o.hidden * o.classes, o.hidden, seed + 3);
         let (bi, bt) = (batch * o.inputs, batch * o.classes);
         let m = Mlp {
             batch,
@@ -257,28 +255,8 @@ fn verify(
     let nt = b * o.classes;
     let t = &su.host_t[k * nt..(k + 1) * nt];
     let rows = sample_indices(m.inputs, (common.sample / m.hidden).max(2), common.seed);
-    let (w2_ref, w1_ref) = mlp_step(&m, &feat, t, &w1, &w2, &rows);
-    let mut cmp = |what: &str, got: &[f32], want: &[Bounded], row: usize| {
-        let (mut bad, mut at) = (0, (row, 0));
-        for (j, (g, w)) in got.iter().zip(want).enumerate() {
-            if w.bound.is_finite() && ((*g as f64) - w.value).abs() > w.bound {
-                if bad == 0 {
-                    at = (row, j);
-                }
-                bad += 1;
-            }
-        }
-        check.add_counts(what, want.len(), bad, at);
-    };
-    cmp("decoder W2 after the step", &w2n, &w2_ref, 0);
-    for (r, want) in &w1_ref {
-        cmp(
-            "decoder W1 after the step",
-            &w1n[r * m.hidden..(r + 1) * m.hidden],
-            want,
-            *r,
-        );
-    }
+    let want = mlp_step(&m, &feat, t, &w1, &w2, &rows);
+    check_mlp_weights(&mut check, "decoder ", (&w1n, &w2n), m.hidden, &want);
     Ok(check)
 }
 
@@ -325,15 +303,7 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
                 su.stage(gpu, o, c)
             })
         })?;
-        let per_step = |name: &str| -> f64 {
-            alone
-                .intervals
-                .iter()
-                .filter(|iv| iv.name == name)
-                .map(|iv| iv.duration_us())
-                .sum::<f64>()
-                / o.steps as f64
-        };
+        let per_step = |name: &str| per_step_us(&alone, name, o.steps);
         table.push(vec![
             batch.to_string(),
             format!("{:.1}", per_step("encode")),

@@ -22,6 +22,7 @@ use crate::engine::timeline::OverlapMetrics;
 use crate::engine::{Plan, Recorder, StreamPool, Timeline};
 use crate::error::{DriverContext, Result};
 use crate::reference::heavy::Comparison;
+use crate::reference::train::Bounded;
 use crate::timing::median;
 use crate::Gpu;
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -144,6 +145,51 @@ impl Check {
                 self.first_failure = Some((format!("{what}[{i}]"), x, got, want));
             }
         }
+    }
+}
+
+/// Mean time per step of the operations named `name` in `t`, over `steps` steps, in µs.
+pub(crate) fn per_step_us(t: &Timeline, name: &str, steps: usize) -> f64 {
+    t.intervals
+        .iter()
+        .filter(|iv| iv.name == name)
+        .map(|iv| iv.duration_us())
+        .sum::<f64>()
+        / steps as f64
+}
+
+/// Adds to `check` the weights after one MLP step, `w2` whole and the rows of `w1` (of
+/// `hidden` values each) that `want` lists, against [`mlp_step`]'s values and bounds;
+/// elements with an infinite bound (a ReLU decision that could go either way) are skipped.
+///
+/// [`mlp_step`]: crate::reference::train::mlp_step
+pub(crate) fn check_mlp_weights(
+    check: &mut Check,
+    prefix: &str,
+    (w1, w2): (&[f32], &[f32]),
+    hidden: usize,
+    (w2_want, w1_want): &(Vec<Bounded>, Vec<(usize, Vec<Bounded>)>),
+) {
+    let mut cmp = |what: String, got: &[f32], want: &[Bounded], row: usize| {
+        let (mut bad, mut at) = (0, (row, 0));
+        for (j, (g, w)) in got.iter().zip(want).enumerate() {
+            if w.bound.is_finite() && ((*g as f64) - w.value).abs() > w.bound {
+                if bad == 0 {
+                    at = (row, j);
+                }
+                bad += 1;
+            }
+        }
+        check.add_counts(&what, want.len(), bad, at);
+    };
+    cmp(format!("{prefix}W2 after the step"), w2, w2_want, 0);
+    for (r, want) in w1_want {
+        cmp(
+            format!("{prefix}W1 after the step"),
+            &w1[r * hidden..(r + 1) * hidden],
+            want,
+            *r,
+        );
     }
 }
 
