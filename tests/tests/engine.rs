@@ -219,7 +219,8 @@ fn small_prefetch() -> prefetch::Options {
 }
 
 /// The prefetch pipeline streamed from its producer: eagerly (serial and overlapped), from
-/// two captured graphs replayed in turn, and eagerly again after the graphs. The consumer
+/// two captured windows of its steady state replayed in turn (with the steps around them
+/// eager, for any number of batches), and eagerly again after the graphs. The consumer
 /// checks every batch's own stamp and sampled values against the reference (a result from
 /// another batch, or a slot refilled before its copy finished, fails), and every batch is
 /// consumed exactly once.
@@ -241,14 +242,23 @@ fn streamed_prefetch_eager_and_graph_check_every_batch() {
     prefetch::stream_eager(gpu, &pool, &plan, &[0, 1, 2], &mut bufs, &long, None).unwrap();
     assert_eq!(bufs.consumed(), 2 * long.batches);
     let graphs = prefetch::capture_periods(gpu, &pool, &plan, &mut bufs, &o).unwrap();
+    // Any number of batches: three whole windows and the steps around them.
     let periods = prefetch::Options {
-        batches: 3 * prefetch::graph_batches(o.depth),
+        batches: 3 * prefetch::graph_batches(o.depth) + 3,
         ..o.clone()
     };
-    prefetch::stream_graph(&graphs, &mut bufs, &periods).unwrap();
+    let short = prefetch::Options {
+        batches: 2,
+        ..o.clone()
+    };
+    prefetch::stream_graph(gpu, &pool, &plan, &graphs, &mut bufs, &periods).unwrap();
     prefetch::stream_eager(gpu, &pool, &plan, &[0, 1, 2], &mut bufs, &long, None).unwrap();
-    prefetch::stream_graph(&graphs, &mut bufs, &periods).unwrap();
-    assert_eq!(bufs.consumed(), 3 * long.batches + 2 * periods.batches);
+    prefetch::stream_graph(gpu, &pool, &plan, &graphs, &mut bufs, &periods).unwrap();
+    prefetch::stream_graph(gpu, &pool, &plan, &graphs, &mut bufs, &short).unwrap();
+    assert_eq!(
+        bufs.consumed(),
+        3 * long.batches + 2 * periods.batches + short.batches
+    );
     let c = bufs.check();
     assert!(c.passed(), "{c:?}");
     assert_eq!(c.compared, bufs.consumed() * (8 + sample.len() - 1));

@@ -14,7 +14,9 @@
 //!   iterations, so a long run stops within one iteration and frees everything.
 //! - [`pipeline`]: a pipeline description (stages, the stream each runs on, rings of buffers
 //!   for double/triple buffering) from which the cross-stream events and buffer lifetimes are
-//!   derived, run eagerly or captured into a CUDA graph.
+//!   derived.
+//! - [`schedule`]: running a plan eagerly, captured into a CUDA graph, or as a stream of any
+//!   length whose steady state replays two captured windows in turn.
 //! - [`timeline`]: per-operation event timestamps per stream, exported as Chrome/Perfetto trace
 //!   JSON and as an SVG Gantt chart, with overlap metrics.
 
@@ -23,10 +25,12 @@ pub mod interrupt;
 pub mod memory;
 pub mod pipeline;
 pub mod pool;
+pub mod schedule;
 pub mod timeline;
 
 pub use external::External;
 pub use memory::{DeviceBuffer, PinnedBuffer};
 pub use pipeline::{PipelineSpec, Plan};
 pub use pool::{Graph, StreamPool};
+pub use schedule::{StageCall, SteadyGraphs, Streamed};
 pub use timeline::{OpKind, Recorder, Timeline};

@@ -3,21 +3,18 @@
 //! derived from a description says which stage must wait for which (within an iteration and
 //! across iterations, when a ring slot is reused), which of those waits need an event because
 //! the two stages run on different streams, and how long each ring slot lives. Cycles are
-//! rejected. The same plan runs eagerly or is captured into a CUDA graph.
+//! rejected. [`super::schedule`] runs the plan eagerly or captures it into CUDA graphs.
 //!
 //! Semantics: every iteration runs every stage once. A stage's reads see the values its
 //! producers wrote in the same iteration (each resource has at most one writing stage; a
 //! resource nobody writes is an input, read-only during the loop). A ring resource has `depth`
 //! instances, iteration `i` using instance `i % depth`; a persistent resource has one.
 
-use super::pool::{Graph, StreamPool};
-use super::timeline::{OpKind, Recorder};
-use crate::error::{DriverContext, Error, Result};
-use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaStream};
+use super::timeline::OpKind;
+use crate::error::{Error, Result};
 use std::collections::BTreeMap;
-use std::ops::Range;
-use std::sync::Arc;
+
+pub use super::schedule::StageCall;
 
 /// Largest ring depth accepted.
 pub const MAX_DEPTH: usize = 16;
@@ -356,22 +353,6 @@ impl PipelineSpec {
     }
 }
 
-/// One call of a stage, handed to the function that queues its work.
-pub struct StageCall<'a> {
-    /// Stage index in the description.
-    pub stage: usize,
-    /// Stage name.
-    pub name: &'a str,
-    /// Iteration.
-    pub iteration: usize,
-    /// Ring slot of this iteration (`iteration % depth`).
-    pub slot: usize,
-    /// The stream to queue the work on.
-    pub stream: &'a Arc<CudaStream>,
-    /// Index of that stream in the pool.
-    pub stream_index: usize,
-}
-
 impl Plan {
     /// The description.
     pub fn spec(&self) -> &PipelineSpec {
@@ -439,116 +420,6 @@ impl Plan {
             *waits = best.values().map(|&(_, f, d)| (f, d)).collect();
         }
         Ok(out)
-    }
-
-    fn check_streams(&self, pool: &StreamPool, lane_streams: &[usize]) -> Result<()> {
-        if let Some(&bad) = lane_streams.iter().find(|&&s| s >= pool.len()) {
-            return Err(Error::arg(
-                "lane_streams",
-                format!("stream {bad} is outside the pool of {}", pool.len()),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Queues `iterations` of the pipeline: stage functions are called in plan order, each
-    /// preceded by the event waits its dependencies need and followed by the event record its
-    /// dependents need. Nothing synchronizes the device or the host. Work queued on these
-    /// streams before is ordered before the first iteration. With a recorder, every stage call
-    /// is timed on the track of its stream (the pool's stream index).
-    pub fn run(
-        &self,
-        pool: &StreamPool,
-        lane_streams: &[usize],
-        iterations: Range<usize>,
-        mut recorder: Option<&mut Recorder>,
-        mut stage: impl FnMut(&StageCall) -> Result<()>,
-    ) -> Result<()> {
-        self.check_streams(pool, lane_streams)?;
-        let waits = self.events(lane_streams)?;
-        let n = self.spec.stages.len();
-        let ring = self.spec.depth + 1;
-        let mut needed = vec![false; n];
-        for w in &waits {
-            for &(f, _) in w {
-                needed[f] = true;
-            }
-        }
-        let mut events: Vec<Vec<CudaEvent>> = Vec::with_capacity(n);
-        for &need in &needed {
-            let k = if need { ring } else { 0 };
-            events.push(
-                (0..k)
-                    .map(|_| {
-                        pool.context()
-                            .new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
-                            .op("cuEventCreate")
-                    })
-                    .collect::<Result<_>>()?,
-            );
-        }
-        // Everything queued on the streams before is ordered before the first iteration.
-        let mut used: Vec<usize> = lane_streams.to_vec();
-        used.sort_unstable();
-        used.dedup();
-        for &a in &used {
-            for &b in &used {
-                pool.wait_stream(a, b)?;
-            }
-        }
-        let first = iterations.start;
-        for i in iterations {
-            crate::engine::interrupt::check(|| {
-                format!("stopped before iteration {i} (of those from {first}), after the work already queued")
-            })?;
-            for &s in &self.order {
-                let spec = &self.spec.stages[s];
-                let si = lane_streams[spec.lane];
-                let stream = pool.stream(si)?;
-                for &(f, d) in &waits[s] {
-                    if i >= first + d {
-                        stream
-                            .wait(&events[f][(i - d) % ring])
-                            .op("cuStreamWaitEvent")?;
-                    }
-                }
-                let call = StageCall {
-                    stage: s,
-                    name: &spec.name,
-                    iteration: i,
-                    slot: i % self.spec.depth,
-                    stream,
-                    stream_index: si,
-                };
-                match recorder.as_deref_mut() {
-                    Some(r) => r.op(si, stream, spec.name.clone(), spec.kind, Some(i), || {
-                        stage(&call)
-                    })?,
-                    None => stage(&call)?,
-                }
-                if needed[s] {
-                    events[s][i % ring].record(stream).op("cuEventRecord")?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Captures `iterations` of the pipeline (as [`Plan::run`] queues them) into a CUDA graph
-    /// launched on stream `origin`. Replays repeat exactly the captured iterations (same
-    /// buffers, same ring slots), so `iterations` usually covers whole ring periods.
-    pub fn capture(
-        &self,
-        pool: &StreamPool,
-        lane_streams: &[usize],
-        origin: usize,
-        iterations: Range<usize>,
-        stage: impl FnMut(&StageCall) -> Result<()>,
-    ) -> Result<Graph> {
-        self.check_streams(pool, lane_streams)?;
-        let capture = pool.begin_capture(origin)?;
-        self.run(pool, lane_streams, iterations, None, stage)?;
-        capture.end()
     }
 }
 

@@ -13,7 +13,8 @@ use crate::data::{randn_f32, POISON_F32};
 use crate::engine::memory::{d2h, h2d};
 use crate::engine::pipeline::StageCall;
 use crate::engine::{
-    DeviceBuffer, Graph, OpKind, PinnedBuffer, PipelineSpec, Plan, Recorder, StreamPool,
+    DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, Plan, Recorder, SteadyGraphs, StreamPool,
+    Streamed,
 };
 use crate::error::{Error, Result};
 use crate::ops::heavy::heavy;
@@ -25,8 +26,7 @@ use crate::Gpu;
 pub struct Options {
     /// f32 elements per batch.
     pub batch: usize,
-    /// Batches one timed run streams through the pipeline (any number; with a graph, a
-    /// multiple of [`graph_batches`]).
+    /// Batches one timed run streams through the pipeline (any number).
     pub batches: usize,
     /// Ring depth (2: double buffering, 3: triple).
     pub depth: usize,
@@ -61,13 +61,12 @@ pub fn spec(depth: usize) -> PipelineSpec {
         .stage("d2h", OpKind::D2H, "d2h", &["y"], &["results"])
 }
 
-/// Ring periods one graph replays: each replay ends with the pipeline drained (the next
-/// replay's first copy waits for the last one's last copy back), so a replay of one short
-/// period spends much of its time filling and draining; several periods amortize that
-/// (BENCHMARKS.md measures one against four).
+/// Ring periods one captured window of the steady state replays (two windows alternate).
+/// The windows are skewed (each starts and ends with every lane busy), so a replay does not
+/// fill and drain the pipeline; several periods per window amortize the launch.
 pub const GRAPH_PERIODS: usize = 4;
 
-/// Batches one graph replays at ring depth `depth`.
+/// Steps one graph window covers at ring depth `depth`.
 pub fn graph_batches(depth: usize) -> usize {
     depth * GRAPH_PERIODS
 }
@@ -105,7 +104,11 @@ pub struct Buffers {
     /// Whether the stage of the H2D fills its slot from the producer (not while capturing).
     produce: bool,
     check: Check,
+    /// Batches consumed over every run.
     consumed: usize,
+    /// This run's next batch to fill and next to consume.
+    next_fill: usize,
+    next_consume: usize,
 }
 
 impl Buffers {
@@ -147,6 +150,8 @@ impl Buffers {
             produce: true,
             check: Check::default(),
             consumed: 0,
+            next_fill: 0,
+            next_consume: 0,
         })
     }
 
@@ -164,11 +169,38 @@ impl Buffers {
         self.staging.len()
     }
 
-    /// Hands batch `i`'s slot to the producer, once the copy that last read it has completed
-    /// (the slot's tracked accesses: the host waits for that copy's event, never the device).
-    fn fill(&mut self, i: usize) -> Result<()> {
-        let s = i % self.slots();
-        produce(i, self.staging[s].as_mut_slice()?);
+    /// Starts a run: batch numbers begin at 0 again.
+    fn begin(&mut self) {
+        self.produce = true;
+        self.next_fill = 0;
+        self.next_consume = 0;
+    }
+
+    /// Hands the slots of the batches before `end` not yet filled to the producer, each once
+    /// the copy that last read it has completed (the slot's tracked accesses: the host waits
+    /// for that copy's event, never for the device).
+    fn fill_until(&mut self, end: usize) -> Result<()> {
+        while self.next_fill < end {
+            let i = self.next_fill;
+            let s = i % self.slots();
+            produce(i, self.staging[s].as_mut_slice()?);
+            self.next_fill += 1;
+        }
+        Ok(())
+    }
+
+    /// Consumes what is left of a run of [`Plan::run`] over `0..end` with [`Buffers::stage`].
+    pub fn drain(&mut self, end: usize) -> Result<()> {
+        self.consume_until(end)
+    }
+
+    /// Consumes the batches before `end` not yet consumed, each once its copy back has
+    /// completed.
+    fn consume_until(&mut self, end: usize) -> Result<()> {
+        while self.next_consume < end {
+            self.consume(self.next_consume)?;
+            self.next_consume += 1;
+        }
         Ok(())
     }
 
@@ -196,14 +228,14 @@ impl Buffers {
     }
 
     /// Queues stage `c` (indices as in [`spec`]). Before the H2D of batch `i` the producer
-    /// fills its slot; before the D2H of batch `i` the results of batch `i - 2 depth`, which
-    /// used the same slot, are consumed.
+    /// fills its slot; before the D2H of batch `i` the results of the batch that used the same
+    /// slot before are consumed.
     pub fn stage(&mut self, gpu: &Gpu, o: &Options, c: &StageCall) -> Result<()> {
         let (i, s) = (c.iteration, c.iteration % self.slots());
         match c.stage {
             0 => {
                 if self.produce {
-                    self.fill(i)?;
+                    self.fill_until(i + 1)?;
                 }
                 h2d(
                     c.stream,
@@ -218,8 +250,8 @@ impl Buffers {
                 Ok(())
             }
             _ => {
-                if self.produce && i >= self.slots() {
-                    self.consume(i - self.slots())?;
+                if self.produce {
+                    self.consume_until((i + 1).saturating_sub(self.slots()))?;
                 }
                 d2h(
                     c.stream,
@@ -228,15 +260,6 @@ impl Buffers {
                 )
             }
         }
-    }
-
-    /// Consumes the batches from `from` up to `to` still in the result slots (after a run of
-    /// [`Plan::run`] over `from..to` with [`Buffers::stage`]).
-    pub fn drain(&mut self, from: usize, to: usize) -> Result<()> {
-        for i in from.max(to.saturating_sub(self.slots()))..to {
-            self.consume(i)?;
-        }
-        Ok(())
     }
 }
 
@@ -251,22 +274,20 @@ pub fn stream_eager(
     o: &Options,
     rec: Option<&mut Recorder>,
 ) -> Result<()> {
-    bufs.produce = true;
+    bufs.begin();
     plan.run(pool, lanes, 0..o.batches, rec, |c| bufs.stage(gpu, o, c))?;
-    bufs.drain(0, o.batches)
+    bufs.consume_until(o.batches)
 }
 
-/// Two graphs of [`graph_batches`] batches each, using the two halves of the host slots (the
-/// buffers must have been made for graphs): while one replays, the host fills the other's
-/// slots, waiting only for that graph's previous replay.
+/// The pipeline's steady state captured as two skewed windows of [`graph_batches`] steps (the
+/// buffers must have been made for graphs: host slots for two windows).
 pub fn capture_periods(
     gpu: &Gpu,
     pool: &StreamPool,
     plan: &Plan,
     bufs: &mut Buffers,
     o: &Options,
-) -> Result<[Graph; 2]> {
-    bufs.produce = false;
+) -> Result<SteadyGraphs> {
     let d = graph_batches(o.depth);
     if bufs.slots() != 2 * d {
         return Err(Error::arg(
@@ -274,42 +295,29 @@ pub fn capture_periods(
             "made without graph slots (Buffers::new with graph = true)",
         ));
     }
-    let mut cap = |r: std::ops::Range<usize>| {
-        plan.capture(pool, &OVERLAPPED_LANES, 0, r, |c| bufs.stage(gpu, o, c))
-    };
-    let g0 = cap(0..d)?;
-    let g1 = cap(d..2 * d)?;
-    g0.upload()?;
-    g1.upload()?;
-    Ok([g0, g1])
+    bufs.produce = false;
+    plan.capture_steady(pool, &OVERLAPPED_LANES, 0, d, |c| bufs.stage(gpu, o, c))
 }
 
-/// Streams `o.batches` batches (a multiple of [`graph_batches`]) by replaying `graphs` in
-/// turn, the producer filling each replay's slots before it and the consumer reading the
-/// replay before.
-pub fn stream_graph(graphs: &[Graph; 2], bufs: &mut Buffers, o: &Options) -> Result<()> {
-    let d = graph_batches(o.depth);
-    let periods = o.batches / d;
-    for p in 0..periods {
-        crate::engine::interrupt::check(|| {
-            format!("stopped before graph replay {p} of {periods}")
-        })?;
-        for i in p * d..(p + 1) * d {
-            bufs.fill(i)?;
-        }
-        graphs[p % 2].launch()?;
-        if p > 0 {
-            for i in (p - 1) * d..p * d {
-                bufs.consume(i)?;
-            }
-        }
-    }
-    if periods > 0 {
-        for i in (periods - 1) * d..periods * d {
-            bufs.consume(i)?;
-        }
-    }
-    Ok(())
+/// Streams `o.batches` batches (any number): the first and last steps eagerly, the steady
+/// state by replaying `graphs` in turn. The producer fills a window's slots before its replay;
+/// the consumer reads the windows before while it runs.
+pub fn stream_graph(
+    gpu: &Gpu,
+    pool: &StreamPool,
+    plan: &Plan,
+    graphs: &SteadyGraphs,
+    bufs: &mut Buffers,
+    o: &Options,
+) -> Result<()> {
+    bufs.begin();
+    let d2h = graphs.skew()[2];
+    graphs.stream(plan, pool, o.batches, |h| match h {
+        Streamed::Call(c) => bufs.stage(gpu, o, c),
+        Streamed::Before(w) => bufs.fill_until(w.end),
+        Streamed::After(w) => bufs.consume_until(w.start.saturating_sub(d2h)),
+    })?;
+    bufs.consume_until(o.batches)
 }
 
 /// Checks the options.
@@ -341,26 +349,10 @@ pub fn validate(o: &Options) -> Result<()> {
     Ok(())
 }
 
-/// Checks what `common` adds: a graph replays whole ring periods.
-fn validate_graph(common: &Common, o: &Options) -> Result<()> {
-    let g = graph_batches(o.depth);
-    if common.graph && !o.batches.is_multiple_of(g) {
-        return Err(Error::arg(
-            "batches",
-            format!(
-                "with a graph, must be a multiple of {g} ({GRAPH_PERIODS} ring periods of depth {}, what one replay streams), got {}",
-                o.depth, o.batches
-            ),
-        ));
-    }
-    Ok(())
-}
-
 /// Runs the scenario: the batches stream from a producer through page-locked slots, so host and
 /// device memory hold `O(depth)` batches however many are streamed.
 pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     validate(o)?;
-    validate_graph(common, o)?;
     let plan = spec(o.depth).plan()?;
     let pool = StreamPool::named(gpu, &plan.spec().lanes)?;
     let base = randn_f32(o.batch, common.seed);
@@ -393,7 +385,7 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let graph_ms = if common.graph {
         let graphs = capture_periods(gpu, &pool, &plan, &mut bufs, o)?;
         Some(median_ms(&pool, &OVERLAPPED_LANES, common.reps, || {
-            stream_graph(&graphs, &mut bufs, o)
+            stream_graph(gpu, &pool, &plan, &graphs, &mut bufs, o)
         })?)
     } else {
         None
