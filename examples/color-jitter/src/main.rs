@@ -21,7 +21,7 @@ struct Args {
     /// Side of the square images.
     #[arg(long, default_value_t = 64)]
     size: usize,
-    /// Training steps per timed run (even).
+    /// Training steps per timed run (any number).
     #[arg(long, default_value_t = 16)]
     steps: usize,
     /// Timed repetitions (median reported).

@@ -370,16 +370,7 @@ pub fn synthetic_image(size: usize, index: usize) -> Vec<u8> {
 /// The PNG/JPEG images of `dir` (sorted by name, one size), decoded to RGB: their shape, their
 /// bytes in NHWC (as decoded) and their names.
 fn read_images(dir: &Path) -> Result<(Shape, Vec<u8>, Vec<String>)> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading folder {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "png" | "jpg" | "jpeg"))
-        })
-        .collect();
-    files.sort();
+    let files = streamline::data::folder::list_images(dir)?;
     if files.is_empty() {
         bail!(
             "invalid argument `input`: no PNG or JPEG files in {}",

@@ -107,9 +107,16 @@ enum Scenario {
         /// Classes (outputs) of the MLP.
         #[arg(long, default_value_t = 10)]
         classes: usize,
-        /// Training steps per timed run (even).
+        /// Training steps per timed run (any number: the batches stream from the loader).
         #[arg(long, default_value_t = 16)]
         steps: usize,
+        /// Decode the batches from the PNG/JPEG images of DIR (class subfolders give the
+        /// labels) on the loader's threads, instead of generating them.
+        #[arg(long, value_name = "DIR")]
+        input: Option<std::path::PathBuf>,
+        /// Loader threads (default: the CPU's, at most 8).
+        #[arg(long)]
+        workers: Option<usize>,
     },
     /// Seed 003: a frozen encoder computes batch N+1's features on one stream while a decoder
     /// MLP trains on batch N's on another (features in a ring released by events).
@@ -241,14 +248,19 @@ pub fn run(device: usize, ptx: Option<&Path>, a: PipelineArgs) -> Result<()> {
             hidden,
             classes,
             steps,
+            input,
+            workers,
         } => {
+            let d = augment_train::Options::default();
             let o = augment_train::Options {
                 batches,
                 size,
                 hidden,
                 classes,
                 steps,
-                ..Default::default()
+                input,
+                workers: workers.unwrap_or(d.workers),
+                ..d
             };
             augment_train::validate(&o)?;
             (c, Box::new(move |g, c| augment_train::run(g, c, &o)))

@@ -10,6 +10,8 @@
 //!   later writer waits for only one of them. These buffers close that gap.
 //! - [`external`]: device memory another library owns (a PyTorch tensor), taken by the same
 //!   launchers and ordered by the stream it is used on.
+//! - [`loader`]: a data loader, host threads filling page-locked slots with batches ahead of
+//!   the pipeline, each slot owned by one side at a time.
 //! - [`interrupt`]: a process-wide stop request (Ctrl-C) that pipelines check between
 //!   iterations, so a long run stops within one iteration and frees everything.
 //! - [`pipeline`]: a pipeline description (stages, the stream each runs on, rings of buffers
@@ -22,6 +24,7 @@
 
 pub mod external;
 pub mod interrupt;
+pub mod loader;
 pub mod memory;
 pub mod pipeline;
 pub mod pool;
@@ -29,6 +32,7 @@ pub mod schedule;
 pub mod timeline;
 
 pub use external::External;
+pub use loader::{HostSlot, Loader, LoaderStats};
 pub use memory::{DeviceBuffer, PinnedBuffer};
 pub use pipeline::{PipelineSpec, Plan};
 pub use pool::{Graph, StreamPool};

@@ -3,21 +3,31 @@
 //! resize, rotation, blur, normalisation) on a transform stream while the model stream trains
 //! on the previous batch: one SGD step of a two-layer MLP (`relu(x W1) W2`, mean squared error
 //! against one-hot targets), forward and backward built from our matmul and the training-step
-//! kernels. Augmented batches form a ring of two, so batch N+1 is augmented while batch N
+//! kernels. Device buffers form rings of three, so batch N+1 is augmented while batch N
 //! trains, each slot reused only once the step that read it is done.
+//!
+//! The batches stream from a [`Loader`]: host threads decode the PNG/JPEG images of a folder
+//! (or copy generated batches) into page-locked slots ahead of the copies, so host memory is
+//! the slots and a run can last any number of steps; with a graph, the steady state replays
+//! two captured windows in turn. The report says which stage bounds the throughput: the
+//! loader's threads, the transform stream or the model stream.
 //!
 //! The seed's table: steps per second over batch sizes, serial (both lanes on one stream),
 //! pipelined (one stream each) and pipelined replayed as a CUDA graph.
 
 use super::{
-    check_mlp_weights, median_ms, per_step_us, recorded, sample_indices, Check, Common, Report,
+    check_mlp_weights, median_ms, per_step_us, recorded, sample_indices, Check, Common, Footprint,
+    Report, MIB,
 };
-use crate::data::fan_in_weights;
+use crate::data::{fan_in_weights, ImageFolder};
 use crate::engine::memory::h2d;
 use crate::engine::pipeline::StageCall;
-use crate::engine::{DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, Plan, StreamPool};
+use crate::engine::{
+    DeviceBuffer, Loader, LoaderStats, OpKind, PinnedBuffer, PipelineSpec, Plan, SteadyGraphs,
+    StreamPool, Streamed,
+};
 use crate::error::{DriverContext, Error, Result};
-use crate::ops::image::{Augment, AugmentConfig, AugmentDraw, Shape};
+use crate::ops::image::{Augment, AugmentConfig, AugmentDraw, Layout, Shape};
 use crate::ops::matmul::{sgemm, Gemm, Kernel};
 use crate::ops::train::{mse_grad, relu, relu_backward, sgd, transpose};
 use crate::reference::image as refimg;
@@ -25,6 +35,7 @@ use crate::reference::train::{mlp_step, Mlp};
 use crate::Gpu;
 use cudarc::driver::CudaStream;
 use rand::{rngs::StdRng, Rng, SeedableRng};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Options of `augment-train`.
@@ -38,10 +49,15 @@ pub struct Options {
     pub hidden: usize,
     /// Classes (outputs) of the MLP.
     pub classes: usize,
-    /// Training steps per timed run (even: the graph replays whole ring periods).
+    /// Training steps per timed run (any number).
     pub steps: usize,
     /// Learning rate.
     pub lr: f32,
+    /// A folder of PNG/JPEG images to decode the batches from (class subfolders give the
+    /// labels); generated batches without one.
+    pub input: Option<PathBuf>,
+    /// Host threads filling the batches (decoding the images).
+    pub workers: usize,
 }
 
 impl Default for Options {
@@ -53,13 +69,24 @@ impl Default for Options {
             classes: 10,
             steps: 16,
             lr: 1e-4,
+            input: None,
+            workers: std::thread::available_parallelism().map_or(4, |n| n.get().min(8)),
         }
     }
 }
 
-const DEPTH: usize = 2;
-/// Distinct batches in the page-locked dataset, cycled through.
-const DATA: usize = 4;
+/// Ring depth of the device buffers: three, so that the copy of batch N+2, the augmentation
+/// of N+1 and the step on N are all in flight, also across the ends of a graph window.
+const DEPTH: usize = 3;
+/// Steps one graph window replays.
+const WINDOW: usize = DEPTH;
+/// Page-locked host slots: two windows' worth, so that the loader fills one window's batches
+/// while the other's replay copies them.
+const SLOTS: usize = 2 * WINDOW;
+/// Distinct generated batches, and distinct per-image draws of the augmentation, cycled
+/// through (a divisor of [`SLOTS`], so a replayed window meets the draws it was captured with).
+const DATA: usize = 3;
+const _: () = assert!(SLOTS.is_multiple_of(DATA));
 const CHANNELS: usize = 3;
 
 /// Checks the options.
@@ -85,16 +112,22 @@ pub fn validate(o: &Options) -> Result<()> {
             "hidden must be in 1..=8192 and classes in 1..=1024",
         ));
     }
-    if o.steps < DEPTH || !o.steps.is_multiple_of(DEPTH) || o.steps > 1024 {
+    if !(1..=1 << 40).contains(&o.steps) {
         return Err(Error::arg(
             "steps",
-            format!("must be an even number in 2..=1024, got {}", o.steps),
+            format!("must be in 1..=2^40, got {}", o.steps),
         ));
     }
     if !(o.lr.is_finite() && o.lr > 0.0) {
         return Err(Error::arg(
             "lr",
             format!("must be finite and positive, got {}", o.lr),
+        ));
+    }
+    if !(1..=256).contains(&o.workers) {
+        return Err(Error::arg(
+            "workers",
+            format!("must be in 1..=256, got {}", o.workers),
         ));
     }
     let inputs = CHANNELS * o.size * o.size;
@@ -286,12 +319,73 @@ impl Model {
     }
 }
 
+/// Where the batches come from: filled on the loader's threads, the same batch for the same
+/// index every time (the check rebuilds the last one).
+enum Source {
+    /// [`DATA`] generated batches (uint8 NHWC and one-hot targets), cycled through.
+    Generated { images: Vec<u8>, targets: Vec<f32> },
+    /// Decoded from a folder.
+    Folder(ImageFolder),
+}
+
+impl Source {
+    fn new(o: &Options, batch: usize, seed: u64) -> Result<Source> {
+        if let Some(dir) = &o.input {
+            let f = ImageFolder::open(dir, o.size)?;
+            if f.classes().len() > o.classes {
+                return Err(Error::arg(
+                    "input",
+                    format!(
+                        "{} holds {} class folders, more than the model's {} classes",
+                        dir.display(),
+                        f.classes().len(),
+                        o.classes
+                    ),
+                ));
+            }
+            return Ok(Source::Folder(f));
+        }
+        let per = batch * CHANNELS * o.size * o.size;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let images: Vec<u8> = (0..per * DATA).map(|_| rng.gen()).collect();
+        let mut targets = vec![0.0f32; batch * o.classes * DATA];
+        for row in targets.chunks_mut(o.classes) {
+            row[rng.gen_range(0..o.classes)] = 1.0;
+        }
+        Ok(Source::Generated { images, targets })
+    }
+
+    /// Batch `i` into `images` (NHWC) and `targets`.
+    fn fill(&self, i: usize, batch: usize, images: &mut [u8], targets: &mut [f32]) -> Result<()> {
+        match self {
+            Source::Generated {
+                images: all,
+                targets: t,
+            } => {
+                let k = i % DATA;
+                let (n, m) = (images.len(), targets.len());
+                images.copy_from_slice(&all[k * n..(k + 1) * n]);
+                targets.copy_from_slice(&t[k * m..(k + 1) * m]);
+                Ok(())
+            }
+            Source::Folder(f) => f.fill_batch(i, batch, images, targets),
+        }
+    }
+}
+
+/// A page-locked slot: one batch's images and targets.
+type Slot = (PinnedBuffer<u8>, PinnedBuffer<f32>);
+
 /// Everything one batch size runs on.
 struct Setup {
-    images: PinnedBuffer<u8>,
-    targets: PinnedBuffer<f32>,
-    host_images: Vec<u8>,
-    host_targets: Vec<f32>,
+    batch: usize,
+    source: Arc<Source>,
+    loader: Loader<Slot>,
+    /// Whether the copy stage takes its batch from the loader (not while capturing).
+    hosted: bool,
+    /// Footprints sampled over the run (every `sample_every` steps; 0: none).
+    sample_every: usize,
+    footprints: Vec<Footprint>,
     augments: Vec<Augment>,
     ring_u8: Vec<DeviceBuffer<u8>>,
     ring_t: Vec<DeviceBuffer<f32>>,
@@ -314,12 +408,20 @@ impl Setup {
         let shape = Shape::new(batch, CHANNELS, o.size, o.size);
         let cfg = config(o.size);
         let per = shape.len();
-        let mut rng = StdRng::seed_from_u64(seed);
-        let host_images: Vec<u8> = (0..per * DATA).map(|_| rng.gen()).collect();
-        let mut host_targets = vec![0.0f32; batch * o.classes * DATA];
-        for row in host_targets.chunks_mut(o.classes) {
-            row[rng.gen_range(0..o.classes)] = 1.0;
-        }
+        let source = Arc::new(Source::new(o, batch, seed)?);
+        let slots = (0..SLOTS)
+            .map(|_| {
+                Ok((
+                    PinnedBuffer::zeros(pool, per)?,
+                    PinnedBuffer::zeros(pool, batch * o.classes)?,
+                ))
+            })
+            .collect::<Result<Vec<Slot>>>()?;
+        let fill_source = source.clone();
+        let loader = Loader::new(slots, o.workers, move |i, slot: &mut Slot| {
+            let (images, targets) = slot;
+            fill_source.fill(i, batch, images.as_mut_slice()?, targets.as_mut_slice()?)
+        })?;
         let stream = pool.stream(0)?;
         let ctx = pool.context();
         // The augmentations' parameter arrays are made without cudarc's per-slice events: a
@@ -332,7 +434,9 @@ impl Setup {
         let augments = (0..DATA)
             .map(|k| {
                 let draw = AugmentDraw::random(&cfg, batch, o.size, o.size, seed + 10 + k as u64);
+                // Decoders give HWC pixels: the fused kernel reads them in place.
                 Augment::new(stream, shape, &cfg, &draw)
+                    .map(|a| a.with_layouts(Layout::Nhwc, Layout::Nchw))
             })
             .collect::<Result<Vec<_>>>();
         // SAFETY: restores the tracking every other slice relies on.
@@ -355,8 +459,12 @@ impl Setup {
                 .collect()
         };
         Ok(Setup {
-            images: PinnedBuffer::from_slice(pool, &host_images)?,
-            targets: PinnedBuffer::from_slice(pool, &host_targets)?,
+            batch,
+            source,
+            loader,
+            hosted: true,
+            sample_every: 0,
+            footprints: Vec::new(),
             ring_u8: (0..DEPTH)
                 .map(|_| DeviceBuffer::zeros(pool, 0, per))
                 .collect::<Result<_>>()?,
@@ -370,8 +478,6 @@ impl Setup {
                 None => Vec::new(),
             },
             model: Model::new(pool, 1, m, &w1, &w2)?,
-            host_images,
-            host_targets,
             augments,
             w1,
             w2,
@@ -384,7 +490,6 @@ impl Setup {
         extra: &mut Option<&mut (dyn Transform + '_)>,
         c: &StageCall,
     ) -> Result<()> {
-        let k = c.iteration % DATA;
         let s = c.slot;
         match (c.stage, extra) {
             (2, Some(t)) => t.run(c.stream, &self.ring_x[s], &mut self.ring_x2[s]),
@@ -393,36 +498,92 @@ impl Setup {
                 let x = self.ring_x2.get(s).unwrap_or(&self.ring_x[s]);
                 self.model.step(gpu, c.stream, x, &self.ring_t[s])
             }
-            (stage, _) => self.fixed_stage(gpu, stage, k, s, c.stream),
+            (0, _) => self.copy(gpu, c.iteration, s, c.stream),
+            _ => self.augments[c.iteration % DATA].run_fused(
+                gpu,
+                c.stream,
+                &self.ring_u8[s],
+                &mut self.ring_x[s],
+            ),
         }
     }
 
-    /// The copy (stage 0) and the augmentation (stage 1).
-    fn fixed_stage(
+    /// The copy of batch `i` from its page-locked slot into device slot `s`: taken from the
+    /// loader and handed back once queued, or (while capturing) the slot batch `i` would use.
+    fn copy(&mut self, gpu: &Gpu, i: usize, s: usize, stream: &Arc<CudaStream>) -> Result<()> {
+        if self.hosted {
+            self.sample(gpu, i)?;
+        }
+        let slot = if self.hosted {
+            self.loader.get(i)?
+        } else {
+            self.loader.slot(i % SLOTS)?
+        };
+        h2d(stream, &slot.0.view(0..slot.0.len())?, &mut self.ring_u8[s])?;
+        h2d(stream, &slot.1.view(0..slot.1.len())?, &mut self.ring_t[s])?;
+        if self.hosted {
+            self.loader.release(i)?;
+        }
+        Ok(())
+    }
+
+    /// Records the memory footprint before step `i` when it is due.
+    fn sample(&mut self, gpu: &Gpu, i: usize) -> Result<()> {
+        if self.sample_every > 0 && i.is_multiple_of(self.sample_every) {
+            self.footprints.push(Footprint::now(gpu)?);
+        }
+        Ok(())
+    }
+
+    /// Streams `steps` steps eagerly with the lanes on `lanes`.
+    fn run_eager(
         &mut self,
         gpu: &Gpu,
-        stage: usize,
-        k: usize,
-        s: usize,
-        stream: &Arc<CudaStream>,
-    ) -> Result<()> {
-        match stage {
-            0 => {
-                let n = self.ring_u8[s].len();
-                h2d(
-                    stream,
-                    &self.images.view(k * n..(k + 1) * n)?,
-                    &mut self.ring_u8[s],
-                )?;
-                let n = self.ring_t[s].len();
-                h2d(
-                    stream,
-                    &self.targets.view(k * n..(k + 1) * n)?,
-                    &mut self.ring_t[s],
-                )
+        pool: &StreamPool,
+        plan: &Plan,
+        lanes: &[usize],
+        extra: &mut Option<&mut (dyn Transform + '_)>,
+        steps: usize,
+    ) -> Result<LoaderStats> {
+        self.hosted = true;
+        self.footprints.clear();
+        self.loader.start(steps)?;
+        plan.run(pool, lanes, 0..steps, None, |c| self.stage(gpu, extra, c))?;
+        self.loader.finish()
+    }
+
+    /// Streams `steps` steps through `graphs` (the first and last steps eager): the loader's
+    /// batches of a window are taken before its replay and handed back right after.
+    fn run_graph(
+        &mut self,
+        gpu: &Gpu,
+        pool: &StreamPool,
+        plan: &Plan,
+        graphs: &SteadyGraphs,
+        extra: &mut Option<&mut (dyn Transform + '_)>,
+        steps: usize,
+    ) -> Result<LoaderStats> {
+        self.hosted = true;
+        self.footprints.clear();
+        self.loader.start(steps)?;
+        let k = graphs.skew()[0];
+        graphs.stream(plan, pool, steps, |h| match h {
+            Streamed::Call(c) => self.stage(gpu, extra, c),
+            Streamed::Before(w) => {
+                for i in w.start - k..w.end - k {
+                    self.sample(gpu, i)?;
+                    self.loader.get(i)?;
+                }
+                Ok(())
             }
-            _ => self.augments[k].run_fused(gpu, stream, &self.ring_u8[s], &mut self.ring_x[s]),
-        }
+            Streamed::After(w) => {
+                for i in w.start - k..w.end - k {
+                    self.loader.release(i)?;
+                }
+                Ok(())
+            }
+        })?;
+        self.loader.finish()
     }
 
     /// Puts the initial weights back (on the model lane).
@@ -442,7 +603,15 @@ fn config(size: usize) -> AugmentConfig {
     }
 }
 
-/// Median ms of `steps` steps with the lanes on `lanes`, and of the graph replay when asked.
+/// The timed runs of one batch size: median ms of `steps` steps serial, pipelined and (when
+/// asked) pipelined from the graph windows, with the loader's figures of the last of them.
+struct Timed {
+    serial: f64,
+    piped: f64,
+    graph: Option<f64>,
+    loader: LoaderStats,
+}
+
 fn time(
     gpu: &Gpu,
     pool: &StreamPool,
@@ -451,46 +620,62 @@ fn time(
     extra: &mut Option<&mut (dyn Transform + '_)>,
     o: &Options,
     common: &Common,
-) -> Result<(f64, f64, Option<f64>)> {
+) -> Result<Timed> {
+    let mut loader = LoaderStats::default();
     let serial = median_ms(pool, &[0], common.reps, || {
-        plan.run(pool, &[0, 0], 0..o.steps, None, |c| su.stage(gpu, extra, c))
+        su.run_eager(gpu, pool, plan, &[0, 0], extra, o.steps)
+            .map(|_| ())
     })?;
     let lanes = [0, 1];
     let piped = median_ms(pool, &lanes, common.reps, || {
-        plan.run(pool, &lanes, 0..o.steps, None, |c| su.stage(gpu, extra, c))
+        loader = su.run_eager(gpu, pool, plan, &lanes, extra, o.steps)?;
+        Ok(())
     })?;
     let graph = if common.graph {
-        let g = plan.capture(pool, &lanes, 0, 0..o.steps, |c| su.stage(gpu, extra, c))?;
-        g.upload()?;
-        Some(median_ms(pool, &lanes, common.reps, || g.launch())?)
+        su.hosted = false;
+        let g = plan.capture_steady(pool, &lanes, 0, WINDOW, |c| su.stage(gpu, extra, c));
+        su.hosted = true;
+        let g = g?;
+        Some(median_ms(pool, &lanes, common.reps, || {
+            loader = su.run_graph(gpu, pool, plan, &g, extra, o.steps)?;
+            Ok(())
+        })?)
     } else {
         None
     };
-    Ok((serial, piped, graph))
+    Ok(Timed {
+        serial,
+        piped,
+        graph,
+        loader,
+    })
 }
 
-/// Checks the last step of a pipelined run: the augmented batch against the CPU reference of
-/// the transform, and the updated weights (all of `W2`, sampled rows of `W1`) against the f64
-/// reference of one step from the weights before it, on the batch the GPU augmented.
+/// Checks the last step of a pipelined run of `steps` steps: the augmented batch against the
+/// CPU reference of the transform, and the updated weights (all of `W2`, sampled rows of `W1`)
+/// against the f64 reference of one step from the weights before it, on the batch the GPU
+/// augmented.
+#[allow(clippy::too_many_arguments)]
 fn verify(
     gpu: &Gpu,
     pool: &StreamPool,
     plan: &Plan,
     su: &mut Setup,
     extra: &mut Option<&mut (dyn Transform + '_)>,
-    o: &Options,
     common: &Common,
+    steps: usize,
 ) -> Result<Check> {
     let lanes = [0, 1];
     su.reset(pool)?;
-    let last = o.steps - 1;
+    let last = steps - 1;
+    su.hosted = true;
+    su.loader.start(steps)?;
     plan.run(pool, &lanes, 0..last, None, |c| su.stage(gpu, extra, c))?;
     let model_s = pool.stream(1)?;
     let w1 = su.model.w1.to_vec(model_s)?;
     let w2 = su.model.w2.to_vec(model_s)?;
-    plan.run(pool, &lanes, last..o.steps, None, |c| {
-        su.stage(gpu, extra, c)
-    })?;
+    plan.run(pool, &lanes, last..steps, None, |c| su.stage(gpu, extra, c))?;
+    su.loader.finish()?;
     let w1n = su.model.w1.to_vec(model_s)?;
     let w2n = su.model.w2.to_vec(model_s)?;
     let x = su.ring_x[last % DEPTH].to_vec(model_s)?;
@@ -501,15 +686,27 @@ fn verify(
     };
     let x_train = x2.as_deref().unwrap_or(&x);
     let m = su.model.m;
-    let k = last % DATA;
     let mut check = Check::default();
+
+    // The batch the loader gave, rebuilt (NHWC), and in the reference's NCHW.
+    let aug = &su.augments[last % DATA];
+    let shape = aug.input_shape();
+    let mut nhwc = vec![0u8; shape.len()];
+    let mut t = vec![0f32; m.batch * m.outputs];
+    su.source.fill(last, su.batch, &mut nhwc, &mut t)?;
+    let hw = shape.h * shape.w;
+    let mut images = vec![0u8; shape.len()];
+    for n in 0..shape.n {
+        for c in 0..shape.c {
+            for p in 0..hw {
+                images[(n * shape.c + c) * hw + p] = nhwc[(n * hw + p) * shape.c + c];
+            }
+        }
+    }
 
     // The transform, with the tolerance of the image tests' error analysis (tests/tests/
     // image.rs, `augment_fused_matches_reference_and_chain`): f32 weights and sums, coordinate
     // errors `delta`, outputs near a nearest-neighbour tie accepted within the data range.
-    let aug = &su.augments[k];
-    let shape = aug.input_shape();
-    let per = shape.len();
     let cfg = aug.config();
     let u = f64::powi(2.0, -24);
     let delta = 32.0 * u * (2 * cfg.size + 2) as f64 * 1.25;
@@ -524,8 +721,7 @@ fn verify(
         + 4.0 * u)
         * vmax
         / 0.5;
-    let images = &su.host_images[k * per..(k + 1) * per];
-    let (want, amb) = refimg::augment(images, shape, cfg, aug.draw(), delta);
+    let (want, amb) = refimg::augment(&images, shape, cfg, aug.draw(), delta);
     let mut bad = 0;
     let mut worst = (0, 0);
     for i in 0..want.len() {
@@ -544,10 +740,8 @@ fn verify(
     check.add_counts("augmented batch", want.len(), bad, worst);
 
     // The step.
-    let nt = m.batch * m.outputs;
-    let t = &su.host_targets[k * nt..(k + 1) * nt];
     let rows = sample_indices(m.inputs, (common.sample / m.hidden).max(2), common.seed);
-    let want = mlp_step(&m, x_train, t, &w1, &w2, &rows);
+    let want = mlp_step(&m, x_train, &t, &w1, &w2, &rows);
     check_mlp_weights(&mut check, "", (&w1n, &w2n), m.hidden, &want);
     Ok(check)
 }
@@ -589,40 +783,65 @@ pub fn run_with(
         "pipelined steps/s".into(),
         "speed-up".into(),
         "graph steps/s".into(),
+        "loader capacity batches/s".into(),
+        "waiting for the loader".into(),
     ]];
-    let mut head = (0.0, 0.0, None);
+    let mut head = None;
     let mut timeline = None;
     let mut check = Check::default();
+    let mut memory = Vec::new();
     let per_s = |ms: f64| o.steps as f64 / (ms / 1e3);
+    let recorded_steps = o.steps.min(64);
     for (i, &batch) in o.batches.iter().enumerate() {
         let seed = common.seed + 100 * i as u64;
         let mut su = Setup::new(&pool, o, batch, seed, extra.as_deref_mut())?;
-        let (serial, piped, graph) = time(gpu, &pool, &plan, &mut su, extra, o, common)?;
+        if batch == headline && timeline.is_none() {
+            // Recorded first, so that an interrupted long run still has its trace.
+            timeline = Some(recorded(&pool, 3 * recorded_steps, |rec| {
+                su.hosted = true;
+                su.loader.start(recorded_steps)?;
+                plan.run(&pool, &[0, 1], 0..recorded_steps, Some(rec), |c| {
+                    su.stage(gpu, extra, c)
+                })?;
+                su.loader.finish().map(|_| ())
+            })?);
+            su.sample_every = o.steps.div_ceil(10);
+        }
+        let t = time(gpu, &pool, &plan, &mut su, extra, o, common)?;
+        let wall = t.loader.wall.as_secs_f64();
         table.push(vec![
             batch.to_string(),
-            format!("{:.1}", per_s(serial)),
-            format!("{:.1}", per_s(piped)),
-            format!("{:.2}x", serial / piped),
-            graph.map_or("-".into(), |g| format!("{:.1}", per_s(g))),
+            format!("{:.1}", per_s(t.serial)),
+            format!("{:.1}", per_s(t.piped)),
+            format!("{:.2}x", t.serial / t.piped),
+            t.graph.map_or("-".into(), |g| format!("{:.1}", per_s(g))),
+            format!("{:.1}", t.loader.capacity()),
+            format!(
+                "{:.1}%",
+                if wall > 0.0 {
+                    100.0 * t.loader.starved.as_secs_f64() / wall
+                } else {
+                    0.0
+                }
+            ),
         ]);
-        if batch == headline && timeline.is_none() {
-            head = (serial, piped, graph);
-            timeline = Some(recorded(&pool, 3 * o.steps, |rec| {
-                plan.run(&pool, &[0, 1], 0..o.steps, Some(rec), |c| {
-                    su.stage(gpu, extra, c)
-                })
-            })?);
+        if batch == headline && head.is_none() {
+            memory = std::mem::take(&mut su.footprints);
+            head = Some(t);
         }
         if batch == smallest && check.compared == 0 {
-            check = verify(gpu, &pool, &plan, &mut su, extra, o, common)?;
+            let steps = o.steps.clamp(2, 2 * SLOTS);
+            check = verify(gpu, &pool, &plan, &mut su, extra, common, steps)?;
         }
         pool.synchronize()?;
     }
+    let head = head.expect("the headline batch is one of the batches");
     let timeline = timeline.unwrap_or_default();
     let metrics = timeline.metrics();
-    let stage_us = |name: &str| per_step_us(&timeline, name, o.steps);
+    let stage_us = |name: &str| per_step_us(&timeline, name, recorded_steps);
     let (aug_us, step_us, copy_us) = (stage_us("augment"), stage_us("train step"), stage_us("h2d"));
-    let notes = vec![
+    let best_ms = head.graph.unwrap_or(head.piped).min(head.piped);
+    let mut notes = vec![
         format!(
             "batch {headline}, per step: h2d {copy_us:.1} µs, augment {aug_us:.1} µs (transform stream), train step {step_us:.1} µs (model stream); the pipelined step can only approach the longer of transform and model ({:.1} µs)",
             (copy_us + aug_us).max(step_us)
@@ -632,12 +851,37 @@ pub fn run_with(
             100.0 * metrics.copy_hidden_fraction,
             100.0 * metrics.longest_track_fraction
         ),
+        bottleneck(&head.loader, o.steps as f64 / (best_ms / 1e3), copy_us + aug_us, step_us, o),
         format!("checked at batch {smallest}: the last step's augmented batch against the CPU transform and the updated weights against the f64 step"),
     ];
+    if let (Some(first), Some(last)) = (memory.first(), memory.last()) {
+        notes.push(format!(
+            "memory over the last timed run at batch {headline} ({} samples, one per tenth of its {} steps): host RSS {:.1} MiB at the first, {:.1} MiB at the last ({:+.2}%); device memory in use {:.1} MiB, then {:.1} MiB ({:+.2}%)",
+            memory.len(),
+            o.steps,
+            first.host_rss as f64 / MIB,
+            last.host_rss as f64 / MIB,
+            100.0 * (last.host_rss as f64 / first.host_rss.max(1) as f64 - 1.0),
+            first.device_used as f64 / MIB,
+            last.device_used as f64 / MIB,
+            100.0 * (last.device_used as f64 / first.device_used.max(1) as f64 - 1.0),
+        ));
+    }
+    let source = match &o.input {
+        Some(d) => format!(
+            "decoded from the images of {} by {} threads",
+            d.display(),
+            o.workers
+        ),
+        None => format!(
+            "generated ({DATA} batches cycled), copied into the slots by {} threads",
+            o.workers
+        ),
+    };
     Ok(Report {
         name: "augment-train".into(),
         workload: format!(
-            "seed 003: uint8 batches of 3x{s}x{s} from page-locked memory, augmented (crop {}, resize {s}, rotation 45, blur 7, normalize) on a transform stream while a 2-layer MLP ({} -> {} -> {}, ReLU, MSE, SGD) trains on the previous batch on a model stream; {} steps per run, batch {headline} in the rows below",
+            "seed 003: uint8 batches of 3x{s}x{s} (HWC) {source} into {SLOTS} page-locked slots, augmented (crop {}, resize {s}, rotation 45, blur 7, normalize) on a transform stream while a 2-layer MLP ({} -> {} -> {}, ReLU, MSE, SGD) trains on the previous batch on a model stream; {} steps per run, batch {headline} in the rows below",
             o.size / 2,
             CHANNELS * o.size * o.size,
             o.hidden,
@@ -645,9 +889,9 @@ pub fn run_with(
             o.steps,
             s = o.size
         ),
-        serial_ms: head.0,
-        overlapped_ms: head.1,
-        graph_ms: head.2,
+        serial_ms: head.serial,
+        overlapped_ms: head.piped,
+        graph_ms: head.graph,
         rows: Vec::new(),
         table,
         metrics,
@@ -655,4 +899,41 @@ pub fn run_with(
         check,
         notes,
     })
+}
+
+/// Names the stage that bounds the throughput: the loader's threads (their capacity when
+/// never kept waiting), the transform stream or the model stream (their time per step from the
+/// recorded run), and by how much the next one would allow more.
+fn bottleneck(
+    l: &LoaderStats,
+    achieved: f64,
+    transform_us: f64,
+    model_us: f64,
+    o: &Options,
+) -> String {
+    let rate = |us: f64| if us > 0.0 { 1e6 / us } else { f64::INFINITY };
+    let mut stages = [
+        (format!("the loader ({} threads)", o.workers), l.capacity()),
+        (
+            "the transform stream (copy and augmentation)".to_string(),
+            rate(transform_us),
+        ),
+        (
+            "the model stream (training step)".to_string(),
+            rate(model_us),
+        ),
+    ];
+    stages.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let wall = l.wall.as_secs_f64().max(1e-9);
+    format!(
+        "bottleneck: {} at {:.1} steps/s; next {} at {:.1} ({:.2}x); achieved {achieved:.1} steps/s; the pipeline waited for the loader {:.1}% of the run, the loader's threads were busy {:.1}% and waited {:.1}% for slots still being copied",
+        stages[0].0,
+        stages[0].1,
+        stages[1].0,
+        stages[1].1,
+        stages[1].1 / stages[0].1,
+        100.0 * l.starved.as_secs_f64() / wall,
+        100.0 * l.utilization(),
+        100.0 * l.slot_wait.as_secs_f64() / (wall * o.workers as f64),
+    )
 }
