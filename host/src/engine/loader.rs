@@ -64,7 +64,8 @@ pub struct LoaderStats {
     pub busy: Duration,
     /// Time the workers waited for a slot's earlier copies before filling it.
     pub slot_wait: Duration,
-    /// Time the pipeline waited in [`Loader::get`] for a batch not yet filled.
+    /// Time the pipeline waited in [`Loader::get`] for a batch not yet filled (the threads
+    /// behind, or a thread waiting for the device to finish the slot's earlier copy).
     pub starved: Duration,
     /// From [`Loader::start`] to [`Loader::finish`].
     pub wall: Duration,

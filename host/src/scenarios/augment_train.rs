@@ -78,16 +78,19 @@ impl Default for Options {
 /// Ring depth of the device buffers: three, so that the copy of batch N+2, the augmentation
 /// of N+1 and the step on N are all in flight, also across the ends of a graph window.
 const DEPTH: usize = 3;
-/// Steps one graph window replays.
-const WINDOW: usize = DEPTH;
-/// Page-locked host slots: two windows' worth, so that the loader fills one window's batches
-/// while the other's replay copies them.
-const SLOTS: usize = 2 * WINDOW;
 /// Distinct generated batches, and distinct per-image draws of the augmentation, cycled
-/// through (a divisor of [`SLOTS`], so a replayed window meets the draws it was captured with).
+/// through (a divisor of every window's slot count, so a replayed window meets the draws it
+/// was captured with).
 const DATA: usize = 3;
-const _: () = assert!(SLOTS.is_multiple_of(DATA));
 const CHANNELS: usize = 3;
+
+/// Steps one graph window replays with `workers` loader threads: a multiple of the ring depth
+/// such that the two windows' page-locked slots (`2 window`, so that the loader fills one
+/// window's batches while the other's replay copies them) leave every thread a slot to fill
+/// besides the ring's copies in flight.
+fn window(workers: usize) -> usize {
+    DEPTH * (workers + DEPTH).div_ceil(2 * DEPTH)
+}
 
 /// Checks the options.
 pub fn validate(o: &Options) -> Result<()> {
@@ -379,6 +382,8 @@ type Slot = (PinnedBuffer<u8>, PinnedBuffer<f32>);
 /// Everything one batch size runs on.
 struct Setup {
     batch: usize,
+    /// Steps of a graph window; the loader has twice as many slots.
+    window: usize,
     source: Arc<Source>,
     loader: Loader<Slot>,
     /// Whether the copy stage takes its batch from the loader (not while capturing).
@@ -409,7 +414,8 @@ impl Setup {
         let cfg = config(o.size);
         let per = shape.len();
         let source = Arc::new(Source::new(o, batch, seed)?);
-        let slots = (0..SLOTS)
+        let window = window(o.workers);
+        let slots = (0..2 * window)
             .map(|_| {
                 Ok((
                     PinnedBuffer::zeros(pool, per)?,
@@ -460,6 +466,7 @@ impl Setup {
         };
         Ok(Setup {
             batch,
+            window,
             source,
             loader,
             hosted: true,
@@ -517,7 +524,7 @@ impl Setup {
         let slot = if self.hosted {
             self.loader.get(i)?
         } else {
-            self.loader.slot(i % SLOTS)?
+            self.loader.slot(i % (2 * self.window))?
         };
         h2d(stream, &slot.0.view(0..slot.0.len())?, &mut self.ring_u8[s])?;
         h2d(stream, &slot.1.view(0..slot.1.len())?, &mut self.ring_t[s])?;
@@ -604,11 +611,14 @@ fn config(size: usize) -> AugmentConfig {
 }
 
 /// The timed runs of one batch size: median ms of `steps` steps serial, pipelined and (when
-/// asked) pipelined from the graph windows, with the loader's figures of the last of them.
+/// asked) pipelined from the graph windows, with the loader's figures of the last of them, and
+/// pipelined with the GPU stages alone (the copies read the slots as the loader last left
+/// them, no loader in the loop).
 struct Timed {
     serial: f64,
     piped: f64,
     graph: Option<f64>,
+    gpu_alone: f64,
     loader: LoaderStats,
 }
 
@@ -631,9 +641,16 @@ fn time(
         loader = su.run_eager(gpu, pool, plan, &lanes, extra, o.steps)?;
         Ok(())
     })?;
+    su.hosted = false;
+    let gpu_alone = median_ms(pool, &lanes, common.reps, || {
+        plan.run(pool, &lanes, 0..o.steps, None, |c| su.stage(gpu, extra, c))
+    });
+    su.hosted = true;
+    let gpu_alone = gpu_alone?;
     let graph = if common.graph {
         su.hosted = false;
-        let g = plan.capture_steady(pool, &lanes, 0, WINDOW, |c| su.stage(gpu, extra, c));
+        let window = su.window;
+        let g = plan.capture_steady(pool, &lanes, 0, window, |c| su.stage(gpu, extra, c));
         su.hosted = true;
         let g = g?;
         Some(median_ms(pool, &lanes, common.reps, || {
@@ -647,6 +664,7 @@ fn time(
         serial,
         piped,
         graph,
+        gpu_alone,
         loader,
     })
 }
@@ -783,8 +801,9 @@ pub fn run_with(
         "pipelined steps/s".into(),
         "speed-up".into(),
         "graph steps/s".into(),
+        "GPU alone steps/s".into(),
         "loader capacity batches/s".into(),
-        "waiting for the loader".into(),
+        "loader busy".into(),
     ]];
     let mut head = None;
     let mut timeline = None;
@@ -796,41 +815,38 @@ pub fn run_with(
         let seed = common.seed + 100 * i as u64;
         let mut su = Setup::new(&pool, o, batch, seed, extra.as_deref_mut())?;
         if batch == headline && timeline.is_none() {
-            // Recorded first, so that an interrupted long run still has its trace.
-            timeline = Some(recorded(&pool, 3 * recorded_steps, |rec| {
-                su.hosted = true;
-                su.loader.start(recorded_steps)?;
+            // Recorded first, so that an interrupted long run still has its trace. The loader
+            // fills its slots once; the recorded run then copies them as they are, so that
+            // each stage's interval is its device time, with no wait for a batch inside it.
+            let fill = 2 * su.window;
+            su.run_eager(gpu, &pool, &plan, &[0, 1], extra, fill)?;
+            su.hosted = false;
+            let t = recorded(&pool, 3 * recorded_steps, |rec| {
                 plan.run(&pool, &[0, 1], 0..recorded_steps, Some(rec), |c| {
                     su.stage(gpu, extra, c)
-                })?;
-                su.loader.finish().map(|_| ())
-            })?);
+                })
+            });
+            su.hosted = true;
+            timeline = Some(t?);
             su.sample_every = o.steps.div_ceil(10);
         }
         let t = time(gpu, &pool, &plan, &mut su, extra, o, common)?;
-        let wall = t.loader.wall.as_secs_f64();
         table.push(vec![
             batch.to_string(),
             format!("{:.1}", per_s(t.serial)),
             format!("{:.1}", per_s(t.piped)),
             format!("{:.2}x", t.serial / t.piped),
             t.graph.map_or("-".into(), |g| format!("{:.1}", per_s(g))),
+            format!("{:.1}", per_s(t.gpu_alone)),
             format!("{:.1}", t.loader.capacity()),
-            format!(
-                "{:.1}%",
-                if wall > 0.0 {
-                    100.0 * t.loader.starved.as_secs_f64() / wall
-                } else {
-                    0.0
-                }
-            ),
+            format!("{:.1}%", 100.0 * t.loader.utilization()),
         ]);
         if batch == headline && head.is_none() {
             memory = std::mem::take(&mut su.footprints);
             head = Some(t);
         }
         if batch == smallest && check.compared == 0 {
-            let steps = o.steps.clamp(2, 2 * SLOTS);
+            let steps = o.steps.clamp(2, 4 * su.window);
             check = verify(gpu, &pool, &plan, &mut su, extra, common, steps)?;
         }
         pool.synchronize()?;
@@ -840,7 +856,6 @@ pub fn run_with(
     let metrics = timeline.metrics();
     let stage_us = |name: &str| per_step_us(&timeline, name, recorded_steps);
     let (aug_us, step_us, copy_us) = (stage_us("augment"), stage_us("train step"), stage_us("h2d"));
-    let best_ms = head.graph.unwrap_or(head.piped).min(head.piped);
     let mut notes = vec![
         format!(
             "batch {headline}, per step: h2d {copy_us:.1} µs, augment {aug_us:.1} µs (transform stream), train step {step_us:.1} µs (model stream); the pipelined step can only approach the longer of transform and model ({:.1} µs)",
@@ -851,7 +866,7 @@ pub fn run_with(
             100.0 * metrics.copy_hidden_fraction,
             100.0 * metrics.longest_track_fraction
         ),
-        bottleneck(&head.loader, o.steps as f64 / (best_ms / 1e3), copy_us + aug_us, step_us, o),
+        bottleneck(&head, o.steps, copy_us + aug_us, step_us, o.workers),
         format!("checked at batch {smallest}: the last step's augmented batch against the CPU transform and the updated weights against the f64 step"),
     ];
     if let (Some(first), Some(last)) = (memory.first(), memory.last()) {
@@ -867,6 +882,7 @@ pub fn run_with(
             100.0 * (last.device_used as f64 / first.device_used.max(1) as f64 - 1.0),
         ));
     }
+    let slots = 2 * window(o.workers);
     let source = match &o.input {
         Some(d) => format!(
             "decoded from the images of {} by {} threads",
@@ -881,7 +897,7 @@ pub fn run_with(
     Ok(Report {
         name: "augment-train".into(),
         workload: format!(
-            "seed 003: uint8 batches of 3x{s}x{s} (HWC) {source} into {SLOTS} page-locked slots, augmented (crop {}, resize {s}, rotation 45, blur 7, normalize) on a transform stream while a 2-layer MLP ({} -> {} -> {}, ReLU, MSE, SGD) trains on the previous batch on a model stream; {} steps per run, batch {headline} in the rows below",
+            "seed 003: uint8 batches of 3x{s}x{s} (HWC) {source} into {slots} page-locked slots, augmented (crop {}, resize {s}, rotation 45, blur 7, normalize) on a transform stream while a 2-layer MLP ({} -> {} -> {}, ReLU, MSE, SGD) trains on the previous batch on a model stream; {} steps per run, batch {headline} in the rows below",
             o.size / 2,
             CHANNELS * o.size * o.size,
             o.hidden,
@@ -901,39 +917,33 @@ pub fn run_with(
     })
 }
 
-/// Names the stage that bounds the throughput: the loader's threads (their capacity when
-/// never kept waiting), the transform stream or the model stream (their time per step from the
-/// recorded run), and by how much the next one would allow more.
-fn bottleneck(
-    l: &LoaderStats,
-    achieved: f64,
-    transform_us: f64,
-    model_us: f64,
-    o: &Options,
-) -> String {
-    let rate = |us: f64| if us > 0.0 { 1e6 / us } else { f64::INFINITY };
+/// Names the stage that bounds the throughput: the loader's threads (their capacity were
+/// they never kept waiting), the GPU stages alone (measured), and within them the transform
+/// stream or the model stream (their device time per step in the recorded run).
+fn bottleneck(t: &Timed, steps: usize, transform_us: f64, model_us: f64, workers: usize) -> String {
+    let l = &t.loader;
+    let per_s = |ms: f64| steps as f64 / (ms / 1e3);
+    let gpu = if transform_us > model_us {
+        "the GPU stages (the transform stream: copy and augmentation)"
+    } else {
+        "the GPU stages (the model stream: training step)"
+    };
     let mut stages = [
-        (format!("the loader ({} threads)", o.workers), l.capacity()),
-        (
-            "the transform stream (copy and augmentation)".to_string(),
-            rate(transform_us),
-        ),
-        (
-            "the model stream (training step)".to_string(),
-            rate(model_us),
-        ),
+        (format!("the loader ({workers} threads)"), l.capacity()),
+        (gpu.to_string(), per_s(t.gpu_alone)),
     ];
     stages.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let best = t.graph.map_or(t.piped, |g| g.min(t.piped));
     let wall = l.wall.as_secs_f64().max(1e-9);
     format!(
-        "bottleneck: {} at {:.1} steps/s; next {} at {:.1} ({:.2}x); achieved {achieved:.1} steps/s; the pipeline waited for the loader {:.1}% of the run, the loader's threads were busy {:.1}% and waited {:.1}% for slots still being copied",
+        "bottleneck: {} at {:.1} steps/s; next {} at {:.1} ({:.2}x); achieved {:.1} steps/s; the loader's threads were busy {:.1}% of the run and waited {:.1}% for slots whose copies the device had not yet run; per step the transform stream takes {transform_us:.1} µs of device time and the model stream {model_us:.1} µs",
         stages[0].0,
         stages[0].1,
         stages[1].0,
         stages[1].1,
         stages[1].1 / stages[0].1,
-        100.0 * l.starved.as_secs_f64() / wall,
+        per_s(best),
         100.0 * l.utilization(),
-        100.0 * l.slot_wait.as_secs_f64() / (wall * o.workers as f64),
+        100.0 * l.slot_wait.as_secs_f64() / (wall * workers as f64),
     )
 }
