@@ -345,3 +345,168 @@ fn multistage_output_is_schedule_independent() {
         Ok(())
     });
 }
+
+/// The host side of [`loader_fed_output_is_schedule_independent`]: result slots checked in
+/// order, each before it is written again.
+struct Results {
+    slots: Vec<PinnedBuffer<f32>>,
+    n: usize,
+    next: usize,
+    failures: Vec<(usize, usize, usize)>,
+}
+
+fn loader_input(i: usize, j: usize) -> f32 {
+    ((i * 31 + j * 7) % 1009) as f32 * 2e-3 - 1.0
+}
+
+impl Results {
+    /// Checks the batches before `end` not yet checked and poisons their slots again.
+    fn until(&mut self, end: usize) -> streamline::Result<()> {
+        while self.next < end {
+            let i = self.next;
+            let k = self.slots.len();
+            let out = self.slots[i % k].as_mut_slice()?;
+            let want: Vec<f32> = (0..self.n).map(|j| loader_input(i, j)).collect();
+            let c = compare_f32(&want, out);
+            let unwritten = out.iter().filter(|v| v.to_bits() == POISON_F32).count();
+            if c.failures > 0 || unwritten > 0 {
+                self.failures.push((i, c.failures, unwritten));
+            }
+            out.fill(f32::from_bits(POISON_F32));
+            self.next += 1;
+        }
+        Ok(())
+    }
+}
+
+/// A pipeline fed by the [`streamline::engine::Loader`]: its threads fill the page-locked
+/// slots after random delays (a slow decoder here and there), the lanes land on random
+/// streams, and the run is eager or the steady state replayed from two graph windows with the
+/// steps around them eager. Every batch comes out of the heavy kernel as the reference says,
+/// from its own input, every output element written, each batch checked once.
+#[test]
+fn loader_fed_output_is_schedule_independent() {
+    use streamline::engine::{Loader, Streamed};
+    let strategy = (
+        1usize..=3,
+        prop::sample::select(vec![1usize, 7, 4099]),
+        1usize..=4,
+        prop::collection::vec(prop_oneof![3 => Just(0u64), 1 => 0u64..3000], 16),
+        prop::collection::vec(0..POOL, 3),
+        any::<bool>(),
+        0usize..30,
+    );
+    gpu_property(
+        16,
+        strategy,
+        |(depth, n, workers, delays, lanes, graph, batches)| {
+            let Some(gpu) = gpu() else { return Ok(()) };
+            let pool = StreamPool::with_streams(gpu, POOL).map_err(fail)?;
+            let plan = prefetch::spec(depth).plan().map_err(fail)?;
+            let window = 2 * depth;
+            let slots = 2 * window;
+            let mut loader = Loader::new(
+                (0..slots)
+                    .map(|_| PinnedBuffer::<f32>::zeros(&pool, n))
+                    .collect::<streamline::Result<Vec<_>>>()
+                    .map_err(fail)?,
+                workers,
+                move |i, slot: &mut PinnedBuffer<f32>| {
+                    std::thread::sleep(Duration::from_micros(delays[i % delays.len()]));
+                    for (j, v) in slot.as_mut_slice()?.iter_mut().enumerate() {
+                        *v = loader_input(i, j);
+                    }
+                    Ok(())
+                },
+            )
+            .map_err(fail)?;
+            let z = |s| DeviceBuffer::<f32>::zeros(&pool, s, n).map_err(fail);
+            let mut x = (0..depth).map(|_| z(0)).collect::<Result<Vec<_>, _>>()?;
+            let mut y = (0..depth).map(|_| z(1)).collect::<Result<Vec<_>, _>>()?;
+            let poison = vec![f32::from_bits(POISON_F32); n];
+            let mut res = Results {
+                slots: (0..slots)
+                    .map(|_| PinnedBuffer::from_slice(&pool, &poison))
+                    .collect::<streamline::Result<Vec<_>>>()
+                    .map_err(fail)?,
+                n,
+                next: 0,
+                failures: Vec::new(),
+            };
+            // One stage call; `hosted`: the batch comes from the loader and the result slot's
+            // earlier batch is checked first (not while capturing).
+            let mut stage = |c: &StageCall,
+                             loader: &mut Loader<PinnedBuffer<f32>>,
+                             res: &mut Results,
+                             hosted: bool|
+             -> streamline::Result<()> {
+                let i = c.iteration;
+                match c.stage {
+                    0 => {
+                        let slot = if hosted {
+                            loader.get(i)?
+                        } else {
+                            loader.slot(i % slots)?
+                        };
+                        h2d(c.stream, &slot.view(0..n)?, &mut x[c.slot])?;
+                        if hosted {
+                            loader.release(i)?;
+                        }
+                        Ok(())
+                    }
+                    1 => heavy(gpu, c.stream, &x[c.slot], &mut y[c.slot]),
+                    _ => {
+                        if hosted {
+                            res.until((i + 1).saturating_sub(slots))?;
+                        }
+                        d2h(
+                            c.stream,
+                            &y[c.slot],
+                            &mut res.slots[i % slots].view_mut(0..n)?,
+                        )
+                    }
+                }
+            };
+            if graph {
+                let g = plan
+                    .capture_steady(&pool, &lanes, 0, window, |c| {
+                        stage(c, &mut loader, &mut res, false)
+                    })
+                    .map_err(fail)?;
+                loader.start(batches).map_err(fail)?;
+                let k = g.skew()[2];
+                g.stream(&plan, &pool, batches, |h| match h {
+                    Streamed::Call(c) => stage(c, &mut loader, &mut res, true),
+                    Streamed::Before(w) => {
+                        for i in w {
+                            loader.get(i)?;
+                        }
+                        Ok(())
+                    }
+                    Streamed::After(w) => {
+                        for i in w.clone() {
+                            loader.release(i)?;
+                        }
+                        res.until(w.start - k)
+                    }
+                })
+                .map_err(fail)?;
+            } else {
+                loader.start(batches).map_err(fail)?;
+                plan.run(&pool, &lanes, 0..batches, None, |c| {
+                    stage(c, &mut loader, &mut res, true)
+                })
+                .map_err(fail)?;
+            }
+            loader.finish().map_err(fail)?;
+            res.until(batches).map_err(fail)?;
+            prop_assert!(
+                res.failures.is_empty(),
+                "batches (index, wrong, unwritten): {:?}",
+                res.failures
+            );
+            prop_assert_eq!(res.next, batches);
+            Ok(())
+        },
+    );
+}
