@@ -437,17 +437,7 @@ mod tests {
     use crate::engine::{OpKind, PipelineSpec};
 
     fn prefetch(depth: usize) -> PipelineSpec {
-        PipelineSpec::new(depth)
-            .lane("h2d")
-            .lane("compute")
-            .lane("d2h")
-            .persistent("staging")
-            .ring("x")
-            .ring("y")
-            .persistent("results")
-            .stage("h2d", OpKind::H2D, "h2d", &["staging"], &["x"])
-            .stage("compute", OpKind::Compute, "compute", &["x"], &["y"])
-            .stage("d2h", OpKind::D2H, "d2h", &["y"], &["results"])
+        crate::scenarios::prefetch::spec(depth)
     }
 
     #[test]

@@ -542,54 +542,45 @@ impl Setup {
         Ok(())
     }
 
-    /// Streams `steps` steps eagerly with the lanes on `lanes`.
-    fn run_eager(
+    /// Streams `steps` steps with the lanes on `lanes`: eagerly, or through `graphs` (the
+    /// first and last steps eager), the loader's batches of a window taken before its replay
+    /// and handed back right after.
+    #[allow(clippy::too_many_arguments)]
+    fn run(
         &mut self,
         gpu: &Gpu,
         pool: &StreamPool,
         plan: &Plan,
         lanes: &[usize],
+        graphs: Option<&SteadyGraphs>,
         extra: &mut Option<&mut (dyn Transform + '_)>,
         steps: usize,
     ) -> Result<LoaderStats> {
         self.hosted = true;
         self.footprints.clear();
         self.loader.start(steps)?;
-        plan.run(pool, lanes, 0..steps, None, |c| self.stage(gpu, extra, c))?;
-        self.loader.finish()
-    }
-
-    /// Streams `steps` steps through `graphs` (the first and last steps eager): the loader's
-    /// batches of a window are taken before its replay and handed back right after.
-    fn run_graph(
-        &mut self,
-        gpu: &Gpu,
-        pool: &StreamPool,
-        plan: &Plan,
-        graphs: &SteadyGraphs,
-        extra: &mut Option<&mut (dyn Transform + '_)>,
-        steps: usize,
-    ) -> Result<LoaderStats> {
-        self.hosted = true;
-        self.footprints.clear();
-        self.loader.start(steps)?;
-        let k = graphs.skew()[0];
-        graphs.stream(plan, pool, steps, |h| match h {
-            Streamed::Call(c) => self.stage(gpu, extra, c),
-            Streamed::Before(w) => {
-                for i in w.start - k..w.end - k {
-                    self.sample(gpu, i)?;
-                    self.loader.get(i)?;
-                }
-                Ok(())
+        match graphs {
+            None => plan.run(pool, lanes, 0..steps, None, |c| self.stage(gpu, extra, c))?,
+            Some(g) => {
+                let k = g.skew()[0];
+                g.stream(plan, pool, steps, |h| match h {
+                    Streamed::Call(c) => self.stage(gpu, extra, c),
+                    Streamed::Before(w) => {
+                        for i in w.start - k..w.end - k {
+                            self.sample(gpu, i)?;
+                            self.loader.get(i)?;
+                        }
+                        Ok(())
+                    }
+                    Streamed::After(w) => {
+                        for i in w.start - k..w.end - k {
+                            self.loader.release(i)?;
+                        }
+                        Ok(())
+                    }
+                })?
             }
-            Streamed::After(w) => {
-                for i in w.start - k..w.end - k {
-                    self.loader.release(i)?;
-                }
-                Ok(())
-            }
-        })?;
+        }
         self.loader.finish()
     }
 
@@ -634,12 +625,12 @@ fn time(
 ) -> Result<Timed> {
     let mut loader = LoaderStats::default();
     let serial = median_ms(pool, &[0], common.reps, || {
-        su.run_eager(gpu, pool, plan, &[0, 0], extra, o.steps)
+        su.run(gpu, pool, plan, &[0, 0], None, extra, o.steps)
             .map(|_| ())
     })?;
     let lanes = [0, 1];
     let piped = median_ms(pool, &lanes, common.reps, || {
-        loader = su.run_eager(gpu, pool, plan, &lanes, extra, o.steps)?;
+        loader = su.run(gpu, pool, plan, &lanes, None, extra, o.steps)?;
         Ok(())
     })?;
     su.hosted = false;
@@ -655,7 +646,7 @@ fn time(
         su.hosted = true;
         let g = g?;
         Some(median_ms(pool, &lanes, common.reps, || {
-            su.run_graph(gpu, pool, plan, &g, extra, o.steps)
+            su.run(gpu, pool, plan, &lanes, Some(&g), extra, o.steps)
                 .map(|_| ())
         })?)
     } else {
@@ -820,7 +811,7 @@ pub fn run_with(
             // fills its slots once; the recorded run then copies them as they are, so that
             // each stage's interval is its device time, with no wait for a batch inside it.
             let fill = 2 * su.window;
-            su.run_eager(gpu, &pool, &plan, &[0, 1], extra, fill)?;
+            su.run(gpu, &pool, &plan, &[0, 1], None, extra, fill)?;
             su.hosted = false;
             let t = recorded(&pool, 3 * recorded_steps, |rec| {
                 plan.run(&pool, &[0, 1], 0..recorded_steps, Some(rec), |c| {
