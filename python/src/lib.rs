@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use streamline::error::DriverContext;
 use streamline::engine::External;
 use streamline::ops::heavy::heavy as heavy_op;
 use streamline::ops::image::{
@@ -119,10 +120,7 @@ fn on_stream_as<R: Send>(
         let g = gpu(device)?;
         g.context()
             .bind_to_thread()
-            .map_err(|source| Error::Driver {
-                op: "cuCtxSetCurrent",
-                source,
-            })?;
+            .op("cuCtxSetCurrent")?;
         // SAFETY: `stream` is a stream handle of this device's primary context, given by
         // PyTorch (`torch.cuda.Stream.cuda_stream`) or the caller, or 0 for the legacy default
         // stream; the caller keeps it alive for this call, which only queues work on it.

@@ -1,3 +1,41 @@
-//! Shared helpers of the property tests: the public ones of `streamline::testing`.
+//! Shared helpers of the property tests: the public ones of `streamline::testing`, and poisoned
+//! output buffers with guard zones.
 
+use cudarc::driver::CudaSlice;
+use proptest::prelude::*;
+use streamline::data::POISON_F32;
 pub use streamline::testing::{gpu, gpu_config, gpu_property};
+
+/// Poisoned values on each side of an output, which a kernel must leave untouched.
+pub const GUARD: usize = 13;
+
+/// The f32 poison: an output element nothing wrote.
+pub fn poison() -> f32 {
+    f32::from_bits(POISON_F32)
+}
+
+/// A poisoned device buffer of `n` values with guard zones on both sides.
+pub fn poisoned(n: usize) -> CudaSlice<f32> {
+    let g = gpu().expect("GPU checked by the caller");
+    g.stream()
+        .clone_htod(&vec![poison(); n + 2 * GUARD])
+        .unwrap()
+}
+
+/// Downloads the `n` values between the guards, checking the guards are intact and every
+/// element was written.
+pub fn fetch(buf: &CudaSlice<f32>, n: usize) -> Result<Vec<f32>, TestCaseError> {
+    let g = gpu().expect("GPU checked by the caller");
+    let all = g.stream().clone_dtoh(buf).unwrap();
+    prop_assert!(
+        all[..GUARD]
+            .iter()
+            .chain(&all[GUARD + n..])
+            .all(|v| v.to_bits() == POISON_F32),
+        "wrote outside the output"
+    );
+    let out = all[GUARD..GUARD + n].to_vec();
+    let unwritten = out.iter().filter(|v| v.to_bits() == POISON_F32).count();
+    prop_assert_eq!(unwritten, 0, "{} of {} outputs unwritten", unwritten, n);
+    Ok(out)
+}

@@ -11,41 +11,10 @@ use proptest::prelude::*;
 use streamline::data::POISON_F32;
 use streamline::ops::image::*;
 use streamline::reference::image as reference;
-use streamline_tests::{gpu, gpu_property};
+use streamline_tests::{fetch, gpu, gpu_property, poisoned, GUARD};
 
 /// f32 unit roundoff.
 const U: f64 = 1.0 / (1u64 << 24) as f64;
-const GUARD: usize = 13;
-
-fn poison() -> f32 {
-    f32::from_bits(POISON_F32)
-}
-
-/// A poisoned device buffer of `n` values with guard zones on both sides.
-fn poisoned(n: usize) -> CudaSlice<f32> {
-    let g = gpu().expect("GPU checked by the caller");
-    g.stream()
-        .clone_htod(&vec![poison(); n + 2 * GUARD])
-        .unwrap()
-}
-
-/// Downloads the output view, checking the guards are intact and every element was written.
-fn fetch(buf: &CudaSlice<f32>, n: usize) -> Result<Vec<f32>, TestCaseError> {
-    let g = gpu().expect("GPU checked by the caller");
-    let all = g.stream().clone_dtoh(buf).unwrap();
-    prop_assert!(
-        all[..GUARD]
-            .iter()
-            .chain(&all[GUARD + n..])
-            .all(|v| v.to_bits() == POISON_F32),
-        "wrote outside the output"
-    );
-    let out = all[GUARD..GUARD + n].to_vec();
-    let unwritten = out.iter().filter(|v| v.to_bits() == POISON_F32).count();
-    prop_assert_eq!(unwritten, 0, "{} of {} outputs unwritten", unwritten, n);
-    Ok(out)
-}
-
 /// Every `got[i]` within `tol` of `want[i]`.
 fn close(got: &[f32], want: &[f64], tol: f64, what: &str) -> Result<(), TestCaseError> {
     prop_assert_eq!(got.len(), want.len());

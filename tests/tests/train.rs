@@ -5,43 +5,9 @@
 
 use cudarc::driver::CudaSlice;
 use proptest::prelude::*;
-use streamline::data::POISON_F32;
 use streamline::ops::train::{mse_grad, relu, relu_backward, sgd, transpose};
 use streamline::reference::train as reference;
-use streamline_tests::{gpu, gpu_property};
-
-const GUARD: usize = 11;
-
-fn poison() -> f32 {
-    f32::from_bits(POISON_F32)
-}
-
-/// Output buffer: `n` poisoned elements between two poisoned guard zones.
-fn poisoned(n: usize) -> CudaSlice<f32> {
-    gpu()
-        .expect("GPU tests run only with a GPU")
-        .stream()
-        .clone_htod(&vec![poison(); n + 2 * GUARD])
-        .unwrap()
-}
-
-/// The `n` elements between the guards, after checking the guards are intact.
-fn fetch(buf: &CudaSlice<f32>, n: usize) -> Result<Vec<f32>, TestCaseError> {
-    let all = gpu().unwrap().stream().clone_dtoh(buf).unwrap();
-    prop_assert!(
-        all[..GUARD]
-            .iter()
-            .chain(&all[GUARD + n..])
-            .all(|v| v.to_bits() == POISON_F32),
-        "wrote outside the output"
-    );
-    let out = all[GUARD..GUARD + n].to_vec();
-    prop_assert!(
-        out.iter().all(|v| v.to_bits() != POISON_F32),
-        "unwritten elements"
-    );
-    Ok(out)
-}
+use streamline_tests::{fetch, gpu, gpu_property, poisoned, GUARD};
 
 fn values(n: impl Strategy<Value = usize>) -> impl Strategy<Value = Vec<f32>> {
     n.prop_flat_map(|n| {

@@ -13,6 +13,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use streamline::error::DriverContext;
 use streamline::data::{randn_f32, HeavyHost};
 use streamline::ops::heavy::heavy;
 use streamline::ops::matmul::{plan, sgemm, Cublas, Gemm, Kernel, SWEEP};
@@ -222,10 +223,7 @@ fn dtod(
 ) -> streamline::Result<()> {
     stream
         .memcpy_dtod(src, dst)
-        .map_err(|e| streamline::Error::Driver {
-            op: "cuMemcpyDtoDAsync",
-            source: e,
-        })
+        .op("cuMemcpyDtoDAsync")
 }
 
 fn round(v: f64) -> f64 {

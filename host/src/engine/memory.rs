@@ -77,11 +77,6 @@ pub(crate) struct Allocation {
     state: Mutex<State>,
 }
 
-// SAFETY: the raw pointer is an address owned by this value; all mutable state is behind the
-// mutex, and the CUDA handles are thread safe (cudarc marks them Send + Sync).
-unsafe impl Send for Allocation {}
-// SAFETY: as above.
-unsafe impl Sync for Allocation {}
 
 /// The events an allocation records its accesses with: one read event per known stream and
 /// one write event. Created before the memory, so that no failure can leak the memory.

@@ -1,7 +1,7 @@
 //! FP32 matrix multiply `C = alpha * A @ B + beta * C` (row-major, leading dimensions), with
 //! our kernels and, for comparison on the same inputs, cuBLAS SGEMM.
 
-use crate::error::{Error, Result};
+use crate::error::{DriverContext, Error, Result};
 use crate::runtime::{Gpu, LaunchConfig};
 use cudarc::cublas::{sys as blas_sys, CudaBlas, Gemm as _, GemmConfig};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
@@ -397,17 +397,11 @@ impl<'a> Scratch<'a> {
         stream
             .context()
             .bind_to_thread()
-            .map_err(|source| Error::Driver {
-                op: "cuCtxSetCurrent",
-                source,
-            })?;
+            .op("cuCtxSetCurrent")?;
         // SAFETY: allocates `bytes` in the stream's order; the memory is freed by `drop` in
         // the same order, after every use queued before it.
         let ptr = unsafe { cudarc::driver::result::malloc_async(stream.cu_stream(), bytes.max(4)) }
-            .map_err(|source| Error::Driver {
-                op: "cuMemAllocAsync",
-                source,
-            })?;
+            .op("cuMemAllocAsync")?;
         Ok(Scratch { ptr, stream })
     }
 }

@@ -5,7 +5,7 @@ use super::{
     roi_sampling_grid, rotate, tile_grid, to_float_relayout, to_float_scale, ChannelStats, Interp,
     Layout, PerImage, ResizeMode, RoiAlign, RoiBoxes, Shape, Sigma, BLOCK,
 };
-use crate::error::{Error, Result};
+use crate::error::{DriverContext, Error, Result};
 use crate::runtime::Gpu;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -420,10 +420,7 @@ impl Augment {
             let alloc = |n: usize| {
                 stream
                     .alloc_zeros::<f32>(n)
-                    .map_err(|source| Error::Driver {
-                        op: "cuMemAlloc",
-                        source,
-                    })
+                    .op("cuMemAlloc")
             };
             *scratch = Some(AugmentScratch {
                 float: alloc(self.shape.len())?,

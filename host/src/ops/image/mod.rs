@@ -25,7 +25,7 @@ pub use roi_align::{check_roi_align, roi_align, roi_sampling_grid, RoiAlign, Roi
 pub use rotate::{rotate, Interp};
 pub use to_float::{to_float, to_float_relayout, to_float_scale};
 
-use crate::error::{Error, Result};
+use crate::error::{DriverContext, Error, Result};
 use crate::runtime::Gpu;
 use cudarc::driver::{CudaSlice, CudaStream};
 use std::sync::Arc;
@@ -226,10 +226,7 @@ impl PerImage {
         if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
             return Err(Error::arg(arg, format!("value {i} is {v}; must be finite")));
         }
-        let dev = stream.clone_htod(values).map_err(|source| Error::Driver {
-            op: "cuMemcpyHtoDAsync",
-            source,
-        })?;
+        let dev = stream.clone_htod(values).op("cuMemcpyHtoDAsync")?;
         Ok(PerImage {
             dev,
             host: values.to_vec(),

@@ -1,7 +1,7 @@
 //! `normalize`: per-channel normalisation, and its statistics on the device.
 
 use super::{check_len, grid_of, Shape};
-use crate::error::{Error, Result};
+use crate::error::{DriverContext, Error, Result};
 use crate::runtime::Gpu;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::Arc;
@@ -40,10 +40,7 @@ impl ChannelStats {
         }
         let mut both = mean.to_vec();
         both.extend_from_slice(std);
-        let dev = stream.clone_htod(&both).map_err(|source| Error::Driver {
-            op: "cuMemcpyHtoDAsync",
-            source,
-        })?;
+        let dev = stream.clone_htod(&both).op("cuMemcpyHtoDAsync")?;
         Ok(ChannelStats {
             dev,
             mean: mean.to_vec(),

@@ -1,7 +1,7 @@
 //! `roi_align`: its boxes, options and checks.
 
 use super::{check_len, column_grid, Shape, BLOCK};
-use crate::error::{Error, Result};
+use crate::error::{DriverContext, Error, Result};
 use crate::runtime::Gpu;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::{Arc, Mutex};
@@ -56,10 +56,7 @@ impl RoiBoxes {
     pub fn upload(stream: &Arc<CudaStream>, boxes: &[[f32; 5]]) -> Result<RoiBoxes> {
         Self::check(boxes)?;
         let flat: Vec<f32> = boxes.iter().flatten().copied().collect();
-        let dev = stream.clone_htod(&flat).map_err(|source| Error::Driver {
-            op: "cuMemcpyHtoDAsync",
-            source,
-        })?;
+        let dev = stream.clone_htod(&flat).op("cuMemcpyHtoDAsync")?;
         Ok(RoiBoxes {
             dev,
             host: boxes.to_vec(),
