@@ -16,6 +16,7 @@ pub mod ops;
 pub mod reference;
 pub mod runtime;
 pub mod scenarios;
+pub mod spec;
 pub mod testing;
 pub mod timing;
 

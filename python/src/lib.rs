@@ -17,8 +17,8 @@ use pyo3::prelude::*;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use streamline::error::DriverContext;
 use streamline::engine::External;
+use streamline::error::DriverContext;
 use streamline::ops::heavy::heavy as heavy_op;
 use streamline::ops::image::{
     self, Augment, AugmentConfig, AugmentDraw, ChannelStats, Interp, Layout, PerImage, ResizeMode,
@@ -118,9 +118,7 @@ fn on_stream_as<R: Send>(
 ) -> PyResult<R> {
     py.detach(|| {
         let g = gpu(device)?;
-        g.context()
-            .bind_to_thread()
-            .op("cuCtxSetCurrent")?;
+        g.context().bind_to_thread().op("cuCtxSetCurrent")?;
         // SAFETY: `stream` is a stream handle of this device's primary context, given by
         // PyTorch (`torch.cuda.Stream.cuda_stream`) or the caller, or 0 for the legacy default
         // stream; the caller keeps it alive for this call, which only queues work on it.

@@ -13,8 +13,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use streamline::error::DriverContext;
 use streamline::data::{randn_f32, HeavyHost};
+use streamline::error::DriverContext;
 use streamline::ops::heavy::heavy;
 use streamline::ops::matmul::{plan, sgemm, Cublas, Gemm, Kernel, SWEEP};
 use streamline::ops::spin::spin_copy;
@@ -221,9 +221,7 @@ fn dtod(
     src: &CudaSlice<f32>,
     dst: &mut CudaSlice<f32>,
 ) -> streamline::Result<()> {
-    stream
-        .memcpy_dtod(src, dst)
-        .op("cuMemcpyDtoDAsync")
+    stream.memcpy_dtod(src, dst).op("cuMemcpyDtoDAsync")
 }
 
 fn round(v: f64) -> f64 {

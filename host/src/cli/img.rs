@@ -71,9 +71,9 @@ enum Op {
             allow_hyphen_values = true
         )]
         angle: Vec<f32>,
-        /// `nearest` or `bilinear`.
-        #[arg(long, default_value = "nearest")]
-        interp: String,
+        /// Interpolation.
+        #[arg(long, value_enum, default_value_t = Interp::Nearest)]
+        interp: Interp,
         /// Fill value outside the input (default: zero padding).
         #[arg(long, allow_hyphen_values = true)]
         fill: Option<f32>,
@@ -91,9 +91,9 @@ enum Op {
     Resize {
         #[arg(long, value_delimiter = ',', num_args = 1..=2, required = true)]
         size: Vec<usize>,
-        /// `bilinear` (antialiased, torchvision's default), `bilinear-noaa` or `nearest`.
-        #[arg(long, default_value = "bilinear")]
-        mode: String,
+        /// Interpolation: `bilinear` is antialiased (torchvision's default).
+        #[arg(long, value_enum, default_value_t = ResizeMode::BilinearAntialias)]
+        mode: ResizeMode,
     },
 }
 
@@ -172,17 +172,7 @@ pub fn run_op(device: usize, ptx: Option<&Path>, a: OpArgs) -> Result<()> {
     let (plan, out) = match a.op {
         Op::ToFloat { .. } => unreachable!("handled above"),
         Op::Normalize { mean, std } => {
-            if mean.len() != s.c || std.len() != s.c {
-                bail!(
-                    "invalid argument `mean`/`std`: need {} values each (one per channel), got {} and {}",
-                    s.c,
-                    mean.len(),
-                    std.len()
-                );
-            }
-            if let Some(v) = std.iter().find(|v| !v.is_finite() || **v == 0.0) {
-                bail!("invalid argument `std`: {v} (must be finite and non-zero)");
-            }
+            check_mean_std(&mean, &std, Some(s.c))?;
             (Plan::Normalize(mean, std), s)
         }
         Op::RoiAlign {
@@ -231,20 +221,14 @@ pub fn run_op(device: usize, ptx: Option<&Path>, a: OpArgs) -> Result<()> {
             if let Some(v) = angles.iter().find(|v| !v.is_finite()) {
                 bail!("invalid argument `angle`: {v} is not finite");
             }
-            let mode = match interp.as_str() {
-                "nearest" => Interp::Nearest,
-                "bilinear" => Interp::Bilinear,
-                m => bail!("invalid argument `interp`: `{m}` (nearest or bilinear)"),
-            };
-            (Plan::Rotate(angles, mode, fill), s)
+            (Plan::Rotate(angles, interp, fill), s)
         }
         Op::GaussianBlur { kernel_size, sigma } => {
             let (kx, ky) = pair(&kernel_size);
             check_kernel_size("kernel_size", kx, s.w, "width")?;
             check_kernel_size("kernel_size", ky, s.h, "height")?;
-            let default = |k: usize| 0.3 * ((k as f32 - 1.0) * 0.5 - 1.0) + 0.8;
             let (sx, sy) = if sigma.is_empty() {
-                (default(kx), default(ky))
+                (default_sigma(kx), default_sigma(ky))
             } else {
                 pair(&sigma)
             };
@@ -254,15 +238,9 @@ pub fn run_op(device: usize, ptx: Option<&Path>, a: OpArgs) -> Result<()> {
         }
         Op::Resize { size, mode } => {
             let (h, w) = pair(&size);
-            let m = match mode.as_str() {
-                "bilinear" => ResizeMode::BilinearAntialias,
-                "bilinear-noaa" => ResizeMode::Bilinear,
-                "nearest" => ResizeMode::Nearest,
-                m => bail!("invalid argument `mode`: `{m}` (bilinear, bilinear-noaa or nearest)"),
-            };
             let out = s.with_size(h, w);
             out.check("size")?;
-            (Plan::Resize((h, w), m), out)
+            (Plan::Resize((h, w), mode), out)
         }
     };
     let gpu = Gpu::new(device, ptx)?;

@@ -77,7 +77,6 @@ pub(crate) struct Allocation {
     state: Mutex<State>,
 }
 
-
 /// The events an allocation records its accesses with: one read event per known stream and
 /// one write event. Created before the memory, so that no failure can leak the memory.
 struct Events {

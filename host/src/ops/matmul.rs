@@ -13,40 +13,10 @@ use streamline_abi::matmul::{
     SGEMM_SPLITK_REDUCE, SPLITK_REDUCE_BLOCK,
 };
 
-/// Largest dimension or leading dimension a kernel accepts (`i32::MAX`, cuBLAS's limit too).
-pub const MAX_DIM: usize = i32::MAX as usize;
+pub use crate::spec::matmul::{Gemm, MAX_DIM};
 
-/// The shape, strides and scalars of one product `C = alpha * A @ B + beta * C`.
-///
-/// `A` is `m x k` with row stride `lda`, `B` is `k x n` with row stride `ldb`, `C` is `m x n`
-/// with row stride `ldc` (all in elements, row-major). With `beta == 0`, `C` is write-only.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Gemm {
-    pub m: usize,
-    pub n: usize,
-    pub k: usize,
-    pub lda: usize,
-    pub ldb: usize,
-    pub ldc: usize,
-    pub alpha: f32,
-    pub beta: f32,
-}
-
+/// The launch side of a product.
 impl Gemm {
-    /// `C = A @ B` for dense (unpadded) matrices.
-    pub fn dense(m: usize, n: usize, k: usize) -> Gemm {
-        Gemm {
-            m,
-            n,
-            k,
-            lda: k,
-            ldb: n,
-            ldc: n,
-            alpha: 1.0,
-            beta: 0.0,
-        }
-    }
-
     /// The kernels' parameters for this product with `A`, `B` and `C` at these addresses.
     pub fn params(&self, a: u64, b: u64, c: u64) -> GemmParams {
         GemmParams {
@@ -62,73 +32,6 @@ impl Gemm {
             alpha: self.alpha,
             beta: self.beta,
         }
-    }
-
-    /// Floating-point operations of the product (`2 m n k`).
-    pub fn flops(&self) -> f64 {
-        2.0 * self.m as f64 * self.n as f64 * self.k as f64
-    }
-
-    /// Elements a buffer must hold for a `rows x cols` matrix with row stride `ld`.
-    fn span(arg: &'static str, rows: usize, cols: usize, ld: usize) -> Result<usize> {
-        (rows - 1)
-            .checked_mul(ld)
-            .and_then(|v| v.checked_add(cols))
-            .filter(|&v| v <= isize::MAX as usize / 4)
-            .ok_or_else(|| {
-                Error::arg(
-                    arg,
-                    format!(
-                        "a {rows} x {cols} matrix with row stride {ld} overflows the address space"
-                    ),
-                )
-            })
-    }
-
-    /// Checks dimensions and strides; returns the elements `A`, `B` and `C` must hold.
-    pub fn validate(&self) -> Result<(usize, usize, usize)> {
-        for (arg, v) in [("m", self.m), ("n", self.n), ("k", self.k)] {
-            if v == 0 || v > MAX_DIM {
-                return Err(Error::arg(
-                    arg,
-                    format!("{v} is outside the allowed range 1..={MAX_DIM}"),
-                ));
-            }
-        }
-        for (arg, ld, cols) in [
-            ("lda", self.lda, self.k),
-            ("ldb", self.ldb, self.n),
-            ("ldc", self.ldc, self.n),
-        ] {
-            if ld < cols || ld > MAX_DIM {
-                return Err(Error::arg(
-                    arg,
-                    format!("{ld} is outside the allowed range {cols}..={MAX_DIM} (at least the row length)"),
-                ));
-            }
-        }
-        Ok((
-            Self::span("a", self.m, self.k, self.lda)?,
-            Self::span("b", self.k, self.n, self.ldb)?,
-            Self::span("c", self.m, self.n, self.ldc)?,
-        ))
-    }
-
-    /// Checks that buffers of these lengths hold the matrices.
-    pub fn check_lengths(&self, a: usize, b: usize, c: usize) -> Result<()> {
-        let (na, nb, nc) = self.validate()?;
-        for (arg, have, need) in [("a", a, na), ("b", b, nb), ("c", c, nc)] {
-            if have < need {
-                return Err(Error::arg(
-                    arg,
-                    format!(
-                        "holds {have} elements; the shape {}x{}x{} with its strides needs at least {need}",
-                        self.m, self.n, self.k
-                    ),
-                ));
-            }
-        }
-        Ok(())
     }
 }
 
@@ -394,10 +297,7 @@ struct Scratch<'a> {
 
 impl<'a> Scratch<'a> {
     fn new(stream: &'a CudaStream, bytes: usize) -> Result<Scratch<'a>> {
-        stream
-            .context()
-            .bind_to_thread()
-            .op("cuCtxSetCurrent")?;
+        stream.context().bind_to_thread().op("cuCtxSetCurrent")?;
         // SAFETY: allocates `bytes` in the stream's order; the memory is freed by `drop` in
         // the same order, after every use queued before it.
         let ptr = unsafe { cudarc::driver::result::malloc_async(stream.cu_stream(), bytes.max(4)) }

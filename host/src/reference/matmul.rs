@@ -18,7 +18,7 @@
 //! `C*` and `S` in f64 (53-bit), whose own error (about `k * 2^-53 * S`) is below 2^-29 of the
 //! bound, so the comparison tests the kernel and not the reference.
 
-use crate::ops::matmul::Gemm;
+use crate::spec::matmul::Gemm;
 use rayon::prelude::*;
 
 /// `gamma_n = n u / (1 - n u)` for f32's unit roundoff.

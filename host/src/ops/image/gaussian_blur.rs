@@ -3,9 +3,10 @@
 use super::{check_len, grid_of, PerImage, Shape, BLOCK};
 use crate::error::{Error, Result};
 use crate::runtime::Gpu;
+use crate::spec::image::{check_kernel_size, check_sigma};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use streamline_abi::image::{
-    blur_output_tile, blur_shared_bytes, GaussianBlurParams, GAUSSIAN_BLUR, MAX_KERNEL_SIZE,
+    blur_output_tile, blur_shared_bytes, GaussianBlurParams, GAUSSIAN_BLUR,
 };
 
 /// Sigma of `gaussian_blur`.
@@ -14,36 +15,6 @@ pub enum Sigma<'a> {
     Global(f32, f32),
     /// Pairs `[sigma_x, sigma_y]` per image (`2 * n` values).
     PerImage(&'a PerImage),
-}
-
-/// Checks a Gaussian kernel size against the image extent it slides along (reflect padding
-/// needs `k / 2 < extent`).
-pub fn check_kernel_size(arg: &'static str, k: usize, extent: usize, axis: &str) -> Result<()> {
-    if k == 0 || k.is_multiple_of(2) || k > MAX_KERNEL_SIZE as usize {
-        return Err(Error::arg(
-            arg,
-            format!("{k}: must be odd, 1..={MAX_KERNEL_SIZE}"),
-        ));
-    }
-    if k / 2 >= extent {
-        return Err(Error::arg(
-            arg,
-            format!(
-                "{k} needs an image {axis} of at least {} (reflect padding of {} must be smaller than the {axis} {extent})",
-                k / 2 + 1,
-                k / 2
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Checks a Gaussian sigma (finite, > 0).
-pub fn check_sigma(arg: &'static str, s: f32) -> Result<()> {
-    if !s.is_finite() || s <= 0.0 {
-        return Err(Error::arg(arg, format!("{s}: must be finite and > 0")));
-    }
-    Ok(())
 }
 
 /// `gaussian_blur(x, [kx, ky], [sigma_x, sigma_y])` with reflect padding.

@@ -17,12 +17,17 @@ mod roi_align;
 mod rotate;
 mod to_float;
 
-pub use augment::{Augment, AugmentConfig, AugmentDraw, AugmentScratch};
-pub use gaussian_blur::{check_kernel_size, check_sigma, gaussian_blur, Sigma};
+pub use crate::spec::image::{
+    check_boxes, check_kernel_size, check_len, check_mean_std, check_roi_align, check_sigma,
+    default_sigma, roi_sampling_grid, AugmentConfig, AugmentDraw, Interp, Layout, ResizeMode,
+    RoiAlign, Shape,
+};
+pub use augment::{Augment, AugmentScratch};
+pub use gaussian_blur::{gaussian_blur, Sigma};
 pub use normalize::{normalize, ChannelStats};
-pub use resize::{resize, ResizeMode};
-pub use roi_align::{check_roi_align, roi_align, roi_sampling_grid, RoiAlign, RoiBoxes};
-pub use rotate::{rotate, Interp};
+pub use resize::resize;
+pub use roi_align::{roi_align, RoiBoxes};
+pub use rotate::rotate;
 pub use to_float::{to_float, to_float_relayout, to_float_scale};
 
 use crate::error::{DriverContext, Error, Result};
@@ -30,122 +35,6 @@ use crate::runtime::Gpu;
 use cudarc::driver::{CudaSlice, CudaStream};
 use std::sync::Arc;
 use streamline_abi::image::{IMAGE_BLOCK_X, IMAGE_BLOCK_Y, MAX_ROWS_PER_THREAD, TILE};
-
-/// Memory layout of a dense batch of `n` images of `c` channels of `h x w`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Layout {
-    /// Channel planes one after the other (what PyTorch models take).
-    #[default]
-    Nchw,
-    /// Pixels one after the other, their channels interleaved (what image decoders produce).
-    Nhwc,
-}
-
-impl std::fmt::Display for Layout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Layout::Nchw => "NCHW",
-            Layout::Nhwc => "NHWC",
-        })
-    }
-}
-
-/// Shape of a dense batch (`n`, `c`, `h`, `w`, whatever its [`Layout`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shape {
-    /// Images.
-    pub n: usize,
-    /// Channels per image.
-    pub c: usize,
-    /// Height.
-    pub h: usize,
-    /// Width.
-    pub w: usize,
-}
-
-impl Shape {
-    /// `n x c x h x w`.
-    pub const fn new(n: usize, c: usize, h: usize, w: usize) -> Shape {
-        Shape { n, c, h, w }
-    }
-
-    /// Number of values.
-    pub fn len(&self) -> usize {
-        self.n * self.c * self.h * self.w
-    }
-
-    /// Whether it holds no value.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The same batch with planes of `h x w`.
-    pub fn with_size(&self, h: usize, w: usize) -> Shape {
-        Shape { h, w, ..*self }
-    }
-
-    /// Checks that every extent is at least 1, a plane holds at most `2^31 - 1` values, an image
-    /// at most `2^32 - 1` and the batch at most `2^40`; `arg` names the tensor in the error.
-    pub fn check(&self, arg: &'static str) -> Result<()> {
-        let dims = [self.n, self.c, self.h, self.w];
-        if dims.contains(&0) {
-            return Err(Error::arg(
-                arg,
-                format!(
-                    "shape {self} has a zero extent; every extent must be at least 1 (a zero-size output is not allowed)"
-                ),
-            ));
-        }
-        let plane = self.h.checked_mul(self.w);
-        if plane.is_none_or(|p| p > i32::MAX as usize) {
-            return Err(Error::arg(
-                arg,
-                format!("shape {self}: height * width must be at most 2^31 - 1"),
-            ));
-        }
-        // The kernels address a pixel by a 32-bit offset inside its image.
-        let image = plane.and_then(|p| p.checked_mul(self.c));
-        if image.is_none_or(|i| i > u32::MAX as usize) {
-            return Err(Error::arg(
-                arg,
-                format!("shape {self}: channels * height * width must be at most 2^32 - 1"),
-            ));
-        }
-        let total = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-        if total.is_none_or(|t| t > 1 << 40) {
-            return Err(Error::arg(
-                arg,
-                format!("shape {self}: at most 2^40 values"),
-            ));
-        }
-        if self.n > u32::MAX as usize || self.c > u32::MAX as usize {
-            return Err(Error::arg(
-                arg,
-                format!("shape {self}: too many images or channels"),
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl std::fmt::Display for Shape {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}x{}x{}x{}", self.n, self.c, self.h, self.w)
-    }
-}
-
-fn check_len(arg: &'static str, len: usize, shape: Shape) -> Result<()> {
-    if len != shape.len() {
-        return Err(Error::arg(
-            arg,
-            format!(
-                "length {len} does not match the shape {shape} ({} values)",
-                shape.len()
-            ),
-        ));
-    }
-    Ok(())
-}
 
 const BLOCK: (u32, u32, u32) = (IMAGE_BLOCK_X, IMAGE_BLOCK_Y, 1);
 

@@ -3,6 +3,7 @@
 use super::{check_len, grid_of, Shape};
 use crate::error::{DriverContext, Error, Result};
 use crate::runtime::Gpu;
+use crate::spec::image::check_mean_std;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::Arc;
 use streamline_abi::image::{NormalizeParams, ELEMENTWISE_BLOCK, NORMALIZE};
@@ -17,27 +18,7 @@ pub struct ChannelStats {
 impl ChannelStats {
     /// Uploads `mean` and `std` (one per channel, finite, `std != 0`).
     pub fn upload(stream: &Arc<CudaStream>, mean: &[f32], std: &[f32]) -> Result<ChannelStats> {
-        if mean.is_empty() {
-            return Err(Error::arg(
-                "mean",
-                "needs one value per channel (at least one)",
-            ));
-        }
-        if std.len() != mean.len() {
-            return Err(Error::arg(
-                "std",
-                format!("has {} values but mean has {}", std.len(), mean.len()),
-            ));
-        }
-        if let Some(v) = mean.iter().find(|v| !v.is_finite()) {
-            return Err(Error::arg("mean", format!("value {v} is not finite")));
-        }
-        if let Some(v) = std.iter().find(|v| !v.is_finite() || **v == 0.0) {
-            return Err(Error::arg(
-                "std",
-                format!("value {v}: every std must be finite and non-zero"),
-            ));
-        }
+        check_mean_std(mean, std, None)?;
         let mut both = mean.to_vec();
         both.extend_from_slice(std);
         let dev = stream.clone_htod(&both).op("cuMemcpyHtoDAsync")?;

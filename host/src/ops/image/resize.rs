@@ -3,19 +3,9 @@
 use super::{check_len, column_grid, Shape, BLOCK};
 use crate::error::Result;
 use crate::runtime::Gpu;
+use crate::spec::image::ResizeMode;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use streamline_abi::image::{ResizeParams, RESIZE_BILINEAR, RESIZE_BILINEAR_AA, RESIZE_NEAREST};
-
-/// Interpolation of `resize`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ResizeMode {
-    /// Bilinear, `align_corners=False`, no antialiasing.
-    Bilinear,
-    /// Bilinear with torchvision's antialiasing (`antialias=True`, its default).
-    BilinearAntialias,
-    /// torch's `nearest`.
-    Nearest,
-}
 
 /// `resize` of every plane to `out_h x out_w`.
 #[allow(clippy::too_many_arguments)]

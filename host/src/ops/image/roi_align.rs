@@ -1,13 +1,12 @@
 //! `roi_align`: its boxes, options and checks.
 
 use super::{check_len, column_grid, Shape, BLOCK};
-use crate::error::{DriverContext, Error, Result};
+use crate::error::{DriverContext, Result};
 use crate::runtime::Gpu;
+use crate::spec::image::{check_boxes, check_roi_boxes, check_roi_options, RoiAlign};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::{Arc, Mutex};
-use streamline_abi::image::{
-    RoiAlignParams, ROI_ALIGN, ROI_ALIGN_ONE_SAMPLE, ROI_MAX_SAMPLES_PER_BIN,
-};
+use streamline_abi::image::{RoiAlignParams, ROI_ALIGN, ROI_ALIGN_ONE_SAMPLE};
 
 /// Boxes of `roi_align`, `[batch_index, x1, y1, x2, y2]` each, on the device.
 pub struct RoiBoxes {
@@ -20,36 +19,9 @@ pub struct RoiBoxes {
 }
 
 impl RoiBoxes {
-    /// Checks boxes without uploading them: each with a finite integral batch index `>= 0`,
-    /// finite coordinates and `x1 <= x2`, `y1 <= y2`.
+    /// Checks boxes without uploading them (see [`check_boxes`]).
     pub fn check(boxes: &[[f32; 5]]) -> Result<()> {
-        if boxes.is_empty() {
-            return Err(Error::arg("boxes", "needs at least one box"));
-        }
-        for (i, b) in boxes.iter().enumerate() {
-            if let Some(v) = b.iter().find(|v| !v.is_finite()) {
-                return Err(Error::arg(
-                    "boxes",
-                    format!("box {i} holds {v}; every value must be finite"),
-                ));
-            }
-            if b[0] < 0.0 || b[0].fract() != 0.0 {
-                return Err(Error::arg(
-                    "boxes",
-                    format!("box {i}: batch index {} must be a whole number >= 0", b[0]),
-                ));
-            }
-            if b[3] < b[1] || b[4] < b[2] {
-                return Err(Error::arg(
-                    "boxes",
-                    format!(
-                        "box {i} = [{}, {}, {}, {}]: needs x1 <= x2 and y1 <= y2",
-                        b[1], b[2], b[3], b[4]
-                    ),
-                ));
-            }
-        }
-        Ok(())
+        check_boxes(boxes)
     }
 
     /// Checks `boxes` like [`RoiBoxes::check`] and uploads them.
@@ -75,7 +47,7 @@ impl RoiBoxes {
                 return Ok(one);
             }
         }
-        let one = check_against(&self.host, n, o)?;
+        let one = check_roi_boxes(&self.host, n, o)?;
         *last = Some((n, *o, one));
         Ok(one)
     }
@@ -84,103 +56,6 @@ impl RoiBoxes {
     pub fn boxes(&self) -> &[[f32; 5]] {
         &self.host
     }
-}
-
-/// Options of `roi_align` (torchvision's arguments).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RoiAlign {
-    /// Output height.
-    pub out_h: usize,
-    /// Output width.
-    pub out_w: usize,
-    /// Box coordinates times this give input pixels.
-    pub spatial_scale: f32,
-    /// Samples per bin along each axis; `<= 0`: adaptive, `ceil(roi_size / out_size)`.
-    pub sampling_ratio: i32,
-    /// Shift the box by -0.5 pixel (pixel-centre convention).
-    pub aligned: bool,
-}
-
-/// The sampling grid torchvision uses for `b` (f32 arithmetic as on the device):
-/// `(grid_h, grid_w)`.
-pub fn roi_sampling_grid(b: &[f32; 5], o: &RoiAlign) -> (i64, i64) {
-    let off = if o.aligned { 0.5f32 } else { 0.0 };
-    let mut rw = (b[3] * o.spatial_scale - off) - (b[1] * o.spatial_scale - off);
-    let mut rh = (b[4] * o.spatial_scale - off) - (b[2] * o.spatial_scale - off);
-    if !o.aligned {
-        rw = rw.max(1.0);
-        rh = rh.max(1.0);
-    }
-    if o.sampling_ratio > 0 {
-        (o.sampling_ratio as i64, o.sampling_ratio as i64)
-    } else {
-        (
-            (rh / o.out_h as f32).ceil() as i64,
-            (rw / o.out_w as f32).ceil() as i64,
-        )
-    }
-}
-
-/// The checks of [`roi_align`] that need no device: the input shape, the output size, the
-/// options, and every box (batch index inside `0..n`, bounded sampling grid). Returns the
-/// output shape.
-pub fn check_roi_align(shape: Shape, boxes: &[[f32; 5]], o: &RoiAlign) -> Result<Shape> {
-    RoiBoxes::check(boxes)?;
-    let out = check_options(shape, boxes.len(), o)?;
-    check_against(boxes, shape.n, o)?;
-    Ok(out)
-}
-
-/// The shape and option checks of [`check_roi_align`]; returns the output shape.
-fn check_options(shape: Shape, num_boxes: usize, o: &RoiAlign) -> Result<Shape> {
-    shape.check("x")?;
-    let out = Shape::new(num_boxes, shape.c, o.out_h, o.out_w);
-    if o.out_h == 0 || o.out_w == 0 {
-        return Err(Error::arg(
-            "output_size",
-            format!("{}x{}: both must be at least 1", o.out_h, o.out_w),
-        ));
-    }
-    out.check("output_size")?;
-    if !o.spatial_scale.is_finite() || o.spatial_scale <= 0.0 {
-        return Err(Error::arg(
-            "spatial_scale",
-            format!("{}: must be finite and > 0", o.spatial_scale),
-        ));
-    }
-    if o.sampling_ratio > 256 {
-        return Err(Error::arg(
-            "sampling_ratio",
-            format!("{}: at most 256 (<= 0 means adaptive)", o.sampling_ratio),
-        ));
-    }
-    Ok(out)
-}
-
-/// The checks of well-formed boxes against a batch of `n` images and the options, in one pass:
-/// batch index inside `0..n`, sampling grid at most [`ROI_MAX_SAMPLES_PER_BIN`] points. Returns
-/// whether every box samples once per bin (the one-sample kernel's condition).
-fn check_against(boxes: &[[f32; 5]], n: usize, o: &RoiAlign) -> Result<bool> {
-    let mut one = true;
-    for (i, b) in boxes.iter().enumerate() {
-        if b[0] as usize >= n {
-            return Err(Error::arg(
-                "boxes",
-                format!("box {i}: batch index {} is out of range 0..{n}", b[0]),
-            ));
-        }
-        let (gh, gw) = roi_sampling_grid(b, o);
-        if gh * gw > ROI_MAX_SAMPLES_PER_BIN as i64 {
-            return Err(Error::arg(
-                "boxes",
-                format!(
-                    "box {i} needs {gh} x {gw} samples per bin with adaptive sampling; at most {ROI_MAX_SAMPLES_PER_BIN} (use a larger output or a fixed sampling_ratio)"
-                ),
-            ));
-        }
-        one &= (gh, gw) == (1, 1);
-    }
-    Ok(one)
 }
 
 /// `torchvision.ops.roi_align(x, boxes, (out_h, out_w), spatial_scale, sampling_ratio,
@@ -195,7 +70,7 @@ pub fn roi_align(
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<()> {
     // The boxes were checked when uploaded; what depends on this call is checked here.
-    let out = check_options(shape, boxes.host.len(), &o)?;
+    let out = check_roi_options(shape, boxes.host.len(), &o)?;
     let one_sample = boxes.against(shape.n, &o)?;
     check_len("x", x.len(), shape)?;
     check_len("y", y.len(), out)?;

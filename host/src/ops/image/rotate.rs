@@ -3,17 +3,9 @@
 use super::{check_len, column_grid, PerImage, Shape, BLOCK};
 use crate::error::{Error, Result};
 use crate::runtime::Gpu;
+use crate::spec::image::Interp;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use streamline_abi::image::{RotateParams, ROTATE_BILINEAR, ROTATE_NEAREST};
-
-/// Interpolation of `rotate`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Interp {
-    /// Nearest neighbour (torchvision's default for `rotate`).
-    Nearest,
-    /// Bilinear.
-    Bilinear,
-}
 
 /// `rotate`: image `i` rotated by `angles[i]` degrees counter-clockwise about its centre,
 /// `expand=False`; outside the input, `fill` (torchvision's masked fill) or 0 with `None`.

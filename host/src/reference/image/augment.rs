@@ -1,7 +1,7 @@
 //! Reference of seed 003's augmentation.
 
 use super::{gaussian_blur, normalize, resize, roi_align, rotate, to_float};
-use crate::ops::image::{AugmentConfig, AugmentDraw, ResizeMode, Shape};
+use crate::spec::image::{AugmentConfig, AugmentDraw, ResizeMode, Shape};
 
 /// Seed 003's transform composed from the references above: to float, `roi_align` crop
 /// (aligned=False, sampling_ratio=-1), resize up (antialiased bilinear), rotate (zero fill),

@@ -31,7 +31,7 @@ pub use roi_align::roi_align;
 pub use rotate::{rotate, rotation_source, Rotated};
 pub use to_float::to_float;
 
-use crate::ops::image::{Layout, Shape};
+use crate::spec::image::{Layout, Shape};
 
 /// The values of a batch of `s` stored in layout `from`, rearranged into layout `to`.
 pub fn relayout<T: Copy>(v: &[T], s: Shape, from: Layout, to: Layout) -> Vec<T> {

@@ -1,7 +1,7 @@
 //! Reference of `resize`.
 
 use super::idx;
-use crate::ops::image::{ResizeMode, Shape};
+use crate::spec::image::{ResizeMode, Shape};
 
 /// Taps `(index, weight)` of one output index `d` along an axis resized from `n_in` to `n_out`.
 ///

@@ -1,7 +1,7 @@
 //! Reference of `rotate`.
 
 use super::idx;
-use crate::ops::image::{Interp, Shape};
+use crate::spec::image::{Interp, Shape};
 use std::collections::HashMap;
 
 /// Result of [`rotate`]: the value at the exact source point, and for pixels whose source lies
