@@ -30,6 +30,7 @@ pub mod pipeline;
 pub mod pool;
 pub mod schedule;
 pub mod timeline;
+pub(crate) mod tracking;
 
 pub use external::External;
 pub use loader::{HostSlot, Loader, LoaderStats};

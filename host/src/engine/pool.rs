@@ -1,13 +1,13 @@
 //! A pool of CUDA streams, the events that order work between them, and CUDA graph capture of
 //! work spread over the pool.
 
-use super::memory::Allocation;
+use super::tracking::{lock, Allocation, CaptureState, Shared};
 use crate::error::{DriverContext, Error, Result};
 use crate::runtime::Gpu;
 use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaContext, CudaEvent, CudaGraph, CudaStream};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 /// One stream of a pool: its name (shown in traces) and its priority, in CUDA's convention
 /// (lower is more urgent, 0 is the default), as `torch.cuda.Stream(priority=...)` takes it.
@@ -32,64 +32,6 @@ impl StreamSpec {
     pub fn priority(mut self, priority: i32) -> Self {
         self.priority = priority;
         self
-    }
-}
-
-/// Locks a mutex, taking the data even if another thread panicked while holding it (the
-/// protected state is always left consistent between statements).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// State shared by a pool and every buffer allocated through it.
-pub(crate) struct Shared {
-    pub(crate) ctx: Arc<CudaContext>,
-    /// The pool's streams, then the `Gpu`'s own stream: the streams whose accesses buffers
-    /// track with events (any other stream is waited for by the host).
-    pub(crate) known: Vec<Arc<CudaStream>>,
-    /// Advances when a capture begins (after every known stream was synchronized) and when it
-    /// ends; buffer states from an earlier epoch are complete or were only captured.
-    epoch: AtomicU64,
-    capture: Mutex<Option<CaptureState>>,
-}
-
-struct CaptureState {
-    epoch: u64,
-    touched: Vec<Arc<Allocation>>,
-}
-
-impl Shared {
-    /// Index of `stream` among the known streams.
-    pub(crate) fn slot_of(&self, stream: &CudaStream) -> Option<usize> {
-        self.known
-            .iter()
-            .position(|k| k.cu_stream() == stream.cu_stream())
-    }
-
-    pub(crate) fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::Acquire)
-    }
-
-    /// The epoch of the capture in progress, if any.
-    pub(crate) fn capture_epoch(&self) -> Option<u64> {
-        lock(&self.capture).as_ref().map(|c| c.epoch)
-    }
-
-    /// Remembers that a capture in progress uses `alloc`: the graph keeps it alive and, after
-    /// each launch, orders later accesses after the launch.
-    pub(crate) fn register(&self, alloc: &Arc<Allocation>) {
-        if let Some(c) = lock(&self.capture).as_mut() {
-            if !c.touched.iter().any(|a| Arc::ptr_eq(a, alloc)) {
-                c.touched.push(alloc.clone());
-            }
-        }
-    }
-
-    fn synchronize_known(&self) -> Result<()> {
-        for s in &self.known {
-            s.synchronize().op("cuStreamSynchronize")?;
-        }
-        self.ctx.check_err().op("an earlier asynchronous call")
     }
 }
 
