@@ -1,7 +1,6 @@
 //! Subcommands of the `streamline` binary.
 
 mod bench;
-mod bench_engine;
 mod heavy;
 mod img;
 mod info;

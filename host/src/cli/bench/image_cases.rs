@@ -83,137 +83,131 @@ pub fn run(b: &mut Bench, batch: usize, wanted: &dyn Fn(&str) -> bool) -> Result
         rng_seed
     };
 
-    let case = format!("roi_align_crop128_b{batch}");
-    if wanted(&case) {
-        b.bar.set_message(case.clone());
-        let mut bufs = f32_sets(b, full, crop, 100)?;
-        let boxes: Vec<[f32; 5]> = (0..batch)
-            .map(|i| {
-                let (t, l) = (
-                    (next() >> 33) % (SIZE - CROP + 1) as u64,
-                    (next() >> 33) % (SIZE - CROP + 1) as u64,
-                );
-                [
-                    i as f32,
-                    l as f32,
-                    t as f32,
-                    (l as usize + CROP) as f32,
-                    (t as usize + CROP) as f32,
-                ]
-            })
-            .collect();
-        let rb = RoiBoxes::upload(&st, &boxes)?;
-        let o = RoiAlign {
-            out_h: CROP,
-            out_w: CROP,
-            spatial_scale: 1.0,
-            sampling_ratio: -1,
-            aligned: false,
-        };
-        let n = bufs.len();
-        let t = b.time(|i| {
-            let (x, y) = &mut bufs[i % n];
-            roi_align(gpu, &st, full, x, &rb, o, y)
-        })?;
-        // Reads the (crop + 1)^2 window of every plane, writes the crop.
-        let bytes = (batch * 3 * (CROP + 1) * (CROP + 1) * 4) as f64 + plane_bytes(crop);
-        record(
-            b,
-            &case,
-            t,
-            bytes,
-            json!({"batch": batch, "buffer_sets": n}),
-        )?;
-    }
-
-    let case = format!("resize_bilinear_128to256_b{batch}");
-    if wanted(&case) {
-        b.bar.set_message(case.clone());
-        let mut bufs = f32_sets(b, crop, full, 200)?;
-        let n = bufs.len();
-        let t = b.time(|i| {
-            let (x, y) = &mut bufs[i % n];
-            resize(
-                gpu,
-                &st,
-                crop,
-                x,
-                (SIZE, SIZE),
-                ResizeMode::BilinearAntialias,
-                y,
-            )
-        })?;
-        record(
-            b,
-            &case,
-            t,
-            plane_bytes(crop) + plane_bytes(full),
-            json!({"batch": batch, "buffer_sets": n, "antialias": true}),
-        )?;
-    }
-
+    // The single operations' inputs: a crop box and an angle per image, ImageNet's statistics.
+    let boxes: Vec<[f32; 5]> = (0..batch)
+        .map(|i| {
+            let (t, l) = (
+                (next() >> 33) % (SIZE - CROP + 1) as u64,
+                (next() >> 33) % (SIZE - CROP + 1) as u64,
+            );
+            [
+                i as f32,
+                l as f32,
+                t as f32,
+                (l as usize + CROP) as f32,
+                (t as usize + CROP) as f32,
+            ]
+        })
+        .collect();
+    let boxes = RoiBoxes::upload(&st, &boxes)?;
+    let crop_options = RoiAlign {
+        out_h: CROP,
+        out_w: CROP,
+        spatial_scale: 1.0,
+        sampling_ratio: -1,
+        aligned: false,
+    };
     let angles: Vec<f32> = (0..batch)
         .map(|_| ((next() >> 40) as f64 / (1u64 << 24) as f64 * 90.0 - 45.0) as f32)
         .collect();
     let angles = PerImage::upload(&st, "angles", &angles)?;
-    for (mode, name) in [
-        (Interp::Nearest, "rotate_nearest"),
-        (Interp::Bilinear, "rotate_bilinear"),
-    ] {
+    let stats = ChannelStats::upload(&st, &[0.485, 0.456, 0.406], &[0.229, 0.224, 0.225])?;
+
+    // Each single operation: its case name, what it runs, its input and output shapes, the
+    // seed of its inputs, and the least traffic it must move.
+    #[derive(Clone, Copy)]
+    enum Single {
+        RoiAlign,
+        Resize,
+        Rotate(Interp),
+        Blur,
+        Normalize,
+    }
+    // roi_align reads the (crop + 1)^2 window of every plane and writes the crop.
+    let window = (batch * 3 * (CROP + 1) * (CROP + 1) * 4) as f64;
+    let cases = [
+        (
+            "roi_align_crop128",
+            Single::RoiAlign,
+            full,
+            crop,
+            100,
+            window + plane_bytes(crop),
+        ),
+        (
+            "resize_bilinear_128to256",
+            Single::Resize,
+            crop,
+            full,
+            200,
+            plane_bytes(crop) + plane_bytes(full),
+        ),
+        (
+            "rotate_nearest",
+            Single::Rotate(Interp::Nearest),
+            full,
+            full,
+            300,
+            2.0 * plane_bytes(full),
+        ),
+        (
+            "rotate_bilinear",
+            Single::Rotate(Interp::Bilinear),
+            full,
+            full,
+            300,
+            2.0 * plane_bytes(full),
+        ),
+        (
+            "gaussian_blur_k7",
+            Single::Blur,
+            full,
+            full,
+            400,
+            2.0 * plane_bytes(full),
+        ),
+        (
+            "normalize",
+            Single::Normalize,
+            full,
+            full,
+            500,
+            2.0 * plane_bytes(full),
+        ),
+    ];
+    for (name, op, s_in, s_out, seed, bytes) in cases {
         let case = format!("{name}_b{batch}");
-        if wanted(&case) {
-            b.bar.set_message(case.clone());
-            let mut bufs = f32_sets(b, full, full, 300)?;
-            let n = bufs.len();
-            let t = b.time(|i| {
-                let (x, y) = &mut bufs[i % n];
-                rotate(gpu, &st, full, x, &angles, mode, None, y)
-            })?;
-            record(
-                b,
-                &case,
-                t,
-                2.0 * plane_bytes(full),
-                json!({"batch": batch, "buffer_sets": n}),
-            )?;
+        if !wanted(&case) {
+            continue;
         }
-    }
-
-    let case = format!("gaussian_blur_k7_b{batch}");
-    if wanted(&case) {
         b.bar.set_message(case.clone());
-        let mut bufs = f32_sets(b, full, full, 400)?;
+        let mut bufs = f32_sets(b, s_in, s_out, seed)?;
         let n = bufs.len();
         let t = b.time(|i| {
             let (x, y) = &mut bufs[i % n];
-            gaussian_blur(gpu, &st, full, x, (7, 7), Sigma::Global(1.5, 1.5), y)
+            match op {
+                Single::RoiAlign => roi_align(gpu, &st, s_in, x, &boxes, crop_options, y),
+                Single::Resize => resize(
+                    gpu,
+                    &st,
+                    s_in,
+                    x,
+                    (SIZE, SIZE),
+                    ResizeMode::BilinearAntialias,
+                    y,
+                ),
+                Single::Rotate(mode) => rotate(gpu, &st, s_in, x, &angles, mode, None, y),
+                Single::Blur => {
+                    gaussian_blur(gpu, &st, s_in, x, (7, 7), Sigma::Global(1.5, 1.5), y)
+                }
+                Single::Normalize => normalize(gpu, &st, s_in, x, &stats, y),
+            }
         })?;
-        record(
-            b,
-            &case,
-            t,
-            2.0 * plane_bytes(full),
-            json!({"batch": batch, "buffer_sets": n}),
-        )?;
-    }
-
-    let case = format!("normalize_b{batch}");
-    if wanted(&case) {
-        b.bar.set_message(case.clone());
-        let stats = ChannelStats::upload(&st, &[0.485, 0.456, 0.406], &[0.229, 0.224, 0.225])?;
-        let mut bufs = f32_sets(b, full, full, 500)?;
-        let n = bufs.len();
-        let t = b.time(|i| {
-            let (x, y) = &mut bufs[i % n];
-            normalize(gpu, &st, full, x, &stats, y)
-        })?;
-        record(
-            b,
-            &case,
-            t,
-            2.0 * plane_bytes(full),
-            json!({"batch": batch, "buffer_sets": n}),
-        )?;
+        let mut extra = json!({"batch": batch, "buffer_sets": n});
+        if matches!(op, Single::Resize) {
+            extra["antialias"] = json!(true);
+        }
+        record(b, &case, t, bytes, extra)?;
     }
 
     let case = format!("augment_pipeline_b{batch}");

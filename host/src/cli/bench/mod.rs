@@ -23,6 +23,7 @@ use streamline::Gpu;
 use streamline_abi::matmul::SGEMM_ALL;
 use streamline_abi::spin::SPIN_MAX_NS;
 
+mod engine_cases;
 mod image_cases;
 
 #[derive(clap::Args, Debug)]
@@ -44,7 +45,7 @@ pub(super) struct Bench<'a> {
     warmup: usize,
     pub(super) reps: usize,
     pub(super) bar: ProgressBar,
-    pub(super) rows: Vec<Value>,
+    pub(super) rows: Vec<Row>,
     ceiling_gbps: Option<f64>,
     /// [`Bench::copy_same_bytes`] times by f32 count per side.
     copies: HashMap<usize, Timing>,
@@ -62,6 +63,68 @@ pub(super) struct Timing {
     /// is what a stream full of queued work costs per call. `None` when the host's submission
     /// outlasted the longest wait tried.
     pub(super) device_ms: Option<f64>,
+}
+
+/// One result, one JSON line of `--json` (the anchors' scripts write the same keys). Columns
+/// that do not apply to a case are left out.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub(super) struct Row {
+    pub(super) case: String,
+    #[serde(rename = "impl")]
+    pub(super) imp: String,
+    pub(super) ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) min_ms: Option<f64>,
+    pub(super) device_ms: Option<f64>,
+    pub(super) reps: usize,
+    /// Rate of the bytes the case must move.
+    #[serde(rename = "GBps", skip_serializing_if = "Option::is_none")]
+    pub(super) gbps: Option<f64>,
+    /// The link that rate is measured on, where it is not device memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) link: Option<&'static str>,
+    /// The bytes at the copy ceiling of the run, and that time over the case's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) floor_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) frac_of_memory_floor: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) device_frac_of_memory_floor: Option<Option<f64>>,
+    /// Compute-bound cases: the kernel that ran, its rate, cuBLAS's time over ours.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) kernel: Option<String>,
+    #[serde(rename = "TFLOPs", skip_serializing_if = "Option::is_none")]
+    pub(super) tflops: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) frac_of_cublas: Option<f64>,
+    /// What else describes the case (batch, buffer sets, layouts, a scenario's figures).
+    #[serde(flatten)]
+    pub(super) extra: serde_json::Map<String, Value>,
+}
+
+impl Row {
+    /// A row of `case` timed as `t`, with `extra` beside it (an `impl` there names the
+    /// implementation, `streamline` otherwise).
+    pub(super) fn new(case: &str, t: Timing, reps: usize, extra: Value) -> Row {
+        let mut extra = match extra {
+            Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        };
+        let imp = match extra.remove("impl") {
+            Some(Value::String(s)) => s,
+            _ => "streamline".to_string(),
+        };
+        Row {
+            case: case.to_string(),
+            imp,
+            ms: round(t.ms),
+            min_ms: Some(round(t.min_ms)),
+            device_ms: t.device_ms.map(round),
+            reps,
+            extra,
+            ..Row::default()
+        }
+    }
 }
 
 /// The shortest device-side wait queued before a call timed for its device time alone.
@@ -164,19 +227,13 @@ impl Bench<'_> {
 
     /// Records a case; `bytes` is the least traffic the case must move through device memory.
     pub(super) fn record(&mut self, case: &str, t: Timing, bytes: f64, extra: Value) {
-        let gbps = bytes / t.ms / 1e6;
-        let mut row = json!({
-            "case": case, "impl": "streamline", "ms": round(t.ms), "min_ms": round(t.min_ms),
-            "device_ms": t.device_ms.map(round), "reps": self.reps, "GBps": round1(gbps),
-        });
+        let mut row = Row::new(case, t, self.reps, extra);
+        row.gbps = Some(round1(bytes / t.ms / 1e6));
         if let Some(c) = self.ceiling_gbps {
             let floor_ms = bytes / c / 1e6;
-            row["floor_ms"] = json!(round(floor_ms));
-            row["frac_of_memory_floor"] = json!(round(floor_ms / t.ms));
-            row["device_frac_of_memory_floor"] = json!(t.device_ms.map(|d| round(floor_ms / d)));
-        }
-        if let (Value::Object(r), Value::Object(e)) = (&mut row, extra) {
-            r.extend(e);
+            row.floor_ms = Some(round(floor_ms));
+            row.frac_of_memory_floor = Some(round(floor_ms / t.ms));
+            row.device_frac_of_memory_floor = Some(t.device_ms.map(|d| round(floor_ms / d)));
         }
         self.rows.push(row);
     }
@@ -185,14 +242,9 @@ impl Bench<'_> {
 impl Bench<'_> {
     /// Records a host-device copy: its rate is the PCIe link's, so no device-memory floor.
     pub(super) fn record_link(&mut self, case: &str, t: Timing, bytes: f64, extra: Value) {
-        let mut row = json!({
-            "case": case, "impl": "streamline", "ms": round(t.ms), "min_ms": round(t.min_ms),
-            "device_ms": t.device_ms.map(round), "reps": self.reps,
-            "GBps": round1(bytes / t.ms / 1e6), "link": "PCIe",
-        });
-        if let (Value::Object(r), Value::Object(e)) = (&mut row, extra) {
-            r.extend(e);
-        }
+        let mut row = Row::new(case, t, self.reps, extra);
+        row.gbps = Some(round1(bytes / t.ms / 1e6));
+        row.link = Some("PCIe");
         self.rows.push(row);
     }
 
@@ -206,12 +258,11 @@ impl Bench<'_> {
         flops: f64,
         cublas_ms: f64,
     ) {
-        self.rows.push(json!({
-            "case": case, "impl": imp, "kernel": kernel, "ms": round(t.ms),
-            "min_ms": round(t.min_ms), "device_ms": t.device_ms.map(round), "reps": self.reps,
-            "TFLOPs": round1(flops / t.ms / 1e9 * 10.0) / 10.0,
-            "frac_of_cublas": round(cublas_ms / t.ms),
-        }));
+        let mut row = Row::new(case, t, self.reps, json!({ "impl": imp }));
+        row.kernel = Some(kernel.to_string());
+        row.tflops = Some(round1(flops / t.ms / 1e9 * 10.0) / 10.0);
+        row.frac_of_cublas = Some(round(cublas_ms / t.ms));
+        self.rows.push(row);
     }
 }
 
@@ -307,12 +358,9 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
         b.record("ceiling_d2d_copy_1GiB", t, bytes, json!({}));
     }
 
-    let engine_cases = super::bench_engine::CASES
-        .iter()
-        .filter(|c| wanted(c))
-        .count();
+    let engine_cases = engine_cases::CASES.iter().filter(|c| wanted(c)).count();
     b.bar.inc_length((engine_cases * reps) as u64);
-    super::bench_engine::run(&mut b, &wanted)?;
+    engine_cases::run(&mut b, &wanted)?;
 
     for (case, n) in heavy_cases {
         b.bar.set_message(case);
@@ -338,14 +386,8 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
         gpu.image().origin
     );
     // `device ms`: the same call with its host submission hidden (see `Timing`).
-    let opt = |v: &Value, digits: usize| {
-        v.as_f64()
-            .map_or(String::new(), |m| format!("{m:.digits$}"))
-    };
-    let pct = |v: &Value| {
-        v.as_f64()
-            .map_or(String::new(), |f| format!("{:.0}%", 100.0 * f))
-    };
+    let opt = |v: Option<f64>, digits: usize| v.map_or(String::new(), |m| format!("{m:.digits$}"));
+    let pct = |v: Option<f64>| v.map_or(String::new(), |f| format!("{:.0}%", 100.0 * f));
     println!(
         "{:<34} {:<10} {:>10} {:>10} {:>10} {:>10} {:>16} {:>16}",
         "case",
@@ -357,32 +399,26 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
         "of memory floor",
         "device of floor"
     );
-    for r in b.rows.iter().filter(|r| r.get("TFLOPs").is_none()) {
+    for r in b.rows.iter().filter(|r| r.tflops.is_none()) {
         // Blank where a column does not apply: host copies run at the PCIe link's rate (no
         // device-memory floor), pipeline scenarios move no single byte count.
-        let gbps = r["GBps"].as_f64().map_or(String::new(), |g| {
-            let link = r["link"]
-                .as_str()
-                .map_or(String::new(), |l| format!(" {l}"));
+        let gbps = r.gbps.map_or(String::new(), |g| {
+            let link = r.link.map_or(String::new(), |l| format!(" {l}"));
             format!("{g:.1}{link}")
         });
         println!(
             "{:<34} {:<10} {:>10.4} {:>10} {:>10} {:>10} {:>16} {:>16}",
-            r["case"].as_str().unwrap_or(""),
-            r["impl"].as_str().unwrap_or(""),
-            r["ms"].as_f64().unwrap_or(f64::NAN),
-            opt(&r["min_ms"], 4),
-            opt(&r["device_ms"], 4),
+            r.case,
+            r.imp,
+            r.ms,
+            opt(r.min_ms, 4),
+            opt(r.device_ms, 4),
             gbps,
-            pct(&r["frac_of_memory_floor"]),
-            pct(&r["device_frac_of_memory_floor"]),
+            pct(r.frac_of_memory_floor),
+            pct(r.device_frac_of_memory_floor.flatten()),
         );
     }
-    let flops: Vec<&Value> = b
-        .rows
-        .iter()
-        .filter(|r| r.get("TFLOPs").is_some())
-        .collect();
+    let flops: Vec<&Row> = b.rows.iter().filter(|r| r.tflops.is_some()).collect();
     if !flops.is_empty() {
         println!(
             "{:<34} {:<10} {:>10} {:>10} {:>10} {:>10} {:>16}",
@@ -390,15 +426,14 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
         );
         for r in flops {
             println!(
-                "{:<34} {:<10} {:>10.4} {:>10.4} {:>10} {:>10.2} {:>16}",
-                r["case"].as_str().unwrap_or(""),
-                r["impl"].as_str().unwrap_or(""),
-                r["ms"].as_f64().unwrap_or(f64::NAN),
-                r["min_ms"].as_f64().unwrap_or(f64::NAN),
-                opt(&r["device_ms"], 4),
-                r["TFLOPs"].as_f64().unwrap_or(f64::NAN),
-                r["frac_of_cublas"]
-                    .as_f64()
+                "{:<34} {:<10} {:>10.4} {:>10} {:>10} {:>10.2} {:>16}",
+                r.case,
+                r.imp,
+                r.ms,
+                opt(r.min_ms, 4),
+                opt(r.device_ms, 4),
+                r.tflops.unwrap_or(f64::NAN),
+                r.frac_of_cublas
                     .map_or(String::new(), |f| format!("{:.1}%", 100.0 * f))
             );
         }
@@ -408,7 +443,7 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
         writeln!(f, "{header}")?;
         for r in &b.rows {
-            writeln!(f, "{r}")?;
+            writeln!(f, "{}", serde_json::to_string(r)?)?;
         }
         println!("wrote {}", path.display());
     }
