@@ -38,12 +38,17 @@ pub enum Error {
     /// parameter layout differs from what this binary was compiled against.
     #[error("kernel image {origin}: {reason}")]
     KernelImage { origin: String, reason: String },
-    /// A pipeline description is inconsistent (unknown names, two writers, a cycle, ...).
-    #[error("invalid pipeline: {0}")]
-    InvalidPipeline(String),
-    /// A CUDA graph capture was misused (nested, launched while capturing, empty, ...).
-    #[error("graph capture: {0}")]
-    Capture(String),
+    /// A pipeline description is inconsistent (unknown names, two writers, a cycle, ...):
+    /// `part` names what is wrong (`depth`, `lanes`, `stages`, `stage x`, `resource y`).
+    #[error("invalid pipeline: {part}: {reason}")]
+    InvalidPipeline { part: String, reason: String },
+    /// A CUDA graph capture was misused (nested, launched while capturing, empty, ...):
+    /// `during` says what was attempted.
+    #[error("graph capture: cannot {during}: {reason}")]
+    Capture {
+        during: &'static str,
+        reason: &'static str,
+    },
     /// An optional CUDA library (cuBLAS) could not be loaded.
     #[error("{library} is not available: {reason}")]
     MissingLibrary {

@@ -163,29 +163,35 @@ impl PipelineSpec {
         self
     }
 
-    fn invalid(reason: String) -> Error {
-        Error::InvalidPipeline(reason)
+    fn invalid(part: impl Into<String>, reason: String) -> Error {
+        Error::InvalidPipeline {
+            part: part.into(),
+            reason,
+        }
     }
 
     /// Checks the description and derives its plan: the stage order within an iteration, every
     /// dependency, and the ring slots' lifetimes. Rejects unknown or duplicate names, a stage
     /// that reads and writes one resource, a resource with two writers, and cycles.
     pub fn plan(&self) -> Result<Plan> {
-        let bad = |r: String| Err(Self::invalid(r));
+        let bad = |part: String, r: String| Err(Self::invalid(part, r));
         if !(1..=MAX_DEPTH).contains(&self.depth) {
-            return bad(format!(
-                "depth must be in 1..={MAX_DEPTH}, got {}",
-                self.depth
-            ));
+            return bad(
+                "depth".into(),
+                format!("must be in 1..={MAX_DEPTH}, got {}", self.depth),
+            );
         }
         if self.lanes.is_empty() || self.lanes.len() > 64 {
-            return bad(format!(
-                "a pipeline has 1..=64 lanes, got {}",
-                self.lanes.len()
-            ));
+            return bad(
+                "lanes".into(),
+                format!("a pipeline has 1..=64 lanes, got {}", self.lanes.len()),
+            );
         }
         if self.stages.is_empty() {
-            return bad("a pipeline needs at least one stage".into());
+            return bad(
+                "stages".into(),
+                "a pipeline needs at least one stage".into(),
+            );
         }
         for (what, names) in [
             ("lane", self.lanes.iter().collect::<Vec<_>>()),
@@ -194,7 +200,7 @@ impl PipelineSpec {
         ] {
             for (i, n) in names.iter().enumerate() {
                 if names[..i].contains(n) {
-                    return bad(format!("{what} `{n}` is declared twice"));
+                    return bad(format!("{what} `{n}`"), "is declared twice".into());
                 }
             }
         }
@@ -204,20 +210,23 @@ impl PipelineSpec {
         let mut readers: Vec<Vec<usize>> = vec![Vec::new(); nres];
         for (si, s) in self.stages.iter().enumerate() {
             if s.lane >= self.lanes.len() {
-                return bad(format!("stage `{}` runs on an undeclared lane", s.name));
+                return bad(
+                    format!("stage `{}`", s.name),
+                    "runs on an undeclared lane".into(),
+                );
             }
             for r in &s.reads {
                 let Some(ri) = res_index(r) else {
-                    return bad(format!(
-                        "stage `{}` reads undeclared resource `{r}`",
-                        s.name
-                    ));
+                    return bad(
+                        format!("stage `{}`", s.name),
+                        format!("reads undeclared resource `{r}`"),
+                    );
                 };
                 if s.writes.contains(r) {
-                    return bad(format!(
-                        "stage `{}` reads and writes `{r}`: write to another resource",
-                        s.name
-                    ));
+                    return bad(
+                        format!("stage `{}`", s.name),
+                        format!("reads and writes `{r}`: write to another resource"),
+                    );
                 }
                 if !readers[ri].contains(&si) {
                     readers[ri].push(si);
@@ -225,17 +234,20 @@ impl PipelineSpec {
             }
             for w in &s.writes {
                 let Some(ri) = res_index(w) else {
-                    return bad(format!(
-                        "stage `{}` writes undeclared resource `{w}`",
-                        s.name
-                    ));
+                    return bad(
+                        format!("stage `{}`", s.name),
+                        format!("writes undeclared resource `{w}`"),
+                    );
                 };
                 if let Some(prev) = writer[ri] {
                     if prev != si {
-                        return bad(format!(
-                            "`{w}` is written by both `{}` and `{}`",
-                            self.stages[prev].name, s.name
-                        ));
+                        return bad(
+                            format!("resource `{w}`"),
+                            format!(
+                                "is written by both `{}` and `{}`",
+                                self.stages[prev].name, s.name
+                            ),
+                        );
                     }
                 }
                 writer[ri] = Some(si);
@@ -306,7 +318,7 @@ impl PipelineSpec {
         let mut done = vec![false; n];
         while order.len() < n {
             let Some(next) = (0..n).find(|&s| !done[s] && indeg[s] == 0) else {
-                return Err(Self::invalid(self.describe_cycle(&edges, &done)));
+                return Err(Self::invalid("stages", self.describe_cycle(&edges, &done)));
             };
             done[next] = true;
             order.push(next);

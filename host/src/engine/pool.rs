@@ -197,7 +197,10 @@ impl StreamPool {
     pub fn begin_capture(&self, origin: usize) -> Result<Capture<'_>> {
         self.check(origin, "origin")?;
         if self.shared.capture_epoch().is_some() {
-            return Err(Error::Capture("a capture is already in progress".into()));
+            return Err(Error::Capture {
+                during: "begin a capture",
+                reason: "a capture is already in progress",
+            });
         }
         self.shared.synchronize_known()?;
         let epoch = self.shared.epoch.fetch_add(1, Ordering::AcqRel) + 1;
@@ -275,7 +278,10 @@ impl Capture<'_> {
         joined?;
         let graph = ended
             .op("cuStreamEndCapture")?
-            .ok_or_else(|| Error::Capture("the capture recorded no work".into()))?;
+            .ok_or_else(|| Error::Capture {
+                during: "end the capture",
+                reason: "it recorded no work",
+            })?;
         let ctx = &shared.ctx;
         let no_timing = Some(CUevent_flags::CU_EVENT_DISABLE_TIMING);
         let joins = shared
@@ -335,9 +341,10 @@ impl Graph {
     /// Queues one run of the graph on its origin stream.
     pub fn launch(&self) -> Result<()> {
         if self.shared.capture_epoch().is_some() {
-            return Err(Error::Capture(
-                "cannot launch a graph while a capture is in progress".into(),
-            ));
+            return Err(Error::Capture {
+                during: "launch a graph",
+                reason: "a capture is in progress",
+            });
         }
         let o = &self.shared.known[self.origin];
         for (s, e) in self.shared.known.iter().zip(&self.joins) {

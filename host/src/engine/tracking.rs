@@ -223,9 +223,10 @@ impl Allocation {
         if self.shared.capture_epoch() == Some(st.epoch)
             && (st.write.is_some() || st.reads.iter().any(|r| *r))
         {
-            return Err(Error::Capture(
-                "the host cannot wait for a buffer's accesses while they are being captured".into(),
-            ));
+            return Err(Error::Capture {
+                during: "wait on the host for a buffer's accesses",
+                reason: "they are being captured",
+            });
         }
         if let Some(f) = &st.fence {
             f.synchronize().op("cuEventSynchronize")?;
