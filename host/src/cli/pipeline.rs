@@ -29,13 +29,13 @@ pub struct CommonArgs {
     #[arg(long)]
     graph: bool,
     /// Timed repetitions (1..=1000); the median is reported.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = Common::default().reps)]
     reps: usize,
     /// Seed of the random inputs.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = Common::default().seed)]
     seed: u64,
     /// Output elements compared with the CPU reference (1..=2^24).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = Common::default().sample)]
     sample: usize,
 }
 
@@ -46,10 +46,10 @@ enum Scenario {
         #[command(flatten)]
         common: CommonArgs,
         /// Sizes to sweep, comma-separated (`1e4,1e6,1e8` accepted).
-        #[arg(long, value_delimiter = ',', value_parser = parse_count, default_value = "1e4,1e5,1e6,1e7,1e8")]
+        #[arg(long, value_delimiter = ',', value_parser = parse_count, default_values_t = heavy_split::Options::default().sizes.iter().map(|&n| n as u64).collect::<Vec<_>>())]
         sizes: Vec<u64>,
         /// Streams (parts) of the split run (1..=16).
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = heavy_split::Options::default().streams)]
         streams: usize,
     },
     /// Seed 001: two branches on two streams joined by events.
@@ -57,10 +57,10 @@ enum Scenario {
         #[command(flatten)]
         common: CommonArgs,
         /// Elements per input.
-        #[arg(long, value_parser = parse_count, default_value = "1048576")]
+        #[arg(long, value_parser = parse_count, default_value_t = branches::Options::default().n as u64)]
         n: u64,
         /// Iterations per run.
-        #[arg(long, default_value_t = 8)]
+        #[arg(long, default_value_t = branches::Options::default().iterations)]
         iterations: usize,
     },
     /// Seed 002: H2D -> matmul -> matmul on three streams with event dependencies.
@@ -68,13 +68,13 @@ enum Scenario {
         #[command(flatten)]
         common: CommonArgs,
         /// Rows per batch.
-        #[arg(long, default_value_t = 512)]
+        #[arg(long, default_value_t = multistage::Options::default().rows)]
         rows: usize,
         /// Batch columns and weight matrix size.
-        #[arg(long, default_value_t = 512)]
+        #[arg(long, default_value_t = multistage::Options::default().size)]
         size: usize,
         /// Batches per run (even).
-        #[arg(long, default_value_t = 8)]
+        #[arg(long, default_value_t = multistage::Options::default().batches)]
         batches: usize,
     },
     /// Seed 004: matmul loop, D2H and H2D on three streams; pinned vs pageable host memory.
@@ -82,13 +82,13 @@ enum Scenario {
         #[command(flatten)]
         common: CommonArgs,
         /// Side of the square matrices.
-        #[arg(long, default_value_t = 1024)]
+        #[arg(long, default_value_t = copy_overlap::Options::default().size)]
         size: usize,
         /// Products queued on the compute stream.
-        #[arg(long, default_value_t = 50)]
+        #[arg(long, default_value_t = copy_overlap::Options::default().matmuls)]
         matmuls: usize,
         /// Matrices copied in each direction.
-        #[arg(long, default_value_t = 50)]
+        #[arg(long, default_value_t = copy_overlap::Options::default().copies)]
         copies: usize,
     },
     /// Seed 003: augmentation of batch N+1 on a transform stream while an MLP trains on batch N.
@@ -96,19 +96,19 @@ enum Scenario {
         #[command(flatten)]
         common: CommonArgs,
         /// Batch sizes of the sweep, comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "8,32,64,128")]
+        #[arg(long, value_delimiter = ',', default_values_t = augment_train::Options::default().batches)]
         batches: Vec<usize>,
         /// Side of the square images (3 channels).
-        #[arg(long, default_value_t = 256)]
+        #[arg(long, default_value_t = augment_train::Options::default().size)]
         size: usize,
         /// Hidden units of the MLP.
-        #[arg(long, default_value_t = 1024)]
+        #[arg(long, default_value_t = augment_train::Options::default().hidden)]
         hidden: usize,
         /// Classes (outputs) of the MLP.
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = augment_train::Options::default().classes)]
         classes: usize,
         /// Training steps per timed run (any number: the batches stream from the loader).
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = augment_train::Options::default().steps)]
         steps: usize,
         /// Decode the batches from the PNG/JPEG images of DIR (class subfolders give the
         /// labels) on the loader's threads, instead of generating them.
@@ -124,22 +124,22 @@ enum Scenario {
         #[command(flatten)]
         common: CommonArgs,
         /// Batch sizes of the sweep, comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "8,32,64,128")]
+        #[arg(long, value_delimiter = ',', default_values_t = encoder_decoder::Options::default().batches)]
         batches: Vec<usize>,
         /// Inputs per row (the encoder's input width).
-        #[arg(long, default_value_t = 4096)]
+        #[arg(long, default_value_t = encoder_decoder::Options::default().inputs)]
         inputs: usize,
         /// Features per row (the encoder's output).
-        #[arg(long, default_value_t = 1024)]
+        #[arg(long, default_value_t = encoder_decoder::Options::default().features)]
         features: usize,
         /// Hidden units of the decoder.
-        #[arg(long, default_value_t = 1024)]
+        #[arg(long, default_value_t = encoder_decoder::Options::default().hidden)]
         hidden: usize,
         /// Classes (outputs) of the decoder.
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = encoder_decoder::Options::default().classes)]
         classes: usize,
         /// Training steps per timed run (even).
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = encoder_decoder::Options::default().steps)]
         steps: usize,
     },
     /// Seeds 001/002: H2D of batch N+1 while batch N computes, double-buffered.
@@ -147,17 +147,17 @@ enum Scenario {
         #[command(flatten)]
         common: CommonArgs,
         /// f32 elements per batch.
-        #[arg(long, value_parser = parse_count, default_value = "4194304")]
+        #[arg(long, value_parser = parse_count, default_value_t = prefetch::Options::default().batch as u64)]
         batch: u64,
-        /// Batches streamed per run, from a producer through page-locked slots (memory stays
-        /// that of the ring); with --graph, a multiple of 4 x --depth (what one replay streams).
-        #[arg(long, default_value_t = 32)]
+        /// Batches streamed per run (any number), from a producer through page-locked slots:
+        /// memory stays that of the ring.
+        #[arg(long, default_value_t = prefetch::Options::default().batches)]
         batches: usize,
         /// Ring depth: 2 double buffering, 3 triple.
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = prefetch::Options::default().depth)]
         depth: usize,
         /// Heavy passes per batch (the compute stage's length).
-        #[arg(long, default_value_t = 48)]
+        #[arg(long, default_value_t = prefetch::Options::default().compute_reps)]
         compute_reps: usize,
     },
 }
