@@ -278,7 +278,7 @@ impl Capture<'_> {
         joined?;
         let graph = ended
             .op("cuStreamEndCapture")?
-            .ok_or_else(|| Error::Capture {
+            .ok_or(Error::Capture {
                 during: "end the capture",
                 reason: "it recorded no work",
             })?;

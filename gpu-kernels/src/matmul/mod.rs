@@ -1,0 +1,394 @@
+//! FP32 `C = alpha * A @ B + beta * C` (row-major, leading dimensions), as a progression.
+//!
+//! Each numbered step is a complete kernel that handles every shape (edges are predicated in the
+//! kernel, never padded in the user's data) and keeps the change that made it faster readable
+//! next to the step before, one file per step, so that any two can be compared side by side.
+//! `streamline matmul --kernel all --vs-cublas` times them all; BENCHMARKS.md has the table.
+//!
+//! 1. [`step1_naive`]: one thread per output, operands from global memory.
+//! 2. [`step2_tiled`]: operands staged through shared memory, 32 x 32 tiles.
+//! 3. [`step3_blocked`]: register blocking, 8 x 8 outputs per thread, 128 x 128 block tile.
+//! 4. [`step4_vectorized`]: 16-byte loads and stores, transposed and padded `A` tile so that
+//!    every shared access is conflict-free.
+//! 5. [`step5_pipelined`]: two shared stages; the next tile's global loads are in flight
+//!    while the current one is multiplied, one barrier per tile. Three tile sizes, chosen per
+//!    shape by the host.
+//! 6. [`step6_async`]: a 16-deep `K` tile copied global-to-shared by `cp.async` into
+//!    three stages, so no registers hold tiles in transit.
+//! 7. [`step7_swizzled`]: step 5's 128 x 128 kernel with its blocks walking bands of
+//!    block rows column by column, so the blocks resident together share operand panels in L2.
+//!
+//! Split-K, for products whose output tiles cannot fill the GPU (a batch of 32 rows times a deep
+//! `K`, [`splitk`]): `sgemm_splitk_128x128`, `sgemm_splitk_64x64` and `sgemm_splitk_32x128` run step
+//! 5's loop over one slice of `K` per grid `z`, each slice into its own plane of partial
+//! products, and `sgemm_splitk_reduce` adds the planes in slice order and applies `alpha` and
+//! `beta`. No atomics: the same inputs give the same bits on every run.
+//!
+//! Accumulation is a chain of fused multiply-adds over `k` in increasing order for every
+//! output, so all steps return the same results for the same shape, up to the sign of a zero;
+//! split-K chains each slice and then adds the slices in order, `k / slices + slices` roundings
+//! per output instead of `k`. The host's error bound is `gamma_k * sum_k |a_ik| |b_kj|`
+//! (`host/src/reference/matmul.rs`), which covers both.
+
+use core::arch::nvptx;
+use core::intrinsics::{fmaf32, gpu::gpu_launch_sized_workgroup_mem};
+use streamline_abi::matmul::{
+    GemmParams, SplitKParams, SplitKReduceParams, A_PAD, SGEMM_SPLITK_128X128, SGEMM_SPLITK_32X128,
+    SGEMM_SPLITK_64X64, SGEMM_SPLITK_REDUCE,
+};
+use streamline_abi::matmul::{
+    SGEMM_1_NAIVE, SGEMM_2_TILED, SGEMM_3_BLOCKED, SGEMM_4_VECTORIZED, SGEMM_5_PIPELINED_128X128,
+    SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64, SGEMM_6_ASYNC_128X128,
+    SGEMM_7_SWIZZLED_128X128,
+};
+use streamline_device::kernel;
+use streamline_device::mem::{ldg, ldg4};
+
+/// Four floats that move as one 16-byte access.
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct F4([f32; 4]);
+
+const ZERO4: F4 = F4([0.0; 4]);
+
+/// Block and thread coordinates of this thread.
+#[inline(always)]
+fn ids() -> (usize, usize, usize, usize) {
+    // SAFETY: reading special registers has no side effects.
+    unsafe {
+        (
+            nvptx::_block_idx_x() as usize,
+            nvptx::_block_idx_y() as usize,
+            nvptx::_thread_idx_x() as usize,
+            nvptx::_thread_idx_y() as usize,
+        )
+    }
+}
+
+#[inline(always)]
+fn barrier() {
+    // SAFETY: every call site is reached by all threads of the block (no divergent barrier).
+    unsafe { nvptx::_syncthreads() }
+}
+
+/// `alpha * acc + beta * old`, without reading `old` when `beta == 0`.
+///
+/// # Safety
+/// `c` must be valid for reads and writes.
+#[inline(always)]
+unsafe fn epilogue(c: *mut f32, acc: f32, alpha: f32, beta: f32) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let v = if beta == 0.0 {
+            alpha * acc
+        } else {
+            fmaf32(beta, *c, alpha * acc)
+        };
+        *c = v;
+    }
+}
+
+pub mod splitk;
+pub mod step1_naive;
+pub mod step2_tiled;
+pub mod step3_blocked;
+pub mod step4_vectorized;
+pub mod step5_pipelined;
+pub mod step6_async;
+pub mod step7_swizzled;
+
+/// The tile geometry shared by steps 4 and 5: a `BM x BN` block tile `BK` deep, 8 x 8 outputs
+/// per thread split into four 4 x 4 quadrants (rows `ty*4..` and `BM/2 + ty*4..`, columns
+/// `tx*4..` and `BN/2 + tx*4..`), so that the 16-byte shared loads of a warp read contiguous
+/// 256-byte runs (conflict-free) and the stores to `C` are 16-byte and coalesced.
+struct Tile<const BM: usize, const BN: usize, const BK: usize>;
+
+impl<const BM: usize, const BN: usize, const BK: usize> Tile<BM, BN, BK> {
+    const THREADS: usize = BM * BN / 64;
+    /// Row stride of the transposed `A` tile: padded so that the two column halves a warp
+    /// stores (`k` and `k + 4`) land 16 banks apart.
+    const SA: usize = BM + A_PAD as usize;
+    /// Floats per shared stage.
+    const STAGE: usize = BK * (Self::SA + BN);
+    /// 16-byte global loads per thread for one `A` tile and one `B` tile.
+    const LOADS_A: usize = BM * BK / 4 / Self::THREADS;
+    const LOADS_B: usize = BN * BK / 4 / Self::THREADS;
+}
+
+/// Where this thread's values live.
+struct Frame {
+    a: *const f32,
+    b: *const f32,
+    m: usize,
+    n: usize,
+    k: usize,
+    lda: usize,
+    ldb: usize,
+    /// A and B may be read with 16-byte loads (16-byte aligned bases and strides).
+    vec_ab: bool,
+    row0: usize,
+    col0: usize,
+    tid: usize,
+    smem: *mut f32,
+}
+
+/// Rows of blocks one group of the swizzled order walks down before moving right.
+const SWIZZLE_ROWS: usize = 8;
+
+/// The block `(x, y)` that launch position `(bx, by)` computes in step 7's order: the grid is
+/// cut into bands of [`SWIZZLE_ROWS`] block rows, and positions run down a band's columns one
+/// after another, so the blocks resident at once share a few panels of `A` (their band) and of
+/// `B` (their columns) in L2 instead of streaming every panel of `B` per row of blocks.
+#[inline(always)]
+fn swizzled(bx: usize, by: usize) -> (usize, usize) {
+    // SAFETY: reading special registers has no side effects.
+    let (gx, gy) = unsafe { (nvptx::_grid_dim_x() as usize, nvptx::_grid_dim_y() as usize) };
+    let pid = by * gx + bx;
+    let band = SWIZZLE_ROWS * gx;
+    let first = (pid / band) * SWIZZLE_ROWS;
+    let rows = (gy - first).min(SWIZZLE_ROWS);
+    let within = pid % band;
+    (within / rows, first + within % rows)
+}
+
+impl Frame {
+    fn new<const BM: usize, const BN: usize>(p: &GemmParams) -> Frame {
+        Self::at::<BM, BN>(p, false)
+    }
+
+    /// [`Frame::new`], with the block's tile taken in [`swizzled`] order when `swizzle`.
+    fn at<const BM: usize, const BN: usize>(p: &GemmParams, swizzle: bool) -> Frame {
+        let (bx, by, tid, _) = ids();
+        let (bx, by) = if swizzle { swizzled(bx, by) } else { (bx, by) };
+        Frame {
+            a: p.a as *const f32,
+            b: p.b as *const f32,
+            m: p.m as usize,
+            n: p.n as usize,
+            k: p.k as usize,
+            lda: p.lda as usize,
+            ldb: p.ldb as usize,
+            vec_ab: (p.a | p.b) % 16 == 0 && p.lda % 4 == 0 && p.ldb % 4 == 0,
+            row0: by * BM,
+            col0: bx * BN,
+            tid,
+            smem: gpu_launch_sized_workgroup_mem::<F4>() as *mut f32,
+        }
+    }
+}
+
+/// Elements `(r, c..c + 4)` of a `rows x cols` matrix with row stride `ld`, zero outside it;
+/// one 16-byte load when the four are inside and `vec` says the address is 16-byte aligned.
+/// Loads go through the read-only (non-coherent) global path: `A` and `B` are never written
+/// while a product runs.
+///
+/// # Safety
+/// `base` must hold the matrix in global memory.
+#[inline(always)]
+unsafe fn load4(
+    base: *const f32,
+    ld: usize,
+    rows: usize,
+    cols: usize,
+    r: usize,
+    c: usize,
+    vec: bool,
+) -> F4 {
+    if r >= rows {
+        return ZERO4;
+    }
+    // SAFETY: `r < rows`, and each column read is below `cols`.
+    unsafe {
+        let p = base.add(r * ld + c);
+        if vec && c + 4 <= cols {
+            return F4(ldg4(p));
+        }
+        let mut v = ZERO4;
+        for j in 0..4 {
+            if c + j < cols {
+                v.0[j] = ldg(p.add(j));
+            }
+        }
+        v
+    }
+}
+
+/// Global loads of the `A` and `B` tiles starting at depth `k0`, held in registers.
+struct Staged<const LA: usize, const LB: usize> {
+    a: [F4; LA],
+    b: [F4; LB],
+}
+
+impl<const BM: usize, const BN: usize, const BK: usize> Tile<BM, BN, BK> {
+    /// This thread's place `(ty, tx)` in the `BM/8 x BN/8` grid of 8 x 8 sub-tiles. The lanes
+    /// of a warp form a 4 x 8 patch, so one 16-byte shared load of the warp touches 4 distinct
+    /// `A` vectors (64 bytes) and 8 distinct `B` vectors (128 bytes): one wavefront each,
+    /// where a 2 x 16 patch would need three.
+    #[inline(always)]
+    fn position(tid: usize) -> (usize, usize) {
+        let (warp, lane) = (tid / 32, tid % 32);
+        let warps_x = BN / 8 / 8;
+        (
+            (warp / warps_x) * 4 + lane / 8,
+            (warp % warps_x) * 8 + lane % 8,
+        )
+    }
+
+    /// Loads the tiles at depth `k0` into registers. `A`'s tile is read as 4 consecutive `k`
+    /// of one row per load, `B`'s as 4 consecutive columns of one `k`.
+    ///
+    /// # Safety
+    /// The frame's matrices must be valid.
+    #[inline(always)]
+    unsafe fn fetch<const LA: usize, const LB: usize>(f: &Frame, k0: usize) -> Staged<LA, LB> {
+        let mut s = Staged {
+            a: [ZERO4; LA],
+            b: [ZERO4; LB],
+        };
+        for i in 0..LA {
+            let e = f.tid + i * Self::THREADS;
+            let (r, kq) = (e / (BK / 4), (e % (BK / 4)) * 4);
+            // SAFETY: forwarded; load4 guards the bounds.
+            s.a[i] = unsafe { load4(f.a, f.lda, f.m, f.k, f.row0 + r, k0 + kq, f.vec_ab) };
+        }
+        for i in 0..LB {
+            let e = f.tid + i * Self::THREADS;
+            let (kr, cq) = (e / (BN / 4), (e % (BN / 4)) * 4);
+            // SAFETY: as above.
+            s.b[i] = unsafe { load4(f.b, f.ldb, f.k, f.n, k0 + kr, f.col0 + cq, f.vec_ab) };
+        }
+        s
+    }
+
+    /// [`Self::fetch`] for a tile that lies wholly inside `A` and `B` with 16-byte access
+    /// allowed: no bounds checks, one 16-byte load per vector.
+    ///
+    /// # Safety
+    /// The frame's matrices must be valid, `f.vec_ab` true, and rows `row0..row0 + BM` of `A`,
+    /// columns `col0..col0 + BN` of `B` and depths `k0..k0 + BK` inside the matrices.
+    #[inline(always)]
+    unsafe fn fetch_inside<const LA: usize, const LB: usize>(
+        f: &Frame,
+        k0: usize,
+    ) -> Staged<LA, LB> {
+        let mut s = Staged {
+            a: [ZERO4; LA],
+            b: [ZERO4; LB],
+        };
+        for i in 0..LA {
+            let e = f.tid + i * Self::THREADS;
+            let (r, kq) = (e / (BK / 4), (e % (BK / 4)) * 4);
+            // SAFETY: inside A by the caller's guarantee; 16-byte aligned since the base and
+            // `lda` are and `k0 + kq` is a multiple of 4.
+            s.a[i] = F4(unsafe { ldg4(f.a.add((f.row0 + r) * f.lda + k0 + kq)) });
+        }
+        for i in 0..LB {
+            let e = f.tid + i * Self::THREADS;
+            let (kr, cq) = (e / (BN / 4), (e % (BN / 4)) * 4);
+            // SAFETY: as above, for B.
+            s.b[i] = F4(unsafe { ldg4(f.b.add((k0 + kr) * f.ldb + f.col0 + cq)) });
+        }
+        s
+    }
+
+    /// Writes staged tiles into shared stage `stage`: `A` transposed (`sa[k][row]`), `B` as is.
+    ///
+    /// # Safety
+    /// The launch must provide `stage + 1` stages of shared memory.
+    #[inline(always)]
+    unsafe fn store<const LA: usize, const LB: usize>(f: &Frame, s: &Staged<LA, LB>, stage: usize) {
+        // SAFETY: every index below is inside stage `stage` (e < BM * BK / 4 and e < BK * BN / 4).
+        unsafe {
+            let sa = f.smem.add(stage * Self::STAGE);
+            let sb = sa.add(BK * Self::SA);
+            for i in 0..LA {
+                let e = f.tid + i * Self::THREADS;
+                let (r, kq) = (e / (BK / 4), (e % (BK / 4)) * 4);
+                for j in 0..4 {
+                    *sa.add((kq + j) * Self::SA + r) = s.a[i].0[j];
+                }
+            }
+            for i in 0..LB {
+                let e = f.tid + i * Self::THREADS;
+                *(sb.add(e * 4) as *mut F4) = s.b[i];
+            }
+        }
+    }
+
+    /// Multiplies the tiles in shared stage `stage` into this thread's 8 x 8 accumulators.
+    ///
+    /// # Safety
+    /// The stage must have been stored and published by a barrier.
+    #[inline(always)]
+    unsafe fn multiply(f: &Frame, stage: usize, acc: &mut [[f32; 8]; 8]) {
+        let (ty, tx) = Self::position(f.tid);
+        // SAFETY: the offsets stay inside the stage; rows of both tiles are 16-byte aligned
+        // (SA and BN are multiples of 4 and the base is aligned to 16).
+        unsafe {
+            let sa = f.smem.add(stage * Self::STAGE);
+            let sb = sa.add(BK * Self::SA);
+            for kk in 0..BK {
+                let a_lo = *(sa.add(kk * Self::SA + ty * 4) as *const F4);
+                let a_hi = *(sa.add(kk * Self::SA + BM / 2 + ty * 4) as *const F4);
+                let b_lo = *(sb.add(kk * BN + tx * 4) as *const F4);
+                let b_hi = *(sb.add(kk * BN + BN / 2 + tx * 4) as *const F4);
+                for i in 0..8 {
+                    let ai = if i < 4 { a_lo.0[i] } else { a_hi.0[i - 4] };
+                    for j in 0..8 {
+                        let bj = if j < 4 { b_lo.0[j] } else { b_hi.0[j - 4] };
+                        acc[i][j] = fmaf32(ai, bj, acc[i][j]);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes `alpha * acc + beta * C` for this thread's four 4 x 4 quadrants, 16 bytes at a
+    /// time where `C` allows it.
+    ///
+    /// # Safety
+    /// `p.c` must hold `C`.
+    #[inline(always)]
+    unsafe fn write_c(p: &GemmParams, f: &Frame, acc: &[[f32; 8]; 8]) {
+        let (ty, tx) = Self::position(f.tid);
+        let c = p.c as *mut f32;
+        let ldc = p.ldc as usize;
+        let vec_c = p.c % 16 == 0 && ldc % 4 == 0;
+        for i in 0..8 {
+            let r = f.row0 + (i / 4) * (BM / 2) + ty * 4 + i % 4;
+            if r >= f.m {
+                continue;
+            }
+            for h in 0..2 {
+                let c0 = f.col0 + h * (BN / 2) + tx * 4;
+                let v = &acc[i][h * 4..h * 4 + 4];
+                // SAFETY: `r < m`; every column written is below `n`.
+                unsafe {
+                    let q = c.add(r * ldc + c0);
+                    if vec_c && c0 + 4 <= f.n {
+                        let mut out = F4([0.0; 4]);
+                        let old = if p.beta == 0.0 {
+                            ZERO4
+                        } else {
+                            *(q as *const F4)
+                        };
+                        for j in 0..4 {
+                            out.0[j] = if p.beta == 0.0 {
+                                p.alpha * v[j]
+                            } else {
+                                fmaf32(p.beta, old.0[j], p.alpha * v[j])
+                            };
+                        }
+                        *(q as *mut F4) = out;
+                    } else {
+                        for (j, &x) in v.iter().enumerate() {
+                            if c0 + j < f.n {
+                                epilogue(q.add(j), x, p.alpha, p.beta);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

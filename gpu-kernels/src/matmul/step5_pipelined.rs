@@ -1,0 +1,118 @@
+//! Step 5: step 4 with two shared stages, the next tile's global loads in flight while the
+//! current one is multiplied; three block tiles, chosen per shape by the host.
+
+use super::*;
+
+/// Step 5: step 4 with two shared stages. While the block multiplies stage `s`, each thread's
+/// global loads for the next tile are already in flight into registers; they are written to
+/// the other stage afterwards, and one barrier per tile separates the two. Generic over the
+/// block tile so the host can pick more, smaller blocks for shapes that would leave SMs idle.
+///
+/// # Safety
+/// The host validated the matrices and provides two stages of shared memory.
+#[inline(always)]
+pub(super) unsafe fn pipelined<
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const LA: usize,
+    const LB: usize,
+>(
+    p: GemmParams,
+) {
+    // SAFETY: forwarded.
+    unsafe { pipelined_in::<BM, BN, BK, LA, LB, false>(p) }
+}
+
+/// [`pipelined`], with the blocks' tiles in [`swizzled`] order when `SWIZZLE` (step 7).
+///
+/// # Safety
+/// As for [`pipelined`].
+#[inline(always)]
+pub(super) unsafe fn pipelined_in<
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const LA: usize,
+    const LB: usize,
+    const SWIZZLE: bool,
+>(
+    p: GemmParams,
+) {
+    let f = Frame::at::<BM, BN>(&p, SWIZZLE);
+    let mut acc = [[0.0f32; 8]; 8];
+    let tiles = f.k.div_ceil(BK);
+    // Blocks wholly inside A, B and C (all but the edge blocks) skip every bounds check.
+    let inside = f.vec_ab && f.row0 + BM <= f.m && f.col0 + BN <= f.n;
+    // SAFETY: stage 0 is written before the first barrier and read after it.
+    unsafe {
+        let s = Tile::<BM, BN, BK>::fetch::<LA, LB>(&f, 0);
+        Tile::<BM, BN, BK>::store(&f, &s, 0);
+    }
+    barrier();
+    for t in 0..tiles {
+        let stage = t % 2;
+        let more = t + 1 < tiles;
+        // SAFETY: stage `stage` was published by the last barrier; stage `1 - stage` was last
+        // read before that barrier, so writing it now races with no reader.
+        unsafe {
+            let k0 = (t + 1) * BK;
+            let next = if more && inside && k0 + BK <= f.k {
+                Tile::<BM, BN, BK>::fetch_inside::<LA, LB>(&f, k0)
+            } else if more {
+                Tile::<BM, BN, BK>::fetch::<LA, LB>(&f, k0)
+            } else {
+                Staged {
+                    a: [ZERO4; LA],
+                    b: [ZERO4; LB],
+                }
+            };
+            Tile::<BM, BN, BK>::multiply(&f, stage, &mut acc);
+            if more {
+                Tile::<BM, BN, BK>::store(&f, &next, 1 - stage);
+            }
+        }
+        barrier();
+    }
+    // SAFETY: the host validated C.
+    unsafe { Tile::<BM, BN, BK>::write_c(&p, &f, &acc) }
+}
+
+kernel! {
+    #[declared(SGEMM_5_PIPELINED_128X128.spec)]
+    /// Step 5 with 128 x 128 tiles (large products).
+    ///
+    /// # Safety
+    /// See [`pipelined`]; 256 threads.
+    pub unsafe fn sgemm_5_pipelined_128x128(p: GemmParams) {
+        type T = Tile<128, 128, 8>;
+        // SAFETY: forwarded.
+        unsafe { pipelined::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+    }
+}
+
+kernel! {
+    #[declared(SGEMM_5_PIPELINED_128X64.spec)]
+    /// Step 5 with 128 x 64 tiles (medium products).
+    ///
+    /// # Safety
+    /// See [`pipelined`]; 128 threads.
+    pub unsafe fn sgemm_5_pipelined_128x64(p: GemmParams) {
+        type T = Tile<128, 64, 8>;
+        // SAFETY: forwarded.
+        unsafe { pipelined::<128, 64, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+    }
+}
+
+kernel! {
+    #[declared(SGEMM_5_PIPELINED_64X64.spec)]
+    /// Step 5 with 64 x 64 tiles (small and skinny products).
+    ///
+    /// # Safety
+    /// See [`pipelined`]; 64 threads.
+    pub unsafe fn sgemm_5_pipelined_64x64(p: GemmParams) {
+        type T = Tile<64, 64, 8>;
+        // SAFETY: forwarded.
+        unsafe { pipelined::<64, 64, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+    }
+}
