@@ -24,7 +24,7 @@ pub enum Dtype {
 pub struct HeavyArgs {
     /// Number of elements (1..=2^32; `1e8` notation accepted).
     #[arg(long, value_parser = parse_count, default_value = "10000000")]
-    n: u64,
+    n: usize,
     /// Element type in memory.
     #[arg(long, value_enum, default_value = "f32")]
     dtype: Dtype,
@@ -43,13 +43,13 @@ pub struct HeavyArgs {
 }
 
 fn validate(a: &HeavyArgs) -> Result<()> {
-    if !(1..=1u64 << 32).contains(&a.n) {
+    if !(1..=1usize << 32).contains(&a.n) {
         bail!("--n must be in 1..=4294967296, got {}", a.n);
     }
     if !(1..=64).contains(&a.streams) {
         bail!("--streams must be in 1..=64, got {}", a.streams);
     }
-    if a.streams as u64 > a.n {
+    if a.streams as usize > a.n {
         bail!("--streams ({}) must not exceed --n ({})", a.streams, a.n);
     }
     if !(1..=100_000).contains(&a.repeat) {
@@ -100,7 +100,7 @@ fn time_mode(
 }
 
 fn experiment<T: HeavyHost>(gpu: &Gpu, a: &HeavyArgs) -> Result<()> {
-    let n = a.n as usize;
+    let n = a.n;
     let bytes = n * std::mem::size_of::<T>();
     let (free, _) = gpu.context().mem_get_info().op("cuMemGetInfo")?;
     if 4 * bytes > free {

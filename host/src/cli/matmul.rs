@@ -16,13 +16,13 @@ use streamline_abi::matmul::SGEMM_ALL;
 pub struct MatmulArgs {
     /// Rows of A and C.
     #[arg(long, value_parser = parse_count, required_unless_present = "sweep")]
-    m: Option<u64>,
+    m: Option<usize>,
     /// Columns of B and C.
     #[arg(long, value_parser = parse_count, required_unless_present = "sweep")]
-    n: Option<u64>,
+    n: Option<usize>,
     /// Columns of A, rows of B.
     #[arg(long, value_parser = parse_count, required_unless_present = "sweep")]
-    k: Option<u64>,
+    k: Option<usize>,
     /// Instead of one shape, every shape of the sweep (squares 1024-8192, the skinny and deep
     /// products of training, flat products, non-multiples of the tiles) with the shape rule,
     /// beside cuBLAS, then the geometric mean and the worst fraction of cuBLAS.
@@ -74,7 +74,7 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, a: MatmulArgs) -> Resul
     }
     let shapes: Vec<(usize, usize, usize)> = match (a.sweep, a.m, a.n, a.k) {
         (true, ..) => SWEEP.to_vec(),
-        (false, Some(m), Some(n), Some(k)) => vec![(m as usize, n as usize, k as usize)],
+        (false, Some(m), Some(n), Some(k)) => vec![(m, n, k)],
         _ => bail!("give --m, --n and --k, or --sweep"),
     };
     let mut failed = false;

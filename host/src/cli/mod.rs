@@ -56,14 +56,4 @@ pub fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// Parses an integer in plain or scientific notation (`100000000`, `1e8`).
-pub fn parse_count(s: &str) -> Result<u64, String> {
-    if let Ok(v) = s.parse::<u64>() {
-        return Ok(v);
-    }
-    let f: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
-    if !(f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64) {
-        return Err(format!("`{s}` is not a whole number >= 0"));
-    }
-    Ok(f as u64)
-}
+pub use streamline::scenarios::parse_count;

@@ -1,7 +1,6 @@
 //! `streamline pipeline <scenario>`: the seeds' stream scenarios, timed serial vs overlapped,
 //! with overlap metrics, a trace and a Gantt chart, checked against the CPU reference.
 
-use super::parse_count;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use streamline::engine::Timeline;
@@ -45,120 +44,53 @@ enum Scenario {
     HeavySplit {
         #[command(flatten)]
         common: CommonArgs,
-        /// Sizes to sweep, comma-separated (`1e4,1e6,1e8` accepted).
-        #[arg(long, value_delimiter = ',', value_parser = parse_count, default_values_t = heavy_split::Options::default().sizes.iter().map(|&n| n as u64).collect::<Vec<_>>())]
-        sizes: Vec<u64>,
-        /// Streams (parts) of the split run (1..=16).
-        #[arg(long, default_value_t = heavy_split::Options::default().streams)]
-        streams: usize,
+        #[command(flatten)]
+        o: heavy_split::Options,
     },
     /// Seed 001: two branches on two streams joined by events.
     Branches {
         #[command(flatten)]
         common: CommonArgs,
-        /// Elements per input.
-        #[arg(long, value_parser = parse_count, default_value_t = branches::Options::default().n as u64)]
-        n: u64,
-        /// Iterations per run.
-        #[arg(long, default_value_t = branches::Options::default().iterations)]
-        iterations: usize,
+        #[command(flatten)]
+        o: branches::Options,
     },
     /// Seed 002: H2D -> matmul -> matmul on three streams with event dependencies.
     Multistage {
         #[command(flatten)]
         common: CommonArgs,
-        /// Rows per batch.
-        #[arg(long, default_value_t = multistage::Options::default().rows)]
-        rows: usize,
-        /// Batch columns and weight matrix size.
-        #[arg(long, default_value_t = multistage::Options::default().size)]
-        size: usize,
-        /// Batches per run (even).
-        #[arg(long, default_value_t = multistage::Options::default().batches)]
-        batches: usize,
+        #[command(flatten)]
+        o: multistage::Options,
     },
     /// Seed 004: matmul loop, D2H and H2D on three streams; pinned vs pageable host memory.
     CopyOverlap {
         #[command(flatten)]
         common: CommonArgs,
-        /// Side of the square matrices.
-        #[arg(long, default_value_t = copy_overlap::Options::default().size)]
-        size: usize,
-        /// Products queued on the compute stream.
-        #[arg(long, default_value_t = copy_overlap::Options::default().matmuls)]
-        matmuls: usize,
-        /// Matrices copied in each direction.
-        #[arg(long, default_value_t = copy_overlap::Options::default().copies)]
-        copies: usize,
+        #[command(flatten)]
+        o: copy_overlap::Options,
     },
-    /// Seed 003: augmentation of batch N+1 on a transform stream while an MLP trains on batch N.
+    /// Seed 003: augmentation of batch N+1 on a transform stream while an MLP trains on batch
+    /// N, the batches generated or decoded from disk by loader threads.
     AugmentTrain {
         #[command(flatten)]
         common: CommonArgs,
-        /// Batch sizes of the sweep, comma-separated.
-        #[arg(long, value_delimiter = ',', default_values_t = augment_train::Options::default().batches)]
-        batches: Vec<usize>,
-        /// Side of the square images (3 channels).
-        #[arg(long, default_value_t = augment_train::Options::default().size)]
-        size: usize,
-        /// Hidden units of the MLP.
-        #[arg(long, default_value_t = augment_train::Options::default().hidden)]
-        hidden: usize,
-        /// Classes (outputs) of the MLP.
-        #[arg(long, default_value_t = augment_train::Options::default().classes)]
-        classes: usize,
-        /// Training steps per timed run (any number: the batches stream from the loader).
-        #[arg(long, default_value_t = augment_train::Options::default().steps)]
-        steps: usize,
-        /// Decode the batches from the PNG/JPEG images of DIR (class subfolders give the
-        /// labels) on the loader's threads, instead of generating them.
-        #[arg(long, value_name = "DIR")]
-        input: Option<std::path::PathBuf>,
-        /// Loader threads (default: the CPU's, at most 8).
-        #[arg(long)]
-        workers: Option<usize>,
+        #[command(flatten)]
+        o: augment_train::Options,
     },
     /// Seed 003: a frozen encoder computes batch N+1's features on one stream while a decoder
     /// MLP trains on batch N's on another (features in a ring released by events).
     EncoderDecoder {
         #[command(flatten)]
         common: CommonArgs,
-        /// Batch sizes of the sweep, comma-separated.
-        #[arg(long, value_delimiter = ',', default_values_t = encoder_decoder::Options::default().batches)]
-        batches: Vec<usize>,
-        /// Inputs per row (the encoder's input width).
-        #[arg(long, default_value_t = encoder_decoder::Options::default().inputs)]
-        inputs: usize,
-        /// Features per row (the encoder's output).
-        #[arg(long, default_value_t = encoder_decoder::Options::default().features)]
-        features: usize,
-        /// Hidden units of the decoder.
-        #[arg(long, default_value_t = encoder_decoder::Options::default().hidden)]
-        hidden: usize,
-        /// Classes (outputs) of the decoder.
-        #[arg(long, default_value_t = encoder_decoder::Options::default().classes)]
-        classes: usize,
-        /// Training steps per timed run (even).
-        #[arg(long, default_value_t = encoder_decoder::Options::default().steps)]
-        steps: usize,
+        #[command(flatten)]
+        o: encoder_decoder::Options,
     },
-    /// Seeds 001/002: H2D of batch N+1 while batch N computes, double-buffered.
+    /// Seeds 001/002: H2D of batch N+1 while batch N computes, double-buffered, the batches
+    /// streamed from a producer through page-locked slots.
     Prefetch {
         #[command(flatten)]
         common: CommonArgs,
-        /// f32 elements per batch.
-        #[arg(long, value_parser = parse_count, default_value_t = prefetch::Options::default().batch as u64)]
-        batch: u64,
-        /// Batches streamed per run (any number), from a producer through page-locked slots:
-        /// memory stays that of the ring.
-        #[arg(long, default_value_t = prefetch::Options::default().batches)]
-        batches: usize,
-        /// Ring depth: 2 double buffering, 3 triple.
-        #[arg(long, default_value_t = prefetch::Options::default().depth)]
-        depth: usize,
-        /// Heavy passes per batch (the compute stage's length).
-        #[arg(long, default_value_t = prefetch::Options::default().compute_reps)]
-        compute_reps: usize,
+        #[command(flatten)]
+        o: prefetch::Options,
     },
 }
 
@@ -177,131 +109,39 @@ fn common(a: &CommonArgs) -> Result<Common> {
     })
 }
 
-fn usize_of(v: u64, name: &str) -> Result<usize> {
-    usize::try_from(v).with_context(|| format!("--{name} {v} does not fit this machine"))
-}
-
 /// A scenario with its options bound, waiting for the device.
 type Runner = Box<dyn FnOnce(&Gpu, &Common) -> streamline::Result<Report>>;
+
+/// Checks `o` with `validate` (before the device is opened) and binds it to `run`.
+fn bind<O: 'static>(
+    o: O,
+    validate: fn(&O) -> streamline::Result<()>,
+    run: fn(&Gpu, &Common, &O) -> streamline::Result<Report>,
+) -> Result<Runner> {
+    validate(&o)?;
+    Ok(Box::new(move |g, c| run(g, c, &o)))
+}
 
 pub fn run(device: usize, ptx: Option<&Path>, a: PipelineArgs) -> Result<()> {
     // Validate everything the scenario does not need the device for before opening it.
     let (args, go): (CommonArgs, Runner) = match a.scenario {
-        Scenario::HeavySplit {
-            common: c,
-            sizes,
-            streams,
-        } => {
-            let o = heavy_split::Options {
-                sizes: sizes
-                    .iter()
-                    .map(|&s| usize_of(s, "sizes"))
-                    .collect::<Result<_>>()?,
-                streams,
-            };
-            (c, Box::new(move |g, c| heavy_split::run(g, c, &o)))
+        Scenario::HeavySplit { common, o } => (common, bind(o, |_| Ok(()), heavy_split::run)?),
+        Scenario::Branches { common, o } => (common, bind(o, |_| Ok(()), branches::run)?),
+        Scenario::Multistage { common, o } => {
+            (common, bind(o, multistage::validate, multistage::run)?)
         }
-        Scenario::Branches {
-            common: c,
-            n,
-            iterations,
-        } => {
-            let o = branches::Options {
-                n: usize_of(n, "n")?,
-                iterations,
-                ..Default::default()
-            };
-            (c, Box::new(move |g, c| branches::run(g, c, &o)))
+        Scenario::CopyOverlap { common, o } => {
+            (common, bind(o, copy_overlap::validate, copy_overlap::run)?)
         }
-        Scenario::Multistage {
-            common: c,
-            rows,
-            size,
-            batches,
-        } => {
-            let o = multistage::Options {
-                rows,
-                size,
-                batches,
-            };
-            multistage::validate(&o)?;
-            (c, Box::new(move |g, c| multistage::run(g, c, &o)))
-        }
-        Scenario::CopyOverlap {
-            common: c,
-            size,
-            matmuls,
-            copies,
-        } => {
-            let o = copy_overlap::Options {
-                size,
-                matmuls,
-                copies,
-            };
-            copy_overlap::validate(&o)?;
-            (c, Box::new(move |g, c| copy_overlap::run(g, c, &o)))
-        }
-        Scenario::AugmentTrain {
-            common: c,
-            batches,
-            size,
-            hidden,
-            classes,
-            steps,
-            input,
-            workers,
-        } => {
-            let d = augment_train::Options::default();
-            let o = augment_train::Options {
-                batches,
-                size,
-                hidden,
-                classes,
-                steps,
-                input,
-                workers: workers.unwrap_or(d.workers),
-                ..d
-            };
-            augment_train::validate(&o)?;
-            (c, Box::new(move |g, c| augment_train::run(g, c, &o)))
-        }
-        Scenario::EncoderDecoder {
-            common: c,
-            batches,
-            inputs,
-            features,
-            hidden,
-            classes,
-            steps,
-        } => {
-            let o = encoder_decoder::Options {
-                batches,
-                inputs,
-                features,
-                hidden,
-                classes,
-                steps,
-                ..encoder_decoder::Options::default()
-            };
-            encoder_decoder::validate(&o)?;
-            (c, Box::new(move |g, c| encoder_decoder::run(g, c, &o)))
-        }
-        Scenario::Prefetch {
-            common: c,
-            batch,
-            batches,
-            depth,
-            compute_reps,
-        } => {
-            let o = prefetch::Options {
-                batch: usize_of(batch, "batch")?,
-                batches,
-                depth,
-                compute_reps,
-            };
-            prefetch::validate(&o)?;
-            (c, Box::new(move |g, c| prefetch::run(g, c, &o)))
-        }
+        Scenario::AugmentTrain { common, o } => (
+            common,
+            bind(o, augment_train::validate, augment_train::run)?,
+        ),
+        Scenario::EncoderDecoder { common, o } => (
+            common,
+            bind(o, encoder_decoder::validate, encoder_decoder::run)?,
+        ),
+        Scenario::Prefetch { common, o } => (common, bind(o, prefetch::validate, prefetch::run)?),
     };
     let c = common(&args)?;
     for p in [&args.trace, &args.timeline].into_iter().flatten() {

@@ -276,12 +276,10 @@ impl Capture<'_> {
         let state = lock(&shared.capture).take();
         shared.epoch.fetch_add(1, Ordering::AcqRel);
         joined?;
-        let graph = ended
-            .op("cuStreamEndCapture")?
-            .ok_or(Error::Capture {
-                during: "end the capture",
-                reason: "it recorded no work",
-            })?;
+        let graph = ended.op("cuStreamEndCapture")?.ok_or(Error::Capture {
+            during: "end the capture",
+            reason: "it recorded no work",
+        })?;
         let ctx = &shared.ctx;
         let no_timing = Some(CUevent_flags::CU_EVENT_DISABLE_TIMING);
         let joins = shared

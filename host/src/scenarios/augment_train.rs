@@ -39,24 +39,32 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Options of `augment-train`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct Options {
     /// Batch sizes of the sweep.
+    #[arg(long, value_delimiter = ',', default_values_t = Options::default().batches)]
     pub batches: Vec<usize>,
     /// Side of the square images (3 channels); the crop is half of it, resized back to it.
+    #[arg(long, default_value_t = Options::default().size)]
     pub size: usize,
     /// Hidden units of the MLP.
+    #[arg(long, default_value_t = Options::default().hidden)]
     pub hidden: usize,
     /// Classes (outputs) of the MLP.
+    #[arg(long, default_value_t = Options::default().classes)]
     pub classes: usize,
     /// Training steps per timed run (any number).
+    #[arg(long, default_value_t = Options::default().steps)]
     pub steps: usize,
     /// Learning rate.
+    #[arg(long, default_value_t = Options::default().lr)]
     pub lr: f32,
     /// A folder of PNG/JPEG images to decode the batches from (class subfolders give the
     /// labels); generated batches without one.
+    #[arg(long, value_name = "DIR")]
     pub input: Option<PathBuf>,
     /// Host threads filling the batches (decoding the images).
+    #[arg(long, default_value_t = Options::default().workers)]
     pub workers: usize,
 }
 

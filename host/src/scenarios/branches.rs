@@ -14,13 +14,16 @@ use crate::reference::heavy::compare_f32;
 use crate::Gpu;
 
 /// Options of `branches`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct Options {
     /// Elements per input.
+    #[arg(long, value_parser = super::parse_count, default_value_t = Options::default().n)]
     pub n: usize,
     /// Iterations per timed run (each uploads a new input).
+    #[arg(long, default_value_t = Options::default().iterations)]
     pub iterations: usize,
     /// Distinct inputs cycled through (kept in page-locked host memory).
+    #[arg(skip = Options::default().inputs)]
     pub inputs: usize,
 }
 

@@ -24,13 +24,16 @@ use crate::Gpu;
 use std::time::Instant;
 
 /// Options of `copy-overlap`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct Options {
     /// Side of the square matrices (multiplied by themselves, and copied).
+    #[arg(long, default_value_t = Options::default().size)]
     pub size: usize,
     /// Products queued on the compute stream per run.
+    #[arg(long, default_value_t = Options::default().matmuls)]
     pub matmuls: usize,
     /// Matrices copied in each direction per run.
+    #[arg(long, default_value_t = Options::default().copies)]
     pub copies: usize,
 }
 

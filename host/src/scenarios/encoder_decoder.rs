@@ -22,21 +22,28 @@ use crate::reference::train::{mlp_step, Mlp};
 use crate::Gpu;
 
 /// Options of `encoder-decoder`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct Options {
     /// Batch sizes of the sweep.
+    #[arg(long, value_delimiter = ',', default_values_t = Options::default().batches)]
     pub batches: Vec<usize>,
     /// Inputs per row (the encoder's input width).
+    #[arg(long, default_value_t = Options::default().inputs)]
     pub inputs: usize,
     /// Features per row (the encoder's output, the decoder's input).
+    #[arg(long, default_value_t = Options::default().features)]
     pub features: usize,
     /// Hidden units of the decoder.
+    #[arg(long, default_value_t = Options::default().hidden)]
     pub hidden: usize,
     /// Outputs of the decoder.
+    #[arg(long, default_value_t = Options::default().classes)]
     pub classes: usize,
     /// Training steps per timed run (even).
+    #[arg(long, default_value_t = Options::default().steps)]
     pub steps: usize,
     /// Learning rate.
+    #[arg(long, default_value_t = Options::default().lr)]
     pub lr: f32,
 }
 

@@ -11,11 +11,13 @@ use crate::reference::heavy::compare_f32;
 use crate::Gpu;
 
 /// Options of `heavy-split`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct Options {
     /// Sizes to sweep (elements).
+    #[arg(long, value_delimiter = ',', value_parser = super::parse_count, default_values_t = Options::default().sizes)]
     pub sizes: Vec<usize>,
     /// Streams (and parts) of the split run.
+    #[arg(long, default_value_t = Options::default().streams)]
     pub streams: usize,
 }
 

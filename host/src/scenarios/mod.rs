@@ -346,3 +346,16 @@ fn trim(mut t: Timeline) -> Timeline {
     t.tracks = tracks;
     t
 }
+
+/// Parses a count in plain or scientific notation (`100000000`, `1e8`), as the command line
+/// takes sizes.
+pub fn parse_count(s: &str) -> std::result::Result<usize, String> {
+    if let Ok(v) = s.parse::<usize>() {
+        return Ok(v);
+    }
+    let f: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if !(f >= 0.0 && f.fract() == 0.0 && f <= usize::MAX as f64) {
+        return Err(format!("`{s}` is not a whole number >= 0"));
+    }
+    Ok(f as usize)
+}

@@ -14,13 +14,16 @@ use crate::reference::matmul as refmm;
 use crate::Gpu;
 
 /// Options of `multistage`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct Options {
     /// Rows per batch.
+    #[arg(long, default_value_t = Options::default().rows)]
     pub rows: usize,
     /// Columns of a batch, and size of the square weight matrices.
+    #[arg(long, default_value_t = Options::default().size)]
     pub size: usize,
     /// Batches per run (even: the graph replays whole ring periods).
+    #[arg(long, default_value_t = Options::default().batches)]
     pub batches: usize,
 }
 

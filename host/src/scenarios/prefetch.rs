@@ -22,15 +22,19 @@ use crate::reference::heavy::compare_f32;
 use crate::Gpu;
 
 /// Options of `prefetch`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct Options {
     /// f32 elements per batch.
+    #[arg(long, value_parser = super::parse_count, default_value_t = Options::default().batch)]
     pub batch: usize,
     /// Batches one timed run streams through the pipeline (any number).
+    #[arg(long, default_value_t = Options::default().batches)]
     pub batches: usize,
     /// Ring depth (2: double buffering, 3: triple).
+    #[arg(long, default_value_t = Options::default().depth)]
     pub depth: usize,
     /// Heavy kernel passes per batch: the compute stage's length relative to the copies.
+    #[arg(long, default_value_t = Options::default().compute_reps)]
     pub compute_reps: usize,
 }
 
