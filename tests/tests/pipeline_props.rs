@@ -11,11 +11,11 @@ use std::time::Duration;
 use streamline::data::{randn_f32, POISON_F32};
 use streamline::engine::memory::{d2h, h2d};
 use streamline::engine::pipeline::StageCall;
-use streamline::engine::{DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, StreamPool};
+use streamline::engine::{DeviceBuffer, PinnedBuffer, StreamPool};
 use streamline::ops::heavy::heavy;
 use streamline::ops::spin::spin_copy;
 use streamline::reference::heavy::compare_f32;
-use streamline::scenarios::prefetch;
+use streamline::scenarios::{branches, prefetch};
 use streamline::Gpu;
 use streamline_tests::{gpu, gpu_property};
 
@@ -174,20 +174,8 @@ fn branches_output_is_schedule_independent() {
     );
     gpu_property(24, strategy, |(n, iters, lanes, jit, graph)| {
         let Some(gpu) = gpu() else { return Ok(()) };
-        let spec = PipelineSpec::new(1)
-            .lane("main")
-            .lane("left")
-            .lane("right")
-            .persistent("inputs")
-            .persistent("x")
-            .persistent("a")
-            .persistent("b")
-            .persistent("out")
-            .stage("load", OpKind::H2D, "main", &["inputs"], &["x"])
-            .stage("left", OpKind::Compute, "left", &["x"], &["a"])
-            .stage("right", OpKind::Compute, "right", &["x"], &["b"])
-            .stage("join", OpKind::D2H, "main", &["a", "b"], &["out"]);
-        let plan = spec.plan().map_err(fail)?;
+        // Seed 001's description: load, two branches, join.
+        let plan = branches::spec().plan().map_err(fail)?;
         let pool = StreamPool::with_streams(gpu, POOL).map_err(fail)?;
         let host = randn_f32(n * iters, n as u64 * 31 + iters as u64);
         let inputs = PinnedBuffer::from_slice(&pool, &host).map_err(fail)?;
@@ -317,30 +305,24 @@ fn multistage_output_is_schedule_independent() {
         let all: Vec<usize> = (0..rows).collect();
         for i in 0..batches {
             let r = i * per..(i + 1) * per;
-            let c1 = refmm::compare(
-                &g,
-                &hidden[r.clone()],
-                &refmm::rows(&g, &host[r.clone()], &w1h, &[], &all),
-            );
-            prop_assert_eq!(
-                c1.outside,
-                0,
-                "batch {} x @ w1, worst at {:?}",
-                i,
-                c1.worst_at
-            );
-            let c2 = refmm::compare(
-                &g,
-                &results[r.clone()],
-                &refmm::rows(&g, &hidden[r.clone()], &w2h, &[], &all),
-            );
-            prop_assert_eq!(
-                c2.outside,
-                0,
-                "batch {} h @ w2, worst at {:?}",
-                i,
-                c2.worst_at
-            );
+            for (what, got, input, w) in [
+                ("x @ w1", &hidden, &host, &w1h),
+                ("h @ w2", &results, &hidden, &w2h),
+            ] {
+                let c = refmm::compare(
+                    &g,
+                    &got[r.clone()],
+                    &refmm::rows(&g, &input[r.clone()], w, &[], &all),
+                );
+                prop_assert_eq!(
+                    c.outside,
+                    0,
+                    "batch {} {}, worst at {:?}",
+                    i,
+                    what,
+                    c.worst_at
+                );
+            }
         }
         Ok(())
     });

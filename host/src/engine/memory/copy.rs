@@ -4,14 +4,18 @@ use crate::error::{DriverContext, Error, Result};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, HostSlice};
 use std::sync::Arc;
 
-fn same_len(src: usize, dst: usize) -> Result<()> {
+/// Runs `queue` (one copy) when the lengths agree and there is something to copy.
+fn copy(src: usize, dst: usize, queue: impl FnOnce() -> Result<()>) -> Result<()> {
     if src != dst {
         return Err(Error::arg(
             "dst",
             format!("length {dst} differs from the source's length {src}"),
         ));
     }
-    Ok(())
+    if src == 0 {
+        return Ok(());
+    }
+    queue()
 }
 
 /// Copies host memory to the device on `stream`. From a [`PinnedBuffer`] the copy is
@@ -22,11 +26,9 @@ pub fn h2d<T: DeviceRepr, S: HostSlice<T> + ?Sized, D: DevicePtrMut<T>>(
     src: &S,
     dst: &mut D,
 ) -> Result<()> {
-    same_len(src.len(), dst.len())?;
-    if src.len() == 0 {
-        return Ok(());
-    }
-    stream.memcpy_htod(src, dst).op("cuMemcpyHtoDAsync")
+    copy(src.len(), dst.len(), || {
+        stream.memcpy_htod(src, dst).op("cuMemcpyHtoDAsync")
+    })
 }
 
 /// Copies device memory to the host on `stream`: asynchronous into a [`PinnedBuffer`],
@@ -36,11 +38,9 @@ pub fn d2h<T: DeviceRepr, S: DevicePtr<T>, D: HostSlice<T> + ?Sized>(
     src: &S,
     dst: &mut D,
 ) -> Result<()> {
-    same_len(src.len(), dst.len())?;
-    if src.len() == 0 {
-        return Ok(());
-    }
-    stream.memcpy_dtoh(src, dst).op("cuMemcpyDtoHAsync")
+    copy(src.len(), dst.len(), || {
+        stream.memcpy_dtoh(src, dst).op("cuMemcpyDtoHAsync")
+    })
 }
 
 /// Copies device memory to device memory on `stream`. Lengths must be equal.
@@ -49,9 +49,7 @@ pub fn d2d<T, S: DevicePtr<T>, D: DevicePtrMut<T>>(
     src: &S,
     dst: &mut D,
 ) -> Result<()> {
-    same_len(src.len(), dst.len())?;
-    if src.len() == 0 {
-        return Ok(());
-    }
-    stream.memcpy_dtod(src, dst).op("cuMemcpyDtoDAsync")
+    copy(src.len(), dst.len(), || {
+        stream.memcpy_dtod(src, dst).op("cuMemcpyDtoDAsync")
+    })
 }
