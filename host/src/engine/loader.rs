@@ -2,35 +2,44 @@
 //! generating data) ahead of the pipeline that copies them to the device, as PyTorch's
 //! `DataLoader` workers feed a training loop.
 //!
-//! Each slot is owned by exactly one side at a time, by move: a worker holds it while filling
-//! (after waiting, on the slot's own tracked accesses, for the copies that still read its
-//! previous batch: events, never a device-wide wait), the pipeline holds it between
-//! [`Loader::get`] and [`Loader::release`]. A slot cannot be refilled while the pipeline can
-//! still name it, and a batch cannot be read before its worker handed it back. Memory is the
-//! slots, however many batches stream.
+//! Each slot is owned by exactly one side at a time, by move: the pipeline holds it between
+//! [`Loader::get`] and [`Loader::release`] and while the copies that read it may still run (the
+//! slot's own tracked accesses, queried with events, never a device-wide wait); a worker holds
+//! it while filling. A slot cannot be refilled while the pipeline can still name it or a copy
+//! still reads it, and a batch cannot be read before its worker handed it back. The threads
+//! never wait on the device: only the pipeline's thread does, when it needs a batch whose slot
+//! is still being copied from. Memory is the slots, however many batches stream.
 
 use super::memory::PinnedBuffer;
 use crate::error::{Error, Result};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Host memory a worker fills: waits before writing for the device accesses still using it.
+/// Host memory a worker fills, which device accesses (copies) may still be using.
 pub trait HostSlot: Send + 'static {
+    /// Whether no device access queued so far uses the slot, without waiting.
+    fn is_idle(&mut self) -> Result<bool>;
     /// Returns once no device access queued so far uses the slot.
     fn wait_idle(&mut self) -> Result<()>;
 }
 
 impl<T: bytemuck::Pod + Send> HostSlot for PinnedBuffer<T> {
+    fn is_idle(&mut self) -> Result<bool> {
+        PinnedBuffer::is_idle(self)
+    }
     fn wait_idle(&mut self) -> Result<()> {
         self.as_mut_slice().map(|_| ())
     }
 }
 
 impl<A: HostSlot, B: HostSlot> HostSlot for (A, B) {
+    fn is_idle(&mut self) -> Result<bool> {
+        Ok(self.0.is_idle()? && self.1.is_idle()?)
+    }
     fn wait_idle(&mut self) -> Result<()> {
         self.0.wait_idle()?;
         self.1.wait_idle()
@@ -49,7 +58,6 @@ struct Done<S> {
     index: usize,
     slot: S,
     result: Result<()>,
-    waited: Duration,
     busy: Duration,
 }
 
@@ -62,7 +70,8 @@ pub struct LoaderStats {
     pub workers: usize,
     /// Time the workers spent filling, summed over workers.
     pub busy: Duration,
-    /// Time the workers waited for a slot's earlier copies before filling it.
+    /// Time the pipeline's thread waited for a slot's earlier copies before it could hand the
+    /// slot to a thread (only when it needed that batch next).
     pub slot_wait: Duration,
     /// Time the pipeline waited in [`Loader::get`] for a batch not yet filled (the threads
     /// behind, or a thread waiting for the device to finish the slot's earlier copy).
@@ -100,6 +109,8 @@ pub struct Loader<S: HostSlot> {
     done: Receiver<Done<S>>,
     threads: Vec<JoinHandle<()>>,
     arrived: BTreeMap<usize, Done<S>>,
+    /// Slots released for their next batch, in order, whose copies may still be running.
+    pending: VecDeque<(usize, S)>,
     end: usize,
     next: usize,
     released: usize,
@@ -143,6 +154,7 @@ impl<S: HostSlot> Loader<S> {
             done,
             threads,
             arrived: BTreeMap::new(),
+            pending: VecDeque::new(),
             end: 0,
             next: 0,
             released: 0,
@@ -186,33 +198,52 @@ impl<S: HostSlot> Loader<S> {
             ..Default::default()
         };
         for i in 0..n.min(self.len()) {
-            self.issue(i)?;
+            self.refill(i)?;
         }
-        Ok(())
+        self.pump()
     }
 
-    fn issue(&mut self, index: usize) -> Result<()> {
+    /// Queues slot `index % slots` for batch `index`: it goes to a thread once its copies are
+    /// done ([`Loader::pump`]).
+    fn refill(&mut self, index: usize) -> Result<()> {
         let s = index % self.len();
         let slot = self.slots[s]
             .take()
             .ok_or_else(|| Error::arg("index", format!("slot {s} of batch {index} is in use")))?;
-        let jobs = self.jobs.as_ref().expect("workers run until drop");
-        jobs.send(Job { index, slot })
-            .map_err(|_| Error::arg("workers", "the loader's threads have stopped"))?;
-        self.out += 1;
+        self.pending.push_back((index, slot));
         Ok(())
     }
 
-    fn receive(&mut self) -> Result<()> {
-        let d = self
-            .done
-            .recv()
-            .map_err(|_| Error::arg("workers", "the loader's threads have stopped"))?;
+    /// Hands the threads every pending slot, in order, whose copies have finished.
+    fn pump(&mut self) -> Result<()> {
+        while let Some((_, slot)) = self.pending.front_mut() {
+            if !slot.is_idle()? {
+                break;
+            }
+            let (index, slot) = self.pending.pop_front().expect("front exists");
+            let jobs = self.jobs.as_ref().expect("workers run until drop");
+            jobs.send(Job { index, slot })
+                .map_err(|_| Error::arg("workers", "the loader's threads have stopped"))?;
+            self.out += 1;
+        }
+        Ok(())
+    }
+
+    /// Takes one finished batch from the threads, waiting at most `wait`; false if none came.
+    fn receive(&mut self, wait: Option<Duration>) -> Result<bool> {
+        let stopped = || Error::arg("workers", "the loader's threads have stopped");
+        let d = match wait {
+            None => self.done.recv().map_err(|_| stopped())?,
+            Some(t) => match self.done.recv_timeout(t) {
+                Ok(d) => d,
+                Err(RecvTimeoutError::Timeout) => return Ok(false),
+                Err(RecvTimeoutError::Disconnected) => return Err(stopped()),
+            },
+        };
         self.out -= 1;
         self.stats.busy += d.busy;
-        self.stats.slot_wait += d.waited;
         self.arrived.insert(d.index, d);
-        Ok(())
+        Ok(true)
     }
 
     /// Waits for batch `i` (the next of the run, in order) and lends its slot until
@@ -228,8 +259,26 @@ impl<S: HostSlot> Loader<S> {
             ));
         }
         let t = Instant::now();
-        while !self.arrived.contains_key(&i) {
-            self.receive()?;
+        loop {
+            self.pump()?;
+            if self.arrived.contains_key(&i) {
+                break;
+            }
+            if self.out > 0 {
+                // A thread is filling: take what it finishes, and look at the copies again
+                // now and then.
+                self.receive(Some(Duration::from_micros(100)))?;
+            } else if let Some((_, slot)) = self.pending.front_mut() {
+                // Batch `i` waits for its slot's copies: this thread waits on their events.
+                let w = Instant::now();
+                slot.wait_idle()?;
+                self.stats.slot_wait += w.elapsed();
+            } else {
+                return Err(Error::arg(
+                    "i",
+                    format!("batch {i} was never handed to the threads"),
+                ));
+            }
         }
         self.stats.starved += t.elapsed();
         let d = self.arrived.remove(&i).expect("arrived above");
@@ -256,19 +305,22 @@ impl<S: HostSlot> Loader<S> {
         self.released += 1;
         let refill = i + self.len();
         if refill < self.end {
-            self.issue(refill)?;
+            self.refill(refill)?;
         }
-        Ok(())
+        self.pump()
     }
 
     /// Ends the run: waits for the batches still being filled and takes every slot back.
     pub fn finish(&mut self) -> Result<LoaderStats> {
         while self.out > 0 {
-            self.receive()?;
+            self.receive(None)?;
         }
         let n = self.slots.len();
         for (i, d) in std::mem::take(&mut self.arrived) {
             self.slots[i % n] = Some(d.slot);
+        }
+        for (i, slot) in std::mem::take(&mut self.pending) {
+            self.slots[i % n] = Some(slot);
         }
         self.end = self.released;
         self.next = self.released;
@@ -298,10 +350,7 @@ fn work<S: HostSlot>(queue: &Mutex<Receiver<Job<S>>>, report: &Sender<Done<S>>, 
             return;
         };
         let t = Instant::now();
-        let ready = slot.wait_idle();
-        let waited = t.elapsed();
-        let t = Instant::now();
-        let result = ready.and_then(|()| {
+        let result =
             catch_unwind(AssertUnwindSafe(|| fill(index, &mut slot))).unwrap_or_else(|p| {
                 let why = p
                     .downcast_ref::<&str>()
@@ -309,15 +358,13 @@ fn work<S: HostSlot>(queue: &Mutex<Receiver<Job<S>>>, report: &Sender<Done<S>>, 
                     .or_else(|| p.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "a panic".into());
                 Err(Error::arg("fill", format!("batch {index}: {why}")))
-            })
-        });
+            });
         let busy = t.elapsed();
         if report
             .send(Done {
                 index,
                 slot,
                 result,
-                waited,
                 busy,
             })
             .is_err()
@@ -335,6 +382,9 @@ mod tests {
     /// Host memory with no device accesses: what the protocol needs, without a GPU.
     struct Plain(Vec<usize>);
     impl HostSlot for Plain {
+        fn is_idle(&mut self) -> Result<bool> {
+            Ok(true)
+        }
         fn wait_idle(&mut self) -> Result<()> {
             Ok(())
         }

@@ -250,6 +250,25 @@ impl Allocation {
         Ok(())
     }
 
+    /// Whether the device accesses a host write must follow have all finished, without
+    /// waiting; when they have, the host may write (as after [`Allocation::host_wait`]).
+    pub(crate) fn host_idle(&self) -> Result<bool> {
+        let busy = {
+            let mut st = lock(&self.state);
+            self.refresh(&mut st);
+            let mut busy = false;
+            for e in self.pending(&st) {
+                busy |= !e.is_complete();
+            }
+            busy
+        };
+        if busy {
+            return Ok(false);
+        }
+        self.host_wait(true)?;
+        Ok(true)
+    }
+
     /// After a graph launch that used this buffer: every later access waits for `fence`.
     pub(crate) fn fenced(&self, fence: &Arc<CudaEvent>, epoch: u64) {
         let mut st = lock(&self.state);

@@ -935,7 +935,7 @@ fn bottleneck(t: &Timed, steps: usize, transform_us: f64, model_us: f64, workers
     stages.sort_by(|a, b| a.1.total_cmp(&b.1));
     let wall = l.wall.as_secs_f64().max(1e-9);
     format!(
-        "bottleneck: {} at {:.1} steps/s; next {} at {:.1} ({:.2}x); achieved {:.1} steps/s pipelined; the loader's threads were busy {:.1}% of the run and waited {:.1}% for slots whose copies the device had not yet run; per step the transform stream takes {transform_us:.1} µs of device time and the model stream {model_us:.1} µs",
+        "bottleneck: {} at {:.1} steps/s; next {} at {:.1} ({:.2}x); achieved {:.1} steps/s pipelined; the loader's threads were busy {:.1}% of the run, and the pipeline waited {:.1}% of it for a slot whose earlier copy the device had not yet run; per step the transform stream takes {transform_us:.1} µs of device time and the model stream {model_us:.1} µs",
         stages[0].0,
         stages[0].1,
         stages[1].0,
@@ -943,6 +943,6 @@ fn bottleneck(t: &Timed, steps: usize, transform_us: f64, model_us: f64, workers
         stages[1].1 / stages[0].1,
         per_s(t.piped),
         100.0 * l.utilization(),
-        100.0 * l.slot_wait.as_secs_f64() / (wall * workers as f64),
+        100.0 * l.slot_wait.as_secs_f64() / wall,
     )
 }

@@ -68,6 +68,12 @@ impl<T: bytemuck::Pod> PinnedBuffer<T> {
         Ok(unsafe { std::slice::from_raw_parts_mut(self.alloc.ptr as *mut T, self.len) })
     }
 
+    /// Whether every device access queued so far has finished (the host may write), without
+    /// waiting.
+    pub fn is_idle(&mut self) -> Result<bool> {
+        self.alloc.host_idle()
+    }
+
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.len
