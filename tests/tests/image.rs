@@ -578,21 +578,9 @@ fn augment_fused_matches_reference_and_chain() {
             Layout::Nchw => Some(fetch(&chain, out.len())?),
             Layout::Nhwc => None,
         };
-        // Error budget in units of the largest value v = 255 (or 1 scaled) over the smallest
-        // std 0.5: crop samples 10u, resize (delta_r = 4u crop) 2 delta_r + 8u, rotation
-        // (delta = 32u (2 size + 2)) 4 delta + 16u, blur (4k + 24)u, normalise 4u.
+        // The error budget of `reference::augment_bound` (stds of at least 0.5 here).
         let vmax = if cfg.scale { 1.0 } else { 255.0 };
-        let delta = 32.0 * U * (2 * cfg.size + 2) as f64 * 1.25;
-        let k = cfg.kernel_size as f64;
-        let tol = (10.0 * U
-            + 8.0 * U * cfg.crop as f64
-            + 8.0 * U
-            + 4.0 * delta
-            + 16.0 * U
-            + (4.0 * k + 24.0) * U
-            + 4.0 * U)
-            * vmax
-            / 0.5;
+        let (delta, tol) = reference::augment_bound(&cfg);
         let (want, amb) = reference::augment(&bytes, s, &cfg, &draw, delta);
         for i in 0..out.len() {
             if amb[i] {

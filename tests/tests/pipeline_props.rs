@@ -11,7 +11,7 @@ use std::time::Duration;
 use streamline::data::{randn_f32, POISON_F32};
 use streamline::engine::memory::{d2h, h2d};
 use streamline::engine::pipeline::StageCall;
-use streamline::engine::{DeviceBuffer, PinnedBuffer, StreamPool};
+use streamline::engine::{DeviceBuffer, PinnedBuffer, Plan, StreamPool};
 use streamline::ops::heavy::heavy;
 use streamline::ops::spin::spin_copy;
 use streamline::reference::heavy::compare_f32;
@@ -85,6 +85,23 @@ impl Extra {
             spin_copy(gpu, &s, x, y, j.other_us as u64 * 1000)?;
         }
         Ok(())
+    }
+}
+
+/// Runs `iterations` of `plan` eagerly, or captured into a CUDA graph and launched once.
+fn run_or_replay(
+    plan: &Plan,
+    pool: &StreamPool,
+    lanes: &[usize],
+    iterations: std::ops::Range<usize>,
+    graph: bool,
+    stage: impl FnMut(&StageCall) -> streamline::Result<()>,
+) -> streamline::Result<()> {
+    if graph {
+        plan.capture(pool, lanes, lanes[0], iterations, stage)?
+            .launch()
+    } else {
+        plan.run(pool, lanes, iterations, None, stage)
     }
 }
 
@@ -209,15 +226,7 @@ fn branches_output_is_schedule_independent() {
             }
             extra.after(gpu, &pool, &j)
         };
-        if graph {
-            let g = plan
-                .capture(&pool, &lanes, lanes[0], 0..iters, &mut stage)
-                .map_err(fail)?;
-            g.launch().map_err(fail)?;
-        } else {
-            plan.run(&pool, &lanes, 0..iters, None, &mut stage)
-                .map_err(fail)?;
-        }
+        run_or_replay(&plan, &pool, &lanes, 0..iters, graph, &mut stage).map_err(fail)?;
         let got = out.as_slice().map_err(fail)?;
         for i in 0..iters {
             let x = &host[i * n..(i + 1) * n];
@@ -283,15 +292,7 @@ fn multistage_output_is_schedule_independent() {
             b.stage(gpu, &o, c)?;
             extra.after(gpu, &pool, &j)
         };
-        if graph {
-            let g = plan
-                .capture(&pool, &lanes, lanes[0], 0..batches, &mut stage)
-                .map_err(fail)?;
-            g.launch().map_err(fail)?;
-        } else {
-            plan.run(&pool, &lanes, 0..batches, None, &mut stage)
-                .map_err(fail)?;
-        }
+        run_or_replay(&plan, &pool, &lanes, 0..batches, graph, &mut stage).map_err(fail)?;
         let hidden = b.hidden.as_slice().map_err(fail)?.to_vec();
         let results = b.results.as_slice().map_err(fail)?.to_vec();
         prop_assert!(

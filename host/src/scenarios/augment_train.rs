@@ -712,33 +712,13 @@ fn verify(
     let mut nhwc = vec![0u8; shape.len()];
     let mut t = vec![0f32; m.batch * m.outputs];
     su.source.fill(last, su.batch, &mut nhwc, &mut t)?;
-    let hw = shape.h * shape.w;
-    let mut images = vec![0u8; shape.len()];
-    for n in 0..shape.n {
-        for c in 0..shape.c {
-            for p in 0..hw {
-                images[(n * shape.c + c) * hw + p] = nhwc[(n * hw + p) * shape.c + c];
-            }
-        }
-    }
+    let images = refimg::relayout(&nhwc, shape, Layout::Nhwc, Layout::Nchw);
 
-    // The transform, with the tolerance of the image tests' error analysis (tests/tests/
-    // image.rs, `augment_fused_matches_reference_and_chain`): f32 weights and sums, coordinate
-    // errors `delta`, outputs near a nearest-neighbour tie accepted within the data range.
+    // The transform, within the bound of its error analysis (`reference::image::
+    // augment_bound`), outputs near a nearest-neighbour tie accepted within the data range.
     let cfg = aug.config();
-    let u = f64::powi(2.0, -24);
-    let delta = 32.0 * u * (2 * cfg.size + 2) as f64 * 1.25;
-    let kk = cfg.kernel_size as f64;
     let vmax = 1.0; // scaled to [0, 1]
-    let tol = (10.0 * u
-        + 8.0 * u * cfg.crop as f64
-        + 8.0 * u
-        + 4.0 * delta
-        + 16.0 * u
-        + (4.0 * kk + 24.0) * u
-        + 4.0 * u)
-        * vmax
-        / 0.5;
+    let (delta, tol) = refimg::augment_bound(cfg);
     let (want, amb) = refimg::augment(&images, shape, cfg, aug.draw(), delta);
     let mut bad = 0;
     let mut worst = (0, 0);

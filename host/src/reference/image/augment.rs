@@ -3,6 +3,30 @@
 use super::{gaussian_blur, normalize, resize, roi_align, rotate, to_float};
 use crate::spec::image::{AugmentConfig, AugmentDraw, ResizeMode, Shape};
 
+/// The bound of the fused augmentation against [`augment`], from its error analysis: `(delta,
+/// tol)`, the rotation's coordinate error to pass to [`augment`] and the largest difference
+/// allowed for an output not near a nearest-neighbour tie, for standard deviations of at
+/// least 0.5. The budget, in units of the largest value `v` (255, or 1 scaled) over that std:
+/// crop samples `10u`; resize (`delta_r = 4u crop`) `2 delta_r + 8u`; rotation (`delta = 32u
+/// (2 size + 2)`, with a quarter more margin) `4 delta + 16u`; blur `(4k + 24)u`; normalise
+/// `4u`.
+pub fn augment_bound(cfg: &AugmentConfig) -> (f64, f64) {
+    let u = f64::powi(2.0, -24);
+    let vmax = if cfg.scale { 1.0 } else { 255.0 };
+    let delta = 32.0 * u * (2 * cfg.size + 2) as f64 * 1.25;
+    let k = cfg.kernel_size as f64;
+    let tol = (10.0 * u
+        + 8.0 * u * cfg.crop as f64
+        + 8.0 * u
+        + 4.0 * delta
+        + 16.0 * u
+        + (4.0 * k + 24.0) * u
+        + 4.0 * u)
+        * vmax
+        / 0.5;
+    (delta, tol)
+}
+
 /// Seed 003's transform composed from the references above: to float, `roi_align` crop
 /// (aligned=False, sampling_ratio=-1), resize up (antialiased bilinear), rotate (zero fill),
 /// blur, normalize. Returns the values and, for nearest rotation, the set of outputs whose blur

@@ -23,7 +23,7 @@ mod roi_align;
 mod rotate;
 mod to_float;
 
-pub use augment::augment;
+pub use augment::{augment, augment_bound};
 pub use gaussian_blur::{gaussian_blur, gaussian_weights, reflect};
 pub use normalize::normalize;
 pub use resize::{resize, resize_taps};
