@@ -74,7 +74,7 @@ pub struct LoaderStats {
     /// slot to a thread (only when it needed that batch next).
     pub slot_wait: Duration,
     /// Time the pipeline waited in [`Loader::get`] for a batch not yet filled (the threads
-    /// behind, or a thread waiting for the device to finish the slot's earlier copy).
+    /// behind, or the slot's earlier copy not finished: `slot_wait` is part of it).
     pub starved: Duration,
     /// From [`Loader::start`] to [`Loader::finish`].
     pub wall: Duration,
@@ -290,8 +290,8 @@ impl<S: HostSlot> Loader<S> {
         Ok(self.slots[s].as_ref().expect("just put back"))
     }
 
-    /// Batch `i` (taken, and released in order) has been queued for copying: its slot goes
-    /// to the workers for batch `i + slots`, which wait for those copies before writing.
+    /// Batch `i` (taken, and released in order) has been queued for copying: its slot is
+    /// handed to the threads for batch `i + slots` once those copies are done.
     pub fn release(&mut self, i: usize) -> Result<()> {
         if i != self.released || i >= self.next {
             return Err(Error::arg(

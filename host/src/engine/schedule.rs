@@ -149,7 +149,8 @@ impl Plan {
     /// Queues the calls of `steps` (stage `s` of step `t` runs iteration `t - skew[s]`) that
     /// fall inside `iterations`, as [`Plan::run`] does. A dependency whose source was issued
     /// before this call is ordered by the join at its start (every stream used waits for every
-    /// other's earlier work).
+    /// other's earlier work on those streams; work queued on another stream, such as a graph
+    /// launched outside the lanes, must be joined by the caller).
     #[allow(clippy::too_many_arguments)]
     pub fn run_steps(
         &self,
@@ -350,6 +351,7 @@ impl Plan {
         g1.upload()?;
         Ok(SteadyGraphs {
             graphs: [g0, g1],
+            origin,
             lanes: lane_streams.to_vec(),
             skew,
             first,
@@ -361,10 +363,11 @@ impl Plan {
 /// Two captured windows of a pipeline's steady state (see [`Plan::capture_steady`]). Replay
 /// `p` runs window `p % 2` on the buffers that window was captured with: iteration `i` of the
 /// stream uses ring slot `i % depth` as always, and the host data of a window's iterations
-/// repeats every `2 len` iterations, so host slots indexed by `i % (2 len)` (or a divisor of
-/// it) line up.
+/// repeats every `2 len` iterations, so host slots indexed by `i % (2 len)` line up (one slot
+/// per iteration of the two windows).
 pub struct SteadyGraphs {
     graphs: [Graph; 2],
+    origin: usize,
     lanes: Vec<usize>,
     skew: Vec<usize>,
     first: usize,
@@ -417,6 +420,10 @@ impl SteadyGraphs {
             host(Streamed::Before(w.clone()))?;
             self.graphs[p % 2].launch()?;
             host(Streamed::After(w))?;
+        }
+        // The last replay ran on the origin stream, which need not be one of the lanes.
+        for &lane in &self.lanes {
+            pool.wait_stream(lane, self.origin)?;
         }
         run(end..n + self.first, &mut host)
     }

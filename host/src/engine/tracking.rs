@@ -258,7 +258,7 @@ impl Allocation {
             self.refresh(&mut st);
             let mut busy = false;
             for e in self.pending(&st) {
-                busy |= !e.is_complete();
+                busy |= !e.try_is_complete().op("cuEventQuery")?;
             }
             busy
         };

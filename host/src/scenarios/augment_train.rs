@@ -143,6 +143,19 @@ pub fn validate(o: &Options) -> Result<()> {
     }
     let inputs = CHANNELS * o.size * o.size;
     let max_b = o.batches.iter().max().copied().unwrap_or(1);
+    // The loader's page-locked slots: two graph windows of batches.
+    let pinned = (2 * window(o.workers) * max_b * inputs) as u128;
+    if pinned > 1 << 34 {
+        return Err(Error::arg(
+            "workers",
+            format!(
+                "{} threads need {} page-locked slots of the largest batch ({max_b} images), {:.1} GiB; at most 16 GiB: use fewer threads or smaller batches",
+                o.workers,
+                2 * window(o.workers),
+                pinned as f64 / (1u64 << 30) as f64
+            ),
+        ));
+    }
     if (inputs as u128) * (o.hidden as u128) > 1 << 28
         || (max_b as u128) * (inputs as u128) > 1 << 28
     {
@@ -836,17 +849,21 @@ pub fn run_with(
     let metrics = timeline.metrics();
     let stage_us = |name: &str| per_step_us(&timeline, name, recorded_steps);
     let (aug_us, step_us, copy_us) = (stage_us("augment"), stage_us("train step"), stage_us("h2d"));
+    // The extra transform, where there is one, runs on the transform stream too.
+    let extra_us = extra_name.as_deref().map_or(0.0, stage_us);
+    let transform_us = copy_us + aug_us + extra_us;
     let mut notes = vec![
         format!(
-            "batch {headline}, per step: h2d {copy_us:.1} µs, augment {aug_us:.1} µs (transform stream), train step {step_us:.1} µs (model stream); the pipelined step can only approach the longer of transform and model ({:.1} µs)",
-            (copy_us + aug_us).max(step_us)
+            "batch {headline}, per step: h2d {copy_us:.1} µs, augment {aug_us:.1} µs{} (transform stream), train step {step_us:.1} µs (model stream); the pipelined step can only approach the longer of transform and model ({:.1} µs)",
+            extra_name.as_deref().map_or(String::new(), |n| format!(", {n} {extra_us:.1} µs")),
+            transform_us.max(step_us)
         ),
         format!(
             "copy hidden under compute {:.1}%; longest stream busy {:.1}% of the span; pipelining gains most where neither stage fills the GPU alone and the two are of similar length (seed 003)",
             100.0 * metrics.copy_hidden_fraction,
             100.0 * metrics.longest_track_fraction
         ),
-        bottleneck(&head, o.steps, copy_us + aug_us, step_us, o.workers),
+        bottleneck(&head, o.steps, transform_us, step_us, o.workers),
         format!("checked at batch {smallest}: the last step's augmented batch against the CPU transform and the updated weights against the f64 step"),
     ];
     if let (Some(first), Some(last)) = (memory.first(), memory.last()) {

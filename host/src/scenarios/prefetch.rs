@@ -92,10 +92,12 @@ fn produce(i: usize, slot: &mut [f32]) {
 }
 
 /// The scenario's buffers: two periods of page-locked host slots on each side (so the host
-/// fills one period while the device works on the other), device rings of `depth`. Host memory
-/// is `4 depth` batches, whatever the number of batches streamed.
+/// fills one period while the device works on the other; with graphs, two windows), device
+/// rings of `depth`. Host memory is `4 depth` batches (`4 graph_batches(depth)` with graphs),
+/// whatever the number of batches streamed.
 pub struct Buffers {
-    /// Page-locked input slots, `2 depth` of them: batch `i` goes through slot `i % (2 depth)`.
+    /// Page-locked input slots, `2 depth` of them (`2 graph_batches(depth)` with graphs):
+    /// batch `i` goes through slot `i % len`.
     pub staging: Vec<PinnedBuffer<f32>>,
     /// Device ring of inputs.
     pub x: Vec<DeviceBuffer<f32>>,
