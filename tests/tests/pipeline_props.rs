@@ -118,7 +118,7 @@ fn check_all(host: &[f32], got: &[f32]) -> Result<(), TestCaseError> {
 }
 
 /// Prefetch (a producer's batches through page-locked slots, H2D / compute / D2H over rings)
-/// with shuffled schedules, eager, and as two replayed ring periods.
+/// with shuffled schedules, eager, and from two replayed windows of its steady state.
 #[test]
 fn prefetch_output_is_schedule_independent() {
     let strategy = (
