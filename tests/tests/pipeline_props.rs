@@ -88,6 +88,25 @@ impl Extra {
     }
 }
 
+/// `stage` with the next jitter of `jit` around each call (drawn in turn): the host delay and
+/// own-stream wait before it, the wait on another stream after it.
+fn jittered<'a>(
+    gpu: &'a Gpu,
+    pool: &'a StreamPool,
+    jit: &'a [Jitter],
+    mut stage: impl FnMut(&StageCall, &Jitter) -> streamline::Result<()> + 'a,
+) -> impl FnMut(&StageCall) -> streamline::Result<()> + 'a {
+    let mut extra = Extra::new(pool);
+    let mut k = 0;
+    move |c| {
+        let j = &jit[k % jit.len()];
+        k += 1;
+        extra.before(gpu, c, j)?;
+        stage(c, j)?;
+        extra.after(gpu, pool, j)
+    }
+}
+
 /// Runs `iterations` of `plan` eagerly, or captured into a CUDA graph and launched once.
 fn run_or_replay(
     plan: &Plan,
@@ -157,16 +176,8 @@ fn prefetch_output_is_schedule_independent() {
                     prefetch::capture_periods(gpu, &pool, &plan, &mut bufs, &o).map_err(fail)?;
                 prefetch::stream_graph(gpu, &pool, &plan, &graphs, &mut bufs, &o).map_err(fail)?;
             } else {
-                let mut extra = Extra::new(&pool);
-                let mut k = 0;
-                let mut stage = |c: &StageCall| {
-                    let j = jit[k % jit.len()].clone();
-                    k += 1;
-                    extra.before(gpu, c, &j)?;
-                    bufs.stage(gpu, &o, c)?;
-                    extra.after(gpu, &pool, &j)
-                };
-                plan.run(&pool, &lanes, 0..o.batches, None, &mut stage)
+                let stage = jittered(gpu, &pool, &jit, |c, _| bufs.stage(gpu, &o, c));
+                plan.run(&pool, &lanes, 0..o.batches, None, stage)
                     .map_err(fail)?;
                 bufs.drain(o.batches).map_err(fail)?;
             }
@@ -201,12 +212,7 @@ fn branches_output_is_schedule_independent() {
                 .map_err(fail)?;
         let z = |s| DeviceBuffer::<f32>::zeros(&pool, s, n).map_err(fail);
         let (mut x, mut a, mut t, mut b) = (z(0)?, z(1)?, z(2)?, z(2)?);
-        let mut extra = Extra::new(&pool);
-        let mut k = 0;
-        let mut stage = |c: &StageCall| -> streamline::Result<()> {
-            let j = jit[k % jit.len()].clone();
-            k += 1;
-            extra.before(gpu, c, &j)?;
+        let stage = jittered(gpu, &pool, &jit, |c, j| {
             let i = c.iteration;
             match c.stage {
                 0 => h2d(c.stream, &inputs.view(i * n..(i + 1) * n)?, &mut x)?,
@@ -224,9 +230,9 @@ fn branches_output_is_schedule_independent() {
                     )?
                 }
             }
-            extra.after(gpu, &pool, &j)
-        };
-        run_or_replay(&plan, &pool, &lanes, 0..iters, graph, &mut stage).map_err(fail)?;
+            Ok(())
+        });
+        run_or_replay(&plan, &pool, &lanes, 0..iters, graph, stage).map_err(fail)?;
         let got = out.as_slice().map_err(fail)?;
         for i in 0..iters {
             let x = &host[i * n..(i + 1) * n];
@@ -283,16 +289,8 @@ fn multistage_output_is_schedule_independent() {
             size,
             batches,
         };
-        let mut extra = Extra::new(&pool);
-        let mut k = 0;
-        let mut stage = |c: &StageCall| {
-            let j = jit[k % jit.len()].clone();
-            k += 1;
-            extra.before(gpu, c, &j)?;
-            b.stage(gpu, &o, c)?;
-            extra.after(gpu, &pool, &j)
-        };
-        run_or_replay(&plan, &pool, &lanes, 0..batches, graph, &mut stage).map_err(fail)?;
+        let stage = jittered(gpu, &pool, &jit, |c, _| b.stage(gpu, &o, c));
+        run_or_replay(&plan, &pool, &lanes, 0..batches, graph, stage).map_err(fail)?;
         let hidden = b.hidden.as_slice().map_err(fail)?.to_vec();
         let results = b.results.as_slice().map_err(fail)?.to_vec();
         prop_assert!(
