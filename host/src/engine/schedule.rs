@@ -15,7 +15,6 @@ use super::timeline::Recorder;
 use crate::error::{DriverContext, Error, Result};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaStream};
-use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -215,6 +214,8 @@ impl Plan {
             }
         }
         let skewed = skew.iter().any(|&k| k > 0);
+        // Per stream waited on: (stream, rank, source stage, source iteration).
+        let mut latest: Vec<(usize, i64, usize, usize)> = Vec::with_capacity(pool.len());
         let (first, first_step) = (iterations.start, steps.start);
         for t in steps {
             interrupt::check(|| {
@@ -235,8 +236,8 @@ impl Plan {
                 let si = lane_streams[stage_spec.lane];
                 let stream = pool.stream(si)?;
                 // The latest source issued in this call on each other stream: stream order
-                // covers that stream's earlier ones.
-                let mut latest: BTreeMap<usize, (i64, usize, usize)> = BTreeMap::new();
+                // covers that stream's earlier ones. (`latest` is reused: no allocation per call.)
+                latest.clear();
                 for w in &waits[s] {
                     let Some(j) = i.checked_sub(w.distance) else {
                         continue;
@@ -244,12 +245,13 @@ impl Plan {
                     if j < first || j + skew[w.from] < first_step {
                         continue;
                     }
-                    let e = latest.entry(w.stream).or_insert((i64::MIN, 0, 0));
-                    if w.rank > e.0 {
-                        *e = (w.rank, w.from, j);
+                    match latest.iter_mut().find(|e| e.0 == w.stream) {
+                        Some(e) if w.rank > e.1 => *e = (w.stream, w.rank, w.from, j),
+                        Some(_) => {}
+                        None => latest.push((w.stream, w.rank, w.from, j)),
                     }
                 }
-                for &(_, f, j) in latest.values() {
+                for &(_, _, f, j) in &latest {
                     stream.wait(&events[f][j % ring]).op("cuStreamWaitEvent")?;
                 }
                 let call = StageCall {
