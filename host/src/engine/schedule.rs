@@ -307,12 +307,23 @@ impl Plan {
         iterations: Range<usize>,
         steps: Range<usize>,
         skew: &[usize],
-        stage: impl FnMut(&StageCall) -> Result<()>,
+        mut stage: impl FnMut(&StageCall) -> Result<()>,
     ) -> Result<Graph> {
         self.check_streams(pool, lane_streams)?;
         self.check_skew(skew)?;
         let capture = pool.begin_capture(origin)?;
-        self.run_steps(pool, lane_streams, iterations, steps, skew, None, stage)?;
+        // `stage` is borrowed, not moved, so that what it owns (buffers its calls use) is
+        // dropped after the capture ends: a buffer freed during a capture would record its
+        // free into the graph.
+        self.run_steps(
+            pool,
+            lane_streams,
+            iterations,
+            steps,
+            skew,
+            None,
+            &mut stage,
+        )?;
         capture.end()
     }
 
