@@ -34,7 +34,8 @@ def py_call(alloc):
 
 
 def rust_call():
-    dt = _native.normalize_host_time(0, stream, x.data_ptr(), out.data_ptr(), (1, 3, 8, 8), mean, std, N)
+    io = (0, stream, (x.data_ptr(), x.numel()), (out.data_ptr(), out.numel()))
+    dt = _native.normalize_host_time(io, (1, 3, 8, 8), mean, std, N)
     torch.cuda.synchronize()
     return dt
 

@@ -312,21 +312,23 @@ impl Window {
     /// shared memory whatever the parameters hold.
     #[inline(always)]
     fn row(&self, t: LinearTaps) -> Axis {
-        let last = self.rows as i32 - 1;
-        let at = |i: i32| (i - self.p0).max(0).min(last) as u32 * self.cols;
-        Axis {
-            o0: at(t.i0),
-            o1: at(t.i1),
-            l0: t.l0,
-            l1: t.l1,
-        }
+        Axis::clamped(t, self.p0, self.rows, self.cols)
     }
 
     /// Column taps as column offsets into the window (clamped like [`Window::row`]).
     #[inline(always)]
     fn col(&self, t: LinearTaps) -> Axis {
-        let last = self.cols as i32 - 1;
-        let at = |i: i32| (i - self.q0).max(0).min(last) as u32;
+        Axis::clamped(t, self.q0, self.cols, 1)
+    }
+}
+
+impl Axis {
+    /// Taps `t` as offsets (`stride` apart) into the `len` indices from `first`, each index
+    /// clamped into them.
+    #[inline(always)]
+    fn clamped(t: LinearTaps, first: i32, len: u32, stride: u32) -> Axis {
+        let last = len as i32 - 1;
+        let at = |i: i32| (i - first).max(0).min(last) as u32 * stride;
         Axis {
             o0: at(t.i0),
             o1: at(t.i1),

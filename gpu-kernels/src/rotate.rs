@@ -22,6 +22,23 @@ fn rotation(p: &RotateParams, n: u32) -> Rotation {
     Rotation::new(deg, p.height, p.width)
 }
 
+/// Calls `pixel(image, out, dst, (sy, sx))` for each of this thread's output pixels (see
+/// [`for_columns`]): the image's first input plane, the thread's column of the image's first
+/// output plane, the pixel's row offset in an output plane and its source point.
+#[inline(always)]
+fn for_pixels(p: &RotateParams, mut pixel: impl FnMut(*const f32, *mut f32, u32, (f32, f32))) {
+    let plane = p.height * p.width;
+    for_columns(p.batch, p.height, p.width, p.rows, |col| {
+        let rot = rotation(p, col.n);
+        let (cx, cy) = rot.col(col.j as i32);
+        let (image, out) = image_and_column((p.x, p.y), p.channels, (plane, plane), col.n, col.j);
+        col.rows(|i| {
+            let (rx, ry) = rot.row(i as i32);
+            pixel(image, out, i * p.width, rot.finish(cx + rx, cy + ry));
+        });
+    });
+}
+
 kernel! {
     #[declared(ROTATE_NEAREST)]
     /// Nearest neighbour (torchvision's default): the input pixel nearest to the source point, or
@@ -35,27 +52,19 @@ kernel! {
         let plane = p.height * p.width;
         let (h, w) = (p.height as i32, p.width as i32);
         let fill = if p.has_fill != 0 { p.fill } else { 0.0 };
-        for_columns(p.batch, p.height, p.width, p.rows, |col| {
-            let rot = rotation(&p, col.n);
-            let (cx, cy) = rot.col(col.j as i32);
-            let (image, out) = image_and_column((p.x, p.y), p.channels, (plane, plane), col.n, col.j);
-            col.rows(|i| {
-                let (rx, ry) = rot.row(i as i32);
-                let (sy, sx) = rot.finish(cx + rx, cy + ry);
-                let src = nearest_pixel(sy, sx, h, w).map(|(yi, xi)| yi as u32 * p.width + xi as u32);
-                let dst = i * p.width;
-                for_channels(
-                    p.channels,
-                    |c| match src {
-                        // SAFETY: `nearest_pixel` returns only pixels inside the plane of channel
-                        // `c < channels`.
-                        Some(o) => unsafe { ldg_at(image, c * plane + o) },
-                        None => fill,
-                    },
-                    // SAFETY: `i < height`, `j < width`, `c < channels`, `n < batch`.
-                    |c, v| unsafe { stg_at(out, c * plane + dst, v) },
-                );
-            });
+        for_pixels(&p, |image, out, dst, (sy, sx)| {
+            let src = nearest_pixel(sy, sx, h, w).map(|(yi, xi)| yi as u32 * p.width + xi as u32);
+            for_channels(
+                p.channels,
+                |c| match src {
+                    // SAFETY: `nearest_pixel` returns only pixels inside the plane of channel
+                    // `c < channels`.
+                    Some(o) => unsafe { ldg_at(image, c * plane + o) },
+                    None => fill,
+                },
+                // SAFETY: the pixel is in the image (`for_pixels`), `c < channels`.
+                |c, v| unsafe { stg_at(out, c * plane + dst, v) },
+            );
         });
     }
 }
@@ -71,35 +80,27 @@ kernel! {
     pub unsafe fn rotate_bilinear(p: RotateParams) {
         let plane = p.height * p.width;
         let (h, w) = (p.height as i32, p.width as i32);
-        for_columns(p.batch, p.height, p.width, p.rows, |col| {
-            let rot = rotation(&p, col.n);
-            let (cx, cy) = rot.col(col.j as i32);
-            let (image, out) = image_and_column((p.x, p.y), p.channels, (plane, plane), col.n, col.j);
-            col.rows(|i| {
-                let (rx, ry) = rot.row(i as i32);
-                let (sy, sx) = rot.finish(cx + rx, cy + ry);
-                let bl = Bilinear::new(sy, sx, h, w);
-                let mask = bl.mask();
-                let dst = i * p.width;
-                for_channels(
-                    p.channels,
-                    |c| {
-                        let base = c * plane;
-                        // SAFETY: `Bilinear::sample` loads only neighbours inside the plane of
-                        // channel `c < channels`.
-                        let v = bl.sample(|yy, xx| unsafe {
-                            ldg_at(image, base + yy as u32 * p.width + xx as u32)
-                        });
-                        if p.has_fill != 0 {
-                            (v - p.fill) * mask + p.fill
-                        } else {
-                            v
-                        }
-                    },
-                    // SAFETY: `i < height`, `j < width`, `c < channels`, `n < batch`.
-                    |c, v| unsafe { stg_at(out, c * plane + dst, v) },
-                );
-            });
+        for_pixels(&p, |image, out, dst, (sy, sx)| {
+            let bl = Bilinear::new(sy, sx, h, w);
+            let mask = bl.mask();
+            for_channels(
+                p.channels,
+                |c| {
+                    let base = c * plane;
+                    // SAFETY: `Bilinear::sample` loads only neighbours inside the plane of
+                    // channel `c < channels`.
+                    let v = bl.sample(|yy, xx| unsafe {
+                        ldg_at(image, base + yy as u32 * p.width + xx as u32)
+                    });
+                    if p.has_fill != 0 {
+                        (v - p.fill) * mask + p.fill
+                    } else {
+                        v
+                    }
+                },
+                // SAFETY: the pixel is in the image (`for_pixels`), `c < channels`.
+                |c, v| unsafe { stg_at(out, c * plane + dst, v) },
+            );
         });
     }
 }

@@ -816,6 +816,28 @@ impl Gpu {
         }
     }
 
+    /// [`Gpu::launch`] over `items` on a one-dimensional grid of `block`-thread blocks that take
+    /// `per_block` items each: `ceil(items / per_block)` blocks, at least one and at most
+    /// `max_blocks` (the kernel strides over what the grid leaves).
+    ///
+    /// # Safety
+    /// As for [`Module::launch`].
+    pub unsafe fn launch_strided<P: bytemuck::Pod>(
+        &self,
+        stream: &CudaStream,
+        kernel: Kernel<P>,
+        items: u64,
+        (block, per_block): (u32, u64),
+        max_blocks: u32,
+        params: P,
+    ) -> Result<()> {
+        let blocks = items
+            .div_ceil(per_block.max(1))
+            .clamp(1, max_blocks.max(1) as u64) as u32;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.launch(stream, kernel, (blocks, 1, 1), (block, 1, 1), params) }
+    }
+
     /// [`Gpu::launch`] with `shared_bytes` of dynamic shared memory per block.
     ///
     /// # Safety

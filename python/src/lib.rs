@@ -98,18 +98,9 @@ fn gpu(ordinal: usize) -> streamline::Result<Arc<Gpu>> {
     Ok(g)
 }
 
-/// Runs `f` with the GIL released, on device `device` and the caller's stream `stream`.
+/// Runs `f` with the GIL released, on device `device` and the caller's stream `stream`; its
+/// errors name the arguments as `names` says they are named in Python.
 fn on_stream<R: Send>(
-    py: Python<'_>,
-    device: usize,
-    stream: u64,
-    f: impl FnOnce(&Gpu, &Arc<CudaStream>) -> streamline::Result<R> + Send,
-) -> PyResult<R> {
-    on_stream_as(py, device, stream, IMAGE, f)
-}
-
-/// [`on_stream`] for a function whose arguments are named `names` in Python.
-fn on_stream_as<R: Send>(
     py: Python<'_>,
     device: usize,
     stream: u64,
@@ -128,13 +119,52 @@ fn on_stream_as<R: Send>(
     .map_err(|e| to_py_as(e, names))
 }
 
-/// A caller's device array of `len` elements at `ptr`, used on `s`.
-fn ext<T>(ptr: u64, len: usize, s: &Arc<CudaStream>) -> External<T> {
-    // SAFETY: the Python layer took `ptr` and `len` from a CUDA array of this device and
-    // element type (dtype, device and contiguity checked there), which the caller holds for
-    // the duration of the call; its owner (PyTorch's caching allocator) frees it only in the
-    // order of the stream it was used on, or after `record_stream`, as for torch's own ops.
-    unsafe { External::new(ptr, len, s) }
+/// A caller's device array: `(address, number of elements it spans)`, as the Python layer
+/// took them from a CUDA array of the call's device.
+#[derive(Clone, Copy, FromPyObject)]
+struct Array(u64, usize);
+
+impl Array {
+    /// The array as elements of `T`, used on `s`.
+    fn on<T>(self, s: &Arc<CudaStream>) -> External<T> {
+        let Array(ptr, len) = self;
+        // SAFETY: the Python layer took `ptr` and `len` from a CUDA array of this device and
+        // element type (dtype, device and layout checked there), which the caller holds for
+        // the duration of the call; its owner (PyTorch's caching allocator) frees it only in the
+        // order of the stream it was used on, or after `record_stream`, as for torch's own ops.
+        unsafe { External::new(ptr, len, s) }
+    }
+}
+
+/// A call that reads one array and writes another: `(device, stream, x, y)`, the device
+/// ordinal, the handle of the stream to queue on, the input and the output.
+#[derive(FromPyObject)]
+struct Io(usize, u64, Array, Array);
+
+impl Io {
+    /// Runs `f` on the call's stream with the GIL released, given the input and the output;
+    /// errors name the arguments as the image operations do.
+    fn run<X, Y, R, F>(self, py: Python<'_>, f: F) -> PyResult<R>
+    where
+        R: Send,
+        F: FnOnce(&Gpu, &Arc<CudaStream>, &External<X>, &mut External<Y>) -> streamline::Result<R>
+            + Send,
+    {
+        self.run_as(py, IMAGE, f)
+    }
+
+    /// [`Io::run`] for a function whose arguments are named `names` in Python.
+    fn run_as<X, Y, R, F>(self, py: Python<'_>, names: Names, f: F) -> PyResult<R>
+    where
+        R: Send,
+        F: FnOnce(&Gpu, &Arc<CudaStream>, &External<X>, &mut External<Y>) -> streamline::Result<R>
+            + Send,
+    {
+        let Io(device, stream, x, y) = self;
+        on_stream(py, device, stream, names, |g, s| {
+            f(g, s, &x.on(s), &mut y.on(s))
+        })
+    }
 }
 
 fn layout(arg: &'static str, s: &str) -> streamline::Result<Layout> {
@@ -190,80 +220,39 @@ fn device_info(py: Python<'_>, device: usize) -> PyResult<(String, (i32, i32), u
 
 /// uint8 `x` to f32 `y` (`ToDtype(float32, scale)`), from layout `src` to `dst`.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn to_float(
-    py: Python<'_>,
-    device: usize,
-    stream: u64,
-    x: u64,
-    y: u64,
-    nchw: Nchw,
-    src: &str,
-    dst: &str,
-    scale: bool,
-) -> PyResult<()> {
+fn to_float(py: Python<'_>, io: Io, nchw: Nchw, src: &str, dst: &str, scale: bool) -> PyResult<()> {
     let (src, dst) = (
         layout("layout", src).map_err(to_py)?,
         layout("output_layout", dst).map_err(to_py)?,
     );
-    let sh = shape(nchw);
-    on_stream(py, device, stream, |g, s| {
-        let len = sh.n * sh.c * sh.h * sh.w;
-        image::to_float_relayout(
-            g,
-            s,
-            sh,
-            (&ext::<u8>(x, len, s), src),
-            (&mut ext::<f32>(y, len, s), dst),
-            scale,
-        )
+    io.run(py, |g, s, x, y| {
+        image::to_float_relayout(g, s, shape(nchw), (x, src), (y, dst), scale)
     })
 }
 
 fn normalize_on(
     g: &Gpu,
     s: &Arc<CudaStream>,
-    (x, y): (u64, u64),
     sh: Shape,
+    (x, y): (&External<f32>, &mut External<f32>),
     mean: &[f32],
     std: &[f32],
 ) -> streamline::Result<()> {
     let stats = ChannelStats::upload(s, mean, std)?;
-    let len = sh.len();
-    image::normalize(g, s, sh, &ext(x, len, s), &stats, &mut ext(y, len, s))
+    image::normalize(g, s, sh, x, &stats, y)
 }
 
 /// `y = (x - mean[c]) / std[c]` over f32 NCHW `x`.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn normalize(
-    py: Python<'_>,
-    device: usize,
-    stream: u64,
-    x: u64,
-    y: u64,
-    nchw: Nchw,
-    mean: Vec<f32>,
-    std: Vec<f32>,
-) -> PyResult<()> {
-    on_stream(py, device, stream, |g, s| {
-        normalize_on(g, s, (x, y), shape(nchw), &mean, &std)
+fn normalize(py: Python<'_>, io: Io, nchw: Nchw, mean: Vec<f32>, std: Vec<f32>) -> PyResult<()> {
+    io.run(py, |g, s, x, y| {
+        normalize_on(g, s, shape(nchw), (x, y), &mean, &std)
     })
 }
 
 /// Resizes f32 NCHW `x` to `out` (`mode`: `bilinear`, `bilinear_antialias`, `nearest`).
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn resize(
-    py: Python<'_>,
-    device: usize,
-    stream: u64,
-    x: u64,
-    y: u64,
-    nchw: Nchw,
-    out: (usize, usize),
-    mode: &str,
-) -> PyResult<()> {
+fn resize(py: Python<'_>, io: Io, nchw: Nchw, out: (usize, usize), mode: &str) -> PyResult<()> {
     let mode = match mode {
         "bilinear" => ResizeMode::Bilinear,
         "bilinear_antialias" => ResizeMode::BilinearAntialias,
@@ -274,63 +263,34 @@ fn resize(
             )))
         }
     };
-    let sh = shape(nchw);
-    on_stream(py, device, stream, |g, s| {
-        let y_len = sh.with_size(out.0, out.1).len();
-        image::resize(
-            g,
-            s,
-            sh,
-            &ext(x, sh.len(), s),
-            out,
-            mode,
-            &mut ext(y, y_len, s),
-        )
+    io.run(py, |g, s, x, y| {
+        image::resize(g, s, shape(nchw), x, out, mode, y)
     })
 }
 
 /// Rotates image `i` of f32 NCHW `x` by `angles[i]` degrees counter-clockwise.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
 fn rotate(
     py: Python<'_>,
-    device: usize,
-    stream: u64,
-    x: u64,
-    y: u64,
+    io: Io,
     nchw: Nchw,
     angles: Vec<f32>,
     mode: &str,
     fill: Option<f32>,
 ) -> PyResult<()> {
     let mode = interp("interpolation", mode).map_err(to_py)?;
-    let sh = shape(nchw);
-    on_stream(py, device, stream, |g, s| {
+    io.run(py, |g, s, x, y| {
         let angles = PerImage::upload(s, "angle", &angles)?;
-        let len = sh.len();
-        image::rotate(
-            g,
-            s,
-            sh,
-            &ext(x, len, s),
-            &angles,
-            mode,
-            fill,
-            &mut ext(y, len, s),
-        )
+        image::rotate(g, s, shape(nchw), x, &angles, mode, fill, y)
     })
 }
 
 /// Gaussian blur of f32 NCHW `x` with kernel `(kx, ky)`; `sigma` is `[sx, sy]` for every image
 /// or `[sx0, sy0, sx1, sy1, ...]` per image.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
 fn gaussian_blur(
     py: Python<'_>,
-    device: usize,
-    stream: u64,
-    x: u64,
-    y: u64,
+    io: Io,
     nchw: Nchw,
     kernel: (usize, usize),
     sigma: Vec<f32>,
@@ -342,12 +302,10 @@ fn gaussian_blur(
     for v in &sigma {
         image::check_sigma("sigma", *v).map_err(to_py)?;
     }
-    on_stream(py, device, stream, |g, s| {
-        let len = sh.len();
-        let (x, mut y) = (ext(x, len, s), ext(y, len, s));
+    io.run(py, |g, s, x, y| {
         if sigma.len() == 2 {
             let sigma = Sigma::Global(sigma[0], sigma[1]);
-            image::gaussian_blur(g, s, sh, &x, kernel, sigma, &mut y)
+            image::gaussian_blur(g, s, sh, x, kernel, sigma, y)
         } else {
             let per = PerImage::upload(s, "sigma", &sigma)?;
             if sigma.len() != 2 * sh.n {
@@ -360,22 +318,18 @@ fn gaussian_blur(
                     ),
                 ));
             }
-            image::gaussian_blur(g, s, sh, &x, kernel, Sigma::PerImage(&per), &mut y)
+            image::gaussian_blur(g, s, sh, x, kernel, Sigma::PerImage(&per), y)
         }
     })
 }
 
 /// `torchvision.ops.roi_align` of f32 NCHW `x` with `boxes` (`[i, x1, y1, x2, y2]` each) into
-/// `y` of `y_len` elements (`boxes x c x out_h x out_w`).
+/// `y` (`boxes x c x out_h x out_w`).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 fn roi_align(
     py: Python<'_>,
-    device: usize,
-    stream: u64,
-    x: u64,
-    y: u64,
-    y_len: usize,
+    io: Io,
     nchw: Nchw,
     boxes: Vec<[f32; 5]>,
     out: (usize, usize),
@@ -393,17 +347,9 @@ fn roi_align(
     };
     const NAMES: Names = &[("x", "input"), ("y", "out")];
     image::check_roi_align(sh, &boxes, &o).map_err(|e| to_py_as(e, NAMES))?;
-    on_stream_as(py, device, stream, NAMES, |g, s| {
+    io.run_as(py, NAMES, |g, s, x, y| {
         let boxes = RoiBoxes::upload(s, &boxes)?;
-        image::roi_align(
-            g,
-            s,
-            sh,
-            &ext(x, sh.len(), s),
-            &boxes,
-            o,
-            &mut ext(y, y_len, s),
-        )
+        image::roi_align(g, s, sh, x, &boxes, o, y)
     })
 }
 
@@ -417,10 +363,7 @@ type Draw = (Vec<[f32; 4]>, Vec<f32>, Vec<f32>);
 #[allow(clippy::too_many_arguments)]
 fn augment(
     py: Python<'_>,
-    device: usize,
-    stream: u64,
-    x: u64,
-    y: u64,
+    io: Io,
     nchw: Nchw,
     layouts: (String, String),
     crop: usize,
@@ -451,7 +394,7 @@ fn augment(
     let src = layout("layout", &layouts.0).map_err(to_py)?;
     let dst = layout("output_layout", &layouts.1).map_err(to_py)?;
     cfg.check(sh).map_err(to_py)?;
-    on_stream(py, device, stream, |g, s| {
+    io.run(py, |g, s, x, y| {
         let draw = match draw {
             Some((boxes, angles, sigmas)) => AugmentDraw {
                 boxes,
@@ -461,58 +404,36 @@ fn augment(
             None if per_image_sigma => AugmentDraw::random_per_image(&cfg, sh.n, sh.h, sh.w, seed),
             None => AugmentDraw::random(&cfg, sh.n, sh.h, sh.w, seed),
         };
-        let aug = Augment::new(s, sh, &cfg, &draw)?.with_layouts(src, dst);
-        let y_len = aug.output_shape().len();
-        aug.run_fused(
-            g,
-            s,
-            &ext::<u8>(x, sh.len(), s),
-            &mut ext::<f32>(y, y_len, s),
-        )?;
+        Augment::new(s, sh, &cfg, &draw)?
+            .with_layouts(src, dst)
+            .run_fused(g, s, x, y)?;
         Ok((draw.boxes, draw.angles, draw.sigmas))
     })
 }
 
-/// Seed 000's `y = x^2 + x^3 sin(x) cos(x) + tan(x)` over `n` elements of `dtype` (`float32`
-/// or `float16`).
+/// Seed 000's `y = x^2 + x^3 sin(x) cos(x) + tan(x)` over the elements of `x`, of `dtype`
+/// (`float32` or `float16`).
 #[pyfunction]
-fn heavy(
-    py: Python<'_>,
-    device: usize,
-    stream: u64,
-    x: u64,
-    y: u64,
-    n: usize,
-    dtype: &str,
-) -> PyResult<()> {
-    let half = match dtype {
-        "float32" => false,
-        "float16" => true,
-        _ => {
-            return Err(PyValueError::new_err(format!(
-                "x: dtype {dtype} must be float32 or float16"
-            )))
-        }
-    };
-    on_stream_as(py, device, stream, &[("y", "out")], |g, s| {
-        if half {
-            heavy_op::<f16>(g, s, &ext(x, n, s), &mut ext(y, n, s))
-        } else {
-            heavy_op::<f32>(g, s, &ext(x, n, s), &mut ext(y, n, s))
-        }
-    })
+fn heavy(py: Python<'_>, io: Io, dtype: &str) -> PyResult<()> {
+    const NAMES: Names = &[("y", "out")];
+    match dtype {
+        "float32" => io.run_as(py, NAMES, |g, s, x, y| heavy_op::<f32>(g, s, x, y)),
+        "float16" => io.run_as(py, NAMES, |g, s, x, y| heavy_op::<f16>(g, s, x, y)),
+        _ => Err(PyValueError::new_err(format!(
+            "x: dtype {dtype} must be float32 or float16"
+        ))),
+    }
 }
 
-/// `C = alpha A @ B + beta C` (row-major f32; `lens` are the three arrays' element counts,
-/// `dims` `(m, n, k)`, `strides` `(lda, ldb, ldc)`).
+/// `C = alpha A @ B + beta C` (row-major f32; `dims` `(m, n, k)`, `strides` `(lda, ldb, ldc)`,
+/// each array spanning its rows up to the end of the last).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 fn sgemm(
     py: Python<'_>,
     device: usize,
     stream: u64,
-    ptrs: (u64, u64, u64),
-    lens: (usize, usize, usize),
+    arrays: (Array, Array, Array),
     dims: (usize, usize, usize),
     strides: (usize, usize, usize),
     alpha: f32,
@@ -528,16 +449,17 @@ fn sgemm(
         alpha,
         beta,
     };
-    on_stream_as(py, device, stream, &[("c", "out")], |gpu, s| {
+    let (a, b, c) = arrays;
+    on_stream(py, device, stream, &[("c", "out")], |gpu, s| {
         g.validate()?;
         matmul::sgemm(
             gpu,
             s,
             matmul::Kernel::Auto,
             &g,
-            &ext(ptrs.0, lens.0, s),
-            &ext(ptrs.1, lens.1, s),
-            &mut ext(ptrs.2, lens.2, s),
+            &a.on(s),
+            &b.on(s),
+            &mut c.on(s),
         )
     })
 }
@@ -545,22 +467,18 @@ fn sgemm(
 /// Host time of one `normalize` call made from Rust (mean of `iters` calls, in seconds): what
 /// the Python call's own cost is measured against.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
 fn normalize_host_time(
     py: Python<'_>,
-    device: usize,
-    stream: u64,
-    x: u64,
-    y: u64,
+    io: Io,
     nchw: Nchw,
     mean: Vec<f32>,
     std: Vec<f32>,
     iters: usize,
 ) -> PyResult<f64> {
-    on_stream(py, device, stream, |g, s| {
+    io.run(py, |g, s, x, y| {
         let t = Instant::now();
         for _ in 0..iters {
-            normalize_on(g, s, (x, y), shape(nchw), &mean, &std)?;
+            normalize_on(g, s, shape(nchw), (x, y), &mean, &std)?;
         }
         Ok(t.elapsed().as_secs_f64() / iters.max(1) as f64)
     })
@@ -616,7 +534,7 @@ impl KernelModule {
         align: Option<usize>,
     ) -> PyResult<()> {
         let cfg = LaunchConfig::new(grid, block).with_shared(shared);
-        on_stream(py, self.device, stream, |_, s| {
+        on_stream(py, self.device, stream, &[], |_, s| {
             // SAFETY: the parameter bytes were checked against the PTX's size (and alignment);
             // that the addresses inside are valid for the kernel is the caller's contract, as
             // with CuPy's `RawKernel` (documented on `streamline.load_module`).

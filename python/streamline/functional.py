@@ -55,6 +55,12 @@ def _image_io(inpt, out, stream, device, out_hw=None, dtypes=("float32",), eleme
     return x, out, y, dev, stream_handle(stream, dev, [("inpt", x), ("out", y)])
 
 
+def _io(dev, s, x, y):
+    """What a native function reading ``x`` and writing ``y`` is called with:
+    ``(device, stream, x, y)``, each array as ``(address, element count)``."""
+    return dev, s, (x.ptr, x.size), (y.ptr, y.size)
+
+
 def _per_image(value, n, arg):
     """One float per image from a number, a sequence or a CPU tensor of ``n`` values."""
     if isinstance(value, numbers.Real):
@@ -85,7 +91,7 @@ def to_float(inpt, scale=False, layout="NCHW", output_layout="NCHW", *, out=None
     out, y = output(out, [("inpt", x)], shape, "float32", dev)
     disjoint("out", y, [("inpt", x)])
     s = stream_handle(stream, dev, [("inpt", x), ("out", y)])
-    _native.to_float(dev, s, x.ptr, y.ptr, nchw, src, dst, bool(scale))
+    _native.to_float(_io(dev, s, x, y), nchw, src, dst, bool(scale))
     return out
 
 
@@ -97,7 +103,7 @@ def normalize(inpt, mean, std, inplace=False, *, out=None, stream=None, device=N
         out = inpt
     x, out, y, dev, s = _image_io(inpt, out, stream, device, elementwise=True)
     mean, std = list(map(float, mean)), list(map(float, std))
-    _native.normalize(dev, s, x.ptr, y.ptr, _nchw(x), mean, std)
+    _native.normalize(_io(dev, s, x, y), _nchw(x), mean, std)
     return out
 
 
@@ -132,7 +138,7 @@ def resize(inpt, size, interpolation="bilinear", max_size=None, antialias=True, 
     x, out, y, dev, s = _image_io(inpt, out, stream, device, out_hw=(oh, ow))
     if mode == "bilinear" and antialias:
         mode = "bilinear_antialias"
-    _native.resize(dev, s, x.ptr, y.ptr, _nchw(x), (oh, ow), mode)
+    _native.resize(_io(dev, s, x, y), _nchw(x), (oh, ow), mode)
     return out
 
 
@@ -152,7 +158,7 @@ def rotate(inpt, angle, interpolation="nearest", expand=False, center=None, fill
     x, out, y, dev, s = _image_io(inpt, out, stream, device)
     nchw = _nchw(x)
     angles = _per_image(angle, nchw[0], "angle")
-    _native.rotate(dev, s, x.ptr, y.ptr, nchw, angles, mode, None if fill is None else float(fill))
+    _native.rotate(_io(dev, s, x, y), nchw, angles, mode, None if fill is None else float(fill))
     return out
 
 
@@ -188,7 +194,7 @@ def gaussian_blur(inpt, kernel_size, sigma=None, *, out=None, stream=None, devic
             sig = [float(v) for p in pairs for v in p]
         else:
             sig = [float(v) for v in _pair(sigma, "sigma")]
-    _native.gaussian_blur(dev, s, x.ptr, y.ptr, nchw, (int(k[0]), int(k[1])), sig)
+    _native.gaussian_blur(_io(dev, s, x, y), nchw, (int(k[0]), int(k[1])), sig)
     return out
 
 
@@ -226,7 +232,7 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, a
     out, y = output(out, [("input", x)], shape, "float32", dev)
     disjoint("out", y, [("input", x)])
     s = stream_handle(stream, dev, [("input", x), ("out", y)])
-    _native.roi_align(dev, s, x.ptr, y.ptr, y.size, x.shape, rows, (int(oh), int(ow)),
+    _native.roi_align(_io(dev, s, x, y), x.shape, rows, (int(oh), int(ow)),
                       float(spatial_scale), int(sampling_ratio), bool(aligned))
     return out
 
@@ -260,7 +266,7 @@ def augment(inpt, size, crop=None, degrees=45.0, interpolation="nearest", kernel
     if draw is not None:
         boxes, angles, sigmas = draw
         draw = ([[float(v) for v in b] for b in boxes], _per_image(angles, n, "draw"), _per_image(sigmas, n, "draw"))
-    got = _native.augment(dev, s, x.ptr, y.ptr, nchw, (src, dst), crop, size, float(degrees),
+    got = _native.augment(_io(dev, s, x, y), nchw, (src, dst), crop, size, float(degrees),
                           _mode(interpolation), int(kernel_size), (float(lo), float(hi)), bool(scale),
                           mean, std, int(seed) & (2**64 - 1), bool(per_image_sigma), draw)
     return (out, got) if return_draw else out
@@ -274,7 +280,7 @@ def heavy(x, *, out=None, stream=None, device=None):
     out, y = output(out, [("x", a)], a.shape, a.dtype, dev)
     disjoint("out", y, [("x", a)])
     s = stream_handle(stream, dev, [("x", a), ("out", y)])
-    _native.heavy(dev, s, a.ptr, y.ptr, a.size, a.dtype)
+    _native.heavy(_io(dev, s, a, y), a.dtype)
     return out
 
 
@@ -301,9 +307,9 @@ def sgemm(a, b, out=None, alpha=1.0, beta=0.0, *, stream=None, device=None):
     device_of(arrays, dev)
     disjoint("out", C, [("a", A), ("b", B)])
     s = stream_handle(stream, dev, arrays)
-    lens = tuple(_strided_len(X) for X in (A, B, C))
+    spans = tuple((X.ptr, _strided_len(X)) for X in (A, B, C))
     strides = tuple(max(X.strides[0], 1) if X.strides else max(X.shape[1], 1) for X in (A, B, C))
-    _native.sgemm(dev, s, (A.ptr, B.ptr, C.ptr), lens, (m, n, k), strides, float(alpha), float(beta))
+    _native.sgemm(dev, s, spans, (m, n, k), strides, float(alpha), float(beta))
     return out
 
 

@@ -39,3 +39,16 @@ pub fn fetch(buf: &CudaSlice<f32>, n: usize) -> Result<Vec<f32>, TestCaseError> 
     prop_assert_eq!(unwritten, 0, "{} of {} outputs unwritten", unwritten, n);
     Ok(out)
 }
+
+/// Whether `a` and `b` hold the same values bit for bit (NaN payloads and the sign of zero
+/// included), for results that must not differ by a rounding.
+pub fn bitwise_eq(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+/// `n` pseudo-random bytes from `seed`, every value reachable.
+pub fn bytes(n: usize, seed: u64) -> Vec<u8> {
+    (0..n)
+        .map(|i| (seed.wrapping_mul(i as u64 + 1) >> 17) as u8)
+        .collect()
+}

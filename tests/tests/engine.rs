@@ -11,7 +11,7 @@ use streamline::engine::memory::{d2h, h2d};
 use streamline::engine::pool::StreamSpec;
 use streamline::engine::{DeviceBuffer, PinnedBuffer, StreamPool};
 use streamline::ops::spin::spin_copy;
-use streamline::scenarios::{encoder_decoder, prefetch, Common};
+use streamline::scenarios::{encoder_decoder, prefetch, Common, Training};
 use streamline_tests::gpu;
 
 /// How long the slow reader waits before it reads: long against any launch latency.
@@ -291,13 +291,15 @@ fn a_stop_request_interrupts_the_run() {
 fn encoder_decoder_matches_the_reference() {
     let Some(gpu) = gpu() else { return };
     let o = encoder_decoder::Options {
-        batches: vec![4, 8],
+        train: Training {
+            batches: vec![4, 8],
+            hidden: 64,
+            classes: 10,
+            steps: 4,
+            ..Default::default()
+        },
         inputs: 256,
         features: 128,
-        hidden: 64,
-        classes: 10,
-        steps: 4,
-        ..Default::default()
     };
     let common = Common {
         reps: 1,
@@ -306,7 +308,7 @@ fn encoder_decoder_matches_the_reference() {
     };
     let r = encoder_decoder::run(gpu, &common, &o).unwrap();
     assert!(r.check.passed(), "{:?}", r.check);
-    assert_eq!(r.table.len(), 1 + o.batches.len());
+    assert_eq!(r.table.len(), 1 + o.train.batches.len());
     assert!(r.check.compared >= 4 * 128);
 }
 

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use streamline::data::POISON_F32;
 use streamline::ops::image::*;
 use streamline::reference::image as reference;
-use streamline_tests::{fetch, gpu, gpu_property, poisoned, GUARD};
+use streamline_tests::{bitwise_eq, bytes, fetch, gpu, gpu_property, poisoned, GUARD};
 
 /// f32 unit roundoff.
 const U: f64 = 1.0 / (1u64 << 24) as f64;
@@ -77,9 +77,7 @@ fn to_float_matches_reference() {
         ),
         |(n, off, scale, seed)| {
             let g = gpu().unwrap();
-            let bytes: Vec<u8> = (0..n + off)
-                .map(|i| (seed.wrapping_mul(i as u64 + 1) >> 13) as u8)
-                .collect();
+            let bytes = bytes(n + off, seed);
             let x: CudaSlice<u8> = g.stream().clone_htod(&bytes).unwrap();
             let mut y = poisoned(n);
             {
@@ -90,10 +88,7 @@ fn to_float_matches_reference() {
             let got = fetch(&y, n)?;
             // One rounding of an exact product on both sides: bitwise equal.
             let want = reference::to_float(&bytes[off..], scale);
-            prop_assert!(got
-                .iter()
-                .zip(&want)
-                .all(|(a, b)| a.to_bits() == b.to_bits()));
+            prop_assert!(bitwise_eq(&got, &want));
             Ok(())
         },
     );
@@ -119,9 +114,7 @@ fn to_float_relayout_matches_reference() {
                 (Layout::Nchw, Layout::Nhwc)
             };
             let g = gpu().unwrap();
-            let bytes: Vec<u8> = (0..s.len())
-                .map(|i| (seed.wrapping_mul(i as u64 + 1) >> 17) as u8)
-                .collect();
+            let bytes = bytes(s.len(), seed);
             let x: CudaSlice<u8> = g.stream().clone_htod(&bytes).unwrap();
             let mut y = poisoned(s.len());
             {
@@ -130,10 +123,7 @@ fn to_float_relayout_matches_reference() {
             }
             let got = fetch(&y, s.len())?;
             let want = reference::relayout(&reference::to_float(&bytes, scale), s, from, to);
-            prop_assert!(got
-                .iter()
-                .zip(&want)
-                .all(|(a, b)| a.to_bits() == b.to_bits()));
+            prop_assert!(bitwise_eq(&got, &want));
             Ok(())
         },
     );
@@ -668,8 +658,10 @@ fn augment_seed003_batch() {
             aug.run_fused(g, st, src, &mut yv).unwrap();
         }
         let got = reference::relayout(&fetch(&y, out.len()).unwrap(), out, lout, Layout::Nchw);
-        let same = got.iter().zip(&f).all(|(a, b)| a.to_bits() == b.to_bits());
-        assert!(same, "{lin} in, {lout} out differs from NCHW in and out");
+        assert!(
+            bitwise_eq(&got, &f),
+            "{lin} in, {lout} out differs from NCHW in and out"
+        );
     }
 }
 
@@ -732,43 +724,17 @@ fn roi_align_checks_boxes_again_for_another_batch_or_options() {
         aligned: false,
     };
     let mut y = upload(&[0.0; 4]);
+    let mut call = |shape: Shape, o: RoiAlign| {
+        let x = upload(&vec![1.0; shape.len()]);
+        roi_align(g, g.stream(), shape, &x, &rb, o, &mut y).map_err(|e| e.to_string())
+    };
     let four = Shape::new(4, 1, 8, 8);
-    roi_align(
-        g,
-        g.stream(),
-        four,
-        &upload(&vec![1.0; four.len()]),
-        &rb,
-        o,
-        &mut y,
-    )
-    .unwrap();
-    let two = Shape::new(2, 1, 8, 8);
-    let e = roi_align(
-        g,
-        g.stream(),
-        two,
-        &upload(&vec![1.0; two.len()]),
-        &rb,
-        o,
-        &mut y,
-    )
-    .unwrap_err()
-    .to_string();
+    call(four, o).unwrap();
+    let e = call(Shape::new(2, 1, 8, 8), o).unwrap_err();
     assert!(e.contains("batch index 3 is out of range 0..2"), "{e}");
     // A scale that makes the box need more than the allowed samples per bin.
     o.spatial_scale = 1e5;
-    let e = roi_align(
-        g,
-        g.stream(),
-        four,
-        &upload(&vec![1.0; four.len()]),
-        &rb,
-        o,
-        &mut y,
-    )
-    .unwrap_err()
-    .to_string();
+    let e = call(four, o).unwrap_err();
     assert!(e.contains("samples per bin"), "{e}");
 }
 

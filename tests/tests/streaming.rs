@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use streamline::data::randn_f32;
 use streamline::engine::StreamPool;
-use streamline::scenarios::{augment_train, prefetch, Common, Footprint};
+use streamline::scenarios::{augment_train, prefetch, Common, Footprint, Training};
 use streamline_tests::gpu;
 
 fn sanitized() -> bool {
@@ -61,11 +61,14 @@ fn streaming_thousands_of_batches_keeps_memory_flat() {
 
 fn small() -> augment_train::Options {
     augment_train::Options {
-        batches: vec![2, 5],
+        train: Training {
+            batches: vec![2, 5],
+            hidden: 32,
+            classes: 3,
+            steps: 11,
+            ..Default::default()
+        },
         size: 16,
-        hidden: 32,
-        classes: 3,
-        steps: 11,
         workers: 3,
         ..Default::default()
     }
@@ -129,11 +132,11 @@ fn augment_train_streams_generated_batches() {
 fn augment_train_streams_images_from_disk() {
     let Some(gpu) = gpu() else { return };
     let dir = image_folder("augment-train");
-    let o = augment_train::Options {
+    let mut o = augment_train::Options {
         input: Some(dir.clone()),
-        batches: vec![3],
         ..small()
     };
+    o.train.batches = vec![3];
     let r = augment_train::run(gpu, &common(), &o).unwrap();
     assert!(r.check.passed(), "{:?}", r.check);
     assert!(
@@ -142,10 +145,8 @@ fn augment_train_streams_images_from_disk() {
         r.workload
     );
 
-    let two = augment_train::Options {
-        classes: 1,
-        ..o.clone()
-    };
+    let mut two = o.clone();
+    two.train.classes = 1;
     let e = augment_train::run(gpu, &common(), &two)
         .unwrap_err()
         .to_string();

@@ -9,7 +9,7 @@ use color_jitter::{reference, ColorJitter, Jitter};
 use std::path::PathBuf;
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::ops::image::Shape;
-use streamline::scenarios::{augment_train, Common};
+use streamline::scenarios::{augment_train, Common, Training};
 use streamline::Gpu;
 
 #[derive(Parser)]
@@ -85,9 +85,12 @@ fn main() -> Result<()> {
     );
 
     let o = augment_train::Options {
-        batches: args.batches,
+        train: Training {
+            batches: args.batches,
+            steps: args.steps,
+            ..Default::default()
+        },
         size: args.size,
-        steps: args.steps,
         ..Default::default()
     };
     let common = Common {

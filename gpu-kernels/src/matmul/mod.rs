@@ -241,23 +241,10 @@ impl<const BM: usize, const BN: usize, const BK: usize> Tile<BM, BN, BK> {
     /// The frame's matrices must be valid.
     #[inline(always)]
     unsafe fn fetch<const LA: usize, const LB: usize>(f: &Frame, k0: usize) -> Staged<LA, LB> {
-        let mut s = Staged {
-            a: [ZERO4; LA],
-            b: [ZERO4; LB],
-        };
-        for i in 0..LA {
-            let e = f.tid + i * Self::THREADS;
-            let (r, kq) = (e / (BK / 4), (e % (BK / 4)) * 4);
+        Self::fetch_by(f, k0, |base, ld, (rows, cols), (r, c)| {
             // SAFETY: forwarded; load4 guards the bounds.
-            s.a[i] = unsafe { load4(f.a, f.lda, f.m, f.k, f.row0 + r, k0 + kq, f.vec_ab) };
-        }
-        for i in 0..LB {
-            let e = f.tid + i * Self::THREADS;
-            let (kr, cq) = (e / (BN / 4), (e % (BN / 4)) * 4);
-            // SAFETY: as above.
-            s.b[i] = unsafe { load4(f.b, f.ldb, f.k, f.n, k0 + kr, f.col0 + cq, f.vec_ab) };
-        }
-        s
+            unsafe { load4(base, ld, rows, cols, r, c, f.vec_ab) }
+        })
     }
 
     /// [`Self::fetch`] for a tile that lies wholly inside `A` and `B` with 16-byte access
@@ -271,6 +258,22 @@ impl<const BM: usize, const BN: usize, const BK: usize> Tile<BM, BN, BK> {
         f: &Frame,
         k0: usize,
     ) -> Staged<LA, LB> {
+        Self::fetch_by(f, k0, |base, ld, _, (r, c)| {
+            // SAFETY: inside the matrix by the caller's guarantee; 16-byte aligned since the
+            // base and `ld` are and the column is a multiple of 4.
+            F4(unsafe { ldg4(base.add(r * ld + c)) })
+        })
+    }
+
+    /// The tiles at depth `k0`, each vector read by `load(matrix, ld, (rows, cols), (row,
+    /// col))` at its first element: this thread's share of `A`'s (4 consecutive `k` of a row)
+    /// and `B`'s (4 consecutive columns of a `k`).
+    #[inline(always)]
+    fn fetch_by<const LA: usize, const LB: usize>(
+        f: &Frame,
+        k0: usize,
+        load: impl Fn(*const f32, usize, (usize, usize), (usize, usize)) -> F4,
+    ) -> Staged<LA, LB> {
         let mut s = Staged {
             a: [ZERO4; LA],
             b: [ZERO4; LB],
@@ -278,15 +281,12 @@ impl<const BM: usize, const BN: usize, const BK: usize> Tile<BM, BN, BK> {
         for i in 0..LA {
             let e = f.tid + i * Self::THREADS;
             let (r, kq) = (e / (BK / 4), (e % (BK / 4)) * 4);
-            // SAFETY: inside A by the caller's guarantee; 16-byte aligned since the base and
-            // `lda` are and `k0 + kq` is a multiple of 4.
-            s.a[i] = F4(unsafe { ldg4(f.a.add((f.row0 + r) * f.lda + k0 + kq)) });
+            s.a[i] = load(f.a, f.lda, (f.m, f.k), (f.row0 + r, k0 + kq));
         }
         for i in 0..LB {
             let e = f.tid + i * Self::THREADS;
             let (kr, cq) = (e / (BN / 4), (e % (BN / 4)) * 4);
-            // SAFETY: as above, for B.
-            s.b[i] = F4(unsafe { ldg4(f.b.add((k0 + kr) * f.ldb + f.col0 + cq)) });
+            s.b[i] = load(f.b, f.ldb, (f.k, f.n), (k0 + kr, f.col0 + cq));
         }
         s
     }

@@ -371,17 +371,16 @@ fn split_k(
         alpha: g.alpha,
         beta: g.beta,
     };
-    let blocks = (plane as u64)
-        .div_ceil(SPLITK_REDUCE_BLOCK as u64)
-        .clamp(1, 1 << 16) as u32;
     // SAFETY: the partials were written by the launch before on this stream; `C` holds
     // `m x n` at stride `ldc` (checked); the kernel strides over the `m n` elements.
     unsafe {
-        gpu.launch(
+        let per_block = (SPLITK_REDUCE_BLOCK, SPLITK_REDUCE_BLOCK as u64);
+        gpu.launch_strided(
             stream,
             SGEMM_SPLITK_REDUCE,
-            (blocks, 1, 1),
-            (SPLITK_REDUCE_BLOCK, 1, 1),
+            plane as u64,
+            per_block,
+            1 << 16,
             reduce,
         )
     }

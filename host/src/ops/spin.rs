@@ -26,7 +26,6 @@ pub fn spin_copy(
         return Ok(());
     }
     let n = x.len() as u64;
-    let blocks = n.div_ceil(SPIN_COPY_BLOCK as u64).clamp(1, i32::MAX as u64) as u32;
     let (xp, _read) = x.device_ptr(stream);
     let (yp, _write) = y.device_ptr_mut(stream);
     let params = SpinCopyParams {
@@ -39,12 +38,7 @@ pub fn spin_copy(
     // (one borrowed shared, the other exclusively); the guards order the launch after earlier
     // accesses and record it for later ones.
     unsafe {
-        gpu.launch(
-            stream,
-            SPIN_COPY_F32,
-            (blocks, 1, 1),
-            (SPIN_COPY_BLOCK, 1, 1),
-            params,
-        )
+        let per_block = (SPIN_COPY_BLOCK, SPIN_COPY_BLOCK as u64);
+        gpu.launch_strided(stream, SPIN_COPY_F32, n, per_block, i32::MAX as u32, params)
     }
 }

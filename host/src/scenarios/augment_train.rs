@@ -17,7 +17,7 @@
 
 use super::{
     check_mlp_weights, median_ms, per_step_us, recorded, sample_indices, Check, Common, Footprint,
-    Report, MIB,
+    Report, Training, MIB,
 };
 use crate::data::{fan_in_weights, ImageFolder};
 use crate::engine::memory::h2d;
@@ -41,24 +41,11 @@ use std::sync::Arc;
 /// Options of `augment-train`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct Options {
-    /// Batch sizes of the sweep.
-    #[arg(long, value_delimiter = ',', default_values_t = Options::default().batches)]
-    pub batches: Vec<usize>,
+    #[command(flatten)]
+    pub train: Training,
     /// Side of the square images (3 channels); the crop is half of it, resized back to it.
     #[arg(long, default_value_t = Options::default().size)]
     pub size: usize,
-    /// Hidden units of the MLP.
-    #[arg(long, default_value_t = Options::default().hidden)]
-    pub hidden: usize,
-    /// Classes (outputs) of the MLP.
-    #[arg(long, default_value_t = Options::default().classes)]
-    pub classes: usize,
-    /// Training steps per timed run (any number).
-    #[arg(long, default_value_t = Options::default().steps)]
-    pub steps: usize,
-    /// Learning rate.
-    #[arg(long, default_value_t = Options::default().lr)]
-    pub lr: f32,
     /// A folder of PNG/JPEG images to decode the batches from (class subfolders give the
     /// labels); generated batches without one.
     #[arg(long, value_name = "DIR")]
@@ -71,12 +58,8 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            batches: vec![8, 32, 64, 128],
+            train: Training::default(),
             size: 256,
-            hidden: 1024,
-            classes: 10,
-            steps: 16,
-            lr: 1e-4,
             input: None,
             workers: std::thread::available_parallelism().map_or(4, |n| n.get().min(8)),
         }
@@ -102,37 +85,23 @@ fn window(workers: usize) -> usize {
 
 /// Checks the options.
 pub fn validate(o: &Options) -> Result<()> {
-    if o.batches.is_empty() || o.batches.iter().any(|&b| !(1..=1024).contains(&b)) {
-        return Err(Error::arg(
-            "batches",
-            format!(
-                "needs 1.. batch sizes, each in 1..=1024, got {:?}",
-                o.batches
-            ),
-        ));
-    }
+    o.train.check(1024)?;
     if !(8..=512).contains(&o.size) {
         return Err(Error::arg(
             "size",
             format!("must be in 8..=512, got {}", o.size),
         ));
     }
-    if !(1..=8192).contains(&o.hidden) || !(1..=1024).contains(&o.classes) {
+    if !(1..=8192).contains(&o.train.hidden) || !(1..=1024).contains(&o.train.classes) {
         return Err(Error::arg(
             "hidden",
             "hidden must be in 1..=8192 and classes in 1..=1024",
         ));
     }
-    if !(1..=1 << 40).contains(&o.steps) {
+    if !(1..=1 << 40).contains(&o.train.steps) {
         return Err(Error::arg(
             "steps",
-            format!("must be in 1..=2^40, got {}", o.steps),
-        ));
-    }
-    if !(o.lr.is_finite() && o.lr > 0.0) {
-        return Err(Error::arg(
-            "lr",
-            format!("must be finite and positive, got {}", o.lr),
+            format!("must be in 1..=2^40, got {}", o.train.steps),
         ));
     }
     if !(1..=256).contains(&o.workers) {
@@ -142,7 +111,7 @@ pub fn validate(o: &Options) -> Result<()> {
         ));
     }
     let inputs = CHANNELS * o.size * o.size;
-    let max_b = o.batches.iter().max().copied().unwrap_or(1);
+    let max_b = o.train.batches.iter().max().copied().unwrap_or(1);
     // The loader's page-locked slots: two graph windows of batches.
     let pinned = (2 * window(o.workers) * max_b * inputs) as u128;
     if pinned > 1 << 34 {
@@ -156,7 +125,7 @@ pub fn validate(o: &Options) -> Result<()> {
             ),
         ));
     }
-    if (inputs as u128) * (o.hidden as u128) > 1 << 28
+    if (inputs as u128) * (o.train.hidden as u128) > 1 << 28
         || (max_b as u128) * (inputs as u128) > 1 << 28
     {
         return Err(Error::arg(
@@ -356,14 +325,14 @@ impl Source {
     fn new(o: &Options, batch: usize, seed: u64) -> Result<Source> {
         if let Some(dir) = &o.input {
             let f = ImageFolder::open(dir, o.size)?;
-            if f.classes().len() > o.classes {
+            if f.classes().len() > o.train.classes {
                 return Err(Error::arg(
                     "input",
                     format!(
                         "{} holds {} class folders, more than the model's {} classes",
                         dir.display(),
                         f.classes().len(),
-                        o.classes
+                        o.train.classes
                     ),
                 ));
             }
@@ -372,9 +341,9 @@ impl Source {
         let per = batch * CHANNELS * o.size * o.size;
         let mut rng = StdRng::seed_from_u64(seed);
         let images: Vec<u8> = (0..per * DATA).map(|_| rng.gen()).collect();
-        let mut targets = vec![0.0f32; batch * o.classes * DATA];
-        for row in targets.chunks_mut(o.classes) {
-            row[rng.gen_range(0..o.classes)] = 1.0;
+        let mut targets = vec![0.0f32; batch * o.train.classes * DATA];
+        for row in targets.chunks_mut(o.train.classes) {
+            row[rng.gen_range(0..o.train.classes)] = 1.0;
         }
         Ok(Source::Generated { images, targets })
     }
@@ -440,7 +409,7 @@ impl Setup {
             .map(|_| {
                 Ok((
                     PinnedBuffer::zeros(pool, per)?,
-                    PinnedBuffer::zeros(pool, batch * o.classes)?,
+                    PinnedBuffer::zeros(pool, batch * o.train.classes)?,
                 ))
             })
             .collect::<Result<Vec<Slot>>>()?;
@@ -474,12 +443,12 @@ impl Setup {
         let m = Mlp {
             batch,
             inputs,
-            hidden: o.hidden,
-            outputs: o.classes,
-            lr: o.lr,
+            hidden: o.train.hidden,
+            outputs: o.train.classes,
+            lr: o.train.lr,
         };
-        let w1 = fan_in_weights(inputs * o.hidden, inputs, seed + 1);
-        let w2 = fan_in_weights(o.hidden * o.classes, o.hidden, seed + 2);
+        let w1 = fan_in_weights(inputs * o.train.hidden, inputs, seed + 1);
+        let w2 = fan_in_weights(o.train.hidden * o.train.classes, o.train.hidden, seed + 2);
         let ring = |n: usize, lane: usize| -> Result<Vec<DeviceBuffer<f32>>> {
             (0..DEPTH)
                 .map(|_| DeviceBuffer::zeros(pool, lane, n))
@@ -496,7 +465,7 @@ impl Setup {
             ring_u8: (0..DEPTH)
                 .map(|_| DeviceBuffer::zeros(pool, 0, per))
                 .collect::<Result<_>>()?,
-            ring_t: ring(batch * o.classes, 0)?,
+            ring_t: ring(batch * o.train.classes, 0)?,
             ring_x: ring(batch * inputs, 0)?,
             ring_x2: match extra {
                 Some(t) => {
@@ -646,17 +615,19 @@ fn time(
 ) -> Result<Timed> {
     let mut loader = LoaderStats::default();
     let serial = median_ms(pool, &[0], common.reps, || {
-        su.run(gpu, pool, plan, &[0, 0], None, extra, o.steps)
+        su.run(gpu, pool, plan, &[0, 0], None, extra, o.train.steps)
             .map(|_| ())
     })?;
     let lanes = [0, 1];
     let piped = median_ms(pool, &lanes, common.reps, || {
-        loader = su.run(gpu, pool, plan, &lanes, None, extra, o.steps)?;
+        loader = su.run(gpu, pool, plan, &lanes, None, extra, o.train.steps)?;
         Ok(())
     })?;
     su.hosted = false;
     let gpu_alone = median_ms(pool, &lanes, common.reps, || {
-        plan.run(pool, &lanes, 0..o.steps, None, |c| su.stage(gpu, extra, c))
+        plan.run(pool, &lanes, 0..o.train.steps, None, |c| {
+            su.stage(gpu, extra, c)
+        })
     });
     su.hosted = true;
     let gpu_alone = gpu_alone?;
@@ -667,7 +638,7 @@ fn time(
         su.hosted = true;
         let g = g?;
         Some(median_ms(pool, &lanes, common.reps, || {
-            su.run(gpu, pool, plan, &lanes, Some(&g), extra, o.steps)
+            su.run(gpu, pool, plan, &lanes, Some(&g), extra, o.train.steps)
                 .map(|_| ())
         })?)
     } else {
@@ -782,12 +753,7 @@ pub fn run_with(
             crate::engine::pool::StreamSpec::new("model"),
         ],
     )?;
-    let headline = if o.batches.contains(&32) {
-        32
-    } else {
-        o.batches[0]
-    };
-    let smallest = o.batches.iter().copied().min().unwrap_or(headline);
+    let (headline, smallest) = o.train.headline_and_smallest();
     let mut table = vec![vec![
         "batch".to_string(),
         "serial steps/s".into(),
@@ -802,9 +768,9 @@ pub fn run_with(
     let mut timeline = None;
     let mut check = Check::default();
     let mut memory = Vec::new();
-    let per_s = |ms: f64| o.steps as f64 / (ms / 1e3);
-    let recorded_steps = o.steps.min(64);
-    for (i, &batch) in o.batches.iter().enumerate() {
+    let per_s = |ms: f64| o.train.steps as f64 / (ms / 1e3);
+    let recorded_steps = o.train.steps.min(64);
+    for (i, &batch) in o.train.batches.iter().enumerate() {
         let seed = common.seed + 100 * i as u64;
         let mut su = Setup::new(&pool, o, batch, seed, extra.as_deref_mut())?;
         if batch == headline && timeline.is_none() {
@@ -821,7 +787,7 @@ pub fn run_with(
             });
             su.hosted = true;
             timeline = Some(t?);
-            su.sample_every = o.steps.div_ceil(10);
+            su.sample_every = o.train.steps.div_ceil(10);
         }
         let t = time(gpu, &pool, &plan, &mut su, extra, o, common)?;
         table.push(vec![
@@ -839,7 +805,7 @@ pub fn run_with(
             head = Some(t);
         }
         if batch == smallest && check.compared == 0 {
-            let steps = o.steps.clamp(2, 4 * su.window);
+            let steps = o.train.steps.clamp(2, 4 * su.window);
             check = verify(gpu, &pool, &plan, &mut su, extra, common, steps)?;
         }
         pool.synchronize()?;
@@ -863,14 +829,14 @@ pub fn run_with(
             100.0 * metrics.copy_hidden_fraction,
             100.0 * metrics.longest_track_fraction
         ),
-        bottleneck(&head, o.steps, transform_us, step_us, o.workers),
+        bottleneck(&head, o.train.steps, transform_us, step_us, o.workers),
         format!("checked at batch {smallest}: the last step's augmented batch against the CPU transform and the updated weights against the f64 step"),
     ];
     if let (Some(first), Some(last)) = (memory.first(), memory.last()) {
         notes.push(format!(
             "memory over the last timed run at batch {headline} ({} samples, one per tenth of its {} steps): host RSS {:.1} MiB at the first, {:.1} MiB at the last ({:+.2}%); device memory in use {:.1} MiB, then {:.1} MiB ({:+.2}%)",
             memory.len(),
-            o.steps,
+            o.train.steps,
             first.host_rss as f64 / MIB,
             last.host_rss as f64 / MIB,
             100.0 * (last.host_rss as f64 / first.host_rss.max(1) as f64 - 1.0),
@@ -897,9 +863,9 @@ pub fn run_with(
             "seed 003: uint8 batches of 3x{s}x{s} (HWC) {source} into {slots} page-locked slots, augmented (crop {}, resize {s}, rotation 45, blur 7, normalize) on a transform stream while a 2-layer MLP ({} -> {} -> {}, ReLU, MSE, SGD) trains on the previous batch on a model stream; {} steps per run, batch {headline} in the rows below",
             o.size / 2,
             CHANNELS * o.size * o.size,
-            o.hidden,
-            o.classes,
-            o.steps,
+            o.train.hidden,
+            o.train.classes,
+            o.train.steps,
             s = o.size
         ),
         serial_ms: head.serial,

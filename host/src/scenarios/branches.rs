@@ -6,7 +6,7 @@
 use super::{recorded, sample_indices, time_three_ways, Check, Common, Report, OVERLAPPED_LANES};
 use crate::data::{randn_f32, POISON_F32};
 use crate::engine::memory::{d2d, h2d};
-use crate::engine::{DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, Plan, StreamPool};
+use crate::engine::{DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, StreamPool};
 use crate::error::{Error, Result};
 use crate::ops::heavy::heavy;
 use crate::ops::spin::spin_copy;
@@ -94,20 +94,6 @@ fn stage(
     }
 }
 
-fn run_once(
-    gpu: &Gpu,
-    pool: &StreamPool,
-    plan: &Plan,
-    lanes: &[usize],
-    bufs: &mut Buffers,
-    o: &Options,
-    rec: Option<&mut crate::engine::Recorder>,
-) -> Result<()> {
-    plan.run(pool, lanes, 0..o.iterations, rec, |c| {
-        stage(gpu, bufs, o.n, o.inputs, c)
-    })
-}
-
 /// Runs the scenario.
 pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     if !(1..=1 << 28).contains(&o.n) {
@@ -138,15 +124,9 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     // Recorded run; then the output holds the last iteration's branches.
     bufs.out.fill_zeros(pool.stream(0)?)?;
     let timeline = recorded(&pool, 4 * o.iterations, |rec| {
-        run_once(
-            gpu,
-            &pool,
-            &plan,
-            &OVERLAPPED_LANES,
-            &mut bufs,
-            o,
-            Some(rec),
-        )
+        plan.run(&pool, &OVERLAPPED_LANES, 0..o.iterations, Some(rec), |c| {
+            stage(gpu, &mut bufs, o.n, o.inputs, c)
+        })
     })?;
     let out = bufs.out.to_vec(pool.stream(0)?)?;
     let last = (o.iterations - 1) % o.inputs;

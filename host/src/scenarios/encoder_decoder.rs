@@ -10,6 +10,7 @@
 use super::augment_train::Model;
 use super::{
     check_mlp_weights, median_ms, per_step_us, recorded, sample_indices, Check, Common, Report,
+    Training,
 };
 use crate::data::{fan_in_weights, randn_f32};
 use crate::engine::pipeline::StageCall;
@@ -24,39 +25,22 @@ use crate::Gpu;
 /// Options of `encoder-decoder`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct Options {
-    /// Batch sizes of the sweep.
-    #[arg(long, value_delimiter = ',', default_values_t = Options::default().batches)]
-    pub batches: Vec<usize>,
+    #[command(flatten)]
+    pub train: Training,
     /// Inputs per row (the encoder's input width).
     #[arg(long, default_value_t = Options::default().inputs)]
     pub inputs: usize,
     /// Features per row (the encoder's output, the decoder's input).
     #[arg(long, default_value_t = Options::default().features)]
     pub features: usize,
-    /// Hidden units of the decoder.
-    #[arg(long, default_value_t = Options::default().hidden)]
-    pub hidden: usize,
-    /// Outputs of the decoder.
-    #[arg(long, default_value_t = Options::default().classes)]
-    pub classes: usize,
-    /// Training steps per timed run (even).
-    #[arg(long, default_value_t = Options::default().steps)]
-    pub steps: usize,
-    /// Learning rate.
-    #[arg(long, default_value_t = Options::default().lr)]
-    pub lr: f32,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
-            batches: vec![8, 32, 64, 128],
+            train: Training::default(),
             inputs: 4096,
             features: 1024,
-            hidden: 1024,
-            classes: 10,
-            steps: 16,
-            lr: 1e-4,
         }
     }
 }
@@ -67,35 +51,21 @@ const DATA: usize = 4;
 
 /// Checks the options.
 pub fn validate(o: &Options) -> Result<()> {
-    if o.batches.is_empty() || o.batches.iter().any(|&b| !(1..=4096).contains(&b)) {
-        return Err(Error::arg(
-            "batches",
-            format!(
-                "needs 1.. batch sizes, each in 1..=4096, got {:?}",
-                o.batches
-            ),
-        ));
-    }
+    o.train.check(4096)?;
     for (arg, v) in [
         ("inputs", o.inputs),
         ("features", o.features),
-        ("hidden", o.hidden),
-        ("classes", o.classes),
+        ("hidden", o.train.hidden),
+        ("classes", o.train.classes),
     ] {
         if !(1..=16384).contains(&v) {
             return Err(Error::arg(arg, format!("must be in 1..=16384, got {v}")));
         }
     }
-    if o.steps < 2 || !o.steps.is_multiple_of(2) || o.steps > 10_000 {
+    if o.train.steps < 2 || !o.train.steps.is_multiple_of(2) || o.train.steps > 10_000 {
         return Err(Error::arg(
             "steps",
-            format!("must be even, 2..=10000, got {}", o.steps),
-        ));
-    }
-    if !o.lr.is_finite() || o.lr <= 0.0 {
-        return Err(Error::arg(
-            "lr",
-            format!("must be finite and > 0, got {}", o.lr),
+            format!("must be even, 2..=10000, got {}", o.train.steps),
         ));
     }
     Ok(())
@@ -146,20 +116,20 @@ struct Setup {
 impl Setup {
     fn new(pool: &StreamPool, o: &Options, batch: usize, seed: u64) -> Result<Setup> {
         let host_x = randn_f32(DATA * batch * o.inputs, seed);
-        let mut host_t = vec![0.0f32; DATA * batch * o.classes];
-        for (r, row) in host_t.chunks_mut(o.classes).enumerate() {
-            row[(r * 7 + seed as usize) % o.classes] = 1.0;
+        let mut host_t = vec![0.0f32; DATA * batch * o.train.classes];
+        for (r, row) in host_t.chunks_mut(o.train.classes).enumerate() {
+            row[(r * 7 + seed as usize) % o.train.classes] = 1.0;
         }
         let we_host = fan_in_weights(o.inputs * o.features, o.inputs, seed + 1);
-        let w1 = fan_in_weights(o.features * o.hidden, o.features, seed + 2);
-        let w2 = fan_in_weights(o.hidden * o.classes, o.hidden, seed + 3);
-        let (bi, bt) = (batch * o.inputs, batch * o.classes);
+        let w1 = fan_in_weights(o.features * o.train.hidden, o.features, seed + 2);
+        let w2 = fan_in_weights(o.train.hidden * o.train.classes, o.train.hidden, seed + 3);
+        let (bi, bt) = (batch * o.inputs, batch * o.train.classes);
         let m = Mlp {
             batch,
             inputs: o.features,
-            hidden: o.hidden,
-            outputs: o.classes,
-            lr: o.lr,
+            hidden: o.train.hidden,
+            outputs: o.train.classes,
+            lr: o.train.lr,
         };
         let ring = |n: usize| -> Result<Vec<DeviceBuffer<f32>>> {
             (0..DEPTH)
@@ -223,11 +193,13 @@ fn verify(
     let dec = pool.stream(1)?;
     crate::engine::memory::h2d(dec, &su.w1[..], &mut su.decoder.w1)?;
     crate::engine::memory::h2d(dec, &su.w2[..], &mut su.decoder.w2)?;
-    let last = o.steps - 1;
+    let last = o.train.steps - 1;
     plan.run(pool, &lanes, 0..last, None, |c| su.stage(gpu, o, c))?;
     let w1 = su.decoder.w1.to_vec(dec)?;
     let w2 = su.decoder.w2.to_vec(dec)?;
-    plan.run(pool, &lanes, last..o.steps, None, |c| su.stage(gpu, o, c))?;
+    plan.run(pool, &lanes, last..o.train.steps, None, |c| {
+        su.stage(gpu, o, c)
+    })?;
     let w1n = su.decoder.w1.to_vec(dec)?;
     let w2n = su.decoder.w2.to_vec(dec)?;
     let feat = su.feat[last % DEPTH].to_vec(dec)?;
@@ -259,7 +231,7 @@ fn verify(
     }
     check.add_counts("encoder features", b * f, bad, at);
     let m = su.decoder.m;
-    let nt = b * o.classes;
+    let nt = b * o.train.classes;
     let t = &su.host_t[k * nt..(k + 1) * nt];
     let rows = sample_indices(m.inputs, (common.sample / m.hidden).max(2), common.seed);
     let want = mlp_step(&m, &feat, t, &w1, &w2, &rows);
@@ -272,12 +244,7 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     validate(o)?;
     let plan = spec().plan()?;
     let pool = StreamPool::named(gpu, &plan.spec().lanes)?;
-    let headline = if o.batches.contains(&32) {
-        32
-    } else {
-        o.batches[0]
-    };
-    let smallest = o.batches.iter().copied().min().unwrap_or(headline);
+    let (headline, smallest) = o.train.headline_and_smallest();
     let mut table = vec![vec![
         "batch".to_string(),
         "encoder µs".into(),
@@ -287,30 +254,34 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         "speed-up".into(),
         "graph steps/s".into(),
     ]];
-    let per_s = |ms: f64| o.steps as f64 / (ms / 1e3);
+    let per_s = |ms: f64| o.train.steps as f64 / (ms / 1e3);
     let (mut head, mut timeline, mut check) = ((0.0, 0.0, None), None, Check::default());
-    for (i, &batch) in o.batches.iter().enumerate() {
+    for (i, &batch) in o.train.batches.iter().enumerate() {
         let mut su = Setup::new(&pool, o, batch, common.seed + 100 * i as u64)?;
         let serial = median_ms(&pool, &[0], common.reps, || {
-            plan.run(&pool, &[0, 0], 0..o.steps, None, |c| su.stage(gpu, o, c))
+            plan.run(&pool, &[0, 0], 0..o.train.steps, None, |c| {
+                su.stage(gpu, o, c)
+            })
         })?;
         let piped = median_ms(&pool, &[0, 1], common.reps, || {
-            plan.run(&pool, &[0, 1], 0..o.steps, None, |c| su.stage(gpu, o, c))
+            plan.run(&pool, &[0, 1], 0..o.train.steps, None, |c| {
+                su.stage(gpu, o, c)
+            })
         })?;
         let graph = if common.graph {
-            let g = plan.capture(&pool, &[0, 1], 0, 0..o.steps, |c| su.stage(gpu, o, c))?;
+            let g = plan.capture(&pool, &[0, 1], 0, 0..o.train.steps, |c| su.stage(gpu, o, c))?;
             g.upload()?;
             Some(median_ms(&pool, &[0, 1], common.reps, || g.launch())?)
         } else {
             None
         };
         // Each stage's own time, from a serial recorded run (nothing overlaps it there).
-        let alone = recorded(&pool, 2 * o.steps, |rec| {
-            plan.run(&pool, &[0, 0], 0..o.steps, Some(rec), |c| {
+        let alone = recorded(&pool, 2 * o.train.steps, |rec| {
+            plan.run(&pool, &[0, 0], 0..o.train.steps, Some(rec), |c| {
                 su.stage(gpu, o, c)
             })
         })?;
-        let per_step = |name: &str| per_step_us(&alone, name, o.steps);
+        let per_step = |name: &str| per_step_us(&alone, name, o.train.steps);
         table.push(vec![
             batch.to_string(),
             format!("{:.1}", per_step("encode")),
@@ -322,8 +293,8 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         ]);
         if batch == headline && timeline.is_none() {
             head = (serial, piped, graph);
-            timeline = Some(recorded(&pool, 2 * o.steps, |rec| {
-                plan.run(&pool, &[0, 1], 0..o.steps, Some(rec), |c| {
+            timeline = Some(recorded(&pool, 2 * o.train.steps, |rec| {
+                plan.run(&pool, &[0, 1], 0..o.train.steps, Some(rec), |c| {
                     su.stage(gpu, o, c)
                 })
             })?);
@@ -343,7 +314,7 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         name: "encoder-decoder".into(),
         workload: format!(
             "seed 003: a frozen encoder relu(x We) ({} -> {}) computes batch N+1's features on an encoder stream into a ring of {DEPTH} while a decoder MLP ({} -> {} -> {}, ReLU, MSE, SGD) trains on batch N's on a decoder stream; {} steps per run, batch {headline} in the rows below",
-            o.inputs, o.features, o.features, o.hidden, o.classes, o.steps
+            o.inputs, o.features, o.features, o.train.hidden, o.train.classes, o.train.steps
         ),
         serial_ms: head.0,
         overlapped_ms: head.1,

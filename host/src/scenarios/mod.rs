@@ -20,7 +20,7 @@ pub mod prefetch;
 use crate::engine::pipeline::StageCall;
 use crate::engine::timeline::OverlapMetrics;
 use crate::engine::{Plan, Recorder, StreamPool, Timeline};
-use crate::error::{DriverContext, Result};
+use crate::error::{DriverContext, Error, Result};
 use crate::reference::heavy::Comparison;
 use crate::reference::train::Bounded;
 use crate::timing::median;
@@ -49,6 +49,75 @@ impl Default for Common {
             seed: 1,
             sample: 4096,
         }
+    }
+}
+
+/// The options of the scenarios that train seed 003's MLP (`augment-train`,
+/// `encoder-decoder`): the batch sizes swept, the model's widths, the steps of a timed run and
+/// the learning rate.
+#[derive(Clone, Debug, clap::Args)]
+pub struct Training {
+    /// Batch sizes of the sweep.
+    #[arg(long, value_delimiter = ',', default_values_t = Training::default().batches)]
+    pub batches: Vec<usize>,
+    /// Hidden units of the MLP.
+    #[arg(long, default_value_t = Training::default().hidden)]
+    pub hidden: usize,
+    /// Classes (outputs) of the MLP.
+    #[arg(long, default_value_t = Training::default().classes)]
+    pub classes: usize,
+    /// Training steps per timed run.
+    #[arg(long, default_value_t = Training::default().steps)]
+    pub steps: usize,
+    /// Learning rate.
+    #[arg(long, default_value_t = Training::default().lr)]
+    pub lr: f32,
+}
+
+impl Default for Training {
+    fn default() -> Self {
+        Training {
+            batches: vec![8, 32, 64, 128],
+            hidden: 1024,
+            classes: 10,
+            steps: 16,
+            lr: 1e-4,
+        }
+    }
+}
+
+impl Training {
+    /// The batch size whose run the report details (32 when swept, else the first) and the
+    /// smallest one (where the outputs are checked against the reference).
+    pub fn headline_and_smallest(&self) -> (usize, usize) {
+        let headline = if self.batches.contains(&32) {
+            32
+        } else {
+            self.batches.first().copied().unwrap_or(1)
+        };
+        let smallest = self.batches.iter().copied().min().unwrap_or(headline);
+        (headline, smallest)
+    }
+
+    /// Checks the batch sizes (at least one, each in `1..=max_batch`) and the learning rate;
+    /// the widths and steps are each scenario's own to check.
+    pub fn check(&self, max_batch: usize) -> Result<()> {
+        if self.batches.is_empty() || self.batches.iter().any(|&b| !(1..=max_batch).contains(&b)) {
+            return Err(Error::arg(
+                "batches",
+                format!(
+                    "needs 1.. batch sizes, each in 1..={max_batch}, got {:?}",
+                    self.batches
+                ),
+            ));
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return Err(Error::arg(
+                "lr",
+                format!("must be finite and > 0, got {}", self.lr),
+            ));
+        }
+        Ok(())
     }
 }
 

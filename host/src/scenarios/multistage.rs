@@ -7,7 +7,7 @@ use super::{recorded, sample_indices, time_three_ways, Check, Common, Report, OV
 use crate::data::{randn_f32, POISON_F32};
 use crate::engine::memory::{d2h, h2d};
 use crate::engine::pipeline::StageCall;
-use crate::engine::{DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, Plan, StreamPool};
+use crate::engine::{DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, StreamPool};
 use crate::error::{Error, Result};
 use crate::ops::matmul::{sgemm, Gemm, Kernel};
 use crate::reference::matmul as refmm;
@@ -114,18 +114,6 @@ impl Buffers {
     }
 }
 
-fn run_once(
-    gpu: &Gpu,
-    pool: &StreamPool,
-    plan: &Plan,
-    lanes: &[usize],
-    b: &mut Buffers,
-    o: &Options,
-    rec: Option<&mut crate::engine::Recorder>,
-) -> Result<()> {
-    plan.run(pool, lanes, 0..o.batches, rec, |c| b.stage(gpu, o, c))
-}
-
 /// Checks the options.
 pub fn validate(o: &Options) -> Result<()> {
     if !(1..=8192).contains(&o.rows) || !(1..=8192).contains(&o.size) {
@@ -176,7 +164,9 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     b.hidden.as_mut_slice()?.fill(f32::from_bits(POISON_F32));
     b.results.as_mut_slice()?.fill(f32::from_bits(POISON_F32));
     let timeline = recorded(&pool, 5 * o.batches, |rec| {
-        run_once(gpu, &pool, &plan, &OVERLAPPED_LANES, &mut b, o, Some(rec))
+        plan.run(&pool, &OVERLAPPED_LANES, 0..o.batches, Some(rec), |c| {
+            b.stage(gpu, o, c)
+        })
     })?;
     // Each stage against the f64 reference of its own inputs (the first product's GPU output
     // is the second's input), on sampled rows of every batch.

@@ -10,6 +10,7 @@ use streamline::engine::memory::h2d;
 use streamline::engine::{PinnedBuffer, StreamPool};
 use streamline::scenarios::{
     augment_train, branches, copy_overlap, heavy_split, multistage, prefetch, Common, Report,
+    Training,
 };
 
 /// Cases this module adds, in the order they run.
@@ -104,7 +105,10 @@ pub fn run(b: &mut Bench, wanted: &dyn Fn(&str) -> bool) -> Result<()> {
     if wanted(CASES[7]) {
         b.bar.set_message(CASES[7]);
         let o = augment_train::Options {
-            batches: vec![32],
+            train: Training {
+                batches: vec![32],
+                ..Default::default()
+            },
             ..Default::default()
         };
         let r = augment_train::run(gpu, &common, &o)?;

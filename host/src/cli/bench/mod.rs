@@ -388,17 +388,23 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
     // `device ms`: the same call with its host submission hidden (see `Timing`).
     let opt = |v: Option<f64>, digits: usize| v.map_or(String::new(), |m| format!("{m:.digits$}"));
     let pct = |v: Option<f64>| v.map_or(String::new(), |f| format!("{:.0}%", 100.0 * f));
-    println!(
-        "{:<34} {:<10} {:>10} {:>10} {:>10} {:>10} {:>16} {:>16}",
-        "case",
-        "impl",
-        "median ms",
-        "min ms",
-        "device ms",
-        "GB/s",
-        "of memory floor",
-        "device of floor"
-    );
+    // The columns both tables share: what ran and its times.
+    let lead = |r: &Row| {
+        let (min, device) = (opt(r.min_ms, 4), opt(r.device_ms, 4));
+        format!(
+            "{:<34} {:<10} {:>10.4} {min:>10} {device:>10}",
+            r.case, r.imp, r.ms
+        )
+    };
+    let head = |last: [&str; 3]| {
+        let [a, b, c] = last;
+        let line = format!(
+            "{:<34} {:<10} {:>10} {:>10} {:>10} {a:>10} {b:>16} {c:>16}",
+            "case", "impl", "median ms", "min ms", "device ms"
+        );
+        println!("{}", line.trim_end());
+    };
+    head(["GB/s", "of memory floor", "device of floor"]);
     for r in b.rows.iter().filter(|r| r.tflops.is_none()) {
         // Blank where a column does not apply: host copies run at the PCIe link's rate (no
         // device-memory floor), pipeline scenarios move no single byte count.
@@ -407,34 +413,23 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
             format!("{g:.1}{link}")
         });
         println!(
-            "{:<34} {:<10} {:>10.4} {:>10} {:>10} {:>10} {:>16} {:>16}",
-            r.case,
-            r.imp,
-            r.ms,
-            opt(r.min_ms, 4),
-            opt(r.device_ms, 4),
-            gbps,
+            "{} {gbps:>10} {:>16} {:>16}",
+            lead(r),
             pct(r.frac_of_memory_floor),
             pct(r.device_frac_of_memory_floor.flatten()),
         );
     }
     let flops: Vec<&Row> = b.rows.iter().filter(|r| r.tflops.is_some()).collect();
     if !flops.is_empty() {
-        println!(
-            "{:<34} {:<10} {:>10} {:>10} {:>10} {:>10} {:>16}",
-            "case", "impl", "median ms", "min ms", "device ms", "TFLOP/s", "of cuBLAS"
-        );
+        head(["TFLOP/s", "of cuBLAS", ""]);
         for r in flops {
+            let of = r
+                .frac_of_cublas
+                .map_or(String::new(), |f| format!("{:.1}%", 100.0 * f));
             println!(
-                "{:<34} {:<10} {:>10.4} {:>10} {:>10} {:>10.2} {:>16}",
-                r.case,
-                r.imp,
-                r.ms,
-                opt(r.min_ms, 4),
-                opt(r.device_ms, 4),
-                r.tflops.unwrap_or(f64::NAN),
-                r.frac_of_cublas
-                    .map_or(String::new(), |f| format!("{:.1}%", 100.0 * f))
+                "{} {:>10.2} {of:>16}",
+                lead(r),
+                r.tflops.unwrap_or(f64::NAN)
             );
         }
     }

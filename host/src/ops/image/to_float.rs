@@ -21,7 +21,6 @@ pub fn to_float(
         return Ok(());
     }
     let n = x.len() as u64;
-    let blocks = n.div_ceil(16 * ELEMENTWISE_BLOCK as u64).clamp(1, 1 << 20) as u32;
     let (xp, _r) = x.device_ptr(stream);
     let (yp, _w) = y.device_ptr_mut(stream);
     let p = ToFloatParams {
@@ -34,13 +33,8 @@ pub fn to_float(
     // SAFETY: `x` holds `n` bytes and `y` `n` f32 (lengths checked), distinct allocations (one
     // borrowed shared, one exclusively); the kernel strides over all of them.
     unsafe {
-        gpu.launch(
-            stream,
-            TO_FLOAT,
-            (blocks, 1, 1),
-            (ELEMENTWISE_BLOCK, 1, 1),
-            p,
-        )
+        let per_block = (ELEMENTWISE_BLOCK, 16 * ELEMENTWISE_BLOCK as u64);
+        gpu.launch_strided(stream, TO_FLOAT, n, per_block, 1 << 20, p)
     }
 }
 

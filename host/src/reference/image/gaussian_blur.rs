@@ -1,6 +1,6 @@
 //! Reference of `gaussian_blur`.
 
-use super::idx;
+use super::separable;
 use crate::spec::image::Shape;
 
 /// torchvision's 1-D Gaussian kernel of size `k`: `exp(-0.5 (t / sigma)^2)` for
@@ -26,25 +26,23 @@ pub fn reflect(i: i64, n: usize) -> usize {
 /// holds `(sx, sy)` per image.
 pub fn gaussian_blur(x: &[f64], s: Shape, kx: usize, ky: usize, sigmas: &[(f64, f64)]) -> Vec<f64> {
     let mut y = vec![0.0; x.len()];
-    let (rx, ry) = ((kx / 2) as i64, (ky / 2) as i64);
-    for n in 0..s.n {
-        let wx = gaussian_weights(kx, sigmas[n].0);
-        let wy = gaussian_weights(ky, sigmas[n].1);
-        for c in 0..s.c {
-            for i in 0..s.h {
-                for j in 0..s.w {
-                    let mut acc = 0.0;
-                    for (a, wya) in wy.iter().enumerate() {
-                        let yy = reflect(i as i64 + a as i64 - ry, s.h);
-                        for (b, wxb) in wx.iter().enumerate() {
-                            let xx = reflect(j as i64 + b as i64 - rx, s.w);
-                            acc += wya * wxb * x[idx(s, n, c, yy, xx)];
-                        }
-                    }
-                    y[idx(s, n, c, i, j)] = acc;
-                }
-            }
-        }
+    // Tap `t` of output index `i` reads the reflected input index `i + t - r`.
+    let taps = |len: usize, k: usize, sigma: f64| -> Vec<Vec<(usize, f64)>> {
+        let w = gaussian_weights(k, sigma);
+        let r = (k / 2) as i64;
+        (0..len)
+            .map(|i| {
+                w.iter()
+                    .enumerate()
+                    .map(|(t, &wt)| (reflect(i as i64 + t as i64 - r, len), wt))
+                    .collect()
+            })
+            .collect()
+    };
+    for (n, &(sx, sy)) in sigmas.iter().enumerate().take(s.n) {
+        let ty = taps(s.h, ky, sy);
+        let tx = taps(s.w, kx, sx);
+        separable(x, (s, s), n, (&ty, &tx), &mut y);
     }
     y
 }

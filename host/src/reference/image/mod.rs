@@ -55,3 +55,31 @@ pub fn relayout<T: Copy>(v: &[T], s: Shape, from: Layout, to: Layout) -> Vec<T> 
 fn idx(s: Shape, n: usize, c: usize, y: usize, x: usize) -> usize {
     ((n * s.c + c) * s.h + y) * s.w + x
 }
+
+/// The taps of every output index along one axis: `(input index, weight)` pairs.
+type AxisTaps = [Vec<(usize, f64)>];
+
+/// Image `n` of `x` (shape `s`) filtered separably into `y` (shape `out`): output pixel
+/// `(i, j)` of every channel is `sum_a sum_b wa wb x[a][b]` over the taps `(a, wa)` of `ty[i]`
+/// and `(b, wb)` of `tx[j]`, in that order.
+fn separable(
+    x: &[f64],
+    (s, out): (Shape, Shape),
+    n: usize,
+    (ty, tx): (&AxisTaps, &AxisTaps),
+    y: &mut [f64],
+) {
+    for c in 0..s.c {
+        for (i, ti) in ty.iter().enumerate() {
+            for (j, tj) in tx.iter().enumerate() {
+                let mut acc = 0.0;
+                for &(a, wa) in ti {
+                    for &(b, wb) in tj {
+                        acc += wa * wb * x[idx(s, n, c, a, b)];
+                    }
+                }
+                y[idx(out, n, c, i, j)] = acc;
+            }
+        }
+    }
+}

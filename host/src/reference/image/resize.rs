@@ -1,6 +1,6 @@
 //! Reference of `resize`.
 
-use super::idx;
+use super::separable;
 use crate::spec::image::{ResizeMode, Shape};
 
 /// Taps `(index, weight)` of one output index `d` along an axis resized from `n_in` to `n_out`.
@@ -62,19 +62,7 @@ pub fn resize(x: &[f64], s: Shape, out_h: usize, out_w: usize, mode: ResizeMode)
         .map(|d| resize_taps(mode, s.w, out_w, d))
         .collect();
     for n in 0..s.n {
-        for c in 0..s.c {
-            for i in 0..out_h {
-                for j in 0..out_w {
-                    let mut acc = 0.0;
-                    for &(a, wa) in &ty[i] {
-                        for &(b, wb) in &tx[j] {
-                            acc += wa * wb * x[idx(s, n, c, a, b)];
-                        }
-                    }
-                    y[idx(out, n, c, i, j)] = acc;
-                }
-            }
-        }
+        separable(x, (s, out), n, (&ty, &tx), &mut y);
     }
     y
 }
