@@ -121,6 +121,8 @@ declare! {
         Kernel::new("sgemm_6_async_128x128").with_bounds(256, 1);
     const SWIZZLED_128X128: Kernel<GemmParams> =
         Kernel::new("sgemm_7_swizzled_128x128").with_bounds(256, 2);
+    const WIDE_128X128: Kernel<GemmParams> =
+        Kernel::new("sgemm_8_wide_128x128").with_bounds(128, 2);
     const SPLITK_128X128: Kernel<SplitKParams> =
         Kernel::new("sgemm_splitk_128x128").with_bounds(256, 2);
     const SPLITK_64X64: Kernel<SplitKParams> = Kernel::new("sgemm_splitk_64x64");
@@ -297,8 +299,16 @@ pub const SGEMM_7_SWIZZLED_128X128: GemmTiling = GemmTiling {
     ..SGEMM_5_PIPELINED_128X128
 };
 
+/// Step 8: step 5's 128 x 128 tiles computed by 128 threads of 8 x 16 outputs, two blocks
+/// per multiprocessor.
+pub const SGEMM_8_WIDE_128X128: GemmTiling = GemmTiling {
+    spec: WIDE_128X128,
+    block_x: 128,
+    ..SGEMM_5_PIPELINED_128X128
+};
+
 /// Every matmul kernel, in the order of the progression.
-pub const SGEMM_ALL: [GemmTiling; 9] = [
+pub const SGEMM_ALL: [GemmTiling; 10] = [
     SGEMM_1_NAIVE,
     SGEMM_2_TILED,
     SGEMM_3_BLOCKED,
@@ -308,6 +318,7 @@ pub const SGEMM_ALL: [GemmTiling; 9] = [
     SGEMM_5_PIPELINED_64X64,
     SGEMM_6_ASYNC_128X128,
     SGEMM_7_SWIZZLED_128X128,
+    SGEMM_8_WIDE_128X128,
 ];
 
 /// Every split-K kernel.

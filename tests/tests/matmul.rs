@@ -373,19 +373,20 @@ proptest! {
         }
     }
 
-    /// The shape rule picks the largest pipelined tile that gives at least 90% of the SMs a
-    /// block, and the smallest tile when none does.
+    /// The shape rule picks the largest tile that gives at least 90% of the SMs a block (step
+    /// 8's 128 x 128, else step 5's 128 x 64), and step 5's smallest tile when none does.
     #[test]
     fn launch_rule_fills_the_gpu(m in 1usize..20_000, n in 1usize..20_000, sms in 1u32..200) {
         let t = choose(m, n, sms);
         let blocks = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn);
-        prop_assert!(t.spec.name().starts_with("sgemm_5_"));
         let enough = (sms as usize * 9).div_ceil(10);
         if blocks(128, 128) >= enough {
-            prop_assert_eq!(t.bm * t.bn, 128 * 128);
+            prop_assert_eq!(t.spec.name(), "sgemm_8_wide_128x128");
         } else if blocks(128, 64) >= enough {
+            prop_assert!(t.spec.name().starts_with("sgemm_5_"));
             prop_assert_eq!((t.bm, t.bn), (128, 64));
         } else {
+            prop_assert!(t.spec.name().starts_with("sgemm_5_"));
             prop_assert_eq!((t.bm, t.bn), (64, 64));
         }
     }

@@ -17,6 +17,9 @@
 //!    three stages, so no registers hold tiles in transit.
 //! 7. [`step7_swizzled`]: step 5's 128 x 128 kernel with its blocks walking bands of
 //!    block rows column by column, so the blocks resident together share operand panels in L2.
+//! 8. [`step8_wide`]: step 5 with 8 x 16 outputs per thread, so each `k` feeds 128 fused
+//!    multiply-adds from six shared loads instead of 64 from four, with half the threads (and
+//!    the barrier's waiters) per tile. The shape rule's kernel for large products.
 //!
 //! Split-K, for products whose output tiles cannot fill the GPU (a batch of 32 rows times a deep
 //! `K`, [`splitk`]): `sgemm_splitk_128x128`, `sgemm_splitk_64x64` and `sgemm_splitk_32x128` run step
@@ -39,7 +42,7 @@ use streamline_abi::matmul::{
 use streamline_abi::matmul::{
     SGEMM_1_NAIVE, SGEMM_2_TILED, SGEMM_3_BLOCKED, SGEMM_4_VECTORIZED, SGEMM_5_PIPELINED_128X128,
     SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64, SGEMM_6_ASYNC_128X128,
-    SGEMM_7_SWIZZLED_128X128,
+    SGEMM_7_SWIZZLED_128X128, SGEMM_8_WIDE_128X128,
 };
 use streamline_device::kernel;
 use streamline_device::mem::{ldg, ldg4};
@@ -96,15 +99,19 @@ pub mod step4_vectorized;
 pub mod step5_pipelined;
 pub mod step6_async;
 pub mod step7_swizzled;
+pub mod step8_wide;
 
-/// The tile geometry shared by steps 4 and 5: a `BM x BN` block tile `BK` deep, 8 x 8 outputs
-/// per thread split into four 4 x 4 quadrants (rows `ty*4..` and `BM/2 + ty*4..`, columns
-/// `tx*4..` and `BN/2 + tx*4..`), so that the 16-byte shared loads of a warp read contiguous
-/// 256-byte runs (conflict-free) and the stores to `C` are 16-byte and coalesced.
-struct Tile<const BM: usize, const BN: usize, const BK: usize>;
+/// The tile geometry shared by steps 4, 5 and 8: a `BM x BN` block tile `BK` deep, 8 x `TN`
+/// outputs per thread in 4 x 4 quadrants (rows `ty*4..` and `BM/2 + ty*4..`, columns `tx*4..`
+/// plus each multiple of `4 BN / TN`), so that the 16-byte shared loads of a warp read
+/// contiguous 256-byte runs (conflict-free) and the stores to `C` are 16-byte and coalesced.
+/// `TN` is 8 (steps 4 and 5) or 16 (step 8).
+struct Tile<const BM: usize, const BN: usize, const BK: usize, const TN: usize = 8>;
 
-impl<const BM: usize, const BN: usize, const BK: usize> Tile<BM, BN, BK> {
-    const THREADS: usize = BM * BN / 64;
+impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM, BN, BK, TN> {
+    const THREADS: usize = BM * BN / (8 * TN);
+    /// Columns between a thread's column quadrants.
+    const QN: usize = 4 * BN / TN;
     /// Row stride of the transposed `A` tile: padded so that the two column halves a warp
     /// stores (`k` and `k + 4`) land 16 banks apart.
     const SA: usize = BM + A_PAD as usize;
@@ -219,15 +226,15 @@ struct Staged<const LA: usize, const LB: usize> {
     b: [F4; LB],
 }
 
-impl<const BM: usize, const BN: usize, const BK: usize> Tile<BM, BN, BK> {
-    /// This thread's place `(ty, tx)` in the `BM/8 x BN/8` grid of 8 x 8 sub-tiles. The lanes
+impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM, BN, BK, TN> {
+    /// This thread's place `(ty, tx)` in the `BM/8 x BN/TN` grid of 8 x `TN` sub-tiles. The lanes
     /// of a warp form a 4 x 8 patch, so one 16-byte shared load of the warp touches 4 distinct
     /// `A` vectors (64 bytes) and 8 distinct `B` vectors (128 bytes): one wavefront each,
     /// where a 2 x 16 patch would need three.
     #[inline(always)]
     fn position(tid: usize) -> (usize, usize) {
         let (warp, lane) = (tid / 32, tid % 32);
-        let warps_x = BN / 8 / 8;
+        let warps_x = BN / TN / 8;
         (
             (warp / warps_x) * 4 + lane / 8,
             (warp % warps_x) * 8 + lane % 8,
@@ -262,6 +269,25 @@ impl<const BM: usize, const BN: usize, const BK: usize> Tile<BM, BN, BK> {
             // SAFETY: inside the matrix by the caller's guarantee; 16-byte aligned since the
             // base and `ld` are and the column is a multiple of 4.
             F4(unsafe { ldg4(base.add(r * ld + c)) })
+        })
+    }
+
+    /// [`Self::fetch_inside`] where 16-byte access is not allowed (a leading dimension that is
+    /// not a multiple of 4): four 4-byte loads per vector, still without bounds checks.
+    ///
+    /// # Safety
+    /// As for [`Self::fetch_inside`], without its alignment condition.
+    #[inline(always)]
+    unsafe fn fetch_inside_unaligned<const LA: usize, const LB: usize>(
+        f: &Frame,
+        k0: usize,
+    ) -> Staged<LA, LB> {
+        Self::fetch_by(f, k0, |base, ld, _, (r, c)| {
+            // SAFETY: the four elements lie inside the matrix by the caller's guarantee.
+            unsafe {
+                let p = base.add(r * ld + c);
+                F4([ldg(p), ldg(p.add(1)), ldg(p.add(2)), ldg(p.add(3))])
+            }
         })
     }
 
@@ -315,12 +341,12 @@ impl<const BM: usize, const BN: usize, const BK: usize> Tile<BM, BN, BK> {
         }
     }
 
-    /// Multiplies the tiles in shared stage `stage` into this thread's 8 x 8 accumulators.
+    /// Multiplies the tiles in shared stage `stage` into this thread's 8 x `TN` accumulators.
     ///
     /// # Safety
     /// The stage must have been stored and published by a barrier.
     #[inline(always)]
-    unsafe fn multiply(f: &Frame, stage: usize, acc: &mut [[f32; 8]; 8]) {
+    unsafe fn multiply(f: &Frame, stage: usize, acc: &mut [[f32; TN]; 8]) {
         let (ty, tx) = Self::position(f.tid);
         // SAFETY: the offsets stay inside the stage; rows of both tiles are 16-byte aligned
         // (SA and BN are multiples of 4 and the base is aligned to 16).
@@ -331,25 +357,37 @@ impl<const BM: usize, const BN: usize, const BK: usize> Tile<BM, BN, BK> {
                 let a_lo = *(sa.add(kk * Self::SA + ty * 4) as *const F4);
                 let a_hi = *(sa.add(kk * Self::SA + BM / 2 + ty * 4) as *const F4);
                 let b_lo = *(sb.add(kk * BN + tx * 4) as *const F4);
-                let b_hi = *(sb.add(kk * BN + BN / 2 + tx * 4) as *const F4);
-                for i in 0..8 {
-                    let ai = if i < 4 { a_lo.0[i] } else { a_hi.0[i - 4] };
-                    for j in 0..8 {
-                        let bj = if j < 4 { b_lo.0[j] } else { b_hi.0[j - 4] };
-                        acc[i][j] = fmaf32(ai, bj, acc[i][j]);
+                let b_hi = *(sb.add(kk * BN + Self::QN + tx * 4) as *const F4);
+                if TN == 8 {
+                    for i in 0..8 {
+                        let ai = if i < 4 { a_lo.0[i] } else { a_hi.0[i - 4] };
+                        for j in 0..8 {
+                            let bj = if j < 4 { b_lo.0[j] } else { b_hi.0[j - 4] };
+                            acc[i][j] = fmaf32(ai, bj, acc[i][j]);
+                        }
+                    }
+                } else {
+                    let b2 = *(sb.add(kk * BN + 2 * Self::QN + tx * 4) as *const F4);
+                    let b3 = *(sb.add(kk * BN + 3 * Self::QN + tx * 4) as *const F4);
+                    let b = [b_lo, b_hi, b2, b3];
+                    for i in 0..8 {
+                        let ai = if i < 4 { a_lo.0[i] } else { a_hi.0[i - 4] };
+                        for j in 0..TN {
+                            acc[i][j] = fmaf32(ai, b[j / 4].0[j % 4], acc[i][j]);
+                        }
                     }
                 }
             }
         }
     }
 
-    /// Writes `alpha * acc + beta * C` for this thread's four 4 x 4 quadrants, 16 bytes at a
+    /// Writes `alpha * acc + beta * C` for this thread's 4 x 4 quadrants, 16 bytes at a
     /// time where `C` allows it.
     ///
     /// # Safety
     /// `p.c` must hold `C`.
     #[inline(always)]
-    unsafe fn write_c(p: &GemmParams, f: &Frame, acc: &[[f32; 8]; 8]) {
+    unsafe fn write_c(p: &GemmParams, f: &Frame, acc: &[[f32; TN]; 8]) {
         let (ty, tx) = Self::position(f.tid);
         let c = p.c as *mut f32;
         let ldc = p.ldc as usize;
@@ -359,8 +397,8 @@ impl<const BM: usize, const BN: usize, const BK: usize> Tile<BM, BN, BK> {
             if r >= f.m {
                 continue;
             }
-            for h in 0..2 {
-                let c0 = f.col0 + h * (BN / 2) + tx * 4;
+            for h in 0..TN / 4 {
+                let c0 = f.col0 + h * Self::QN + tx * 4;
                 let v = &acc[i][h * 4..h * 4 + 4];
                 // SAFETY: `r < m`; every column written is below `n`.
                 unsafe {

@@ -21,10 +21,11 @@ pub(super) unsafe fn pipelined<
     p: GemmParams,
 ) {
     // SAFETY: forwarded.
-    unsafe { pipelined_in::<BM, BN, BK, LA, LB, false>(p) }
+    unsafe { pipelined_in::<BM, BN, BK, LA, LB, false, 8>(p) }
 }
 
-/// [`pipelined`], with the blocks' tiles in [`swizzled`] order when `SWIZZLE` (step 7).
+/// [`pipelined`], with the blocks' tiles in [`swizzled`] order when `SWIZZLE` (step 7) and
+/// 8 x `TN` outputs per thread (16 in step 8).
 ///
 /// # Safety
 /// As for [`pipelined`].
@@ -36,18 +37,21 @@ pub(super) unsafe fn pipelined_in<
     const LA: usize,
     const LB: usize,
     const SWIZZLE: bool,
+    const TN: usize,
 >(
     p: GemmParams,
 ) {
     let f = Frame::at::<BM, BN>(&p, SWIZZLE);
-    let mut acc = [[0.0f32; 8]; 8];
+    let mut acc = [[0.0f32; TN]; 8];
     let tiles = f.k.div_ceil(BK);
-    // Blocks wholly inside A, B and C (all but the edge blocks) skip every bounds check.
-    let inside = f.vec_ab && f.row0 + BM <= f.m && f.col0 + BN <= f.n;
+    // Blocks wholly inside A, B and C (all but the edge blocks) skip every bounds check; with
+    // 8 x 8 outputs per thread only where 16-byte loads are allowed (the registers of step 5's
+    // two-block bound have no room for a second unchecked path).
+    let inside = f.row0 + BM <= f.m && f.col0 + BN <= f.n && (f.vec_ab || TN > 8);
     // SAFETY: stage 0 is written before the first barrier and read after it.
     unsafe {
-        let s = Tile::<BM, BN, BK>::fetch::<LA, LB>(&f, 0);
-        Tile::<BM, BN, BK>::store(&f, &s, 0);
+        let s = Tile::<BM, BN, BK, TN>::fetch::<LA, LB>(&f, 0);
+        Tile::<BM, BN, BK, TN>::store(&f, &s, 0);
     }
     barrier();
     for t in 0..tiles {
@@ -58,24 +62,28 @@ pub(super) unsafe fn pipelined_in<
         unsafe {
             let k0 = (t + 1) * BK;
             let next = if more && inside && k0 + BK <= f.k {
-                Tile::<BM, BN, BK>::fetch_inside::<LA, LB>(&f, k0)
+                if TN == 8 || f.vec_ab {
+                    Tile::<BM, BN, BK, TN>::fetch_inside::<LA, LB>(&f, k0)
+                } else {
+                    Tile::<BM, BN, BK, TN>::fetch_inside_unaligned::<LA, LB>(&f, k0)
+                }
             } else if more {
-                Tile::<BM, BN, BK>::fetch::<LA, LB>(&f, k0)
+                Tile::<BM, BN, BK, TN>::fetch::<LA, LB>(&f, k0)
             } else {
                 Staged {
                     a: [ZERO4; LA],
                     b: [ZERO4; LB],
                 }
             };
-            Tile::<BM, BN, BK>::multiply(&f, stage, &mut acc);
+            Tile::<BM, BN, BK, TN>::multiply(&f, stage, &mut acc);
             if more {
-                Tile::<BM, BN, BK>::store(&f, &next, 1 - stage);
+                Tile::<BM, BN, BK, TN>::store(&f, &next, 1 - stage);
             }
         }
         barrier();
     }
     // SAFETY: the host validated C.
-    unsafe { Tile::<BM, BN, BK>::write_c(&p, &f, &acc) }
+    unsafe { Tile::<BM, BN, BK, TN>::write_c(&p, &f, &acc) }
 }
 
 kernel! {

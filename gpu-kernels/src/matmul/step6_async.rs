@@ -119,7 +119,7 @@ mod step6 {
                 }
                 multiply(&f, t % STAGES, &mut acc);
             }
-            Tile::<BM, BN, BK>::write_c(p, &f, &acc);
+            Tile::<BM, BN, BK, 8>::write_c(p, &f, &acc);
         }
     }
 
@@ -129,7 +129,7 @@ mod step6 {
     /// The stage's copies must have landed and been published by a barrier.
     #[inline(always)]
     pub unsafe fn multiply(f: &Frame, stage: usize, acc: &mut [[f32; 8]; 8]) {
-        let (ty, tx) = Tile::<BM, BN, BK>::position(f.tid);
+        let (ty, tx) = Tile::<BM, BN, BK, 8>::position(f.tid);
         // SAFETY: every offset below lies inside the stage; chunks are 16-byte aligned.
         unsafe {
             let sa = f.smem.add(stage * STAGE);

@@ -8,7 +8,7 @@ use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::Arc;
 use streamline_abi::matmul::{
     GemmParams, GemmTiling, SplitKParams, SplitKReduceParams, SplitKTiling,
-    SGEMM_5_PIPELINED_128X128, SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64, SGEMM_ALL,
+    SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64, SGEMM_8_WIDE_128X128, SGEMM_ALL,
     SGEMM_SPLITK_128X128, SGEMM_SPLITK_32X128, SGEMM_SPLITK_64X64, SGEMM_SPLITK_ALL,
     SGEMM_SPLITK_REDUCE, SPLITK_REDUCE_BLOCK,
 };
@@ -97,15 +97,16 @@ impl Kernel {
     }
 }
 
-/// The launch rule: the largest pipelined tile whose grid gives at least 90% of the
-/// multiprocessors a block, because an idle SM costs more than a smaller tile's extra shared
-/// traffic; 64 x 64 when even 128 x 64 would leave more idle (small, skinny and flat products).
-/// On an H200 (132 SMs) this picks 128 x 64 at 1024 (128 blocks) and 128 x 128 from 2048 up,
-/// the fastest of the three at each of those sizes in `streamline matmul --kernel all`.
+/// The launch rule: the largest tile whose grid gives at least 90% of the multiprocessors a
+/// block, because an idle SM costs more than a smaller tile's extra shared traffic; 64 x 64
+/// when even 128 x 64 would leave more idle (small, skinny and flat products). The 128 x 128
+/// tile is step 8's (8 x 16 outputs per thread), the fastest of the 128 x 128 kernels from
+/// 2048 up in `streamline matmul --kernel all`; 128 x 64 (128 blocks at 1024) and 64 x 64 are
+/// step 5's.
 pub fn choose(m: usize, n: usize, multiprocessors: u32) -> &'static GemmTiling {
     let blocks = |t: &GemmTiling| m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize);
     let enough = (multiprocessors as usize * 9).div_ceil(10);
-    [&SGEMM_5_PIPELINED_128X128, &SGEMM_5_PIPELINED_128X64]
+    [&SGEMM_8_WIDE_128X128, &SGEMM_5_PIPELINED_128X64]
         .into_iter()
         .find(|t| blocks(t) >= enough)
         .unwrap_or(&SGEMM_5_PIPELINED_64X64)
@@ -155,7 +156,7 @@ pub enum Plan {
 }
 
 impl Plan {
-    /// A short name (`5_pipelined_128x128`, `splitk_32x128 x 132`).
+    /// A short name (`8_wide_128x128`, `splitk_32x128 x 132`).
     pub fn name(&self) -> String {
         match self {
             Plan::Whole(t) => t.spec.name().trim_start_matches("sgemm_").to_string(),
