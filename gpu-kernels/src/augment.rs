@@ -554,10 +554,11 @@ impl Tile {
         }
         // The input pixels, four per thread at a time so that their loads are in flight
         // together; pixel `k` is row `r`, column `c` of the window, advanced without dividing.
-        let (rows, cols) = (iw.rows.max(1), iw.cols.max(1));
+        let div = SmallDiv::new(iw.cols);
+        let (rows, cols) = (iw.rows.max(1), div.d);
         let total = rows * cols;
-        let (step_r, step_c) = (THREADS / cols, THREADS % cols);
-        let (mut r, mut c) = (lin / cols, lin % cols);
+        let (step_r, step_c) = div.divmod(THREADS);
+        let (mut r, mut c) = div.divmod(lin);
         let mut k = lin;
         while k < total {
             let mut v = [0u32; 4];
@@ -703,6 +704,35 @@ impl Tile {
     }
 }
 
+/// Division by a block-wide `d` of numerators below `2^16` (thread indices, cell counts): one
+/// reciprocal per divisor, then a multiply per quotient, where an integer division costs a
+/// few tens of instructions. Exact: `(n + 1/2) / d` lies at least `1 / (2 d)` from an integer,
+/// and the two f32 roundings move it by at most `2^16 / d * 2^-23`.
+#[derive(Clone, Copy)]
+struct SmallDiv {
+    d: u32,
+    inv: f32,
+}
+
+impl SmallDiv {
+    /// Divisor `d` (at least 1, below `2^24`).
+    #[inline(always)]
+    fn new(d: u32) -> SmallDiv {
+        let d = d.max(1);
+        SmallDiv {
+            d,
+            inv: 1.0 / d as f32,
+        }
+    }
+
+    /// `(n / d, n % d)` for `n < 2^16`.
+    #[inline(always)]
+    fn divmod(self, n: u32) -> (u32, u32) {
+        let q = ((n as f32 + 0.5) * self.inv) as u32;
+        (q, n - q * self.d)
+    }
+}
+
 /// This thread's index in the block.
 #[inline(always)]
 fn lane() -> u32 {
@@ -714,12 +744,12 @@ fn lane() -> u32 {
 /// `THREADS`-th in row-major order, the row and column advanced without dividing.
 #[inline(always)]
 fn for_cells(rows: u32, cols: u32, mut cell: impl FnMut(u32, u32, u32)) {
-    // At least 1; `max` also spares the divisions their zero check.
-    let cols = cols.max(1);
+    let div = SmallDiv::new(cols);
+    let cols = div.d;
     let total = rows * cols;
-    let (step_r, step_c) = (THREADS / cols, THREADS % cols);
+    let (step_r, step_c) = div.divmod(THREADS);
     let k0 = lane();
-    let (mut r, mut c) = (k0 / cols, k0 % cols);
+    let (mut r, mut c) = div.divmod(k0);
     let mut k = k0;
     while k < total {
         cell(k, r, c);
@@ -1002,9 +1032,11 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
         // distinct banks).
         const SEG: usize = 4;
         let items = side * (TILE as usize / SEG);
+        let by_side = SmallDiv::new(side as u32);
         let mut it = lin;
         while it < items {
-            let (row, seg) = (it % side, it / side);
+            let (seg, row) = by_side.divmod(it as u32);
+            let (row, seg) = (row as usize, seg as usize);
             let mut acc = [[0.0f32; C]; SEG];
             for u in 0..SEG + FAST_TAPS - 1 {
                 // SAFETY: `row < side`, `SEG seg + u < TILE + 2 r = side <= pitch`.
