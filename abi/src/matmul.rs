@@ -125,6 +125,8 @@ declare! {
         Kernel::new("sgemm_8_wide_128x128").with_bounds(128, 2);
     const SPLITK_128X128: Kernel<SplitKParams> =
         Kernel::new("sgemm_splitk_128x128").with_bounds(256, 2);
+    const SPLITK_WIDE_128X128: Kernel<SplitKParams> =
+        Kernel::new("sgemm_splitk_wide_128x128").with_bounds(128, 2);
     const SPLITK_64X64: Kernel<SplitKParams> = Kernel::new("sgemm_splitk_64x64");
     const SPLITK_32X128: Kernel<SplitKParams> = Kernel::new("sgemm_splitk_32x128");
     /// The split-K reduction (see [`SplitKReduceParams`]).
@@ -164,6 +166,13 @@ pub const SGEMM_SPLITK_128X128: SplitKTiling = SplitKTiling {
     threads: 256,
     shared_bytes: blocked_smem(128, 128, 8, A_PAD, 2),
     blocks_per_sm: 2,
+};
+
+/// Split-K with step 8's 128 x 128 tiles (128 threads of 8 x 16 outputs).
+pub const SGEMM_SPLITK_WIDE_128X128: SplitKTiling = SplitKTiling {
+    spec: SPLITK_WIDE_128X128,
+    threads: 128,
+    ..SGEMM_SPLITK_128X128
 };
 
 /// Split-K with step 5's 64 x 64 tiles.
@@ -322,8 +331,9 @@ pub const SGEMM_ALL: [GemmTiling; 10] = [
 ];
 
 /// Every split-K kernel.
-pub const SGEMM_SPLITK_ALL: [SplitKTiling; 3] = [
+pub const SGEMM_SPLITK_ALL: [SplitKTiling; 4] = [
     SGEMM_SPLITK_128X128,
+    SGEMM_SPLITK_WIDE_128X128,
     SGEMM_SPLITK_64X64,
     SGEMM_SPLITK_32X128,
 ];

@@ -1,7 +1,7 @@
 //! Split-K: step 5's loop over one slice of `K` per grid layer into planes of partial
 //! products, and their sum in slice order.
 
-use super::step5_pipelined::pipelined;
+use super::step5_pipelined::pipelined_in;
 use super::*;
 
 /// Split-K: the blocks of grid `z` multiply slice `z` of `K` (`k_slice` deep, the last one what
@@ -18,6 +18,7 @@ unsafe fn split_k<
     const BK: usize,
     const LA: usize,
     const LB: usize,
+    const TN: usize,
 >(
     s: SplitKParams,
 ) {
@@ -39,7 +40,7 @@ unsafe fn split_k<
     // SAFETY: slice `z` starts inside K (`z < slices`), so `A` from column `k0` and `B` from
     // row `k0` hold an `m x k` and a `k x n` matrix with the same strides; plane `z` holds
     // `m x n` floats at stride `n`. 16-byte alignment is re-derived from these addresses.
-    unsafe { pipelined::<BM, BN, BK, LA, LB>(p) }
+    unsafe { pipelined_in::<BM, BN, BK, LA, LB, false, TN>(p) }
 }
 
 kernel! {
@@ -51,7 +52,20 @@ kernel! {
     pub unsafe fn sgemm_splitk_128x128(p: SplitKParams) {
         type T = Tile<128, 128, 8>;
         // SAFETY: forwarded.
-        unsafe { split_k::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+        unsafe { split_k::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, 8>(p) }
+    }
+}
+
+kernel! {
+    #[declared(SGEMM_SPLITK_WIDE_128X128.spec)]
+    /// Split-K with step 8's 128 x 128 tiles (8 x 16 outputs per thread).
+    ///
+    /// # Safety
+    /// See [`split_k`]; 128 threads.
+    pub unsafe fn sgemm_splitk_wide_128x128(p: SplitKParams) {
+        type T = Tile<128, 128, 8, 16>;
+        // SAFETY: forwarded.
+        unsafe { split_k::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, 16>(p) }
     }
 }
 
@@ -64,7 +78,7 @@ kernel! {
     pub unsafe fn sgemm_splitk_64x64(p: SplitKParams) {
         type T = Tile<64, 64, 8>;
         // SAFETY: forwarded.
-        unsafe { split_k::<64, 64, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+        unsafe { split_k::<64, 64, 8, { T::LOADS_A }, { T::LOADS_B }, 8>(p) }
     }
 }
 
@@ -77,7 +91,7 @@ kernel! {
     pub unsafe fn sgemm_splitk_32x128(p: SplitKParams) {
         type T = Tile<32, 128, 8>;
         // SAFETY: forwarded.
-        unsafe { split_k::<32, 128, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+        unsafe { split_k::<32, 128, 8, { T::LOADS_A }, { T::LOADS_B }, 8>(p) }
     }
 }
 

@@ -47,7 +47,7 @@ pub(super) unsafe fn pipelined_in<
     // Blocks wholly inside A, B and C (all but the edge blocks) skip every bounds check; with
     // 8 x 8 outputs per thread only where 16-byte loads are allowed (the registers of step 5's
     // two-block bound have no room for a second unchecked path).
-    let inside = f.row0 + BM <= f.m && f.col0 + BN <= f.n && (f.vec_ab || TN > 8);
+    let inside = (f.vec_ab || TN > 8) && f.row0 + BM <= f.m && f.col0 + BN <= f.n;
     // SAFETY: stage 0 is written before the first barrier and read after it.
     unsafe {
         let s = Tile::<BM, BN, BK, TN>::fetch::<LA, LB>(&f, 0);

@@ -10,7 +10,7 @@ use streamline_abi::matmul::{
     GemmParams, GemmTiling, SplitKParams, SplitKReduceParams, SplitKTiling,
     SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64, SGEMM_8_WIDE_128X128, SGEMM_ALL,
     SGEMM_SPLITK_128X128, SGEMM_SPLITK_32X128, SGEMM_SPLITK_64X64, SGEMM_SPLITK_ALL,
-    SGEMM_SPLITK_REDUCE, SPLITK_REDUCE_BLOCK,
+    SGEMM_SPLITK_REDUCE, SGEMM_SPLITK_WIDE_128X128, SPLITK_REDUCE_BLOCK,
 };
 
 pub use crate::spec::matmul::{Gemm, MAX_DIM};
@@ -75,7 +75,7 @@ impl Kernel {
                 _ => Err(Error::arg(
                     "kernel",
                     format!(
-                        "`{s}`: a split needs one of splitk_128x128, splitk_64x64, splitk_32x128 and a slice count 1..={MAX_SLICES}, as in splitk_128x128:2"
+                        "`{s}`: a split needs one of splitk_128x128, splitk_wide_128x128, splitk_64x64, splitk_32x128 and a slice count 1..={MAX_SLICES}, as in splitk_128x128:2"
                     ),
                 )),
             };
@@ -175,9 +175,10 @@ impl Plan {
 /// - Whole products when 128 x 128 tiles give at least 90% of the SMs a block: [`choose`].
 /// - Otherwise, when both sides are longer than 64, `K` is split with 128 x 128 tiles (the
 ///   tile that reuses most): with a deep `K` (eight or more slices to fill one wave of two
-///   resident blocks per SM) as many slices as fill that wave; with fewer, one block per SM
-///   (`SMs / blocks` slices), since a wave split unevenly leaves SMs with one block where
-///   others have two (BENCHMARKS.md has the measurements at 1000 and 1024).
+///   resident blocks per SM) as many slices as fill that wave, with step 8's tile (its longer
+///   slices amortise its larger prologue); with fewer, one block per SM (`SMs / blocks`
+///   slices) with step 5's, since a wave split unevenly leaves SMs with one block where others
+///   have two (BENCHMARKS.md has the measurements at 1000 and 1024).
 /// - Otherwise [`choose`]'s tile when its grid gives 90% of the SMs a block; if even 64 x 64
 ///   tiles leave more idle, the output is too small to fill the GPU and `K` carries the work
 ///   (a training batch of 32 against 196608 inputs: 16 blocks for 132 SMs), so `K` is split
@@ -198,9 +199,12 @@ pub fn plan(m: usize, n: usize, k: usize, multiprocessors: u32) -> Plan {
         return Plan::Whole(whole);
     }
     let (tiling, slices) = if m > 64 && n > 64 {
-        let t = &SGEMM_SPLITK_128X128;
-        let deep = (t.blocks_per_sm as usize * sms).div_ceil(b128);
-        (t, if deep >= 8 { deep } else { (sms / b128).max(2) })
+        let deep = (SGEMM_SPLITK_128X128.blocks_per_sm as usize * sms).div_ceil(b128);
+        if deep >= 8 {
+            (&SGEMM_SPLITK_WIDE_128X128, deep)
+        } else {
+            (&SGEMM_SPLITK_128X128, (sms / b128).max(2))
+        }
     } else if blocks(whole.bm, whole.bn) >= enough {
         return Plan::Whole(whole);
     } else {
