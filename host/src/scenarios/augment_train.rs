@@ -17,7 +17,7 @@
 
 use super::{
     check_mlp_weights, median_ms, per_step_us, recorded, sample_indices, Check, Common, Footprint,
-    Report, Training, MIB,
+    Report, Training, MIB, THROUGHPUT_COLUMNS,
 };
 use crate::data::{fan_in_weights, ImageFolder};
 use crate::engine::memory::h2d;
@@ -756,10 +756,10 @@ pub fn run_with(
     let (headline, smallest) = o.train.headline_and_smallest();
     let mut table = vec![vec![
         "batch".to_string(),
-        "serial steps/s".into(),
-        "pipelined steps/s".into(),
-        "speed-up".into(),
-        "graph steps/s".into(),
+        THROUGHPUT_COLUMNS[0].into(),
+        THROUGHPUT_COLUMNS[1].into(),
+        THROUGHPUT_COLUMNS[2].into(),
+        THROUGHPUT_COLUMNS[3].into(),
         "GPU alone steps/s".into(),
         "loader capacity batches/s".into(),
         "loader busy".into(),
@@ -768,7 +768,6 @@ pub fn run_with(
     let mut timeline = None;
     let mut check = Check::default();
     let mut memory = Vec::new();
-    let per_s = |ms: f64| o.train.steps as f64 / (ms / 1e3);
     let recorded_steps = o.train.steps.min(64);
     for (i, &batch) in o.train.batches.iter().enumerate() {
         let seed = common.seed + 100 * i as u64;
@@ -790,16 +789,14 @@ pub fn run_with(
             su.sample_every = o.train.steps.div_ceil(10);
         }
         let t = time(gpu, &pool, &plan, &mut su, extra, o, common)?;
-        table.push(vec![
-            batch.to_string(),
-            format!("{:.1}", per_s(t.serial)),
-            format!("{:.1}", per_s(t.piped)),
-            format!("{:.2}x", t.serial / t.piped),
-            t.graph.map_or("-".into(), |g| format!("{:.1}", per_s(g))),
-            format!("{:.1}", per_s(t.gpu_alone)),
+        let mut row = vec![batch.to_string()];
+        row.extend(o.train.throughput_cells(t.serial, t.piped, t.graph));
+        row.extend([
+            format!("{:.1}", o.train.per_second(t.gpu_alone)),
             format!("{:.1}", t.loader.capacity()),
             format!("{:.1}%", 100.0 * t.loader.utilization()),
         ]);
+        table.push(row);
         if batch == headline && head.is_none() {
             memory = std::mem::take(&mut su.footprints);
             head = Some(t);
@@ -829,7 +826,7 @@ pub fn run_with(
             100.0 * metrics.copy_hidden_fraction,
             100.0 * metrics.longest_track_fraction
         ),
-        bottleneck(&head, o.train.steps, transform_us, step_us, o.workers),
+        bottleneck(&head, &o.train, transform_us, step_us, o.workers),
         format!("checked at batch {smallest}: the last step's augmented batch against the CPU transform and the updated weights against the f64 step"),
     ];
     if let (Some(first), Some(last)) = (memory.first(), memory.last()) {
@@ -883,9 +880,15 @@ pub fn run_with(
 /// Names the stage that bounds the throughput: the loader's threads (their capacity were
 /// they never kept waiting), the GPU stages alone (measured), and within them the transform
 /// stream or the model stream (their device time per step in the recorded run).
-fn bottleneck(t: &Timed, steps: usize, transform_us: f64, model_us: f64, workers: usize) -> String {
+fn bottleneck(
+    t: &Timed,
+    train: &Training,
+    transform_us: f64,
+    model_us: f64,
+    workers: usize,
+) -> String {
     let l = &t.loader;
-    let per_s = |ms: f64| steps as f64 / (ms / 1e3);
+    let per_s = |ms: f64| train.per_second(ms);
     let gpu = if transform_us > model_us {
         "the GPU stages (the transform stream: copy and augmentation)"
     } else {

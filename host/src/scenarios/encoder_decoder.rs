@@ -10,7 +10,7 @@
 use super::augment_train::Model;
 use super::{
     check_mlp_weights, median_ms, per_step_us, recorded, sample_indices, Check, Common, Report,
-    Training,
+    Training, THROUGHPUT_COLUMNS,
 };
 use crate::data::{fan_in_weights, randn_f32};
 use crate::engine::pipeline::StageCall;
@@ -249,12 +249,11 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         "batch".to_string(),
         "encoder µs".into(),
         "decoder µs".into(),
-        "serial steps/s".into(),
-        "pipelined steps/s".into(),
-        "speed-up".into(),
-        "graph steps/s".into(),
+        THROUGHPUT_COLUMNS[0].into(),
+        THROUGHPUT_COLUMNS[1].into(),
+        THROUGHPUT_COLUMNS[2].into(),
+        THROUGHPUT_COLUMNS[3].into(),
     ]];
-    let per_s = |ms: f64| o.train.steps as f64 / (ms / 1e3);
     let (mut head, mut timeline, mut check) = ((0.0, 0.0, None), None, Check::default());
     for (i, &batch) in o.train.batches.iter().enumerate() {
         let mut su = Setup::new(&pool, o, batch, common.seed + 100 * i as u64)?;
@@ -282,15 +281,13 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             })
         })?;
         let per_step = |name: &str| per_step_us(&alone, name, o.train.steps);
-        table.push(vec![
+        let mut row = vec![
             batch.to_string(),
             format!("{:.1}", per_step("encode")),
             format!("{:.1}", per_step("train step")),
-            format!("{:.1}", per_s(serial)),
-            format!("{:.1}", per_s(piped)),
-            format!("{:.2}x", serial / piped),
-            graph.map_or("-".into(), |g| format!("{:.1}", per_s(g))),
-        ]);
+        ];
+        row.extend(o.train.throughput_cells(serial, piped, graph));
+        table.push(row);
         if batch == headline && timeline.is_none() {
             head = (serial, piped, graph);
             timeline = Some(recorded(&pool, 2 * o.train.steps, |rec| {

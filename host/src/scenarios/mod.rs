@@ -52,6 +52,14 @@ impl Default for Common {
     }
 }
 
+/// The columns of [`Training::throughput_cells`].
+pub const THROUGHPUT_COLUMNS: [&str; 4] = [
+    "serial steps/s",
+    "pipelined steps/s",
+    "speed-up",
+    "graph steps/s",
+];
+
 /// The options of the scenarios that train seed 003's MLP (`augment-train`,
 /// `encoder-decoder`): the batch sizes swept, the model's widths, the steps of a timed run and
 /// the learning rate.
@@ -97,6 +105,22 @@ impl Training {
         };
         let smallest = self.batches.iter().copied().min().unwrap_or(headline);
         (headline, smallest)
+    }
+
+    /// Steps per second of a timed run of `ms` milliseconds.
+    pub fn per_second(&self, ms: f64) -> f64 {
+        self.steps as f64 / (ms / 1e3)
+    }
+
+    /// The table cells of the three ways a run was timed (milliseconds of the whole run each):
+    /// [`THROUGHPUT_COLUMNS`].
+    pub fn throughput_cells(&self, serial: f64, piped: f64, graph: Option<f64>) -> [String; 4] {
+        [
+            format!("{:.1}", self.per_second(serial)),
+            format!("{:.1}", self.per_second(piped)),
+            format!("{:.2}x", serial / piped),
+            graph.map_or("-".into(), |g| format!("{:.1}", self.per_second(g))),
+        ]
     }
 
     /// Checks the batch sizes (at least one, each in `1..=max_batch`) and the learning rate;
