@@ -15,7 +15,7 @@ use streamline::ops::matmul::{
     choose, plan, sgemm, Cublas, Gemm, Kernel, Plan, MAX_SLICES, MIN_K_SLICE,
 };
 use streamline::reference::matmul as reference;
-use streamline_abi::matmul::{SGEMM_ALL, SGEMM_SPLITK_ALL};
+use streamline_abi::matmul::{SGEMM_ALL, SGEMM_SPLITK_ALL, SGEMM_SPLITK_WIDE_128X128};
 use streamline_tests::{gpu, gpu_property};
 
 const GUARD: usize = 13;
@@ -365,6 +365,8 @@ proptest! {
                     prop_assert!(blocks(64, 64) < enough);
                 }
                 prop_assert!((2..=MAX_SLICES).contains(&slices));
+                // Step 8's tile only for eight slices or more.
+                prop_assert!(*tiling != SGEMM_SPLITK_WIDE_128X128 || slices >= 8);
                 prop_assert_eq!(k_slice % tiling.bk as usize, 0);
                 prop_assert!(k_slice >= MIN_K_SLICE);
                 prop_assert!((slices - 1) * k_slice < k && k <= slices * k_slice);

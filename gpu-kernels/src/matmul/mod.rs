@@ -23,9 +23,10 @@
 //!
 //! Split-K, for products whose output tiles cannot fill the GPU (a batch of 32 rows times a deep
 //! `K`, [`splitk`]): `sgemm_splitk_128x128`, `sgemm_splitk_64x64` and `sgemm_splitk_32x128` run step
-//! 5's loop over one slice of `K` per grid `z`, each slice into its own plane of partial
-//! products, and `sgemm_splitk_reduce` adds the planes in slice order and applies `alpha` and
-//! `beta`. No atomics: the same inputs give the same bits on every run.
+//! 5's loop, `sgemm_splitk_wide_128x128` step 8's, over one slice of `K` per grid `z`, each slice
+//! into its own plane of partial products, and `sgemm_splitk_reduce` adds the planes in slice
+//! order and applies `alpha` and `beta`. No atomics: the same inputs give the same bits on every
+//! run.
 //!
 //! Accumulation is a chain of fused multiply-adds over `k` in increasing order for every
 //! output, so all steps return the same results for the same shape, up to the sign of a zero;
@@ -109,7 +110,10 @@ pub mod step8_wide;
 struct Tile<const BM: usize, const BN: usize, const BK: usize, const TN: usize = 8>;
 
 impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM, BN, BK, TN> {
-    const THREADS: usize = BM * BN / (8 * TN);
+    const THREADS: usize = {
+        assert!(TN == 8 || TN == 16, "8 x 8 or 8 x 16 outputs per thread");
+        BM * BN / (8 * TN)
+    };
     /// Columns between a thread's column quadrants.
     const QN: usize = 4 * BN / TN;
     /// Row stride of the transposed `A` tile: padded so that the two column halves a warp
@@ -272,8 +276,9 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
         })
     }
 
-    /// [`Self::fetch_inside`] where 16-byte access is not allowed (a leading dimension that is
-    /// not a multiple of 4): four 4-byte loads per vector, still without bounds checks.
+    /// [`Self::fetch_inside`] where 16-byte access is not allowed (a base or a leading
+    /// dimension that is not 16-byte aligned): four 4-byte loads per vector, still without
+    /// bounds checks.
     ///
     /// # Safety
     /// As for [`Self::fetch_inside`], without its alignment condition.

@@ -1,11 +1,12 @@
-//! Split-K: step 5's loop over one slice of `K` per grid layer into planes of partial
-//! products, and their sum in slice order.
+//! Split-K: step 5's (or step 8's) loop over one slice of `K` per grid layer into planes of
+//! partial products, and their sum in slice order.
 
 use super::step5_pipelined::pipelined_in;
 use super::*;
 
 /// Split-K: the blocks of grid `z` multiply slice `z` of `K` (`k_slice` deep, the last one what
-/// remains) with step 5's loop and write it, unscaled, to plane `z` of the partial products.
+/// remains) with step 5's loop (8 x `TN` outputs per thread: `TN` 16 is step 8's) and write it,
+/// unscaled, to plane `z` of the partial products.
 ///
 /// # Safety
 /// The host validated the product, made `slices = ceil(k / k_slice)` with `k_slice` a multiple

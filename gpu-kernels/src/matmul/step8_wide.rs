@@ -9,8 +9,8 @@ kernel! {
     /// a thread reads two `A` and four `B` vectors from shared memory for 128 fused
     /// multiply-adds (step 5: four for 64), and a tile's barrier waits on four warps instead
     /// of eight; two blocks share an SM, with twice the independent work per warp. Blocks
-    /// wholly inside the matrices skip the bounds checks also when a leading dimension rules
-    /// out 16-byte loads (four 4-byte loads per vector).
+    /// wholly inside the matrices skip the bounds checks also where the alignment of a base or
+    /// a leading dimension rules out 16-byte loads (four 4-byte loads per vector).
     ///
     /// # Safety
     /// See [`pipelined`](super::step5_pipelined::pipelined); 128 threads.

@@ -21,9 +21,10 @@ fn same(arg: &'static str, have: usize, want: usize, of: &str) -> Result<()> {
     Ok(())
 }
 
-/// One thread per element, the grid capped at `2^20` blocks (the kernels stride over the
+/// One thread per element, the grid capped at [`MAX_BLOCKS`] (the kernels stride over the
 /// rest).
 const PER_BLOCK: (u32, u64) = (TRAIN_BLOCK, TRAIN_BLOCK as u64);
+const MAX_BLOCKS: u32 = 1 << 20;
 
 /// `y = relu(x)` on `stream` (`x` where positive or NaN, else `+0`). Equal lengths.
 pub fn relu(
@@ -46,7 +47,7 @@ pub fn relu(
     };
     // SAFETY: both buffers hold `n` f32 (checked); `y` is borrowed exclusively so it does not
     // overlap `x`; the guards order the launch after earlier accesses.
-    unsafe { gpu.launch_strided(stream, RELU_F32, n as u64, PER_BLOCK, 1 << 20, p) }
+    unsafe { gpu.launch_strided(stream, RELU_F32, n as u64, PER_BLOCK, MAX_BLOCKS, p) }
 }
 
 /// `dx = dy` where `x > 0`, else `+0`: the gradient through a ReLU whose input was `x`.
@@ -75,7 +76,16 @@ pub fn relu_backward(
     };
     // SAFETY: the three buffers hold `n` f32 (checked); `dx` is borrowed exclusively so it
     // overlaps neither input; the guards order the launch.
-    unsafe { gpu.launch_strided(stream, RELU_BACKWARD_F32, n as u64, PER_BLOCK, 1 << 20, p) }
+    unsafe {
+        gpu.launch_strided(
+            stream,
+            RELU_BACKWARD_F32,
+            n as u64,
+            PER_BLOCK,
+            MAX_BLOCKS,
+            p,
+        )
+    }
 }
 
 /// `d = scale * (y - t)`: with `scale = 2 / y.len()`, the gradient of the mean squared error
@@ -110,7 +120,7 @@ pub fn mse_grad(
     };
     // SAFETY: the three buffers hold `n` f32 (checked); `d` is borrowed exclusively; the
     // guards order the launch.
-    unsafe { gpu.launch_strided(stream, MSE_GRAD_F32, n as u64, PER_BLOCK, 1 << 20, p) }
+    unsafe { gpu.launch_strided(stream, MSE_GRAD_F32, n as u64, PER_BLOCK, MAX_BLOCKS, p) }
 }
 
 /// `w = w - lr * g` in place (one rounding). Equal lengths; `lr` finite.
@@ -140,7 +150,7 @@ pub fn sgd(
     };
     // SAFETY: both buffers hold `n` f32 (checked); `w` is borrowed exclusively so `g` does not
     // overlap it; the guards order the launch.
-    unsafe { gpu.launch_strided(stream, SGD_F32, n as u64, PER_BLOCK, 1 << 20, p) }
+    unsafe { gpu.launch_strided(stream, SGD_F32, n as u64, PER_BLOCK, MAX_BLOCKS, p) }
 }
 
 /// Largest `rows` [`transpose`] accepts: one grid row of blocks per 32 rows, at most 65535.

@@ -754,16 +754,17 @@ pub fn run_with(
         ],
     )?;
     let (headline, smallest) = o.train.headline_and_smallest();
-    let mut table = vec![vec![
-        "batch".to_string(),
-        THROUGHPUT_COLUMNS[0].into(),
-        THROUGHPUT_COLUMNS[1].into(),
-        THROUGHPUT_COLUMNS[2].into(),
-        THROUGHPUT_COLUMNS[3].into(),
-        "GPU alone steps/s".into(),
-        "loader capacity batches/s".into(),
-        "loader busy".into(),
-    ]];
+    let mut header = vec!["batch".to_string()];
+    header.extend(THROUGHPUT_COLUMNS.map(String::from));
+    header.extend(
+        [
+            "GPU alone steps/s",
+            "loader capacity batches/s",
+            "loader busy",
+        ]
+        .map(String::from),
+    );
+    let mut table = vec![header];
     let mut head = None;
     let mut timeline = None;
     let mut check = Check::default();
@@ -888,7 +889,6 @@ fn bottleneck(
     workers: usize,
 ) -> String {
     let l = &t.loader;
-    let per_s = |ms: f64| train.per_second(ms);
     let gpu = if transform_us > model_us {
         "the GPU stages (the transform stream: copy and augmentation)"
     } else {
@@ -896,7 +896,7 @@ fn bottleneck(
     };
     let mut stages = [
         (format!("the loader ({workers} threads)"), l.capacity()),
-        (gpu.to_string(), per_s(t.gpu_alone)),
+        (gpu.to_string(), train.per_second(t.gpu_alone)),
     ];
     stages.sort_by(|a, b| a.1.total_cmp(&b.1));
     let wall = l.wall.as_secs_f64().max(1e-9);
@@ -907,7 +907,7 @@ fn bottleneck(
         stages[1].0,
         stages[1].1,
         stages[1].1 / stages[0].1,
-        per_s(t.piped),
+        train.per_second(t.piped),
         100.0 * l.utilization(),
         100.0 * l.slot_wait.as_secs_f64() / wall,
     )

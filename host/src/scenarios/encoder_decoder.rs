@@ -245,15 +245,11 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let plan = spec().plan()?;
     let pool = StreamPool::named(gpu, &plan.spec().lanes)?;
     let (headline, smallest) = o.train.headline_and_smallest();
-    let mut table = vec![vec![
-        "batch".to_string(),
-        "encoder µs".into(),
-        "decoder µs".into(),
-        THROUGHPUT_COLUMNS[0].into(),
-        THROUGHPUT_COLUMNS[1].into(),
-        THROUGHPUT_COLUMNS[2].into(),
-        THROUGHPUT_COLUMNS[3].into(),
-    ]];
+    let mut header = ["batch", "encoder µs", "decoder µs"]
+        .map(String::from)
+        .to_vec();
+    header.extend(THROUGHPUT_COLUMNS.map(String::from));
+    let mut table = vec![header];
     let (mut head, mut timeline, mut check) = ((0.0, 0.0, None), None, Check::default());
     for (i, &batch) in o.train.batches.iter().enumerate() {
         let mut su = Setup::new(&pool, o, batch, common.seed + 100 * i as u64)?;

@@ -74,7 +74,7 @@ pub struct Training {
     /// Classes (outputs) of the MLP.
     #[arg(long, default_value_t = Training::default().classes)]
     pub classes: usize,
-    /// Training steps per timed run.
+    /// Training steps per timed run (encoder-decoder takes an even number).
     #[arg(long, default_value_t = Training::default().steps)]
     pub steps: usize,
     /// Learning rate.

@@ -25,6 +25,7 @@ pub fn reflect(i: i64, n: usize) -> usize {
 /// and bottom, then the 2-D convolution with `wy[a] * wx[b]` ([`gaussian_weights`]); `sigmas`
 /// holds `(sx, sy)` per image.
 pub fn gaussian_blur(x: &[f64], s: Shape, kx: usize, ky: usize, sigmas: &[(f64, f64)]) -> Vec<f64> {
+    assert_eq!(sigmas.len(), s.n, "one (sx, sy) per image");
     let mut y = vec![0.0; x.len()];
     // Tap `t` of output index `i` reads the reflected input index `i + t - r`.
     let taps = |len: usize, k: usize, sigma: f64| -> Vec<Vec<(usize, f64)>> {
