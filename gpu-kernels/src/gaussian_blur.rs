@@ -23,8 +23,9 @@ use streamline_abi::image::{
     BLUR_FAST_W, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, TILE,
 };
 use streamline_device::kernel;
-use streamline_device::mem::{copy_async, copy_wait, shared_addr};
+use streamline_device::mem::{copy_async, copy_wait, shared_addr, stg_at};
 use streamline_device::thread::{block_x, sync_block, thread_xy};
+use streamline_device::warp::{shfl_idx, FULL_MASK};
 
 /// Blurs one `TILE x TILE` output tile whose top-left pixel is `(y0, x0)` of a plane of
 /// `h x w`. `fill_input(buf, rows, cols)` must write the tile and its halo (reflected at the
@@ -311,13 +312,25 @@ unsafe fn fast<const R: usize>(
         }
         r += IMAGE_BLOCK_Y as usize;
     }
-    // Weights in registers while the loads land.
+    // Weights in registers while the loads land: lane `t` computes tap `t` of the horizontal
+    // kernel and lane `16 + t` tap `t` of the vertical one (`k <= 15`), and every lane takes
+    // them from those lanes, instead of each thread evaluating all `2k` exponentials.
+    let lane = tx as u32;
+    let (tap, sigma) = if lane < 16 {
+        (lane, sx)
+    } else {
+        (lane - 16, sy)
+    };
+    let mine = gauss(tap.min(2 * R as u32), R as u32, sigma).to_bits();
     let mut wx = [0.0f32; MAX_K];
     let mut wy = [0.0f32; MAX_K];
     let (mut sum_x, mut sum_y) = (0.0f32, 0.0f32);
     for t in 0..k {
-        wx[t] = gauss(t as u32, R as u32, sx);
-        wy[t] = gauss(t as u32, R as u32, sy);
+        // SAFETY: the whole warp is here (the caller's branch is uniform over the block).
+        unsafe {
+            wx[t] = f32::from_bits(shfl_idx(FULL_MASK, mine, t as u32));
+            wy[t] = f32::from_bits(shfl_idx(FULL_MASK, mine, 16 + t as u32));
+        }
         sum_x += wx[t];
         sum_y += wy[t];
     }
@@ -333,11 +346,71 @@ unsafe fn fast<const R: usize>(
     // vertical window in registers.
     let col = (ty % 4) * 32 + tx;
     let first = (ty / 4) * (th / 2);
-    let gx = x0 as usize + col;
-    let mut window = [0.0f32; MAX_K];
-    for i in 0..th / 2 + 2 * R {
-        // SAFETY: row `first + i < rows`, columns `col .. col + k <= cols`.
-        let row = unsafe { tile.add((first + i) * cols + col) };
+    let gx = x0 + col as u32;
+    if gx >= p.width {
+        return;
+    }
+    // Output rows of this thread inside the plane (the tile may run past its bottom).
+    let rows_out = (p.height - y0)
+        .saturating_sub(first as u32)
+        .min((th / 2) as u32) as usize;
+    let out = dst.wrapping_add(gx as usize);
+    let at = (y0 + first as u32) * p.width;
+    // SAFETY: forwarded; a thread whose rows are all inside the plane stores without checks.
+    unsafe {
+        if rows_out == th / 2 {
+            blur_column::<R, true>(
+                p,
+                tile.add(first * cols + col),
+                cols,
+                (wx, wy),
+                norm,
+                out,
+                at,
+                rows_out,
+            )
+        } else {
+            blur_column::<R, false>(
+                p,
+                tile.add(first * cols + col),
+                cols,
+                (wx, wy),
+                norm,
+                out,
+                at,
+                rows_out,
+            )
+        }
+    }
+}
+
+/// Step 2 of [`fast`] for one thread: the vertical blur of the horizontal blurs of the rows of
+/// the tile from `src` down (`cols` apart), stored to `out[at]`, `out[at + width]`, ... for
+/// the first `rows_out` of [`BLUR_FAST_H`]` / 2` rows (all of them when `FULL`).
+///
+/// # Safety
+/// `src` must be this thread's column of the tile, with `BLUR_FAST_H / 2 + 2R` rows and `2R + 1`
+/// columns from it inside the tile; `out[at + r * width]` inside the plane for `r < rows_out`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn blur_column<const R: usize, const FULL: bool>(
+    p: &GaussianBlurParams,
+    src: *const f32,
+    cols: usize,
+    (wx, wy): (
+        [f32; 2 * BLUR_FAST_MAX_RADIUS as usize + 1],
+        [f32; 2 * BLUR_FAST_MAX_RADIUS as usize + 1],
+    ),
+    norm: f32,
+    out: *mut f32,
+    mut at: u32,
+    rows_out: usize,
+) {
+    let k = 2 * R + 1;
+    let mut window = [0.0f32; 2 * BLUR_FAST_MAX_RADIUS as usize + 1];
+    for i in 0..BLUR_FAST_H as usize / 2 + 2 * R {
+        // SAFETY: row `i` of the thread's column, taps `0..k` (the caller's contract).
+        let row = unsafe { src.add(i * cols) };
         let mut acc = 0.0f32;
         for t in 0..k {
             // SAFETY: as above.
@@ -347,16 +420,14 @@ unsafe fn fast<const R: usize>(
             window[t - 1] = window[t];
         }
         window[k - 1] = acc;
-        if i >= 2 * R {
-            let gy = y0 as usize + first + i - 2 * R;
-            if gy < p.height as usize && gx < p.width as usize {
-                let mut v = 0.0f32;
-                for t in 0..k {
-                    v = fmaf(window[t], wy[t], v);
-                }
-                // SAFETY: `(gy, gx)` is inside the plane.
-                unsafe { dst.add(gy * p.width as usize + gx).write(v * norm) };
+        if i >= 2 * R && (FULL || i - 2 * R < rows_out) {
+            let mut v = 0.0f32;
+            for t in 0..k {
+                v = fmaf(window[t], wy[t], v);
             }
+            // SAFETY: output row `i - 2R < rows_out` of the thread (the caller's contract).
+            unsafe { stg_at(out, at, v * norm) };
+            at += p.width;
         }
     }
 }

@@ -470,6 +470,43 @@ fn resize_matches_reference() {
     });
 }
 
+/// Batches large enough that a thread of bilinear resize computes several output rows (two and
+/// four on a GPU of 132 multiprocessors): an upscale, whose rows' input rows are loaded at once,
+/// and a 3x downscale, whose rows read more input rows than that and go one by one.
+#[test]
+fn resize_large_batches_match_reference() {
+    let Some(g) = gpu() else { return };
+    for n in [1100, 2200] {
+        for (h, w) in [(20, 20), (128, 128)] {
+            let s = Shape::new(n, 1, h, w);
+            let x = values(s.len(), n as u64 + h as u64);
+            let xd = upload(&x);
+            let (oh, ow) = (42, 40);
+            let out = s.with_size(oh, ow);
+            let mut y = poisoned(out.len());
+            {
+                let mut yv = y.slice_mut(GUARD..GUARD + out.len());
+                resize(
+                    g,
+                    g.stream(),
+                    s,
+                    &xd,
+                    (oh, ow),
+                    ResizeMode::Bilinear,
+                    &mut yv,
+                )
+                .unwrap();
+            }
+            let got = fetch(&y, out.len()).unwrap();
+            let xs: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+            let want = reference::resize(&xs, s, oh, ow, ResizeMode::Bilinear);
+            // As in `resize_matches_reference`.
+            let tol = (16.0 * U * (h.max(w) + 1) as f64 + 8.0 * U) * max_abs(&x);
+            close(&got, &want, tol, "resize").unwrap();
+        }
+    }
+}
+
 // ---------------------------------------------------------------- augment
 
 fn augment_case() -> impl Strategy<Value = (Shape, AugmentConfig, (Layout, Layout), u64)> {
