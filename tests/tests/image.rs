@@ -470,9 +470,10 @@ fn resize_matches_reference() {
     });
 }
 
-/// Batches large enough that a thread of bilinear resize computes several output rows (two and
-/// four on a GPU of 132 multiprocessors): an upscale, whose rows' input rows are loaded at once,
-/// and a 3x downscale, whose rows read more input rows than that and go one by one.
+/// Batches large enough that a thread of bilinear resize computes several consecutive output
+/// rows (two and four on a GPU of 132 multiprocessors), which the small shapes of
+/// `resize_matches_reference` never reach: an upscale, whose rows reuse the input rows the
+/// thread blended last, and a 3x downscale, whose rows skip input rows.
 #[test]
 fn resize_large_batches_match_reference() {
     let Some(g) = gpu() else { return };
