@@ -48,6 +48,28 @@ pub unsafe fn ldg_at(base: *const f32, i: u32) -> f32 {
     v
 }
 
+/// [`ldg_at`] whose miss in L2 fetches the 256 bytes around it (`.L2::256B`), for gathers whose
+/// neighbouring sectors other warps read soon after: a rotation's source rows, a resize's
+/// input rows.
+///
+/// # Safety
+/// As for [`ldg_at`].
+#[inline(always)]
+pub unsafe fn ldg_at_line(base: *const f32, i: u32) -> f32 {
+    let v: f32;
+    // SAFETY: guaranteed by the caller; the instruction only reads `[base + 4 i]`.
+    unsafe {
+        asm!(
+            "{{ .reg .u64 a; mul.wide.u32 a, {i}, 4; add.s64 a, a, {p}; cvta.to.global.u64 a, a; ld.global.nc.L2::256B.f32 {v}, [a]; }}",
+            v = out(reg32) v,
+            i = in(reg32) i,
+            p = in(reg64) base,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+    }
+    v
+}
+
 /// `base[i]` through the ordinary (coherent) global path, for a 32-bit index. Unlike
 /// [`ldg_at`] the load stays ordered after the thread's earlier global stores, so a kernel that
 /// alternates batches of loads and stores keeps one batch in registers at a time.

@@ -12,7 +12,7 @@ use streamline_abi::image::ResizeParams;
 use streamline_abi::image::{RESIZE_BILINEAR, RESIZE_BILINEAR_AA, RESIZE_NEAREST};
 use streamline_device::kernel;
 use streamline_device::math::{floor_i32, trunc_i32};
-use streamline_device::mem::{ldg_at, stg_at};
+use streamline_device::mem::{ldg_at, ldg_at_line, stg_at};
 
 /// Image `n` of a launch as one thread sees it ([`image_and_column`]): the image's input planes
 /// and the thread's output column.
@@ -110,7 +110,7 @@ fn bilinear_rows<const N: usize>(
             let o = (c0 + k as u32) * plane_in + r as u32 * p.in_w;
             // SAFETY: `r < in_h` (a tap), both columns `< in_w` and `c0 + k < channels`:
             // inside image `n`.
-            let at = |s: *const f32| unsafe { ldg_at(s, o) };
+            let at = |s: *const f32| unsafe { ldg_at_line(s, o) };
             *x = tx.l0 * at(s0) + tx.l1 * at(s1);
         }
         v

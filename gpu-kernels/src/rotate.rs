@@ -5,14 +5,15 @@
 //! A block covers a 32-column patch of one image; each thread sets up the image's rotation and
 //! its column's terms once, finds each pixel's source point once and samples every channel
 //! there, so a warp writes 32 consecutive values of a row and reads a short rotated run of the
-//! input (cached in L1).
+//! input (cached in L1). A load that misses L2 fetches the 256 bytes around it, which the
+//! warps on the neighbouring rows read next.
 
 use crate::channels::{for_channels, for_columns, image_and_column};
 use crate::sampling::{nearest_pixel, Bilinear, Rotation};
 use streamline_abi::image::RotateParams;
 use streamline_abi::image::{ROTATE_BILINEAR, ROTATE_NEAREST};
 use streamline_device::kernel;
-use streamline_device::mem::{ldg_at, stg_at};
+use streamline_device::mem::{ldg_at, ldg_at_line, stg_at};
 
 /// The image's rotation (its angle read from `p.angles`).
 #[inline(always)]
@@ -59,7 +60,7 @@ kernel! {
                 |c| match src {
                     // SAFETY: `nearest_pixel` returns only pixels inside the plane of channel
                     // `c < channels`.
-                    Some(o) => unsafe { ldg_at(image, c * plane + o) },
+                    Some(o) => unsafe { ldg_at_line(image, c * plane + o) },
                     None => fill,
                 },
                 // SAFETY: the pixel is in the image (`for_pixels`), `c < channels`.
@@ -90,7 +91,7 @@ kernel! {
                     // SAFETY: `Bilinear::sample` loads only neighbours inside the plane of
                     // channel `c < channels`.
                     let v = bl.sample(|yy, xx| unsafe {
-                        ldg_at(image, base + yy as u32 * p.width + xx as u32)
+                        ldg_at_line(image, base + yy as u32 * p.width + xx as u32)
                     });
                     if p.has_fill != 0 {
                         (v - p.fill) * mask + p.fill
