@@ -48,7 +48,7 @@ pub unsafe fn ldg_at(base: *const f32, i: u32) -> f32 {
     v
 }
 
-/// [`ldg_at`] whose miss in L2 fetches the 256 bytes around it (`.L2::256B`), for gathers whose
+/// [`ldg_at`] whose miss in L2 fetches the 256 bytes around it (`.L2::256B`, on sm_90), for gathers whose
 /// neighbouring sectors other warps read soon after: a rotation's source rows, a resize's
 /// input rows.
 ///
@@ -56,18 +56,25 @@ pub unsafe fn ldg_at(base: *const f32, i: u32) -> f32 {
 /// As for [`ldg_at`].
 #[inline(always)]
 pub unsafe fn ldg_at_line(base: *const f32, i: u32) -> f32 {
-    let v: f32;
-    // SAFETY: guaranteed by the caller; the instruction only reads `[base + 4 i]`.
-    unsafe {
-        asm!(
-            "{{ .reg .u64 a; mul.wide.u32 a, {i}, 4; add.s64 a, a, {p}; cvta.to.global.u64 a, a; ld.global.nc.L2::256B.f32 {v}, [a]; }}",
-            v = out(reg32) v,
-            i = in(reg32) i,
-            p = in(reg64) base,
-            options(pure, readonly, nostack, preserves_flags)
-        );
+    // The hint needs PTX ISA 7.4, which the sm_80 build does not target: there it is `ldg_at`.
+    #[cfg(not(target_feature = "sm_90"))]
+    // SAFETY: forwarded.
+    return unsafe { ldg_at(base, i) };
+    #[cfg(target_feature = "sm_90")]
+    {
+        let v: f32;
+        // SAFETY: guaranteed by the caller; the instruction only reads `[base + 4 i]`.
+        unsafe {
+            asm!(
+                "{{ .reg .u64 a; mul.wide.u32 a, {i}, 4; add.s64 a, a, {p}; cvta.to.global.u64 a, a; ld.global.nc.L2::256B.f32 {v}, [a]; }}",
+                v = out(reg32) v,
+                i = in(reg32) i,
+                p = in(reg64) base,
+                options(pure, readonly, nostack, preserves_flags)
+            );
+        }
+        v
     }
-    v
 }
 
 /// `base[i]` through the ordinary (coherent) global path, for a 32-bit index. Unlike

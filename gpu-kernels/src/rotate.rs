@@ -13,7 +13,7 @@ use crate::sampling::{nearest_pixel, Bilinear, Rotation};
 use streamline_abi::image::RotateParams;
 use streamline_abi::image::{ROTATE_BILINEAR, ROTATE_NEAREST};
 use streamline_device::kernel;
-use streamline_device::mem::{ldg_at, ldg_at_line, stg_at};
+use streamline_device::mem::{ldg_at_line, stg_at};
 
 /// The image's rotation (its angle read from `p.angles`).
 #[inline(always)]
