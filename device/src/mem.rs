@@ -48,9 +48,9 @@ pub unsafe fn ldg_at(base: *const f32, i: u32) -> f32 {
     v
 }
 
-/// [`ldg_at`] whose miss in L2 fetches the 256 bytes around it (`.L2::256B`, on sm_90), for gathers whose
-/// neighbouring sectors other warps read soon after: a rotation's source rows, a resize's
-/// input rows.
+/// [`ldg_at`] whose miss in L2 fetches the 256 bytes around it (`.L2::256B`, on sm_90), for
+/// gathers whose neighbouring sectors other warps read soon after: a rotation's source rows, a
+/// resize's input rows.
 ///
 /// # Safety
 /// As for [`ldg_at`].
