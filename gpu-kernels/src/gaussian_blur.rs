@@ -356,30 +356,27 @@ unsafe fn fast<const R: usize>(
         .min((th / 2) as u32) as usize;
     let out = dst.wrapping_add(gx as usize);
     let at = (y0 + first as u32) * p.width;
+    // The same call with the row check compiled in or out.
+    macro_rules! column {
+        ($full:literal) => {
+            blur_column::<R, $full>(
+                p,
+                tile.add(first * cols + col),
+                cols,
+                (wx, wy),
+                norm,
+                out,
+                at,
+                rows_out,
+            )
+        };
+    }
     // SAFETY: forwarded; a thread whose rows are all inside the plane stores without checks.
     unsafe {
         if rows_out == th / 2 {
-            blur_column::<R, true>(
-                p,
-                tile.add(first * cols + col),
-                cols,
-                (wx, wy),
-                norm,
-                out,
-                at,
-                rows_out,
-            )
+            column!(true)
         } else {
-            blur_column::<R, false>(
-                p,
-                tile.add(first * cols + col),
-                cols,
-                (wx, wy),
-                norm,
-                out,
-                at,
-                rows_out,
-            )
+            column!(false)
         }
     }
 }
