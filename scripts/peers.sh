@@ -2,10 +2,13 @@
 # The peers of `streamline bench`, timed on the same GPU in the same run: PyTorch/torchvision
 # (ANCHORS_DIR/torch_anchors.py) and, where ANCHORS_DIR/cvcuda/cvcuda-sm90.tar.xz is present and
 # the GPU is sm_90, CV-CUDA (ANCHORS_DIR/cvcuda/cvcuda_anchors.py, NHWC). Pairs each with our
-# rows of RESULTS_DIR/streamline.jsonl through compare.py.
+# rows of RESULTS_DIR/streamline.jsonl through compare.py. With CV-CUDA it also runs
+# cvcuda_rotate_geometry.py (next to this script) and pairs our rotations with CV-CUDA's about
+# the image centre.
 #
 #   ./peers.sh ANCHORS_DIR RESULTS_DIR
 set -u -o pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 anchors=$1
 out=$2
 status=0
@@ -24,6 +27,16 @@ if [ -f "$anchors/cvcuda/cvcuda-sm90.tar.xz" ]; then
   PYTHONPATH="$cv${PYTHONPATH:+:$PYTHONPATH}" python3 "$anchors/cvcuda/cvcuda_anchors.py" \
     > "$out/cvcuda.jsonl" 2> "$out/cvcuda.err" || { tail -5 "$out/cvcuda.err"; status=1; }
   python3 "$anchors/compare.py" "$out/ours.jsonl" "$out/cvcuda.jsonl" | tee "$out/compare-cvcuda.txt"
+  # cvcuda_anchors.py's rotation shift does not keep the image centre in place, so CV-CUDA reads
+  # and writes under half of the image there; this pairs ours with its rotation about the centre.
+  echo
+  echo "=== CV-CUDA's rotation about the image centre (cvcuda_rotate_geometry.py)"
+  PYTHONPATH="$cv${PYTHONPATH:+:$PYTHONPATH}" python3 "$here/cvcuda_rotate_geometry.py" \
+    > "$out/cvcuda-rotate.jsonl" 2> "$out/cvcuda-rotate.err" || { tail -5 "$out/cvcuda-rotate.err"; status=1; }
+  grep '"geometry"' "$out/cvcuda-rotate.jsonl"
+  grep '"impl": "cvcuda-centred"' "$out/cvcuda-rotate.jsonl" > "$out/cvcuda-centred.jsonl"
+  python3 "$anchors/compare.py" "$out/ours.jsonl" "$out/cvcuda-centred.jsonl" | grep -E "^case|^rotate_" \
+    | tee "$out/compare-cvcuda-centred.txt"
   rm -rf "$cv"
 fi
 exit $status

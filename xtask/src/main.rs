@@ -295,7 +295,7 @@ fn bundle() -> Result<()> {
     for bin in ["streamline", "color-jitter"] {
         std::fs::copy(target_dir().join("release").join(bin), dir.join(bin))?;
     }
-    for script in ["gpu-check.sh", "peers.sh"] {
+    for script in ["gpu-check.sh", "peers.sh", "cvcuda_rotate_geometry.py"] {
         std::fs::copy(ws.join("scripts").join(script), dir.join(script))?;
     }
     for b in build(
