@@ -77,6 +77,32 @@ pub unsafe fn ldg_at_line(base: *const f32, i: u32) -> f32 {
     }
 }
 
+/// [`ldg`] with [`ldg_at_line`]'s L2 prefetch hint on sm_90: for gathers through pointers
+/// whose neighbours are a constant offset apart (the assembler folds the offset into the load).
+///
+/// # Safety
+/// As for [`ldg`].
+#[inline(always)]
+pub unsafe fn ldg_line(p: *const f32) -> f32 {
+    #[cfg(not(target_feature = "sm_90"))]
+    // SAFETY: forwarded.
+    return unsafe { ldg(p) };
+    #[cfg(target_feature = "sm_90")]
+    {
+        let v: f32;
+        // SAFETY: guaranteed by the caller; the instruction only reads `[p]`.
+        unsafe {
+            asm!(
+                "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.global.nc.L2::256B.f32 {v}, [g]; }}",
+                v = out(reg32) v,
+                p = in(reg64) p,
+                options(pure, readonly, nostack, preserves_flags)
+            );
+        }
+        v
+    }
+}
+
 /// `base[i]` through the ordinary (coherent) global path, for a 32-bit index. Unlike
 /// [`ldg_at`] the load stays ordered after the thread's earlier global stores, so a kernel that
 /// alternates batches of loads and stores keeps one batch in registers at a time.

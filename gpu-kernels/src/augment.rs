@@ -678,7 +678,7 @@ impl Tile {
                     None => T::zero(),
                 }
             } else {
-                // `Bilinear::sample`: from 0, add each neighbour inside the image in the order
+                // From 0, add each neighbour inside the image in torch's order:
                 // north-west, north-east, south-west, south-east.
                 let bl = Bilinear::new(sy, sx, self.oh, self.ow);
                 let (y1, x1) = (bl.y0.wrapping_add(1), bl.x0.wrapping_add(1));

@@ -10,10 +10,11 @@
 
 use crate::channels::{for_channels, for_columns, image_and_column};
 use crate::sampling::{nearest_pixel, Bilinear, Rotation};
+use core::intrinsics::fmaf32 as fmaf;
 use streamline_abi::image::RotateParams;
 use streamline_abi::image::{ROTATE_BILINEAR, ROTATE_NEAREST};
 use streamline_device::kernel;
-use streamline_device::mem::{ldg_at_line, stg_at};
+use streamline_device::mem::{ldg_at_line, ldg_line, stg_at};
 
 /// The image's rotation (its angle read from `p.angles`).
 #[inline(always)]
@@ -79,29 +80,61 @@ kernel! {
     /// # Safety
     /// As for [`rotate_nearest`].
     pub unsafe fn rotate_bilinear(p: RotateParams) {
-        let plane = p.height * p.width;
-        let (h, w) = (p.height as i32, p.width as i32);
-        for_pixels(&p, |image, out, dst, (sy, sx)| {
-            let bl = Bilinear::new(sy, sx, h, w);
-            let mask = bl.mask();
-            for_channels(
-                p.channels,
-                |c| {
-                    let base = c * plane;
-                    // SAFETY: `Bilinear::sample` loads only neighbours inside the plane of
-                    // channel `c < channels`.
-                    let v = bl.sample(|yy, xx| unsafe {
-                        ldg_at_line(image, base + yy as u32 * p.width + xx as u32)
-                    });
-                    if p.has_fill != 0 {
-                        (v - p.fill) * mask + p.fill
-                    } else {
-                        v
-                    }
-                },
-                // SAFETY: the pixel is in the image (`for_pixels`), `c < channels`.
-                |c, v| unsafe { stg_at(out, c * plane + dst, v) },
-            );
-        });
+        if p.has_fill != 0 {
+            bilinear::<true>(&p)
+        } else {
+            bilinear::<false>(&p)
+        }
     }
+}
+
+/// [`rotate_bilinear`] with or without a fill, decided once per launch rather than per value.
+/// A pixel's neighbours are addressed from one pointer per row and channel, the east ones one
+/// value on, and blended by fused multiply-adds in torch's order (north-west, north-east,
+/// south-west, south-east).
+#[inline(always)]
+fn bilinear<const FILL: bool>(p: &RotateParams) {
+    let plane = p.height * p.width;
+    let (h, w) = (p.height as i32, p.width as i32);
+    for_pixels(p, |image, out, dst, (sy, sx)| {
+        let bl = Bilinear::new(sy, sx, h, w);
+        let mask = if FILL { bl.mask() } else { 0.0 };
+        // The north-west neighbour of channel 0 and the one below it; only neighbours inside
+        // the plane are read, so the pointers may lie outside it.
+        let nw = image.wrapping_offset(bl.y0 as isize * w as isize + bl.x0 as isize);
+        let sw = nw.wrapping_add(p.width as usize);
+        for_channels(
+            p.channels,
+            |c| {
+                let (n, s) = (
+                    nw.wrapping_add((c * plane) as usize),
+                    sw.wrapping_add((c * plane) as usize),
+                );
+                let mut v = 0.0f32;
+                // SAFETY: each neighbour is read only when inside the plane of channel
+                // `c < channels`.
+                unsafe {
+                    if bl.inside[0] {
+                        v = fmaf(ldg_line(n), bl.w[0], v);
+                    }
+                    if bl.inside[1] {
+                        v = fmaf(ldg_line(n.wrapping_add(1)), bl.w[1], v);
+                    }
+                    if bl.inside[2] {
+                        v = fmaf(ldg_line(s), bl.w[2], v);
+                    }
+                    if bl.inside[3] {
+                        v = fmaf(ldg_line(s.wrapping_add(1)), bl.w[3], v);
+                    }
+                }
+                if FILL {
+                    (v - p.fill) * mask + p.fill
+                } else {
+                    v
+                }
+            },
+            // SAFETY: the pixel is in the image (`for_pixels`), `c < channels`.
+            |c, v| unsafe { stg_at(out, c * plane + dst, v) },
+        );
+    });
 }

@@ -348,27 +348,6 @@ impl Bilinear {
         }
     }
 
-    /// The blended value, neighbours outside the plane counting as 0 (torch's order:
-    /// north-west, north-east, south-west, south-east).
-    #[inline(always)]
-    pub fn sample(&self, load: impl Fn(i32, i32) -> f32) -> f32 {
-        let (y1, x1) = (self.y0.wrapping_add(1), self.x0.wrapping_add(1));
-        let mut acc = 0.0f32;
-        if self.inside[0] {
-            acc += load(self.y0, self.x0) * self.w[0];
-        }
-        if self.inside[1] {
-            acc += load(self.y0, x1) * self.w[1];
-        }
-        if self.inside[2] {
-            acc += load(y1, self.x0) * self.w[2];
-        }
-        if self.inside[3] {
-            acc += load(y1, x1) * self.w[3];
-        }
-        acc
-    }
-
     /// Sum of the weights of the neighbours inside the plane (the `mask` torchvision uses for
     /// its fill).
     #[inline(always)]
