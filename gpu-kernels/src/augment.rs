@@ -358,7 +358,11 @@ unsafe fn resized<const C: usize, T: Px>(win: *const T, y: Axis, x: Axis) -> T {
     for k in 0..C {
         out.set(
             k,
-            y.l0 * (x.l0 * a.get(k) + x.l1 * b.get(k)) + y.l1 * (x.l0 * c.get(k) + x.l1 * d.get(k)),
+            fmaf(
+                y.l1,
+                fmaf(x.l1, d.get(k), x.l0 * c.get(k)),
+                y.l0 * fmaf(x.l1, b.get(k), x.l0 * a.get(k)),
+            ),
         );
     }
     out
@@ -688,7 +692,7 @@ impl Tile {
                         // SAFETY: staged before the last barrier.
                         let v = unsafe { self.sample::<C, T>(win, s, zi, zj) };
                         for c in 0..C {
-                            acc.set(c, acc.get(c) + v.get(c) * wt);
+                            acc.set(c, fmaf(v.get(c), wt, acc.get(c)));
                         }
                     }
                 };

@@ -8,6 +8,7 @@
 
 use crate::channels::{for_channel_groups, for_columns, image_and_column, with_group, Column};
 use crate::sampling::LinearTaps;
+use core::intrinsics::fmaf32 as fmaf;
 use streamline_abi::image::ResizeParams;
 use streamline_abi::image::{RESIZE_BILINEAR, RESIZE_BILINEAR_AA, RESIZE_NEAREST};
 use streamline_device::kernel;
@@ -111,7 +112,7 @@ fn bilinear_rows<const N: usize>(
             // SAFETY: `r < in_h` (a tap), both columns `< in_w` and `c0 + k < channels`:
             // inside image `n`.
             let at = |s: *const f32| unsafe { ldg_at_line(s, o) };
-            *x = tx.l0 * at(s0) + tx.l1 * at(s1);
+            *x = fmaf(tx.l1, at(s1), tx.l0 * at(s0));
         }
         v
     };
@@ -136,7 +137,7 @@ fn bilinear_rows<const N: usize>(
         cache = [(ty.i0, h0), (ty.i1, h1)];
         let o = i * p.out_w;
         for k in 0..N {
-            let v = ty.l0 * h0[k] + ty.l1 * h1[k];
+            let v = fmaf(ty.l1, h1[k], ty.l0 * h0[k]);
             // SAFETY: `n < batch`, `c0 + k < channels`, `i < out_h` and the column `j < out_w`.
             unsafe { stg_at(img.out, (c0 + k as u32) * plane_out + o, v) };
         }
