@@ -339,12 +339,16 @@ impl Bilinear {
                 (ex1 - x) * (y - fy),
                 (x - fx) * (y - fy),
             ],
-            inside: [
-                finite && inside(y0, x0, h, w),
-                finite && inside(y0, x1, h, w),
-                finite && inside(y1, x0, h, w),
-                finite && inside(y1, x1, h, w),
-            ],
+            // Each row and column is checked once (one unsigned comparison covers both
+            // bounds), and the four neighbours combine them.
+            inside: {
+                let (r0, r1) = (
+                    finite && (y0 as u32) < h as u32,
+                    finite && (y1 as u32) < h as u32,
+                );
+                let (c0, c1) = ((x0 as u32) < w as u32, (x1 as u32) < w as u32);
+                [r0 && c0, r0 && c1, r1 && c0, r1 && c1]
+            },
         }
     }
 
