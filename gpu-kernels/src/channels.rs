@@ -1,8 +1,9 @@
 //! Per-pixel work over a plane stack (the channels of one image).
 //!
 //! The per-pixel kernels (resize, rotate, roi_align) give each block a patch of one image's
-//! output, 32 columns wide, and each thread one column of several rows of it ([`for_columns`]),
-//! so a warp writes 32 consecutive values of a row.
+//! output, 32 columns wide, and each thread one column of several rows of it ([`for_columns`];
+//! bilinear resize takes 64 columns, two per thread, with [`for_column_pairs`]), so a warp
+//! writes 32 consecutive values of a row.
 //!
 //! A kernel that computes one output pixel for every channel would otherwise load, compute and
 //! store channel by channel: the store of one channel orders it before the next channel's loads,
@@ -89,24 +90,48 @@ pub fn image_and_column(
 /// done once per call, not once per pixel, and a warp covers 32 consecutive pixels of a row.
 #[inline(always)]
 pub fn for_columns(batch: u32, h: u32, w: u32, rows: u32, mut column: impl FnMut(Column)) {
+    columns::<1>(batch, h, w, rows, |col, _| column(col))
+}
+
+/// [`for_columns`] with two columns per thread, `IMAGE_BLOCK_X` apart: a block covers
+/// `2 IMAGE_BLOCK_X` columns (the grid's width halves), and `column` receives the thread's first
+/// column and whether its second lies inside the plane.
+#[inline(always)]
+pub fn for_column_pairs(batch: u32, h: u32, w: u32, rows: u32, column: impl FnMut(Column, bool)) {
+    columns::<2>(batch, h, w, rows, column)
+}
+
+/// [`for_columns`] for blocks `K` times `IMAGE_BLOCK_X` columns wide.
+#[inline(always)]
+fn columns<const K: u32>(
+    batch: u32,
+    h: u32,
+    w: u32,
+    rows: u32,
+    mut column: impl FnMut(Column, bool),
+) {
     let (bx, by, bz) = block_xyz();
     let (tx, ty) = thread_xy();
-    let j = bx * IMAGE_BLOCK_X + tx;
+    let j = bx * K * IMAGE_BLOCK_X + tx;
     if j >= w {
         return;
     }
+    let second = K > 1 && j + IMAGE_BLOCK_X < w;
     let row0 = by * IMAGE_BLOCK_Y * rows;
     let step = grid_z();
     let mut n = bz;
     while n < batch {
-        column(Column {
-            n,
-            j,
-            per_thread: rows,
-            first: row0 + ty,
-            h,
-            strip: row0 + ty * rows,
-        });
+        column(
+            Column {
+                n,
+                j,
+                per_thread: rows,
+                first: row0 + ty,
+                h,
+                strip: row0 + ty * rows,
+            },
+            second,
+        );
         n += step;
     }
 }

@@ -2,14 +2,18 @@
 //! `torchvision.transforms.v2.functional.resize` calls it): bilinear with
 //! `align_corners=False`, its antialiased variant, and `nearest`.
 //!
-//! A block covers a 32-column patch of one image's output; each thread finds its column's
-//! horizontal taps once, each row's vertical taps once, and reads every channel through them,
-//! so a warp writes 32 consecutive values of a row.
+//! A block covers a 32-column patch of one image's output (64 columns for plain bilinear, two
+//! per thread, 32 apart); each thread finds its columns' horizontal taps once, each row's
+//! vertical taps once, and reads every channel through them, so a warp writes 32 consecutive
+//! values of a row at a time.
 
-use crate::channels::{for_channel_groups, for_columns, image_and_column, with_group, Column};
+use crate::channels::{
+    for_channel_groups, for_column_pairs, for_columns, image_and_column, with_group, Column,
+};
 use crate::sampling::LinearTaps;
 use core::intrinsics::fmaf32 as fmaf;
 use streamline_abi::image::ResizeParams;
+use streamline_abi::image::IMAGE_BLOCK_X;
 use streamline_abi::image::{RESIZE_BILINEAR, RESIZE_BILINEAR_AA, RESIZE_NEAREST};
 use streamline_device::kernel;
 use streamline_device::math::{floor_i32, trunc_i32};
@@ -62,68 +66,86 @@ kernel! {
     /// `p.x` must address `batch * channels * in_h * in_w` f32, `p.y`
     /// `batch * channels * out_h * out_w` f32, all sizes at least 1, `scale_h = in_h / out_h` and
     /// `scale_w = in_w / out_w`, every image (`channels * h * w`, input and output) at most
-    /// `2^32 - 1` values; grid as [`for_columns`] describes for `p.rows` rows.
+    /// `2^32 - 1` values; grid as [`for_column_pairs`] describes for `p.rows` rows.
     pub unsafe fn resize_bilinear(p: ResizeParams) {
         with_group!(p.channels, resize_bilinear_groups(p))
     }
 }
 
-/// [`resize_bilinear`] with channels computed `G` at a time. Each thread takes consecutive
-/// output rows ([`Column::strip`]) and keeps the horizontal blend of the last two input rows it
-/// read: the next output row needs the same rows or the following one, so an upscale reads each
-/// input row about once instead of twice per output row. The blend order is unchanged (each
+/// [`resize_bilinear`] with channels computed `G` at a time. Each thread computes two columns
+/// ([`for_column_pairs`]), which share the vertical taps and the bookkeeping of every row. It
+/// takes consecutive output rows ([`Column::strip`]) and keeps the horizontal blend of the last
+/// two input rows it read: the next output row needs the same rows or the following one, so an
+/// upscale reads each input row about once instead of twice per output row. The blend order is unchanged (each
 /// row across, then down).
 #[inline(always)]
 fn resize_bilinear_groups<const G: usize>(p: ResizeParams) {
     let (sh, sw) = (p.scale_h, p.scale_w);
-    for_columns(p.batch, p.out_h, p.out_w, p.rows, |col| {
+    for_column_pairs(p.batch, p.out_h, p.out_w, p.rows, |col, second| {
         let img = Image::new(&p, col.n, col.j);
-        let tx = LinearTaps::new(sw, col.j, p.in_w);
-        let (s0, s1) = (img.column(tx.i0 as u32), img.column(tx.i1 as u32));
+        // The second column is the first again when it lies outside (computed, not stored).
+        let j2 = if second { col.j + IMAGE_BLOCK_X } else { col.j };
+        let taps = [
+            LinearTaps::new(sw, col.j, p.in_w),
+            LinearTaps::new(sw, j2, p.in_w),
+        ];
         let mut c = 0;
         while c + G as u32 <= p.channels {
-            bilinear_rows::<G>(&p, &img, (s0, s1), tx, sh, &col, c);
+            bilinear_rows::<G>(&p, &img, taps, second, sh, &col, c);
             c += G as u32;
         }
         while c < p.channels {
-            bilinear_rows::<1>(&p, &img, (s0, s1), tx, sh, &col, c);
+            bilinear_rows::<1>(&p, &img, taps, second, sh, &col, c);
             c += 1;
         }
     });
 }
 
-/// The thread's rows of channels `c0 .. c0 + N` (see [`resize_bilinear_groups`]).
+/// The thread's rows of channels `c0 .. c0 + N` in both of its columns (see
+/// [`resize_bilinear_groups`]); the second is stored only when `second`.
 #[inline(always)]
 fn bilinear_rows<const N: usize>(
     p: &ResizeParams,
     img: &Image,
-    (s0, s1): (*const f32, *const f32),
-    tx: LinearTaps,
+    taps: [LinearTaps; 2],
+    second: bool,
     sh: f32,
     col: &Column,
     c0: u32,
 ) {
     let (plane_in, plane_out) = (p.in_h * p.in_w, p.out_h * p.out_w);
-    // The horizontal blend of input row `r`, channels `c0 ..`.
+    // The input columns of both output columns, from the first one's column of the input.
+    let base = img.column(0).wrapping_sub(col.j as usize);
+    let cols = taps.map(|t| {
+        (
+            base.wrapping_add(t.i0 as usize),
+            base.wrapping_add(t.i1 as usize),
+        )
+    });
+    // The horizontal blend of input row `r`, channels `c0 ..`, both columns.
     let across = |r: i32| {
-        let mut v = [0.0f32; N];
-        for (k, x) in v.iter_mut().enumerate() {
-            let o = (c0 + k as u32) * plane_in + r as u32 * p.in_w;
-            // SAFETY: `r < in_h` (a tap), both columns `< in_w` and `c0 + k < channels`:
-            // inside image `n`.
-            let at = |s: *const f32| unsafe { ldg_at_line(s, o) };
-            *x = fmaf(tx.l1, at(s1), tx.l0 * at(s0));
+        let mut v = [[0.0f32; N]; 2];
+        for (m, vm) in v.iter_mut().enumerate() {
+            let (s0, s1) = cols[m];
+            let tx = taps[m];
+            for (k, x) in vm.iter_mut().enumerate() {
+                let o = (c0 + k as u32) * plane_in + r as u32 * p.in_w;
+                // SAFETY: `r < in_h` (a tap), both columns `< in_w` and `c0 + k < channels`:
+                // inside image `n`.
+                let at = |s: *const f32| unsafe { ldg_at_line(s, o) };
+                *x = fmaf(tx.l1, at(s1), tx.l0 * at(s0));
+            }
         }
         v
     };
     let first = col.strip();
     let end = (first + col.per_thread).min(p.out_h);
     // The last two rows blended: (row, values).
-    let mut cache = [(-1i32, [0.0f32; N]); 2];
+    let mut cache = [(-1i32, [[0.0f32; N]; 2]); 2];
     let mut i = first;
     while i < end {
         let ty = LinearTaps::new(sh, i, p.in_h);
-        let row = |r: i32, cache: &[(i32, [f32; N]); 2]| {
+        let row = |r: i32, cache: &[(i32, [[f32; N]; 2]); 2]| {
             if cache[0].0 == r {
                 cache[0].1
             } else if cache[1].0 == r {
@@ -137,9 +159,15 @@ fn bilinear_rows<const N: usize>(
         cache = [(ty.i0, h0), (ty.i1, h1)];
         let o = i * p.out_w;
         for k in 0..N {
-            let v = fmaf(ty.l1, h1[k], ty.l0 * h0[k]);
+            let at = (c0 + k as u32) * plane_out + o;
+            let v = fmaf(ty.l1, h1[0][k], ty.l0 * h0[0][k]);
             // SAFETY: `n < batch`, `c0 + k < channels`, `i < out_h` and the column `j < out_w`.
-            unsafe { stg_at(img.out, (c0 + k as u32) * plane_out + o, v) };
+            unsafe { stg_at(img.out, at, v) };
+            if second {
+                let v = fmaf(ty.l1, h1[1][k], ty.l0 * h0[1][k]);
+                // SAFETY: as above, for the column `j + IMAGE_BLOCK_X < out_w`.
+                unsafe { stg_at(img.out, at + IMAGE_BLOCK_X, v) };
+            }
         }
         i += 1;
     }

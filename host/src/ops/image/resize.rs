@@ -24,7 +24,7 @@ pub fn resize(
     out.check("size")?;
     check_len("y", y.len(), out)?;
     // A full multiprocessor of threads per row, as for `rotate`.
-    let (grid, rows) = column_grid(gpu, "size", (out_h, out_w), shape.n, 2048)?;
+    let (mut grid, rows) = column_grid(gpu, "size", (out_h, out_w), shape.n, 2048)?;
     let (xp, _r) = x.device_ptr(stream);
     let (yp, _w) = y.device_ptr_mut(stream);
     let p = ResizeParams {
@@ -44,11 +44,18 @@ pub fn resize(
     };
     // Antialiasing changes nothing when neither axis shrinks (the triangle's support stays one
     // pixel): the plain bilinear kernel computes the same values.
-    let kernel = match mode {
-        ResizeMode::BilinearAntialias if out_h < shape.h || out_w < shape.w => RESIZE_BILINEAR_AA,
-        ResizeMode::Bilinear | ResizeMode::BilinearAntialias => RESIZE_BILINEAR,
-        ResizeMode::Nearest => RESIZE_NEAREST,
+    // Plain bilinear computes two columns per thread (`for_column_pairs`), the others one.
+    let (kernel, two_columns) = match mode {
+        ResizeMode::BilinearAntialias if out_h < shape.h || out_w < shape.w => {
+            (RESIZE_BILINEAR_AA, false)
+        }
+        ResizeMode::Bilinear | ResizeMode::BilinearAntialias => (RESIZE_BILINEAR, true),
+        ResizeMode::Nearest => (RESIZE_NEAREST, false),
     };
+    if two_columns {
+        // Two columns per thread: half as many blocks across.
+        grid.0 = grid.0.div_ceil(2);
+    }
     // SAFETY: lengths checked against the shapes; the grid covers every output pixel.
     unsafe { gpu.launch(stream, kernel, grid, BLOCK, p) }
 }
