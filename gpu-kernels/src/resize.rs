@@ -114,14 +114,8 @@ fn bilinear_rows<const N: usize>(
     c0: u32,
 ) {
     let (plane_in, plane_out) = (p.in_h * p.in_w, p.out_h * p.out_w);
-    // The input columns of both output columns, from the first one's column of the input.
-    let base = img.column(0).wrapping_sub(col.j as usize);
-    let cols = taps.map(|t| {
-        (
-            base.wrapping_add(t.i0 as usize),
-            base.wrapping_add(t.i1 as usize),
-        )
-    });
+    // The input columns of both output columns.
+    let cols = taps.map(|t| (img.column(t.i0 as u32), img.column(t.i1 as u32)));
     // The horizontal blend of input row `r`, channels `c0 ..`, both columns.
     let across = |r: i32| {
         let mut v = [[0.0f32; N]; 2];
