@@ -76,8 +76,8 @@ kernel! {
 /// ([`for_column_pairs`]), which share the vertical taps and the bookkeeping of every row. It
 /// takes consecutive output rows ([`Column::strip`]) and keeps the horizontal blend of the last
 /// two input rows it read: the next output row needs the same rows or the following one, so an
-/// upscale reads each input row about once instead of twice per output row. The blend order is unchanged (each
-/// row across, then down).
+/// upscale reads each input row about once instead of twice per output row. The blend order is
+/// unchanged (each row across, then down).
 #[inline(always)]
 fn resize_bilinear_groups<const G: usize>(p: ResizeParams) {
     let (sh, sw) = (p.scale_h, p.scale_w);
