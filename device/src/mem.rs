@@ -6,6 +6,59 @@
 //! shared-memory loads and stores; and asynchronous global-to-shared copies (`cp.async`).
 use core::arch::asm;
 
+/// The qualifier of [`ldg_line`] and [`ldg_at_line`]'s loads: the L2 prefetch hint on sm_90;
+/// none elsewhere, since the hint needs PTX ISA 7.4, which the sm_80 build does not target.
+#[cfg(target_feature = "sm_90")]
+macro_rules! line_hint {
+    () => {
+        ".L2::256B"
+    };
+}
+#[cfg(not(target_feature = "sm_90"))]
+macro_rules! line_hint {
+    () => {
+        ""
+    };
+}
+
+/// `ld.global.nc` of one f32 at the generic address `$p`, with the qualifier `$q` (a string
+/// literal or a macro giving one) after `.nc`.
+macro_rules! ld_nc_f32 {
+    ($p:expr, $($q:tt)*) => {{
+        let v: f32;
+        // SAFETY: guaranteed by the caller; the instruction only reads `[p]`.
+        unsafe {
+            asm!(
+                concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.global.nc", $($q)*, ".f32 {v}, [g]; }}"),
+                v = out(reg32) v,
+                p = in(reg64) $p,
+                options(pure, readonly, nostack, preserves_flags)
+            );
+        }
+        v
+    }};
+}
+
+/// [`ld_nc_f32`] at `$base + 4 $i` for a 32-bit index: the address is one wide multiply-add
+/// (which the assembler fuses from the widening multiply and the add) rather than a widening,
+/// a shift and a 64-bit add.
+macro_rules! ld_nc_f32_at {
+    ($base:expr, $i:expr, $($q:tt)*) => {{
+        let v: f32;
+        // SAFETY: guaranteed by the caller; the instruction only reads `[base + 4 i]`.
+        unsafe {
+            asm!(
+                concat!("{{ .reg .u64 a; mul.wide.u32 a, {i}, 4; add.s64 a, a, {p}; cvta.to.global.u64 a, a; ld.global.nc", $($q)*, ".f32 {v}, [a]; }}"),
+                v = out(reg32) v,
+                i = in(reg32) $i,
+                p = in(reg64) $base,
+                options(pure, readonly, nostack, preserves_flags)
+            );
+        }
+        v
+    }};
+}
+
 /// One f32 through the read-only global path.
 ///
 /// # Safety
@@ -13,94 +66,38 @@ use core::arch::asm;
 /// runs.
 #[inline(always)]
 pub unsafe fn ldg(p: *const f32) -> f32 {
-    let v: f32;
-    // SAFETY: guaranteed by the caller; the instruction only reads `[p]`.
-    unsafe {
-        asm!(
-            "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.global.nc.f32 {v}, [g]; }}",
-            v = out(reg32) v,
-            p = in(reg64) p,
-            options(pure, readonly, nostack, preserves_flags)
-        );
-    }
-    v
+    ld_nc_f32!(p, "")
 }
 
-/// `base[i]` through the read-only global path, for a 32-bit index: the address is one wide
-/// multiply-add (`base + 4 i`, which the assembler fuses from the widening multiply and the
-/// add) rather than a widening, a shift and a 64-bit add.
+/// `base[i]` through the read-only global path, for a 32-bit index, addressed by one wide
+/// multiply-add.
 ///
 /// # Safety
 /// As for [`ldg`], for `base + i`.
 #[inline(always)]
 pub unsafe fn ldg_at(base: *const f32, i: u32) -> f32 {
-    let v: f32;
-    // SAFETY: guaranteed by the caller; the instruction only reads `[base + 4 i]`.
-    unsafe {
-        asm!(
-            "{{ .reg .u64 a; mul.wide.u32 a, {i}, 4; add.s64 a, a, {p}; cvta.to.global.u64 a, a; ld.global.nc.f32 {v}, [a]; }}",
-            v = out(reg32) v,
-            i = in(reg32) i,
-            p = in(reg64) base,
-            options(pure, readonly, nostack, preserves_flags)
-        );
-    }
-    v
+    ld_nc_f32_at!(base, i, "")
 }
 
-/// [`ldg_at`] whose miss in L2 fetches the 256 bytes around it (`.L2::256B`, on sm_90), for
-/// gathers whose neighbouring sectors other warps read soon after: a rotation's source rows, a
-/// resize's input rows.
+/// [`ldg_at`] whose miss in L2 fetches the 256 bytes around it (`.L2::256B`, on sm_90; plain
+/// [`ldg_at`] elsewhere), for gathers whose neighbouring sectors other warps read soon after: a
+/// rotation's source rows, a resize's input rows.
 ///
 /// # Safety
 /// As for [`ldg_at`].
 #[inline(always)]
 pub unsafe fn ldg_at_line(base: *const f32, i: u32) -> f32 {
-    // The hint needs PTX ISA 7.4, which the sm_80 build does not target: there it is `ldg_at`.
-    #[cfg(not(target_feature = "sm_90"))]
-    // SAFETY: forwarded.
-    return unsafe { ldg_at(base, i) };
-    #[cfg(target_feature = "sm_90")]
-    {
-        let v: f32;
-        // SAFETY: guaranteed by the caller; the instruction only reads `[base + 4 i]`.
-        unsafe {
-            asm!(
-                "{{ .reg .u64 a; mul.wide.u32 a, {i}, 4; add.s64 a, a, {p}; cvta.to.global.u64 a, a; ld.global.nc.L2::256B.f32 {v}, [a]; }}",
-                v = out(reg32) v,
-                i = in(reg32) i,
-                p = in(reg64) base,
-                options(pure, readonly, nostack, preserves_flags)
-            );
-        }
-        v
-    }
+    ld_nc_f32_at!(base, i, line_hint!())
 }
 
-/// [`ldg`] with [`ldg_at_line`]'s L2 prefetch hint on sm_90: for gathers through pointers
-/// whose neighbours are a constant offset apart (the assembler folds the offset into the load).
+/// [`ldg`] with [`ldg_at_line`]'s L2 prefetch hint: for gathers through pointers whose
+/// neighbours are a constant offset apart (the assembler folds the offset into the load).
 ///
 /// # Safety
 /// As for [`ldg`].
 #[inline(always)]
 pub unsafe fn ldg_line(p: *const f32) -> f32 {
-    #[cfg(not(target_feature = "sm_90"))]
-    // SAFETY: forwarded.
-    return unsafe { ldg(p) };
-    #[cfg(target_feature = "sm_90")]
-    {
-        let v: f32;
-        // SAFETY: guaranteed by the caller; the instruction only reads `[p]`.
-        unsafe {
-            asm!(
-                "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.global.nc.L2::256B.f32 {v}, [g]; }}",
-                v = out(reg32) v,
-                p = in(reg64) p,
-                options(pure, readonly, nostack, preserves_flags)
-            );
-        }
-        v
-    }
+    ld_nc_f32!(p, line_hint!())
 }
 
 /// `base[i]` through the ordinary (coherent) global path, for a 32-bit index. Unlike
