@@ -424,6 +424,54 @@ fn gaussian_blur_matches_reference() {
     });
 }
 
+/// Batches of thousands of tiles, more than the device holds blocks at once, edge tiles and
+/// sigmas per image included, which the small shapes of `gaussian_blur_matches_reference`
+/// never reach.
+#[test]
+fn gaussian_blur_large_batches_match_reference() {
+    let Some(g) = gpu() else { return };
+    let cases = [
+        (Shape::new(48, 3, 200, 300), 7, true),
+        (Shape::new(700, 1, 70, 130), 15, false),
+        (Shape::new(2100, 1, 16, 16), 3, true),
+    ];
+    for (s, k, per_image) in cases {
+        let x = values(s.len(), s.n as u64 + k as u64);
+        let xd = upload(&x);
+        let pairs: Vec<(f64, f64)> = (0..s.n)
+            .map(|i| {
+                let a = if per_image {
+                    0.6 + (i % 7) as f32 * 0.4
+                } else {
+                    1.7
+                };
+                (a as f64, (a * 0.8) as f64)
+            })
+            .collect();
+        let flat: Vec<f32> = pairs
+            .iter()
+            .flat_map(|&(p, q)| [p as f32, q as f32])
+            .collect();
+        let per = PerImage::upload(g.stream(), "sigma", &flat).unwrap();
+        let sigma = if per_image {
+            Sigma::PerImage(&per)
+        } else {
+            Sigma::Global(flat[0], flat[1])
+        };
+        let mut y = poisoned(s.len());
+        {
+            let mut yv = y.slice_mut(GUARD..GUARD + s.len());
+            gaussian_blur(g, g.stream(), s, &xd, (k, k), sigma, &mut yv).unwrap();
+        }
+        let got = fetch(&y, s.len()).unwrap();
+        let xs: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        let want = reference::gaussian_blur(&xs, s, k, k, &pairs);
+        // As in `gaussian_blur_matches_reference`.
+        let tol = ((4 * k + 24) as f64 + 2.0 * 160.0) * U * max_abs(&x);
+        close(&got, &want, tol, "gaussian_blur").unwrap();
+    }
+}
+
 // ---------------------------------------------------------------- resize
 
 #[test]
