@@ -47,7 +47,7 @@ use streamline_abi::image::{
     AUGMENT_WIDE_C3, AUGMENT_WIDE_C4,
 };
 use streamline_device::kernel;
-use streamline_device::math::floor_i32;
+use streamline_device::math::{fast_div, floor_i32};
 use streamline_device::mem::ldg_u8;
 use streamline_device::thread::{block_x, sync_block, thread_xy};
 
@@ -651,8 +651,9 @@ impl Tile {
         unsafe { resized::<C, T>(s.scratch, *s.taps_y.add(iy), *s.taps_x.add(ix)) }
     }
 
-    /// Writes the rotated image over the haloed tile's pixels `(i0 .., j0 ..)`, `h x w` of
-    /// them, into the rotated tile; each thread takes every `THREADS`-th pixel.
+    /// Writes the rotated image over the haloed tile's pixels from `part` (row, column) on,
+    /// `size` (rows, columns) of them, into the rotated tile; each thread takes every
+    /// `THREADS`-th pixel.
     ///
     /// # Safety
     /// The part must lie inside the haloed tile; the table and the window (with its tap tables)
@@ -663,8 +664,59 @@ impl Tile {
         rot: &Rotation,
         win: &Window,
         s: &Shared<T>,
+        part: (u32, u32),
+        size: (u32, u32),
+    ) {
+        // SAFETY (both closures): the window and its tables were staged before the last
+        // barrier (the caller's contract).
+        if self.nearest {
+            unsafe {
+                self.rotate_with(rot, s, part, size, |sy, sx| {
+                    match nearest_pixel(sy, sx, self.oh, self.ow) {
+                        Some((zi, zj)) => self.sample::<C, T>(win, s, zi, zj),
+                        None => T::zero(),
+                    }
+                })
+            }
+        } else {
+            unsafe {
+                self.rotate_with(rot, s, part, size, |sy, sx| {
+                    // From 0, add each neighbour inside the image in torch's order:
+                    // north-west, north-east, south-west, south-east.
+                    let bl = Bilinear::new(sy, sx, self.oh, self.ow);
+                    let (y1, x1) = (bl.y0.wrapping_add(1), bl.x0.wrapping_add(1));
+                    let mut acc = T::zero();
+                    let mut add = |inside: bool, zi: i32, zj: i32, wt: f32| {
+                        if inside {
+                            let v = self.sample::<C, T>(win, s, zi, zj);
+                            for c in 0..C {
+                                acc.set(c, fmaf(v.get(c), wt, acc.get(c)));
+                            }
+                        }
+                    };
+                    add(bl.inside[0], bl.y0, bl.x0, bl.w[0]);
+                    add(bl.inside[1], bl.y0, x1, bl.w[1]);
+                    add(bl.inside[2], y1, bl.x0, bl.w[2]);
+                    add(bl.inside[3], y1, x1, bl.w[3]);
+                    acc
+                })
+            }
+        }
+    }
+
+    /// [`Tile::rotate`] with `value(sy, sx)` the rotated value at source point `(sy, sx)`, one
+    /// loop per interpolation so that the choice is made once, not per pixel.
+    ///
+    /// # Safety
+    /// As for [`Tile::rotate`], and `value` reads only what was staged.
+    #[inline(always)]
+    unsafe fn rotate_with<T: Px>(
+        &self,
+        rot: &Rotation,
+        s: &Shared<T>,
         (i0, j0): (u32, u32),
         (h, w): (u32, u32),
+        value: impl Fn(f32, f32) -> T,
     ) {
         let (side, pitch) = (self.side as usize, self.pitch as usize);
         let tab = s.table as *const [f32; 2];
@@ -675,33 +727,7 @@ impl Tile {
                 let (c, r) = (*tab.add(tj), *tab.add(side + ti));
                 rot.finish(c[0] + r[0], c[1] + r[1])
             };
-            let v = if self.nearest {
-                match nearest_pixel(sy, sx, self.oh, self.ow) {
-                    // SAFETY: staged before the last barrier.
-                    Some((zi, zj)) => unsafe { self.sample::<C, T>(win, s, zi, zj) },
-                    None => T::zero(),
-                }
-            } else {
-                // From 0, add each neighbour inside the image in torch's order:
-                // north-west, north-east, south-west, south-east.
-                let bl = Bilinear::new(sy, sx, self.oh, self.ow);
-                let (y1, x1) = (bl.y0.wrapping_add(1), bl.x0.wrapping_add(1));
-                let mut acc = T::zero();
-                let mut add = |inside: bool, zi: i32, zj: i32, wt: f32| {
-                    if inside {
-                        // SAFETY: staged before the last barrier.
-                        let v = unsafe { self.sample::<C, T>(win, s, zi, zj) };
-                        for c in 0..C {
-                            acc.set(c, fmaf(v.get(c), wt, acc.get(c)));
-                        }
-                    }
-                };
-                add(bl.inside[0], bl.y0, bl.x0, bl.w[0]);
-                add(bl.inside[1], bl.y0, x1, bl.w[1]);
-                add(bl.inside[2], y1, bl.x0, bl.w[2]);
-                add(bl.inside[3], y1, x1, bl.w[3]);
-                acc
-            };
+            let v = value(sy, sx);
             // SAFETY: `ti, tj < side <= pitch`: inside the rotated tile; this thread's pixel.
             unsafe { *s.rotated.add(ti * pitch + tj) = v };
         });
@@ -709,9 +735,10 @@ impl Tile {
 }
 
 /// Division by a block-wide `d` of numerators below `2^16` (thread indices, cell counts): one
-/// reciprocal per divisor, then a multiply per quotient, where an integer division costs a
-/// few tens of instructions. Exact: `(n + 1/2) / d` lies at least `1 / (2 d)` from an integer,
-/// and the two f32 roundings move it by at most `2^16 / d * 2^-23`.
+/// hardware reciprocal per divisor, then a multiply per quotient, where an integer division
+/// costs a few tens of instructions. Exact: `(n + 1/2) / d` lies at least `1 / (2 d)` from an
+/// integer, and the reciprocal (at most 2 ulp) and the product's rounding move it by at most
+/// `2^16 / d * 5 * 2^-24`.
 #[derive(Clone, Copy)]
 struct SmallDiv {
     d: u32,
@@ -725,7 +752,7 @@ impl SmallDiv {
         let d = d.max(1);
         SmallDiv {
             d,
-            inv: 1.0 / d as f32,
+            inv: fast_div(1.0, d as f32),
         }
     }
 
@@ -850,15 +877,18 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
     let nu = n as usize;
     let (oh, ow) = (p.out_h as i32, p.out_w as i32);
     let k = p.ksize;
-    let r = augment_radius(k) as i32;
-    let side = augment_side(k);
+    // The fast kernels' geometry is that of 7 taps whatever `ksize` (at most 7) is, known when
+    // they are built.
+    let kg = if FAST { FAST_TAPS as u32 } else { k };
+    let r = augment_radius(kg) as i32;
+    let side = augment_side(kg);
     let y0 = ((t / tiles_x.max(1)) * TILE) as i32;
     let x0 = ((t % tiles_x.max(1)) * TILE) as i32;
     let tile = Tile {
         top: y0 - r,
         left: x0 - r,
         side,
-        pitch: augment_pitch(k),
+        pitch: augment_pitch(kg),
         oh,
         ow,
         nearest: p.nearest != 0,
@@ -866,8 +896,8 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
         sw: p.crop_w as f32 / p.out_w as f32,
         crop_h: p.crop_h,
         crop_w: p.crop_w,
-        taps_len: augment_taps_len(k),
-        budget: augment_scratch_px(k),
+        taps_len: augment_taps_len(kg),
+        budget: augment_scratch_px(kg),
     };
 
     // Shared memory as `augment_shared_bytes` lays it out.
@@ -900,7 +930,7 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
     // crop box's sampling rule, one per channel the normalisation, and threads 32 .. 32 + taps
     // (at most 63 of them, so none of the others) write the weights (the kernel's `ksize` taps
     // centred in `taps`, zero beyond them).
-    let lin = lane() as usize;
+    let lin = lane();
     // Each part of the setup record comes from another warp, so that they run side by side.
     const _: () = assert!(32 + 2 * MAX_KERNEL_SIZE as usize / 2 + 1 <= 128);
     // SAFETY (all four branches): `n < batch`, so `p.angles`, `p.boxes` and `p.sigmas` hold
@@ -935,15 +965,15 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
             ROI_MAX_SAMPLES_PER_BIN,
         );
         unsafe { (*s.setup).roi = roi };
-    } else if lin >= 160 && lin < 160 + C {
-        let c = lin - 160;
+    } else if lin >= 160 && lin < 160 + C as u32 {
+        let c = lin as usize - 160;
         let stats = p.stats as *const f32;
         unsafe {
             (*s.setup).mean[c] = stats.add(c).read();
             (*s.setup).inv_std[c] = 1.0 / stats.add(C + c).read();
         }
-    } else if lin >= 32 && lin < 32 + taps {
-        let w = lin - 32;
+    } else if lin >= 32 && lin < 32 + taps as u32 {
+        let w = lin as usize - 32;
         let off = (taps - k as usize) / 2;
         let sigma = unsafe { (p.sigmas as *const f32).add(nu).read() };
         let v = if w >= off && w < off + k as usize {
@@ -1035,11 +1065,11 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
         // into every sum it reaches; consecutive threads take consecutive rows (odd pitches:
         // distinct banks).
         const SEG: usize = 4;
-        let items = side * (TILE as usize / SEG);
+        let items = (side * (TILE as usize / SEG)) as u32;
         let by_side = SmallDiv::new(side as u32);
         let mut it = lin;
         while it < items {
-            let (seg, row) = by_side.divmod(it as u32);
+            let (seg, row) = by_side.divmod(it);
             let (row, seg) = (row as usize, seg as usize);
             let mut acc = [[0.0f32; C]; SEG];
             for u in 0..SEG + FAST_TAPS - 1 {
@@ -1063,7 +1093,7 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
                 // (`side * AUGMENT_HBUF_PITCH` pixels).
                 unsafe { *s.scratch.add(row * hp + seg * SEG + i) = out };
             }
-            it += THREADS as usize;
+            it += THREADS;
         }
     } else {
         let mut row = ty;
@@ -1116,14 +1146,19 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
     };
     let dst = (p.y as *mut f32).wrapping_add(nu * C * oh as usize * ow as usize);
     let gx = x0 as u32 + tx as u32;
+    // Read once: the stores below could alias shared memory for the compiler, which would
+    // otherwise read them again after each.
+    let (mut mean, mut inv_std) = ([0.0f32; C], [0.0f32; C]);
+    for c in 0..C {
+        // SAFETY: as above.
+        unsafe { (mean[c], inv_std[c]) = ((*s.setup).mean[c], (*s.setup).inv_std[c]) };
+    }
     for (i, a) in acc.iter().enumerate() {
         let gy = y0 as u32 + (first + i) as u32;
         if gy < oh && gx < ow {
             let base = gy * row_o + gx * px_o;
             for c in 0..C {
-                // SAFETY: as above.
-                let (mean, inv_std) = unsafe { ((*s.setup).mean[c], (*s.setup).inv_std[c]) };
-                let y = fmaf(a[c], norm, -mean) * inv_std;
+                let y = fmaf(a[c], norm, -mean[c]) * inv_std[c];
                 // SAFETY: `gy < out_h`, `gx < out_w`, `c < channels`, `n < batch`: inside `p.y`.
                 unsafe { dst.add((base + c as u32 * ch_o) as usize).write(y) };
             }
