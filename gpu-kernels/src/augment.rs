@@ -1146,21 +1146,18 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
     };
     let dst = (p.y as *mut f32).wrapping_add(nu * C * oh as usize * ow as usize);
     let gx = x0 as u32 + tx as u32;
-    // Read once: the stores below could alias shared memory for the compiler, which would
-    // otherwise read them again after each.
-    let (mut mean, mut inv_std) = ([0.0f32; C], [0.0f32; C]);
+    // Channel by channel, so that each channel's statistics are read from shared memory once
+    // (the compiler would read them again after every store, which could alias them).
     for c in 0..C {
         // SAFETY: as above.
-        unsafe { (mean[c], inv_std[c]) = ((*s.setup).mean[c], (*s.setup).inv_std[c]) };
-    }
-    for (i, a) in acc.iter().enumerate() {
-        let gy = y0 as u32 + (first + i) as u32;
-        if gy < oh && gx < ow {
-            let base = gy * row_o + gx * px_o;
-            for c in 0..C {
-                let y = fmaf(a[c], norm, -mean[c]) * inv_std[c];
+        let (mean, inv_std) = unsafe { ((*s.setup).mean[c], (*s.setup).inv_std[c]) };
+        for (i, a) in acc.iter().enumerate() {
+            let gy = y0 as u32 + (first + i) as u32;
+            if gy < oh && gx < ow {
+                let y = fmaf(a[c], norm, -mean) * inv_std;
+                let at = gy * row_o + gx * px_o + c as u32 * ch_o;
                 // SAFETY: `gy < out_h`, `gx < out_w`, `c < channels`, `n < batch`: inside `p.y`.
-                unsafe { dst.add((base + c as u32 * ch_o) as usize).write(y) };
+                unsafe { dst.add(at as usize).write(y) };
             }
         }
     }
