@@ -349,8 +349,9 @@ fn kernel_names_parse() {
 
 proptest! {
     /// Split-K only where 128 x 128 tiles leave SMs idle, with 128 x 128 tiles when both sides
-    /// exceed 64, else only where even 64 x 64 tiles do; its slices cover `K` exactly, each a
-    /// multiple of the tile depth and at least `MIN_K_SLICE` deep, at most `MAX_SLICES`.
+    /// exceed 64 (never more blocks than one resident wave holds), else only where even 64 x 64
+    /// tiles do; its slices cover `K` exactly, each a multiple of the tile depth and at least
+    /// `MIN_K_SLICE` deep, at most `MAX_SLICES`.
     #[test]
     fn split_rule_covers_k(m in 1usize..5_000, n in 1usize..5_000, k in 1usize..400_000, sms in 1u32..200) {
         let enough = (sms as usize * 9).div_ceil(10);
@@ -367,6 +368,11 @@ proptest! {
                 prop_assert!((2..=MAX_SLICES).contains(&slices));
                 // Step 8's tile only for eight slices or more.
                 prop_assert!(*tiling != SGEMM_SPLITK_WIDE_128X128 || slices >= 8);
+                // Both sides longer than 64: no more blocks than one wave of two per SM
+                // holds, unless even two slices exceed it.
+                if m > 64 && n > 64 {
+                    prop_assert!(slices == 2 || blocks(128, 128) * slices <= 2 * sms as usize);
+                }
                 prop_assert_eq!(k_slice % tiling.bk as usize, 0);
                 prop_assert!(k_slice >= MIN_K_SLICE);
                 prop_assert!((slices - 1) * k_slice < k && k <= slices * k_slice);

@@ -174,12 +174,11 @@ impl Plan {
 ///
 /// - Whole products when 128 x 128 tiles give at least 90% of the SMs a block: [`choose`].
 /// - Otherwise, when both sides are longer than 64, `K` is split with 128 x 128 tiles (the
-///   tile that reuses most): when one wave of two resident blocks per SM needs eight or more
-///   slices, as many slices as fill that wave (fewer where `K` is too shallow for them), with
-///   step 8's tile where eight or more remain (its longer slices amortise its larger
-///   prologue) and step 5's otherwise; when the wave needs fewer, one block per SM (`SMs /
-///   blocks` slices) with step 5's tile, since a wave split unevenly leaves SMs with one block
-///   where others have two (BENCHMARKS.md has the measurements at 1000 and 1024).
+///   tile that reuses most) into the most slices whose blocks fit one wave of two resident
+///   blocks per SM (at least two; fewer where `K` is too shallow for them): a slice more would
+///   start a second wave for a few blocks. Step 8's tile where eight or more slices remain
+///   (its longer slices amortise its larger prologue), step 5's otherwise (BENCHMARKS.md has
+///   the measurements from 768 to 1152).
 /// - Otherwise [`choose`]'s tile when its grid gives 90% of the SMs a block; if even 64 x 64
 ///   tiles leave more idle, the output is too small to fill the GPU and `K` carries the work
 ///   (a training batch of 32 against 196608 inputs: 16 blocks for 132 SMs), so `K` is split
@@ -200,19 +199,15 @@ pub fn plan(m: usize, n: usize, k: usize, multiprocessors: u32) -> Plan {
         return Plan::Whole(whole);
     }
     let (tiling, slices) = if m > 64 && n > 64 {
-        let deep = (SGEMM_SPLITK_128X128.blocks_per_sm as usize * sms).div_ceil(b128);
-        if deep >= 8 {
-            // Step 8's tile only where the slices stay eight or more once `K` bounds them.
-            let wide = deep.min(most) >= 8;
-            let t = if wide {
-                &SGEMM_SPLITK_WIDE_128X128
-            } else {
-                &SGEMM_SPLITK_128X128
-            };
-            (t, deep)
+        // The most slices whose blocks all fit one wave of resident blocks.
+        let fill = SGEMM_SPLITK_128X128.blocks_per_sm as usize * sms / b128;
+        // Step 8's tile only where the slices stay eight or more once `K` bounds them.
+        let t = if fill.min(most) >= 8 {
+            &SGEMM_SPLITK_WIDE_128X128
         } else {
-            (&SGEMM_SPLITK_128X128, (sms / b128).max(2))
-        }
+            &SGEMM_SPLITK_128X128
+        };
+        (t, fill.max(2))
     } else if blocks(whole.bm, whole.bn) >= enough {
         return Plan::Whole(whole);
     } else {
