@@ -11,6 +11,7 @@ use proptest::prelude::*;
 use streamline::data::POISON_F32;
 use streamline::ops::image::*;
 use streamline::reference::image as reference;
+use streamline::runtime::Gpu;
 use streamline_tests::{bitwise_eq, bytes, fetch, gpu, gpu_property, poisoned, GUARD};
 
 /// f32 unit roundoff.
@@ -382,7 +383,6 @@ fn gaussian_blur_matches_reference() {
         let fit = |k: usize, ext: usize| (2 * k + 1).min(2 * ext - 1);
         let (kx, ky) = (fit(a, s.w), fit(b, s.h));
         let x = values(s.len(), seed);
-        let xd = upload(&x);
         let pairs: Vec<(f64, f64)> = (0..s.n)
             .map(|i| {
                 if per_image {
@@ -392,28 +392,7 @@ fn gaussian_blur_matches_reference() {
                 }
             })
             .collect();
-        let pairs: Vec<(f64, f64)> = pairs
-            .iter()
-            .map(|&(p, q)| (p as f32 as f64, q as f32 as f64))
-            .collect();
-        let flat: Vec<f32> = pairs
-            .iter()
-            .flat_map(|&(p, q)| [p as f32, q as f32])
-            .collect();
-        let per = PerImage::upload(g.stream(), "sigma", &flat).unwrap();
-        let sigma = if per_image {
-            Sigma::PerImage(&per)
-        } else {
-            Sigma::Global(flat[0], flat[1])
-        };
-        let mut y = poisoned(s.len());
-        {
-            let mut yv = y.slice_mut(GUARD..GUARD + s.len());
-            gaussian_blur(g, g.stream(), s, &xd, (kx, ky), sigma, &mut yv).unwrap();
-        }
-        let got = fetch(&y, s.len())?;
-        let xs: Vec<f64> = x.iter().map(|&v| v as f64).collect();
-        let want = reference::gaussian_blur(&xs, s, kx, ky, &pairs);
+        let (got, want) = blur_and_reference(g, s, &x, (kx, ky), &pairs, per_image)?;
         // Each weight: expf (2 ulp) of an argument with 3 roundings, so ~(2 + 3 |arg|) u
         // relative with |arg| <= 0.5 ((k-1)/2 / sigma)^2 where it still matters (weights that
         // small contribute below u); sums over k taps add k u each; the two passes and the
@@ -422,6 +401,39 @@ fn gaussian_blur_matches_reference() {
         let tol = ((2 * kx + 2 * ky + 24) as f64 + 2.0 * 160.0) * U * max_abs(&x);
         close(&got, &want, tol, "gaussian_blur")
     });
+}
+
+/// `gaussian_blur` of `x` (shape `s`) into a poisoned output, and its f64 reference: sigmas
+/// `pairs` per image, or the first pair for every image. The sigmas are rounded to f32 first,
+/// as the kernel gets them.
+fn blur_and_reference(
+    g: &Gpu,
+    s: Shape,
+    x: &[f32],
+    (kx, ky): (usize, usize),
+    pairs: &[(f64, f64)],
+    per_image: bool,
+) -> Result<(Vec<f32>, Vec<f64>), TestCaseError> {
+    let flat: Vec<f32> = pairs
+        .iter()
+        .flat_map(|&(p, q)| [p as f32, q as f32])
+        .collect();
+    let per = PerImage::upload(g.stream(), "sigma", &flat).unwrap();
+    let sigma = if per_image {
+        Sigma::PerImage(&per)
+    } else {
+        Sigma::Global(flat[0], flat[1])
+    };
+    let xd = upload(x);
+    let mut y = poisoned(s.len());
+    {
+        let mut yv = y.slice_mut(GUARD..GUARD + s.len());
+        gaussian_blur(g, g.stream(), s, &xd, (kx, ky), sigma, &mut yv).unwrap();
+    }
+    let got = fetch(&y, s.len())?;
+    let rounded: Vec<(f64, f64)> = flat.chunks(2).map(|p| (p[0] as f64, p[1] as f64)).collect();
+    let xs: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+    Ok((got, reference::gaussian_blur(&xs, s, kx, ky, &rounded)))
 }
 
 /// Batches of thousands of tiles, more than the device holds blocks at once, edge tiles and
@@ -437,35 +449,17 @@ fn gaussian_blur_large_batches_match_reference() {
     ];
     for (s, k, per_image) in cases {
         let x = values(s.len(), s.n as u64 + k as u64);
-        let xd = upload(&x);
         let pairs: Vec<(f64, f64)> = (0..s.n)
             .map(|i| {
                 let a = if per_image {
-                    0.6 + (i % 7) as f32 * 0.4
+                    0.6 + (i % 7) as f64 * 0.4
                 } else {
                     1.7
                 };
-                (a as f64, (a * 0.8) as f64)
+                (a, a * 0.8)
             })
             .collect();
-        let flat: Vec<f32> = pairs
-            .iter()
-            .flat_map(|&(p, q)| [p as f32, q as f32])
-            .collect();
-        let per = PerImage::upload(g.stream(), "sigma", &flat).unwrap();
-        let sigma = if per_image {
-            Sigma::PerImage(&per)
-        } else {
-            Sigma::Global(flat[0], flat[1])
-        };
-        let mut y = poisoned(s.len());
-        {
-            let mut yv = y.slice_mut(GUARD..GUARD + s.len());
-            gaussian_blur(g, g.stream(), s, &xd, (k, k), sigma, &mut yv).unwrap();
-        }
-        let got = fetch(&y, s.len()).unwrap();
-        let xs: Vec<f64> = x.iter().map(|&v| v as f64).collect();
-        let want = reference::gaussian_blur(&xs, s, k, k, &pairs);
+        let (got, want) = blur_and_reference(g, s, &x, (k, k), &pairs, per_image).unwrap();
         // As in `gaussian_blur_matches_reference`.
         let tol = ((4 * k + 24) as f64 + 2.0 * 160.0) * U * max_abs(&x);
         close(&got, &want, tol, "gaussian_blur").unwrap();
