@@ -667,9 +667,9 @@ impl Tile {
         part: (u32, u32),
         size: (u32, u32),
     ) {
-        // SAFETY (both closures): the window and its tables were staged before the last
-        // barrier (the caller's contract).
         if self.nearest {
+            // SAFETY: the window and its tables were staged before the last barrier (the
+            // caller's contract), and `value` reads only them.
             unsafe {
                 self.rotate_with(rot, s, part, size, |sy, sx| {
                     match nearest_pixel(sy, sx, self.oh, self.ow) {
@@ -679,6 +679,7 @@ impl Tile {
                 })
             }
         } else {
+            // SAFETY: as above.
             unsafe {
                 self.rotate_with(rot, s, part, size, |sy, sx| {
                     // From 0, add each neighbour inside the image in torch's order:
