@@ -431,7 +431,12 @@ fn blur_and_reference(
         gaussian_blur(g, g.stream(), s, &xd, (kx, ky), sigma, &mut yv).unwrap();
     }
     let got = fetch(&y, s.len())?;
-    let rounded: Vec<(f64, f64)> = flat.chunks(2).map(|p| (p[0] as f64, p[1] as f64)).collect();
+    let rounded: Vec<(f64, f64)> = (0..s.n)
+        .map(|i| {
+            let j = if per_image { 2 * i } else { 0 };
+            (flat[j] as f64, flat[j + 1] as f64)
+        })
+        .collect();
     let xs: Vec<f64> = x.iter().map(|&v| v as f64).collect();
     Ok((got, reference::gaussian_blur(&xs, s, kx, ky, &rounded)))
 }
