@@ -81,6 +81,8 @@ pub(super) unsafe fn pipelined_in<
         // SAFETY: as above; the fetches check the bounds except where the tile lies inside.
         unsafe {
             let k0 = (t + 1) * BK;
+            // Blocks with aligned rows reach the first branch no more (the loop above fetched
+            // their tiles), but without it the assembler schedules the loop above worse.
             let next = if more && inside && k0 + BK <= f.k {
                 if TN == 8 || f.vec_ab {
                     Tile::<BM, BN, BK, TN>::fetch_inside::<LA, LB>(&f, k0)
