@@ -127,6 +127,7 @@ declare! {
         Kernel::new("sgemm_splitk_128x128").with_bounds(256, 2);
     const SPLITK_WIDE_128X128: Kernel<SplitKParams> =
         Kernel::new("sgemm_splitk_wide_128x128").with_bounds(128, 2);
+    const DOT_1X16: Kernel<GemmParams> = Kernel::new("sgemm_dot_1x16").with_bounds(256, 1);
     const SPLITK_64X64: Kernel<SplitKParams> = Kernel::new("sgemm_splitk_64x64");
     const SPLITK_32X128: Kernel<SplitKParams> = Kernel::new("sgemm_splitk_32x128");
     /// The split-K reduction (see [`SplitKReduceParams`]).
@@ -329,6 +330,35 @@ pub const SGEMM_ALL: [GemmTiling; 10] = [
     SGEMM_6_ASYNC_128X128,
     SGEMM_7_SWIZZLED_128X128,
     SGEMM_8_WIDE_128X128,
+];
+
+/// Sixteen outputs of one row of `C` per block, `K` split across the block's 256 threads
+/// (small products: one launch, no partial products in memory).
+pub const SGEMM_DOT_1X16: GemmTiling = GemmTiling {
+    spec: DOT_1X16,
+    bm: 1,
+    bn: 16,
+    bk: 256,
+    block_x: 256,
+    block_y: 1,
+    // One sum of 16 columns per warp.
+    shared_bytes: 8 * 16 * 4,
+};
+
+/// Every kernel that computes a whole product in one launch: the progression and
+/// [`SGEMM_DOT_1X16`].
+pub const SGEMM_WHOLE: [GemmTiling; 11] = [
+    SGEMM_1_NAIVE,
+    SGEMM_2_TILED,
+    SGEMM_3_BLOCKED,
+    SGEMM_4_VECTORIZED,
+    SGEMM_5_PIPELINED_128X128,
+    SGEMM_5_PIPELINED_128X64,
+    SGEMM_5_PIPELINED_64X64,
+    SGEMM_6_ASYNC_128X128,
+    SGEMM_7_SWIZZLED_128X128,
+    SGEMM_8_WIDE_128X128,
+    SGEMM_DOT_1X16,
 ];
 
 /// Every split-K kernel.

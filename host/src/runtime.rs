@@ -700,6 +700,36 @@ pub struct Gpu {
     info: DeviceInfo,
 }
 
+/// Bytes of freed stream-ordered memory that the device's default pool keeps for reuse, at
+/// least (a larger threshold set by someone else in the process is left as it is). The
+/// driver's default keeps none: every synchronisation hands freed memory back, and the next
+/// scratch allocation (split-K's partial products, an engine buffer) maps it again, which
+/// costs more than a small product's kernels.
+pub const POOL_KEEP_BYTES: u64 = 256 << 20;
+
+/// Raises the release threshold of `ctx`'s device's default memory pool to [`POOL_KEEP_BYTES`].
+fn keep_pool_memory(ctx: &CudaContext) -> Result<()> {
+    use cudarc::driver::result::{device, mem_pool};
+    use cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD as THRESHOLD;
+    if !ctx.has_async_alloc() {
+        return Ok(());
+    }
+    // SAFETY: the device is the context's own; the release threshold is a `u64` attribute,
+    // read into and written from a live `u64`.
+    unsafe {
+        let pool = device::get_default_mem_pool(ctx.cu_device()).op("cuDeviceGetDefaultMemPool")?;
+        let mut kept: u64 = 0;
+        mem_pool::get_attribute(pool, THRESHOLD, (&mut kept as *mut u64).cast())
+            .op("cuMemPoolGetAttribute")?;
+        if kept < POOL_KEEP_BYTES {
+            let mut keep = POOL_KEEP_BYTES;
+            mem_pool::set_attribute(pool, THRESHOLD, (&mut keep as *mut u64).cast())
+                .op("cuMemPoolSetAttribute")?;
+        }
+    }
+    Ok(())
+}
+
 impl Gpu {
     /// Opens device `ordinal` and loads Streamline's embedded kernels for its architecture, or
     /// `ptx` if given (built from the same sources).
@@ -709,6 +739,7 @@ impl Gpu {
             ordinal,
             reason: e.to_string(),
         })?;
+        keep_pool_memory(&ctx)?;
         let attr = |a: Attr| ctx.attribute(a).op("cuDeviceGetAttribute");
         let limits = DeviceLimits {
             max_threads_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,

@@ -12,15 +12,17 @@ use cudarc::driver::CudaSlice;
 use proptest::prelude::*;
 use streamline::data::{randn_f32, HeavyHost};
 use streamline::ops::matmul::{
-    choose, plan, sgemm, Cublas, Gemm, Kernel, Plan, MAX_SLICES, MIN_K_SLICE,
+    choose, plan, sgemm, Cublas, Gemm, Kernel, Plan, DOT_MAX_K, MAX_SLICES, MIN_K_SLICE,
 };
 use streamline::reference::matmul as reference;
-use streamline_abi::matmul::{SGEMM_ALL, SGEMM_SPLITK_ALL, SGEMM_SPLITK_WIDE_128X128};
+use streamline_abi::matmul::{
+    SGEMM_DOT_1X16, SGEMM_SPLITK_ALL, SGEMM_SPLITK_WIDE_128X128, SGEMM_WHOLE,
+};
 use streamline_tests::{gpu, gpu_property};
 
 const GUARD: usize = 13;
 
-/// One GPU case; `kernel` indexes `SGEMM_ALL`, is `SGEMM_ALL.len()` for the shape rule, or
+/// One GPU case; `kernel` indexes `SGEMM_WHOLE`, is `SGEMM_WHOLE.len()` for the shape rule, or
 /// above that indexes `SGEMM_SPLITK_ALL`, split into `slices` slices of `K`.
 #[derive(Clone, Debug)]
 struct Case {
@@ -32,12 +34,14 @@ struct Case {
 }
 
 /// Number of kernel choices of a [`Case`].
-const KERNELS: usize = SGEMM_ALL.len() + 1 + SGEMM_SPLITK_ALL.len();
+const KERNELS: usize = SGEMM_WHOLE.len() + 1 + SGEMM_SPLITK_ALL.len();
 
 fn kernel_of(c: &Case) -> Kernel {
-    match c.kernel.checked_sub(SGEMM_ALL.len() + 1) {
+    match c.kernel.checked_sub(SGEMM_WHOLE.len() + 1) {
         Some(i) => Kernel::Split(&SGEMM_SPLITK_ALL[i], c.slices),
-        None => SGEMM_ALL.get(c.kernel).map_or(Kernel::Auto, Kernel::Fixed),
+        None => SGEMM_WHOLE
+            .get(c.kernel)
+            .map_or(Kernel::Auto, Kernel::Fixed),
     }
 }
 
@@ -177,7 +181,7 @@ fn sgemm_edge_shapes_every_kernel() {
                     seed: 100 + i as u64,
                 })
                 .unwrap();
-                if kernel <= SGEMM_ALL.len() {
+                if kernel <= SGEMM_WHOLE.len() {
                     break;
                 }
             }
@@ -257,6 +261,38 @@ fn split_k_is_deterministic_and_within_the_bound() {
     assert_eq!(cmp.outside, 0, "{chosen:?}: {cmp:?}");
 }
 
+/// The shape rule's kernel for a small product (a batch of 32 through a 10-way layer) splits
+/// `K` inside its blocks: within the bound, and the same bits on every run.
+#[test]
+fn small_products_are_deterministic_and_within_the_bound() {
+    let Some(gpu) = gpu() else { return };
+    let s = gpu.stream();
+    for (i, g) in [Gemm::dense(32, 10, 1024), Gemm::dense(7, 37, 16381)]
+        .into_iter()
+        .enumerate()
+    {
+        let chosen = plan(g.m, g.n, g.k, gpu.info().multiprocessors);
+        assert_eq!(chosen, Plan::Whole(&SGEMM_DOT_1X16), "{g:?}");
+        let a = randn_f32(g.m * g.k, 71 + i as u64);
+        let b = randn_f32(g.k * g.n, 81 + i as u64);
+        let da = s.clone_htod(&a).unwrap();
+        let db = s.clone_htod(&b).unwrap();
+        let mut runs = Vec::new();
+        for _ in 0..3 {
+            let mut dc: CudaSlice<f32> = s.clone_htod(&vec![f32::poison(); g.m * g.n]).unwrap();
+            sgemm(gpu, s, Kernel::Auto, &g, &da, &db, &mut dc).unwrap();
+            runs.push(s.clone_dtoh(&dc).unwrap());
+        }
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&runs[0]), bits(&runs[1]));
+        assert_eq!(bits(&runs[0]), bits(&runs[2]));
+        let rows: Vec<usize> = (0..g.m).collect();
+        let want = reference::rows(&g, &a, &b, &[], &rows);
+        let cmp = reference::compare(&g, &runs[0], &want);
+        assert_eq!(cmp.outside, 0, "{g:?}: {cmp:?}");
+    }
+}
+
 /// Buffers shorter than the shape are refused with an error naming the buffer, and nothing
 /// is written.
 #[test]
@@ -327,7 +363,7 @@ fn validation_names_the_argument() {
 #[test]
 fn kernel_names_parse() {
     assert_eq!(Kernel::parse("auto").unwrap(), Kernel::Auto);
-    for t in &SGEMM_ALL {
+    for t in &SGEMM_WHOLE {
         assert_eq!(Kernel::parse(t.spec.name()).unwrap(), Kernel::Fixed(t));
         let short = t.spec.name().trim_start_matches("sgemm_");
         assert_eq!(Kernel::parse(short).unwrap(), Kernel::Fixed(t));
@@ -351,12 +387,19 @@ proptest! {
     /// Split-K only where 128 x 128 tiles leave SMs idle, with 128 x 128 tiles when both sides
     /// exceed 64 (never more blocks than one resident wave holds), else only where even 64 x 64
     /// tiles do; its slices cover `K` exactly, each a multiple of the tile depth and at least
-    /// `MIN_K_SLICE` deep, at most `MAX_SLICES`.
+    /// `MIN_K_SLICE` deep, at most `MAX_SLICES`. In its place, `dot_1x16` only for products
+    /// whose blocks fit the SMs and whose `K` is at most `DOT_MAX_K`.
     #[test]
     fn split_rule_covers_k(m in 1usize..5_000, n in 1usize..5_000, k in 1usize..400_000, sms in 1u32..200) {
         let enough = (sms as usize * 9).div_ceil(10);
         let blocks = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn);
         match plan(m, n, k, sms) {
+            // In place of split-K, small products only.
+            Plan::Whole(t) if *t == SGEMM_DOT_1X16 => {
+                prop_assert!(blocks(64, 64) < enough && (m <= 64 || n <= 64));
+                prop_assert!(m * n.div_ceil(16) <= sms as usize);
+                prop_assert!((2 * MIN_K_SLICE..=DOT_MAX_K).contains(&k));
+            }
             Plan::Whole(t) => prop_assert_eq!(t, choose(m, n, sms)),
             Plan::Split { tiling, k_slice, slices } => {
                 prop_assert!(blocks(128, 128) < enough);

@@ -26,19 +26,21 @@
 //! 5's loop, `sgemm_splitk_wide_128x128` step 8's, over one slice of `K` per grid `z`, each slice
 //! into its own plane of partial products, and `sgemm_splitk_reduce` adds the planes in slice
 //! order and applies `alpha` and `beta`. No atomics: the same inputs give the same bits on every
-//! run.
+//! run. Products with few outputs and a moderate `K` split it inside each block instead, in one
+//! launch ([`dot`]: `sgemm_dot_1x16`).
 //!
 //! Accumulation is a chain of fused multiply-adds over `k` in increasing order for every
 //! output, so all steps return the same results for the same shape, up to the sign of a zero;
 //! split-K chains each slice and then adds the slices in order, `k / slices + slices` roundings
-//! per output instead of `k`. The host's error bound is `gamma_k * sum_k |a_ik| |b_kj|`
-//! (`host/src/reference/matmul.rs`), which covers both.
+//! per output instead of `k`; `sgemm_dot_1x16` chains every 256th `k` per thread, then adds the
+//! chains in a fixed tree. The host's error bound is `gamma_k * sum_k |a_ik| |b_kj|`
+//! (`host/src/reference/matmul.rs`), which covers every order.
 
 use core::arch::nvptx;
 use core::intrinsics::{fmaf32, gpu::gpu_launch_sized_workgroup_mem};
 use streamline_abi::matmul::{
-    GemmParams, SplitKParams, SplitKReduceParams, A_PAD, SGEMM_SPLITK_128X128, SGEMM_SPLITK_32X128,
-    SGEMM_SPLITK_64X64, SGEMM_SPLITK_REDUCE, SGEMM_SPLITK_WIDE_128X128,
+    GemmParams, SplitKParams, SplitKReduceParams, A_PAD, SGEMM_DOT_1X16, SGEMM_SPLITK_128X128,
+    SGEMM_SPLITK_32X128, SGEMM_SPLITK_64X64, SGEMM_SPLITK_REDUCE, SGEMM_SPLITK_WIDE_128X128,
 };
 use streamline_abi::matmul::{
     SGEMM_1_NAIVE, SGEMM_2_TILED, SGEMM_3_BLOCKED, SGEMM_4_VECTORIZED, SGEMM_5_PIPELINED_128X128,
@@ -92,6 +94,7 @@ unsafe fn epilogue(c: *mut f32, acc: f32, alpha: f32, beta: f32) {
     }
 }
 
+pub mod dot;
 pub mod splitk;
 pub mod step1_naive;
 pub mod step2_tiled;
@@ -252,26 +255,41 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
     /// The frame's matrices must be valid.
     #[inline(always)]
     unsafe fn fetch<const LA: usize, const LB: usize>(f: &Frame, k0: usize) -> Staged<LA, LB> {
-        Self::fetch_by(f, k0, |base, ld, (rows, cols), (r, c)| {
+        Self::fetch_by(f, k0, |_, base, ld, (rows, cols), (r, c)| {
             // SAFETY: forwarded; load4 guards the bounds.
             unsafe { load4(base, ld, rows, cols, r, c, f.vec_ab) }
         })
     }
 
-    /// [`Self::fetch`] for a tile that lies wholly inside `A` and `B` with 16-byte access
-    /// allowed: no bounds checks, one 16-byte load per vector.
+    /// [`Self::fetch`] for a tile whose depths lie inside `K`, with 16-byte access allowed: no
+    /// bounds checks, one 16-byte load per vector. With `CLAMP`, rows of `A` past `m` read row
+    /// `m - 1` and column vectors of `B` past `n` read the last one, so an edge block runs the
+    /// same loop as the blocks inside; what it computes from them lands in outputs that are
+    /// never written.
     ///
     /// # Safety
-    /// The frame's matrices must be valid, `f.vec_ab` true, and rows `row0..row0 + BM` of `A`,
-    /// columns `col0..col0 + BN` of `B` and depths `k0..k0 + BK` inside the matrices.
+    /// The frame's matrices must be valid, `f.vec_ab` true and depths `k0..k0 + BK` inside `K`;
+    /// with `CLAMP`, either columns `col0..col0 + BN` inside `B` or `n` a multiple of 4;
+    /// without, rows `row0..row0 + BM` and columns `col0..col0 + BN` inside the matrices.
     #[inline(always)]
-    unsafe fn fetch_inside<const LA: usize, const LB: usize>(
+    unsafe fn fetch_inside<const LA: usize, const LB: usize, const CLAMP: bool>(
         f: &Frame,
         k0: usize,
     ) -> Staged<LA, LB> {
-        Self::fetch_by(f, k0, |base, ld, _, (r, c)| {
-            // SAFETY: inside the matrix by the caller's guarantee; 16-byte aligned since the
-            // base and `ld` are and the column is a multiple of 4.
+        let (last_row, last_vec) = (f.m - 1, f.n.saturating_sub(4));
+        Self::fetch_by(f, k0, |of_a, base, ld, _, (r, c)| {
+            let (r, c) = if !CLAMP {
+                (r, c)
+            } else if of_a {
+                (r.min(last_row), c)
+            } else {
+                (r, c.min(last_vec))
+            };
+            // SAFETY: the row is below `m` (A) or a depth inside `K` (B); the depths of A and
+            // the column vectors of B lie inside by the caller's guarantee (clamped, a vector
+            // past `n` reads the last whole one, `n - 4`, since `n` is a multiple of 4 where
+            // the tile crosses `n`); 16-byte aligned since the base and `ld` are and the
+            // column is a multiple of 4.
             F4(unsafe { ldg4(base.add(r * ld + c)) })
         })
     }
@@ -287,7 +305,7 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
         f: &Frame,
         k0: usize,
     ) -> Staged<LA, LB> {
-        Self::fetch_by(f, k0, |base, ld, _, (r, c)| {
+        Self::fetch_by(f, k0, |_, base, ld, _, (r, c)| {
             // SAFETY: the four elements lie inside the matrix by the caller's guarantee.
             unsafe {
                 let p = base.add(r * ld + c);
@@ -296,14 +314,14 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
         })
     }
 
-    /// The tiles at depth `k0`, each vector read by `load(matrix, ld, (rows, cols), (row,
-    /// col))` at its first element: this thread's share of `A`'s (4 consecutive `k` of a row)
-    /// and `B`'s (4 consecutive columns of a `k`).
+    /// The tiles at depth `k0`, each vector read by `load(of_a, matrix, ld, (rows, cols), (row,
+    /// col))` at its first element: this thread's share of `A`'s (4 consecutive `k` of a row,
+    /// `of_a` true) and `B`'s (4 consecutive columns of a `k`).
     #[inline(always)]
     fn fetch_by<const LA: usize, const LB: usize>(
         f: &Frame,
         k0: usize,
-        load: impl Fn(*const f32, usize, (usize, usize), (usize, usize)) -> F4,
+        load: impl Fn(bool, *const f32, usize, (usize, usize), (usize, usize)) -> F4,
     ) -> Staged<LA, LB> {
         let mut s = Staged {
             a: [ZERO4; LA],
@@ -312,12 +330,12 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
         for i in 0..LA {
             let e = f.tid + i * Self::THREADS;
             let (r, kq) = (e / (BK / 4), (e % (BK / 4)) * 4);
-            s.a[i] = load(f.a, f.lda, (f.m, f.k), (f.row0 + r, k0 + kq));
+            s.a[i] = load(true, f.a, f.lda, (f.m, f.k), (f.row0 + r, k0 + kq));
         }
         for i in 0..LB {
             let e = f.tid + i * Self::THREADS;
             let (kr, cq) = (e / (BN / 4), (e % (BN / 4)) * 4);
-            s.b[i] = load(f.b, f.ldb, (f.k, f.n), (k0 + kr, f.col0 + cq));
+            s.b[i] = load(false, f.b, f.ldb, (f.k, f.n), (k0 + kr, f.col0 + cq));
         }
         s
     }

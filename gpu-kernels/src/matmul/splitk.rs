@@ -41,7 +41,7 @@ unsafe fn split_k<
     // SAFETY: slice `z` starts inside K (`z < slices`), so `A` from column `k0` and `B` from
     // row `k0` hold an `m x k` and a `k x n` matrix with the same strides; plane `z` holds
     // `m x n` floats at stride `n`. 16-byte alignment is re-derived from these addresses.
-    unsafe { pipelined_in::<BM, BN, BK, LA, LB, false, TN>(p) }
+    unsafe { pipelined_in::<BM, BN, BK, LA, LB, false, TN, true>(p) }
 }
 
 kernel! {

@@ -7,6 +7,7 @@ use super::*;
 /// global loads for the next tile are already in flight into registers; they are written to
 /// the other stage afterwards, and one barrier per tile separates the two. Generic over the
 /// block tile so the host can pick more, smaller blocks for shapes that would leave SMs idle.
+/// `EDGES`: see [`pipelined_in`].
 ///
 /// # Safety
 /// The host validated the matrices and provides two stages of shared memory.
@@ -17,15 +18,19 @@ pub(super) unsafe fn pipelined<
     const BK: usize,
     const LA: usize,
     const LB: usize,
+    const EDGES: bool,
 >(
     p: GemmParams,
 ) {
     // SAFETY: forwarded.
-    unsafe { pipelined_in::<BM, BN, BK, LA, LB, false, 8>(p) }
+    unsafe { pipelined_in::<BM, BN, BK, LA, LB, false, 8, EDGES>(p) }
 }
 
 /// [`pipelined`], with the blocks' tiles in [`swizzled`] order when `SWIZZLE` (step 7) and
-/// 8 x `TN` outputs per thread (16 in step 8).
+/// 8 x `TN` outputs per thread (16 in step 8). With `EDGES`, edge blocks run the branch-free
+/// loop too, their fetches clamped to the last row and column vector (see
+/// [`Tile::fetch_inside`]); step 5's 128 x 128 kernel goes without, since at its 128-register
+/// bound the clamps cost it a spill in the loop (BENCHMARKS.md has the measurement).
 ///
 /// # Safety
 /// As for [`pipelined`].
@@ -38,6 +43,7 @@ pub(super) unsafe fn pipelined_in<
     const LB: usize,
     const SWIZZLE: bool,
     const TN: usize,
+    const EDGES: bool,
 >(
     p: GemmParams,
 ) {
@@ -54,22 +60,30 @@ pub(super) unsafe fn pipelined_in<
         Tile::<BM, BN, BK, TN>::store(&f, &s, 0);
     }
     barrier();
-    // Tiles whose next tile lies wholly inside K are, in a block inside the matrices with
-    // 16-byte aligned rows, fetched without a check: those run first, in a loop of their own
-    // free of branches, so that the assembler schedules the next tile's loads among the shared
-    // loads and multiply-adds of the current one (the loads of four 4-byte values of unaligned
-    // rows measured slower that way, and stay in the loop below).
-    let unchecked = if inside && (TN == 8 || f.vec_ab) {
+    // Tiles whose next tile lies wholly inside K are, where the rows are 16-byte aligned,
+    // fetched without a check: those run first, in a loop of their own free of branches, so
+    // that the assembler schedules the next tile's loads among the shared loads and
+    // multiply-adds of the current one (the loads of four 4-byte values of unaligned rows
+    // measured slower that way, and stay in the loop below). With `EDGES`, edge blocks run it
+    // too where their fetches can be clamped to the last row and column vector.
+    let clamped = f.vec_ab
+        && if EDGES {
+            f.col0 + BN <= f.n || f.n % 4 == 0
+        } else {
+            inside
+        };
+    let unchecked = if clamped {
         (f.k / BK).saturating_sub(1).min(tiles)
     } else {
         0
     };
     for t in 0..unchecked {
         // SAFETY: stage `t % 2` was published by the last barrier; stage `1 - t % 2` was last
-        // read before that barrier, so writing it now races with no reader; the next tile lies
-        // inside the matrices (`inside`, `(t + 2) BK <= k`) and its rows are 16-byte aligned.
+        // read before that barrier, so writing it now races with no reader; the next tile's
+        // depths lie inside K (`(t + 2) BK <= k`), its columns inside B or `n` is a multiple
+        // of 4 (`clamped`), and its rows are 16-byte aligned.
         unsafe {
-            let next = Tile::<BM, BN, BK, TN>::fetch_inside::<LA, LB>(&f, (t + 1) * BK);
+            let next = Tile::<BM, BN, BK, TN>::fetch_inside::<LA, LB, EDGES>(&f, (t + 1) * BK);
             Tile::<BM, BN, BK, TN>::multiply(&f, t % 2, &mut acc);
             Tile::<BM, BN, BK, TN>::store(&f, &next, 1 - t % 2);
         }
@@ -85,7 +99,7 @@ pub(super) unsafe fn pipelined_in<
             // their tiles), but without it the assembler schedules the loop above worse.
             let next = if more && inside && k0 + BK <= f.k {
                 if TN == 8 || f.vec_ab {
-                    Tile::<BM, BN, BK, TN>::fetch_inside::<LA, LB>(&f, k0)
+                    Tile::<BM, BN, BK, TN>::fetch_inside::<LA, LB, EDGES>(&f, k0)
                 } else {
                     Tile::<BM, BN, BK, TN>::fetch_inside_unaligned::<LA, LB>(&f, k0)
                 }
@@ -117,7 +131,7 @@ kernel! {
     pub unsafe fn sgemm_5_pipelined_128x128(p: GemmParams) {
         type T = Tile<128, 128, 8>;
         // SAFETY: forwarded.
-        unsafe { pipelined::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+        unsafe { pipelined::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, false>(p) }
     }
 }
 
@@ -130,7 +144,7 @@ kernel! {
     pub unsafe fn sgemm_5_pipelined_128x64(p: GemmParams) {
         type T = Tile<128, 64, 8>;
         // SAFETY: forwarded.
-        unsafe { pipelined::<128, 64, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+        unsafe { pipelined::<128, 64, 8, { T::LOADS_A }, { T::LOADS_B }, true>(p) }
     }
 }
 
@@ -143,6 +157,6 @@ kernel! {
     pub unsafe fn sgemm_5_pipelined_64x64(p: GemmParams) {
         type T = Tile<64, 64, 8>;
         // SAFETY: forwarded.
-        unsafe { pipelined::<64, 64, 8, { T::LOADS_A }, { T::LOADS_B }>(p) }
+        unsafe { pipelined::<64, 64, 8, { T::LOADS_A }, { T::LOADS_B }, true>(p) }
     }
 }

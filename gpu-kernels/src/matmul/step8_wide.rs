@@ -17,6 +17,6 @@ kernel! {
     pub unsafe fn sgemm_8_wide_128x128(p: GemmParams) {
         type T = Tile<128, 128, 8, 16>;
         // SAFETY: forwarded.
-        unsafe { pipelined_in::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, false, 16>(p) }
+        unsafe { pipelined_in::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, false, 16, true>(p) }
     }
 }

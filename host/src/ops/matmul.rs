@@ -8,9 +8,9 @@ use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::Arc;
 use streamline_abi::matmul::{
     GemmParams, GemmTiling, SplitKParams, SplitKReduceParams, SplitKTiling,
-    SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64, SGEMM_8_WIDE_128X128, SGEMM_ALL,
+    SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64, SGEMM_8_WIDE_128X128, SGEMM_DOT_1X16,
     SGEMM_SPLITK_128X128, SGEMM_SPLITK_32X128, SGEMM_SPLITK_64X64, SGEMM_SPLITK_ALL,
-    SGEMM_SPLITK_REDUCE, SGEMM_SPLITK_WIDE_128X128, SPLITK_REDUCE_BLOCK,
+    SGEMM_SPLITK_REDUCE, SGEMM_SPLITK_WIDE_128X128, SGEMM_WHOLE, SPLITK_REDUCE_BLOCK,
 };
 
 pub use crate::spec::matmul::{Gemm, MAX_DIM};
@@ -40,7 +40,8 @@ impl Gemm {
 pub enum Kernel {
     /// The shape rule of [`plan`]: a whole-product tile, or split-K.
     Auto,
-    /// One step of the progression (see `gpu-kernels/src/matmul/mod.rs`).
+    /// One whole-product kernel: a step of the progression (see
+    /// `gpu-kernels/src/matmul/mod.rs`) or `dot_1x16`.
     Fixed(&'static GemmTiling),
     /// Split-K with this tiling into (about) this many slices of `K`: `ceil(k / slices)`
     /// rounded up to the tile depth, so there may be fewer (one when `K` is shallower than a
@@ -59,7 +60,7 @@ impl Kernel {
     }
 
     /// Parses `auto`, a kernel name with or without its `sgemm_` prefix (`1_naive`,
-    /// `5_pipelined_64x64`, ...), or a split-K kernel and its slice count
+    /// `5_pipelined_64x64`, `dot_1x16`, ...), or a split-K kernel and its slice count
     /// (`splitk_128x128:2`).
     pub fn parse(s: &str) -> Result<Kernel> {
         if s == "auto" {
@@ -80,12 +81,12 @@ impl Kernel {
                 )),
             };
         }
-        SGEMM_ALL
+        SGEMM_WHOLE
             .iter()
             .find(|t| t.spec.name().strip_prefix("sgemm_") == Some(name))
             .map(Kernel::Fixed)
             .ok_or_else(|| {
-                let names: Vec<&str> = SGEMM_ALL
+                let names: Vec<&str> = SGEMM_WHOLE
                     .iter()
                     .map(|t| t.spec.name().trim_start_matches("sgemm_"))
                     .collect();
@@ -138,6 +139,9 @@ pub const SWEEP: [(usize, usize, usize); 14] = [
 /// block's prologue (first tile) and epilogue (writing its partial tile), dominates each slice.
 pub const MIN_K_SLICE: usize = 64;
 
+/// Deepest `K` [`plan`] gives to `sgemm_dot_1x16` (64 depths per thread) instead of split-K.
+pub const DOT_MAX_K: usize = 16384;
+
 /// Most slices split-K cuts `K` into (bounds the partials at `256 m n` floats).
 pub const MAX_SLICES: usize = 256;
 
@@ -183,7 +187,10 @@ impl Plan {
 ///   tiles leave more idle, the output is too small to fill the GPU and `K` carries the work
 ///   (a training batch of 32 against 196608 inputs: 16 blocks for 132 SMs), so `K` is split
 ///   with the tile that wastes fewest rows (32 x 128 up to 32 rows, 64 x 64 up to 64) into as
-///   many slices as make one full wave of resident blocks.
+///   many slices as make one full wave of resident blocks; except where `sgemm_dot_1x16`,
+///   which splits `K` across the threads of each block, needs no more blocks than there are
+///   SMs and `K` is at most [`DOT_MAX_K`]: such products take about as long as their launches,
+///   and that is one instead of two (BENCHMARKS.md has the shapes measured both ways).
 ///
 /// There are at most `k / `[`MIN_K_SLICE`] slices (so they average at least that deep; the
 /// last, what remains, may be shorter) and at most [`MAX_SLICES`], and a product that would
@@ -224,6 +231,9 @@ pub fn plan(m: usize, n: usize, k: usize, multiprocessors: u32) -> Plan {
     let slices = slices.min(most);
     if slices < 2 {
         return Plan::Whole(whole);
+    }
+    if m * n.div_ceil(SGEMM_DOT_1X16.bn as usize) <= sms && k <= DOT_MAX_K {
+        return Plan::Whole(&SGEMM_DOT_1X16);
     }
     split(tiling, k, slices)
 }
