@@ -41,7 +41,7 @@ pub struct GemmParams {
 
 /// Parameters of the split-K kernels: the product `gemm`, whose `K` is cut into `slices`
 /// slices of `k_slice` (the last one shorter), each multiplied by its own blocks (grid `z`) into
-/// its own `m x n` plane of `partials` (dense, row stride `n`); `gemm.alpha`, `gemm.beta` and
+/// its own `m x n` plane of `partials` (row stride [`splitk_row_stride`]`(n)`); `gemm.alpha`, `gemm.beta` and
 /// `gemm.c` are applied by [`SplitKReduceParams`]'s kernel, not here.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -49,12 +49,18 @@ pub struct GemmParams {
 pub struct SplitKParams {
     /// The whole product.
     pub gemm: GemmParams,
-    /// Device address of `slices * m * n` floats, one plane per slice.
+    /// Device address of `slices * m * splitk_row_stride(n)` floats, one plane per slice.
     pub partials: u64,
     /// Depth of every slice but the last (a multiple of the tile depth).
     pub k_slice: u32,
     /// Number of slices (`ceil(k / k_slice)`).
     pub slices: u32,
+}
+
+/// Row stride, in floats, of a plane of split-K partial products with `n` columns: `n` rounded
+/// up to 32, so that every row starts on a 128-byte line whatever `n` is.
+pub const fn splitk_row_stride(n: u32) -> u32 {
+    n.div_ceil(32) * 32
 }
 
 /// Parameters of `sgemm_splitk_reduce`: `C = alpha * (P_0 + P_1 + ... ) + beta * C`, the planes
@@ -63,7 +69,8 @@ pub struct SplitKParams {
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
 pub struct SplitKReduceParams {
-    /// Device address of the `slices` planes of `m x n` partial products.
+    /// Device address of the `slices` planes of `m x n` partial products (row stride
+    /// [`splitk_row_stride`]`(n)`).
     pub partials: u64,
     /// Device address of `C`.
     pub c: u64,

@@ -10,7 +10,8 @@ use super::*;
 ///
 /// # Safety
 /// The host validated the product, made `slices = ceil(k / k_slice)` with `k_slice` a multiple
-/// of `BK`, launched `slices` grid layers, allocated `slices * m * n` floats of partials and two
+/// of `BK`, launched `slices` grid layers, allocated `slices` planes of `m` rows of
+/// `splitk_row_stride(n)` floats of partials and two
 /// stages of shared memory.
 #[inline(always)]
 unsafe fn split_k<
@@ -27,20 +28,21 @@ unsafe fn split_k<
     let z = unsafe { nvptx::_block_idx_z() } as u64;
     let g = s.gemm;
     let k0 = z * s.k_slice as u64;
-    let plane = g.m as u64 * g.n as u64;
+    let ldp = splitk_row_stride(g.n);
+    let plane = g.m as u64 * ldp as u64;
     let p = GemmParams {
         a: g.a + 4 * k0,
         b: g.b + 4 * k0 * g.ldb as u64,
         c: s.partials + 4 * z * plane,
         k: (g.k as u64 - k0).min(s.k_slice as u64) as u32,
-        ldc: g.n,
+        ldc: ldp,
         alpha: 1.0,
         beta: 0.0,
         ..g
     };
     // SAFETY: slice `z` starts inside K (`z < slices`), so `A` from column `k0` and `B` from
     // row `k0` hold an `m x k` and a `k x n` matrix with the same strides; plane `z` holds
-    // `m x n` floats at stride `n`. 16-byte alignment is re-derived from these addresses.
+    // `m x n` floats at stride `ldp >= n`. 16-byte alignment is re-derived from these addresses.
     unsafe { pipelined_in::<BM, BN, BK, LA, LB, false, TN, true>(p) }
 }
 
@@ -99,26 +101,68 @@ kernel! {
 kernel! {
     #[declared(SGEMM_SPLITK_REDUCE)]
     /// `C = alpha * sum_z P_z + beta * C`, adding the planes in order `z = 0, 1, ...` for every
-    /// element (a fixed order: the result does not depend on how blocks were scheduled).
+    /// element (a fixed order: the result does not depend on how blocks were scheduled). Four
+    /// consecutive elements of a row per step, by 16-byte accesses, where `n`, `ldc` and the
+    /// addresses allow it; one element per step otherwise.
     ///
     /// # Safety
-    /// `p.partials` must hold `slices * m * n` floats written by a split-K kernel and `p.c` an
+    /// `p.partials` must hold `slices` planes of `m` rows of `splitk_row_stride(n)` floats
+    /// written by a split-K kernel and `p.c` an
     /// `m x n` matrix with row stride `ldc`.
     pub unsafe fn sgemm_splitk_reduce(p: SplitKReduceParams) {
         let (m, n) = (p.m as u64, p.n as u64);
-        let plane = m * n;
+        let ldp = splitk_row_stride(p.n) as usize;
+        let plane = m as usize * ldp;
         let parts = p.partials as *const f32;
         let c = p.c as *mut f32;
-        for i in streamline_device::thread::grid_stride(plane) {
-            let i = i as u64;
-            // SAFETY: `i < m * n` and every plane holds `m * n` floats; the element of `C`
-            // at row `i / n`, column `i % n` is inside it by the host's validation.
-            unsafe {
-                let mut sum = ldg(parts.add(i as usize));
-                for z in 1..p.slices as u64 {
-                    sum += ldg(parts.add((z * plane + i) as usize));
+        let quads = n % 4 == 0
+            && p.ldc % 4 == 0
+            && (p.c | p.partials) % 16 == 0
+            && m * n <= u32::MAX as u64;
+        if quads {
+            let per_row = p.n / 4;
+            for q in streamline_device::thread::grid_stride(m * n / 4) {
+                let q = q as u32;
+                let (row, col) = ((q / per_row) as usize, (q % per_row) as usize * 4);
+                let i = row * ldp + col;
+                // SAFETY: `row < m`, `col + 4 <= n <= ldp`: inside every plane, 16-byte aligned
+                // (`ldp` a multiple of 32, the base aligned); and four elements of C on one
+                // row, 16-byte aligned (`ldc` a multiple of 4, the base aligned).
+                unsafe {
+                    let mut sum = ldg4(parts.add(i));
+                    for z in 1..p.slices as usize {
+                        let v = ldg4(parts.add(z * plane + i));
+                        for j in 0..4 {
+                            sum[j] += v[j];
+                        }
+                    }
+                    let out = c.add(row * p.ldc as usize + col) as *mut F4;
+                    let old = if p.beta == 0.0 { ZERO4 } else { *out };
+                    let mut v = ZERO4;
+                    for j in 0..4 {
+                        v.0[j] = if p.beta == 0.0 {
+                            p.alpha * sum[j]
+                        } else {
+                            fmaf32(p.beta, old.0[j], p.alpha * sum[j])
+                        };
+                    }
+                    *out = v;
                 }
-                epilogue(c.add(((i / n) * p.ldc as u64 + i % n) as usize), sum, p.alpha, p.beta);
+            }
+            return;
+        }
+        for e in streamline_device::thread::grid_stride(m * n) {
+            let e = e as u64;
+            let (row, col) = ((e / n) as usize, (e % n) as usize);
+            let i = row * ldp + col;
+            // SAFETY: `row < m`, `col < n <= ldp`: inside every plane; the element of `C` at
+            // `(row, col)` is inside it by the host's validation.
+            unsafe {
+                let mut sum = ldg(parts.add(i));
+                for z in 1..p.slices as usize {
+                    sum += ldg(parts.add(z * plane + i));
+                }
+                epilogue(c.add(row * p.ldc as usize + col), sum, p.alpha, p.beta);
             }
         }
     }

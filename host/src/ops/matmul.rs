@@ -7,7 +7,7 @@ use cudarc::cublas::{sys as blas_sys, CudaBlas, Gemm as _, GemmConfig};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::Arc;
 use streamline_abi::matmul::{
-    GemmParams, GemmTiling, SplitKParams, SplitKReduceParams, SplitKTiling,
+    splitk_row_stride, GemmParams, GemmTiling, SplitKParams, SplitKReduceParams, SplitKTiling,
     SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64, SGEMM_8_WIDE_128X128, SGEMM_DOT_1X16,
     SGEMM_SPLITK_128X128, SGEMM_SPLITK_32X128, SGEMM_SPLITK_64X64, SGEMM_SPLITK_ALL,
     SGEMM_SPLITK_REDUCE, SGEMM_SPLITK_WIDE_128X128, SGEMM_WHOLE, SPLITK_REDUCE_BLOCK,
@@ -142,7 +142,8 @@ pub const MIN_K_SLICE: usize = 64;
 /// Deepest `K` [`plan`] gives to `sgemm_dot_1x16` (64 depths per thread) instead of split-K.
 pub const DOT_MAX_K: usize = 16384;
 
-/// Most slices split-K cuts `K` into (bounds the partials at `256 m n` floats).
+/// Most slices split-K cuts `K` into (bounds the partials at 256 planes of `m x n`, rows padded
+/// to 32 floats).
 pub const MAX_SLICES: usize = 256;
 
 /// How a product runs.
@@ -345,8 +346,8 @@ fn split_k(
     b: &impl DevicePtr<f32>,
     c: &mut impl DevicePtrMut<f32>,
 ) -> Result<()> {
-    let plane = g.m * g.n;
-    let total = plane
+    let outputs = g.m * g.n;
+    let total = (g.m * splitk_row_stride(g.n as u32) as usize)
         .checked_mul(slices)
         .filter(|&v| v <= isize::MAX as usize / 4)
         .ok_or_else(|| {
@@ -376,7 +377,8 @@ fn split_k(
     let cfg = LaunchConfig::new(grid, (t.threads, 1, 1)).with_shared(t.shared_bytes);
     // SAFETY: `check_lengths` proved A and B hold their matrices; every slice starts inside K
     // (`slices = ceil(k / k_slice)`), so the kernel's sub-matrices lie inside them; the
-    // partials hold `slices` planes of `m x n`; the shared size and block are the tiling's.
+    // partials hold `slices` planes of `m` rows of `splitk_row_stride(n)`; the shared size and
+    // block are the tiling's.
     unsafe { gpu.kernels().launch(stream, t.spec, cfg, params)? };
     let (cp, _wc) = c.device_ptr_mut(stream);
     let reduce = SplitKReduceParams {
@@ -389,6 +391,11 @@ fn split_k(
         alpha: g.alpha,
         beta: g.beta,
     };
+    // The kernel takes four elements per step where it can use 16-byte accesses (the same
+    // test as its own); the grid is sized for the steps.
+    let quads =
+        g.n % 4 == 0 && g.ldc % 4 == 0 && (cp | pp) % 16 == 0 && outputs <= u32::MAX as usize;
+    let steps = if quads { outputs / 4 } else { outputs };
     // SAFETY: the partials were written by the launch before on this stream; `C` holds
     // `m x n` at stride `ldc` (checked); the kernel strides over the `m n` elements.
     unsafe {
@@ -396,7 +403,7 @@ fn split_k(
         gpu.launch_strided(
             stream,
             SGEMM_SPLITK_REDUCE,
-            plane as u64,
+            steps as u64,
             per_block,
             1 << 16,
             reduce,
