@@ -393,8 +393,10 @@ fn split_k(
     };
     // The kernel takes four elements per step where it can use 16-byte accesses (the same
     // test as its own); the grid is sized for the steps.
-    let quads =
-        g.n % 4 == 0 && g.ldc % 4 == 0 && (cp | pp) % 16 == 0 && outputs <= u32::MAX as usize;
+    let quads = g.n.is_multiple_of(4)
+        && g.ldc.is_multiple_of(4)
+        && (cp | pp) % 16 == 0
+        && outputs <= u32::MAX as usize;
     let steps = if quads { outputs / 4 } else { outputs };
     // SAFETY: the partials were written by the launch before on this stream; `C` holds
     // `m x n` at stride `ldc` (checked); the kernel strides over the `m n` elements.
