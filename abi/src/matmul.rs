@@ -41,8 +41,8 @@ pub struct GemmParams {
 
 /// Parameters of the split-K kernels: the product `gemm`, whose `K` is cut into `slices`
 /// slices of `k_slice` (the last one shorter), each multiplied by its own blocks (grid `z`) into
-/// its own `m x n` plane of `partials` (row stride [`splitk_row_stride`]`(n)`); `gemm.alpha`, `gemm.beta` and
-/// `gemm.c` are applied by [`SplitKReduceParams`]'s kernel, not here.
+/// its own `m x n` plane of `partials` (row stride [`splitk_row_stride`]`(n)`); `gemm.alpha`,
+/// `gemm.beta` and `gemm.c` are applied by [`SplitKReduceParams`]'s kernel, not here.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
@@ -352,21 +352,17 @@ pub const SGEMM_DOT_1X16: GemmTiling = GemmTiling {
     shared_bytes: 8 * 16 * 4,
 };
 
-/// Every kernel that computes a whole product in one launch: the progression and
-/// [`SGEMM_DOT_1X16`].
-pub const SGEMM_WHOLE: [GemmTiling; 11] = [
-    SGEMM_1_NAIVE,
-    SGEMM_2_TILED,
-    SGEMM_3_BLOCKED,
-    SGEMM_4_VECTORIZED,
-    SGEMM_5_PIPELINED_128X128,
-    SGEMM_5_PIPELINED_128X64,
-    SGEMM_5_PIPELINED_64X64,
-    SGEMM_6_ASYNC_128X128,
-    SGEMM_7_SWIZZLED_128X128,
-    SGEMM_8_WIDE_128X128,
-    SGEMM_DOT_1X16,
-];
+/// Every kernel that computes a whole product in one launch: the progression ([`SGEMM_ALL`])
+/// and [`SGEMM_DOT_1X16`].
+pub const SGEMM_WHOLE: [GemmTiling; SGEMM_ALL.len() + 1] = {
+    let mut all = [SGEMM_DOT_1X16; SGEMM_ALL.len() + 1];
+    let mut i = 0;
+    while i < SGEMM_ALL.len() {
+        all[i] = SGEMM_ALL[i];
+        i += 1;
+    }
+    all
+};
 
 /// Every split-K kernel.
 pub const SGEMM_SPLITK_ALL: [SplitKTiling; 4] = [

@@ -11,8 +11,7 @@ use super::*;
 /// # Safety
 /// The host validated the product, made `slices = ceil(k / k_slice)` with `k_slice` a multiple
 /// of `BK`, launched `slices` grid layers, allocated `slices` planes of `m` rows of
-/// `splitk_row_stride(n)` floats of partials and two
-/// stages of shared memory.
+/// `splitk_row_stride(n)` floats of partials and two stages of shared memory.
 #[inline(always)]
 unsafe fn split_k<
     const BM: usize,
@@ -107,8 +106,7 @@ kernel! {
     ///
     /// # Safety
     /// `p.partials` must hold `slices` planes of `m` rows of `splitk_row_stride(n)` floats
-    /// written by a split-K kernel and `p.c` an
-    /// `m x n` matrix with row stride `ldc`.
+    /// written by a split-K kernel and `p.c` an `m x n` matrix with row stride `ldc`.
     pub unsafe fn sgemm_splitk_reduce(p: SplitKReduceParams) {
         let (m, n) = (p.m as u64, p.n as u64);
         let ldp = splitk_row_stride(p.n) as usize;

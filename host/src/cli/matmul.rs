@@ -29,8 +29,8 @@ pub struct MatmulArgs {
     #[arg(long, conflicts_with_all = ["m", "n", "k"])]
     sweep: bool,
     /// `auto` (the shape rule), `all` (every step of the progression), one kernel such as
-    /// `5_pipelined_128x128`, `3_blocked` or `dot_1x16`, or split-K with a tile and a slice count such as
-    /// `splitk_128x128:2`.
+    /// `5_pipelined_128x128`, `3_blocked` or `dot_1x16`, or split-K with a tile and a slice
+    /// count such as `splitk_128x128:2`.
     #[arg(long, default_value = "auto")]
     kernel: String,
     /// Scale of the product.
