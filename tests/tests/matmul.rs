@@ -15,6 +15,7 @@ use streamline::ops::matmul::{
     choose, plan, sgemm, Cublas, Gemm, Kernel, Plan, DOT_MAX_K, MAX_SLICES, MIN_K_SLICE,
 };
 use streamline::reference::matmul as reference;
+use streamline::runtime::Gpu;
 use streamline_abi::matmul::{
     SGEMM_DOT_1X16, SGEMM_SPLITK_ALL, SGEMM_SPLITK_WIDE_128X128, SGEMM_WHOLE,
 };
@@ -230,35 +231,41 @@ fn sgemm_agrees_with_cublas() {
     }
 }
 
+/// Runs the shape rule on `g` three times from the same random inputs (`seed`, `seed + 1`) into
+/// a poisoned C: the same bits every time, and within the bound.
+fn repeatable_within_the_bound(gpu: &Gpu, g: &Gemm, seed: u64) {
+    let s = gpu.stream();
+    let a = randn_f32(g.m * g.k, seed);
+    let b = randn_f32(g.k * g.n, seed + 1);
+    let da = s.clone_htod(&a).unwrap();
+    let db = s.clone_htod(&b).unwrap();
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let mut dc: CudaSlice<f32> = s.clone_htod(&vec![f32::poison(); g.m * g.n]).unwrap();
+        sgemm(gpu, s, Kernel::Auto, g, &da, &db, &mut dc).unwrap();
+        runs.push(s.clone_dtoh(&dc).unwrap());
+    }
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&runs[0]), bits(&runs[1]), "{g:?}");
+    assert_eq!(bits(&runs[0]), bits(&runs[2]), "{g:?}");
+    let rows: Vec<usize> = (0..g.m).collect();
+    let want = reference::rows(g, &a, &b, &[], &rows);
+    let cmp = reference::compare(g, &runs[0], &want);
+    assert_eq!(cmp.outside, 0, "{g:?}: {cmp:?}");
+}
+
 /// Split-K chosen by the shape rule for a skinny, deep product: within the bound, and the
 /// same bits on every run (the slices are added in a fixed order, no atomics).
 #[test]
 fn split_k_is_deterministic_and_within_the_bound() {
     let Some(gpu) = gpu() else { return };
-    let s = gpu.stream();
     let g = Gemm::dense(32, 130, 20_000);
     let chosen = plan(g.m, g.n, g.k, gpu.info().multiprocessors);
     assert!(
         matches!(chosen, Plan::Split { slices, .. } if slices >= 2),
         "{chosen:?}"
     );
-    let a = randn_f32(g.m * g.k, 61);
-    let b = randn_f32(g.k * g.n, 62);
-    let da = s.clone_htod(&a).unwrap();
-    let db = s.clone_htod(&b).unwrap();
-    let mut runs = Vec::new();
-    for _ in 0..3 {
-        let mut dc: CudaSlice<f32> = s.clone_htod(&vec![f32::poison(); g.m * g.n]).unwrap();
-        sgemm(gpu, s, Kernel::Auto, &g, &da, &db, &mut dc).unwrap();
-        runs.push(s.clone_dtoh(&dc).unwrap());
-    }
-    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    assert_eq!(bits(&runs[0]), bits(&runs[1]));
-    assert_eq!(bits(&runs[0]), bits(&runs[2]));
-    let rows: Vec<usize> = (0..g.m).collect();
-    let want = reference::rows(&g, &a, &b, &[], &rows);
-    let cmp = reference::compare(&g, &runs[0], &want);
-    assert_eq!(cmp.outside, 0, "{chosen:?}: {cmp:?}");
+    repeatable_within_the_bound(gpu, &g, 61);
 }
 
 /// The shape rule's kernel for a small product (a batch of 32 through a 10-way layer) splits
@@ -266,30 +273,13 @@ fn split_k_is_deterministic_and_within_the_bound() {
 #[test]
 fn small_products_are_deterministic_and_within_the_bound() {
     let Some(gpu) = gpu() else { return };
-    let s = gpu.stream();
     for (i, g) in [Gemm::dense(32, 10, 1024), Gemm::dense(7, 37, 16381)]
         .into_iter()
         .enumerate()
     {
         let chosen = plan(g.m, g.n, g.k, gpu.info().multiprocessors);
         assert_eq!(chosen, Plan::Whole(&SGEMM_DOT_1X16), "{g:?}");
-        let a = randn_f32(g.m * g.k, 71 + i as u64);
-        let b = randn_f32(g.k * g.n, 81 + i as u64);
-        let da = s.clone_htod(&a).unwrap();
-        let db = s.clone_htod(&b).unwrap();
-        let mut runs = Vec::new();
-        for _ in 0..3 {
-            let mut dc: CudaSlice<f32> = s.clone_htod(&vec![f32::poison(); g.m * g.n]).unwrap();
-            sgemm(gpu, s, Kernel::Auto, &g, &da, &db, &mut dc).unwrap();
-            runs.push(s.clone_dtoh(&dc).unwrap());
-        }
-        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&runs[0]), bits(&runs[1]));
-        assert_eq!(bits(&runs[0]), bits(&runs[2]));
-        let rows: Vec<usize> = (0..g.m).collect();
-        let want = reference::rows(&g, &a, &b, &[], &rows);
-        let cmp = reference::compare(&g, &runs[0], &want);
-        assert_eq!(cmp.outside, 0, "{g:?}: {cmp:?}");
+        repeatable_within_the_bound(gpu, &g, 71 + 10 * i as u64);
     }
 }
 
