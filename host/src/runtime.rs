@@ -732,7 +732,9 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<()> {
 
 impl Gpu {
     /// Opens device `ordinal` and loads Streamline's embedded kernels for its architecture, or
-    /// `ptx` if given (built from the same sources).
+    /// `ptx` if given (built from the same sources). The device's default memory pool keeps at
+    /// least [`POOL_KEEP_BYTES`] of freed stream-ordered memory for reuse from then on, for the
+    /// whole process (`cuMemPoolTrimTo` gives it back).
     pub fn new(ordinal: usize, ptx: Option<&Path>) -> Result<Gpu> {
         driver_present()?;
         let ctx = CudaContext::new(ordinal).map_err(|e| Error::NoDevice {
