@@ -741,7 +741,9 @@ impl Gpu {
             ordinal,
             reason: e.to_string(),
         })?;
-        keep_pool_memory(&ctx)?;
+        // A speed-up, not a requirement: where the driver refuses it, the pool keeps its
+        // default and everything still runs.
+        let _ = keep_pool_memory(&ctx);
         let attr = |a: Attr| ctx.attribute(a).op("cuDeviceGetAttribute");
         let limits = DeviceLimits {
             max_threads_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,
