@@ -63,6 +63,17 @@ pub const fn splitk_row_stride(n: u32) -> u32 {
     n.div_ceil(32) * 32
 }
 
+/// Whether `sgemm_splitk_reduce` adds four consecutive elements per step (16-byte accesses) for
+/// an `m x n` product into `C` at address `c` with row stride `ldc`, partials at `partials`: `n`
+/// and `ldc` multiples of 4, both addresses 16-byte aligned, and `m n` below 2^32. The host
+/// sizes the grid by it, the kernel chooses its path by it.
+pub const fn splitk_reduce_by_quads(m: u32, n: u32, ldc: u32, c: u64, partials: u64) -> bool {
+    n.is_multiple_of(4)
+        && ldc.is_multiple_of(4)
+        && (c | partials).is_multiple_of(16)
+        && m as u64 * n as u64 <= u32::MAX as u64
+}
+
 /// Parameters of `sgemm_splitk_reduce`: `C = alpha * (P_0 + P_1 + ... ) + beta * C`, the planes
 /// summed in slice order for every element, so results do not depend on scheduling.
 #[repr(C)]

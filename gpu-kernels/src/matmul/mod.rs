@@ -39,9 +39,9 @@
 use core::arch::nvptx;
 use core::intrinsics::{fmaf32, gpu::gpu_launch_sized_workgroup_mem};
 use streamline_abi::matmul::{
-    splitk_row_stride, GemmParams, SplitKParams, SplitKReduceParams, A_PAD, SGEMM_DOT_1X16,
-    SGEMM_SPLITK_128X128, SGEMM_SPLITK_32X128, SGEMM_SPLITK_64X64, SGEMM_SPLITK_REDUCE,
-    SGEMM_SPLITK_WIDE_128X128,
+    splitk_reduce_by_quads, splitk_row_stride, GemmParams, SplitKParams, SplitKReduceParams, A_PAD,
+    SGEMM_DOT_1X16, SGEMM_SPLITK_128X128, SGEMM_SPLITK_32X128, SGEMM_SPLITK_64X64,
+    SGEMM_SPLITK_REDUCE, SGEMM_SPLITK_WIDE_128X128,
 };
 use streamline_abi::matmul::{
     SGEMM_1_NAIVE, SGEMM_2_TILED, SGEMM_3_BLOCKED, SGEMM_4_VECTORIZED, SGEMM_5_PIPELINED_128X128,

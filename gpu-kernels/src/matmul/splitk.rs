@@ -113,11 +113,7 @@ kernel! {
         let plane = m as usize * ldp;
         let parts = p.partials as *const f32;
         let c = p.c as *mut f32;
-        let quads = n % 4 == 0
-            && p.ldc % 4 == 0
-            && (p.c | p.partials) % 16 == 0
-            && m * n <= u32::MAX as u64;
-        if quads {
+        if splitk_reduce_by_quads(p.m, p.n, p.ldc, p.c, p.partials) {
             let per_row = p.n / 4;
             for q in streamline_device::thread::grid_stride(m * n / 4) {
                 let q = q as u32;

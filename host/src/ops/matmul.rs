@@ -7,10 +7,11 @@ use cudarc::cublas::{sys as blas_sys, CudaBlas, Gemm as _, GemmConfig};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::Arc;
 use streamline_abi::matmul::{
-    splitk_row_stride, GemmParams, GemmTiling, SplitKParams, SplitKReduceParams, SplitKTiling,
-    SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64, SGEMM_8_WIDE_128X128, SGEMM_DOT_1X16,
-    SGEMM_SPLITK_128X128, SGEMM_SPLITK_32X128, SGEMM_SPLITK_64X64, SGEMM_SPLITK_ALL,
-    SGEMM_SPLITK_REDUCE, SGEMM_SPLITK_WIDE_128X128, SGEMM_WHOLE, SPLITK_REDUCE_BLOCK,
+    splitk_reduce_by_quads, splitk_row_stride, GemmParams, GemmTiling, SplitKParams,
+    SplitKReduceParams, SplitKTiling, SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64,
+    SGEMM_8_WIDE_128X128, SGEMM_DOT_1X16, SGEMM_SPLITK_128X128, SGEMM_SPLITK_32X128,
+    SGEMM_SPLITK_64X64, SGEMM_SPLITK_ALL, SGEMM_SPLITK_REDUCE, SGEMM_SPLITK_WIDE_128X128,
+    SGEMM_WHOLE, SPLITK_REDUCE_BLOCK,
 };
 
 pub use crate::spec::matmul::{Gemm, MAX_DIM};
@@ -391,12 +392,9 @@ fn split_k(
         alpha: g.alpha,
         beta: g.beta,
     };
-    // The kernel takes four elements per step where it can use 16-byte accesses (the same
-    // test as its own); the grid is sized for the steps.
-    let quads = g.n.is_multiple_of(4)
-        && g.ldc.is_multiple_of(4)
-        && (cp | pp) % 16 == 0
-        && outputs <= u32::MAX as usize;
+    // The grid is sized for the kernel's steps: four elements each where it can use 16-byte
+    // accesses.
+    let quads = splitk_reduce_by_quads(g.m as u32, g.n as u32, g.ldc as u32, cp, pp);
     let steps = if quads { outputs / 4 } else { outputs };
     // SAFETY: the partials were written by the launch before on this stream; `C` holds
     // `m x n` at stride `ldc` (checked); the kernel strides over the `m n` elements.
