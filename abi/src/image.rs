@@ -319,6 +319,9 @@ declare! {
     pub const ROTATE_BILINEAR: Kernel<RotateParams> = Kernel::new("rotate_bilinear");
     /// Separable Gaussian blur.
     pub const GAUSSIAN_BLUR: Kernel<GaussianBlurParams> = Kernel::new("gaussian_blur");
+    /// Separable Gaussian blur, square kernels up to radius [`BLUR_FAST_MAX_RADIUS`]: five blocks
+    /// per SM (their shared memory allows five).
+    pub const GAUSSIAN_BLUR_FAST: Kernel<GaussianBlurParams> = Kernel::new("gaussian_blur_fast").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 5);
     /// Bilinear resize without antialiasing (also antialiased upscaling, where it is the same).
     /// Two columns per thread, 64 registers: four blocks per SM.
     pub const RESIZE_BILINEAR: Kernel<ResizeParams> = Kernel::new("resize_bilinear").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
@@ -364,34 +367,50 @@ pub const fn augment_kernel(channels: u32, k: u32) -> Kernel<AugmentParams> {
 /// Largest radius (`kernel_size / 2`) of `gaussian_blur`'s fast path, taken for square kernels
 /// (`kx == ky`): the vertical taps live in registers, one window of `2r + 1` per thread.
 pub const BLUR_FAST_MAX_RADIUS: u32 = 7;
-/// Output tile of the fast path: `BLUR_FAST_W` columns (one per thread of four warps side by
-/// side) by `BLUR_FAST_H` rows (two warp rows of `BLUR_FAST_H / 2`).
-pub const BLUR_FAST_W: u32 = 128;
-/// See [`BLUR_FAST_W`].
-pub const BLUR_FAST_H: u32 = 64;
+/// Output rows of one thread of the fast path (`GAUSSIAN_BLUR_FAST`); a block of 32 x 8
+/// threads covers [`BLUR_FAST_VALUES`] outputs, one column per thread.
+pub const BLUR_FAST_ROWS: u32 = 32;
+/// Outputs of one block of the fast path.
+pub const BLUR_FAST_VALUES: u32 = IMAGE_BLOCK_X * IMAGE_BLOCK_Y * BLUR_FAST_ROWS;
+/// Widest output tile of the fast path.
+pub const BLUR_FAST_MAX_W: u32 = 256;
+
+/// Output tile `(width, height)` of the fast path for planes `width` wide: whole rows where a
+/// row fits the widest tile and is more than half of it (each block then reads whole rows, and
+/// the reflected halo columns lie in them), otherwise 128 x 64.
+pub const fn blur_fast_tile(width: u32) -> (u32, u32) {
+    let w = if width > BLUR_FAST_MAX_W / 2 && width <= BLUR_FAST_MAX_W {
+        BLUR_FAST_MAX_W
+    } else {
+        BLUR_FAST_MAX_W / 2
+    };
+    (w, BLUR_FAST_VALUES / w)
+}
 
 /// Whether `gaussian_blur` takes its fast path for these kernel sizes.
 pub const fn blur_fast(kx: u32, ky: u32) -> bool {
     kx == ky && kx / 2 <= BLUR_FAST_MAX_RADIUS
 }
 
-/// Output tile `(width, height)` of `gaussian_blur` for these kernel sizes; the grid has one
-/// block per tile per plane.
-pub const fn blur_output_tile(kx: u32, ky: u32) -> (u32, u32) {
+/// Output tile `(width, height)` of `gaussian_blur` for these kernel sizes and planes `width`
+/// wide; the grid has one block per tile per plane.
+pub const fn blur_output_tile(kx: u32, ky: u32, width: u32) -> (u32, u32) {
     if blur_fast(kx, ky) {
-        (BLUR_FAST_W, BLUR_FAST_H)
+        blur_fast_tile(width)
     } else {
         (TILE, TILE)
     }
 }
 
-/// Dynamic shared memory in bytes of `gaussian_blur` for kernel sizes `kx`, `ky`. Fast path:
+/// Dynamic shared memory in bytes of `gaussian_blur` for kernel sizes `kx`, `ky` and planes
+/// `width` wide. Fast path:
 /// the input tile with its halo. Otherwise: the input tile with its halo, the horizontally
 /// blurred tile, and both weight vectors.
-pub const fn blur_shared_bytes(kx: u32, ky: u32) -> u32 {
+pub const fn blur_shared_bytes(kx: u32, ky: u32, width: u32) -> u32 {
     if blur_fast(kx, ky) {
         let r = kx / 2;
-        return 4 * (BLUR_FAST_H + 2 * r) * (BLUR_FAST_W + 2 * r);
+        let (w, h) = blur_fast_tile(width);
+        return 4 * (h + 2 * r) * (w + 2 * r);
     }
     let rx = kx / 2;
     let ry = ky / 2;

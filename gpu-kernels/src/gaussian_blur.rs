@@ -8,20 +8,22 @@
 //! the sum is applied to the result.
 //!
 //! Square kernels up to radius [`BLUR_FAST_MAX_RADIUS`] (the common case, seed 003's 7 x 7
-//! included) take the fast path: a 128 x 64 tile, one output column per thread over 32 rows;
-//! each thread blurs a row of shared memory into one value and keeps the last `2r + 1` of them
-//! in registers, so the vertical pass reads no memory and one shared load feeds two
-//! multiply-adds of the horizontal pass on average. Other kernels blur 32 x 32 tiles through a
-//! second shared tile ([`blur_tile`], also used by the fused augmentation).
+//! included) take the fast path (`gaussian_blur_fast`): one output column per thread over 32
+//! rows, a block's eight warps side by side over whole rows of 256 (planes 129 to 256 wide, so
+//! that a block reads whole rows, the reflected halo columns among them) or four wide over
+//! 128 x 64 tiles; each thread blurs a row of shared memory into one value and keeps the last
+//! `2r + 1` of them in registers, so the vertical pass reads no memory and one shared load
+//! feeds two multiply-adds of the horizontal pass on average. Other kernels blur 32 x 32 tiles
+//! through a second shared tile ([`blur_tile`], also used by the fused augmentation).
 
 use crate::sampling::{gauss, reflect};
 use core::intrinsics::fmaf32 as fmaf;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
-use streamline_abi::image::GAUSSIAN_BLUR;
 use streamline_abi::image::{
-    blur_fast, blur_output_tile, GaussianBlurParams, BLUR_FAST_H, BLUR_FAST_MAX_RADIUS,
-    BLUR_FAST_W, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, TILE,
+    blur_fast_tile, GaussianBlurParams, BLUR_FAST_MAX_RADIUS, BLUR_FAST_MAX_W, BLUR_FAST_ROWS,
+    BLUR_FAST_VALUES, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, TILE,
 };
+use streamline_abi::image::{GAUSSIAN_BLUR, GAUSSIAN_BLUR_FAST};
 use streamline_device::kernel;
 use streamline_device::mem::{copy_async, copy_wait, shared_addr, stg_at};
 use streamline_device::thread::{block_x, sync_block, thread_xy};
@@ -139,57 +141,99 @@ pub unsafe fn sum(src: *const f32, k: u32) -> f32 {
     s
 }
 
+/// Plane index of block `block_x()` for an output tile of `tw x th`, that tile's top-left
+/// output pixel `(y0, x0)` and the plane's sigmas; `None` for a block past the last plane.
+#[inline(always)]
+fn block_plane(
+    p: &GaussianBlurParams,
+    (tw, th): (u32, u32),
+) -> Option<(u32, (u32, u32), (f32, f32))> {
+    let tiles_x = p.width.div_ceil(tw);
+    let tiles_y = p.height.div_ceil(th);
+    let b = block_x();
+    let per_plane = (tiles_x * tiles_y).max(1);
+    let plane = b / per_plane;
+    let t = b % per_plane;
+    if plane >= p.batch * p.channels {
+        return None;
+    }
+    let n = plane / p.channels.max(1);
+    let sig = if p.sigmas == 0 {
+        (p.sigma_x, p.sigma_y)
+    } else {
+        let s = p.sigmas as *const f32;
+        // SAFETY: `n < batch`; `sigmas` holds `2 * batch` f32.
+        unsafe {
+            (
+                s.add(2 * n as usize).read(),
+                s.add(2 * n as usize + 1).read(),
+            )
+        }
+    };
+    let y0 = (t / tiles_x.max(1)) * th;
+    let x0 = (t % tiles_x.max(1)) * tw;
+    Some((plane, (y0, x0), sig))
+}
+
+kernel! {
+    #[declared(GAUSSIAN_BLUR_FAST)]
+    /// Square kernels up to radius `BLUR_FAST_MAX_RADIUS` (see the module documentation).
+    ///
+    /// # Safety
+    /// `p.x`, `p.y` must address `batch * channels * height * width` f32; `p.sigmas` 0 or
+    /// `2 * batch` f32; `kx == ky` odd, `kx / 2 <= BLUR_FAST_MAX_RADIUS`, with `kx / 2` below
+    /// the width and the height; grid one block per `blur_fast_tile(width)` tile of each of the
+    /// `batch * channels` planes, blocks of 32 x 8 threads with `blur_shared_bytes(kx, ky,
+    /// width)` bytes of dynamic shared memory.
+    pub unsafe fn gaussian_blur_fast(p: GaussianBlurParams) {
+        let tile = blur_fast_tile(p.width);
+        // The whole block takes the same branch: it depends on the block only.
+        let Some((plane, at, sig)) = block_plane(&p, tile) else {
+            return;
+        };
+        // One instance per radius and tile width, so that each tile's geometry is constant.
+        macro_rules! radius {
+            ($w:expr) => {
+                match p.kx / 2 {
+                    0 => fast::<0, { $w }>(&p, plane, at, sig),
+                    1 => fast::<1, { $w }>(&p, plane, at, sig),
+                    2 => fast::<2, { $w }>(&p, plane, at, sig),
+                    3 => fast::<3, { $w }>(&p, plane, at, sig),
+                    4 => fast::<4, { $w }>(&p, plane, at, sig),
+                    5 => fast::<5, { $w }>(&p, plane, at, sig),
+                    6 => fast::<6, { $w }>(&p, plane, at, sig),
+                    _ => fast::<7, { $w }>(&p, plane, at, sig),
+                }
+            };
+        }
+        // SAFETY: the host sized the shared memory with `blur_shared_bytes` for these kernel
+        // sizes and this width and validated the planes; the radius and the tile are uniform
+        // over the block.
+        unsafe {
+            if tile.0 == BLUR_FAST_MAX_W {
+                radius!(BLUR_FAST_MAX_W as usize)
+            } else {
+                radius!(BLUR_FAST_MAX_W as usize / 2)
+            }
+        }
+    }
+}
+
 kernel! {
     #[declared(GAUSSIAN_BLUR)]
+    /// Any kernel sizes, 32 x 32 tiles.
+    ///
     /// # Safety
     /// `p.x`, `p.y` must address `batch * channels * height * width` f32; `p.sigmas` 0 or
     /// `2 * batch` f32; `kx`, `ky` odd and at most `MAX_KERNEL_SIZE` with `kx / 2 < width` and
     /// `ky / 2 < height`; grid `ceil(width / 32) * ceil(height / 32) * batch * channels` blocks of
     /// 32 x 8 threads with `blur_shared_bytes(kx, ky)` bytes of dynamic shared memory.
     pub unsafe fn gaussian_blur(p: GaussianBlurParams) {
-        let (tw, th) = blur_output_tile(p.kx, p.ky);
-        let tiles_x = p.width.div_ceil(tw);
-        let tiles_y = p.height.div_ceil(th);
-        let b = block_x();
-        let per_plane = (tiles_x * tiles_y).max(1);
-        let plane = b / per_plane;
-        let t = b % per_plane;
-        // The whole block takes the same branch: `plane` depends on the block only.
-        if plane >= p.batch * p.channels {
+        // The whole block takes the same branch: it depends on the block only.
+        let Some((plane, (y0, x0), (sx, sy))) = block_plane(&p, (TILE, TILE)) else {
             return;
-        }
-        let n = plane / p.channels.max(1);
-        let (sx, sy) = if p.sigmas == 0 {
-            (p.sigma_x, p.sigma_y)
-        } else {
-            let s = p.sigmas as *const f32;
-            // SAFETY: `n < batch`; `sigmas` holds `2 * batch` f32.
-            unsafe {
-                (
-                    s.add(2 * n as usize).read(),
-                    s.add(2 * n as usize + 1).read(),
-                )
-            }
         };
-        if blur_fast(p.kx, p.ky) {
-            let y0 = (t / tiles_x.max(1)) * th;
-            let x0 = (t % tiles_x.max(1)) * tw;
-            // SAFETY: the host sized the shared memory with `blur_shared_bytes` for these kernel
-            // sizes and validated the planes; the radius is uniform over the block.
-            unsafe {
-                match p.kx / 2 {
-                    0 => fast::<0>(&p, plane, (y0, x0), (sx, sy)),
-                    1 => fast::<1>(&p, plane, (y0, x0), (sx, sy)),
-                    2 => fast::<2>(&p, plane, (y0, x0), (sx, sy)),
-                    3 => fast::<3>(&p, plane, (y0, x0), (sx, sy)),
-                    4 => fast::<4>(&p, plane, (y0, x0), (sx, sy)),
-                    5 => fast::<5>(&p, plane, (y0, x0), (sx, sy)),
-                    6 => fast::<6>(&p, plane, (y0, x0), (sx, sy)),
-                    _ => fast::<7>(&p, plane, (y0, x0), (sx, sy)),
-                }
-            }
-            return;
-        }
+        let (y0, x0) = (y0 as i32, x0 as i32);
         let (rx, ry) = ((p.kx / 2) as i32, (p.ky / 2) as i32);
         let tile = TILE as usize;
         let in_rows = tile + 2 * ry as usize;
@@ -206,8 +250,6 @@ kernel! {
             write_weights(wy, p.ky, sy);
         }
         let (h, w) = (p.height as i32, p.width as i32);
-        let y0 = ((t / tiles_x.max(1)) * TILE) as i32;
-        let x0 = ((t % tiles_x.max(1)) * TILE) as i32;
         let base = plane as usize * p.height as usize * p.width as usize;
         let src = (p.x as *const f32).wrapping_add(base);
         let dst = (p.y as *mut f32).wrapping_add(base);
@@ -252,15 +294,17 @@ kernel! {
     }
 }
 
-/// The fast path for a square kernel of radius `R` (see the module documentation): the block
-/// computes rows `y0..y0 + BLUR_FAST_H` and columns `x0..x0 + BLUR_FAST_W` of plane `plane`.
+/// The fast path for a square kernel of radius `R` and an output tile `W` wide (and
+/// `BLUR_FAST_VALUES / W` high, `(W, H)` of [`blur_fast_tile`]): the block computes rows
+/// `y0..y0 + H` and columns `x0..x0 + W` of plane `plane`.
 ///
 /// # Safety
 /// Called by every thread of a 32 x 8 block with the same arguments; the launch provides
-/// `blur_shared_bytes(2R + 1, 2R + 1)` bytes of shared memory; `R` is below the plane's height
-/// and width (reflect padding needs that) and the plane lies inside `p.x` and `p.y`.
+/// `blur_shared_bytes(2R + 1, 2R + 1, width)` bytes of shared memory for a `width` whose tile
+/// is `W` wide; `R` is below the plane's height and width (reflect padding needs that) and the
+/// plane lies inside `p.x` and `p.y`.
 #[inline(always)]
-unsafe fn fast<const R: usize>(
+unsafe fn fast<const R: usize, const W: usize>(
     p: &GaussianBlurParams,
     plane: u32,
     (y0, x0): (u32, u32),
@@ -268,7 +312,7 @@ unsafe fn fast<const R: usize>(
 ) {
     const MAX_K: usize = 2 * BLUR_FAST_MAX_RADIUS as usize + 1;
     let k = 2 * R + 1;
-    let (tw, th) = (BLUR_FAST_W as usize, BLUR_FAST_H as usize);
+    let (tw, th) = (W, BLUR_FAST_VALUES as usize / W);
     let cols = tw + 2 * R;
     let rows = th + 2 * R;
     let (h, w) = (p.height as i32, p.width as i32);
@@ -281,14 +325,19 @@ unsafe fn fast<const R: usize>(
 
     // 1. Tile and halo, rows `y0 - R ..`, columns `x0 - R ..`, reflected at the border. A
     // thread loads the same few columns on every row, so their reflection is found once.
-    const SPAN: usize =
-        (BLUR_FAST_W as usize + 2 * BLUR_FAST_MAX_RADIUS as usize).div_ceil(IMAGE_BLOCK_X as usize);
-    let mut src_col = [0usize; SPAN];
+    const MAX_SPAN: usize = (BLUR_FAST_MAX_W as usize + 2 * BLUR_FAST_MAX_RADIUS as usize)
+        .div_ceil(IMAGE_BLOCK_X as usize);
+    let span = (W + 2 * R).div_ceil(IMAGE_BLOCK_X as usize);
+    // Sized for the widest tile; the loops run over all of it with `m < span` known when
+    // each instance is built, so that the array stays in registers.
+    let mut src_col = [0u32; MAX_SPAN];
     for (m, g) in src_col.iter_mut().enumerate() {
-        *g = reflect(
-            x0 as i32 - R as i32 + (tx + m * IMAGE_BLOCK_X as usize) as i32,
-            w,
-        ) as usize;
+        if m < span {
+            *g = reflect(
+                x0 as i32 - R as i32 + (tx + m * IMAGE_BLOCK_X as usize) as i32,
+                w,
+            ) as u32;
+        }
     }
     // The copies go straight to shared memory (`cp.async`), all of a thread's in flight at once.
     let stage = shared_addr(tile);
@@ -297,17 +346,11 @@ unsafe fn fast<const R: usize>(
         let gy = reflect(y0 as i32 - R as i32 + r as i32, h) as u32;
         for (m, &gx) in src_col.iter().enumerate() {
             let c = tx + m * IMAGE_BLOCK_X as usize;
-            if c < cols {
+            if m < span && c < cols {
                 // SAFETY: `reflect` keeps `(gy, gx)` inside the plane, whose offsets fit 32
                 // bits (`h * w <= 2^31 - 1`); `r < rows`, `c < cols`: a slot of the tile that
                 // only this thread writes, read after the barrier below.
-                unsafe {
-                    copy_async(
-                        stage + 4 * (r * cols + c) as u32,
-                        src,
-                        gy * p.width + gx as u32,
-                    )
-                };
+                unsafe { copy_async(stage + 4 * (r * cols + c) as u32, src, gy * p.width + gx) };
             }
         }
         r += IMAGE_BLOCK_Y as usize;
@@ -342,10 +385,11 @@ unsafe fn fast<const R: usize>(
         sync_block();
     }
 
-    // 2. This thread's column, rows `half * 32 ..`: horizontal taps from shared memory, the
-    // vertical window in registers.
-    let col = (ty % 4) * 32 + tx;
-    let first = (ty / 4) * (th / 2);
+    // 2. This thread's column and its `BLUR_FAST_ROWS` rows: horizontal taps from shared memory,
+    // the vertical window in registers.
+    let warps_x = W / IMAGE_BLOCK_X as usize;
+    let col = (ty % warps_x) * IMAGE_BLOCK_X as usize + tx;
+    let first = (ty / warps_x) * BLUR_FAST_ROWS as usize;
     let gx = x0 + col as u32;
     if gx >= p.width {
         return;
@@ -353,7 +397,7 @@ unsafe fn fast<const R: usize>(
     // Output rows of this thread inside the plane (the tile may run past its bottom).
     let rows_out = (p.height - y0)
         .saturating_sub(first as u32)
-        .min((th / 2) as u32) as usize;
+        .min(BLUR_FAST_ROWS) as usize;
     let out = dst.wrapping_add(gx as usize);
     let at = (y0 + first as u32) * p.width;
     // The same call with the row check compiled in or out.
@@ -373,7 +417,7 @@ unsafe fn fast<const R: usize>(
     }
     // SAFETY: forwarded; a thread whose rows are all inside the plane stores without checks.
     unsafe {
-        if rows_out == th / 2 {
+        if rows_out == BLUR_FAST_ROWS as usize {
             column!(true)
         } else {
             column!(false)
@@ -383,10 +427,10 @@ unsafe fn fast<const R: usize>(
 
 /// Step 2 of [`fast`] for one thread: the vertical blur of the horizontal blurs of the rows of
 /// the tile from `src` down (`cols` apart), stored to `out[at]`, `out[at + width]`, ... for
-/// the first `rows_out` of [`BLUR_FAST_H`]` / 2` rows (all of them when `FULL`).
+/// the first `rows_out` of [`BLUR_FAST_ROWS`] rows (all of them when `FULL`).
 ///
 /// # Safety
-/// `src` must be this thread's column of the tile, with `BLUR_FAST_H / 2 + 2R` rows and `2R + 1`
+/// `src` must be this thread's column of the tile, with `BLUR_FAST_ROWS + 2R` rows and `2R + 1`
 /// columns from it inside the tile; `out[at + r * width]` inside the plane for `r < rows_out`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
@@ -405,7 +449,7 @@ unsafe fn blur_column<const R: usize, const FULL: bool>(
 ) {
     let k = 2 * R + 1;
     let mut window = [0.0f32; 2 * BLUR_FAST_MAX_RADIUS as usize + 1];
-    for i in 0..BLUR_FAST_H as usize / 2 + 2 * R {
+    for i in 0..BLUR_FAST_ROWS as usize + 2 * R {
         // SAFETY: row `i` of the thread's column, taps `0..k` (the caller's contract).
         let row = unsafe { src.add(i * cols) };
         let mut acc = 0.0f32;

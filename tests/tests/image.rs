@@ -443,7 +443,8 @@ fn blur_and_reference(
 
 /// Batches of thousands of tiles, more than the device holds blocks at once, edge tiles and
 /// sigmas per image included, which the small shapes of `gaussian_blur_matches_reference`
-/// never reach.
+/// never reach; both tiles of the fast path (whole rows of planes 129 to 256 wide, 128 x 64
+/// otherwise).
 #[test]
 fn gaussian_blur_large_batches_match_reference() {
     let Some(g) = gpu() else { return };
@@ -451,6 +452,8 @@ fn gaussian_blur_large_batches_match_reference() {
         (Shape::new(48, 3, 200, 300), 7, true),
         (Shape::new(700, 1, 70, 130), 15, false),
         (Shape::new(2100, 1, 16, 16), 3, true),
+        (Shape::new(40, 3, 256, 256), 7, true),
+        (Shape::new(9, 2, 99, 129), 13, false),
     ];
     for (s, k, per_image) in cases {
         let x = values(s.len(), s.n as u64 + k as u64);

@@ -6,7 +6,8 @@ use crate::runtime::Gpu;
 use crate::spec::image::{check_kernel_size, check_sigma};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use streamline_abi::image::{
-    blur_output_tile, blur_shared_bytes, GaussianBlurParams, GAUSSIAN_BLUR,
+    blur_fast, blur_output_tile, blur_shared_bytes, GaussianBlurParams, GAUSSIAN_BLUR,
+    GAUSSIAN_BLUR_FAST,
 };
 
 /// Sigma of `gaussian_blur`.
@@ -56,7 +57,7 @@ pub fn gaussian_blur(
             (Some(&s.dev), 0.0, 0.0)
         }
     };
-    let (tw, th) = blur_output_tile(kx as u32, ky as u32);
+    let (tw, th) = blur_output_tile(kx as u32, ky as u32, shape.w as u32);
     let grid = grid_of(
         "x",
         shape.w.div_ceil(tw as usize) * shape.h.div_ceil(th as usize),
@@ -78,9 +79,15 @@ pub fn gaussian_blur(
         sigma_x: sx,
         sigma_y: sy,
     };
-    let smem = blur_shared_bytes(kx as u32, ky as u32);
+    let smem = blur_shared_bytes(kx as u32, ky as u32, shape.w as u32);
     // SAFETY: lengths checked; kernel sizes odd, within MAX_KERNEL_SIZE and smaller than twice
     // the image; sigmas a pair per image or 0; the shared memory is what the kernel uses for
-    // these sizes.
-    unsafe { gpu.launch_shared(stream, GAUSSIAN_BLUR, grid, BLOCK, smem, p) }
+    // these sizes, and the fast kernel runs only for the sizes of its path.
+    unsafe {
+        if blur_fast(kx as u32, ky as u32) {
+            gpu.launch_shared(stream, GAUSSIAN_BLUR_FAST, grid, BLOCK, smem, p)
+        } else {
+            gpu.launch_shared(stream, GAUSSIAN_BLUR, grid, BLOCK, smem, p)
+        }
+    }
 }
