@@ -319,8 +319,8 @@ declare! {
     pub const ROTATE_BILINEAR: Kernel<RotateParams> = Kernel::new("rotate_bilinear");
     /// Separable Gaussian blur.
     pub const GAUSSIAN_BLUR: Kernel<GaussianBlurParams> = Kernel::new("gaussian_blur");
-    /// Separable Gaussian blur, square kernels up to radius [`BLUR_FAST_MAX_RADIUS`]: five blocks
-    /// per SM (their shared memory allows five).
+    /// Separable Gaussian blur, square kernels up to radius [`BLUR_FAST_MAX_RADIUS`]: bounded to
+    /// five blocks per SM, as many as the shared memory of radius 3 (seed 003's 7 x 7) allows.
     pub const GAUSSIAN_BLUR_FAST: Kernel<GaussianBlurParams> = Kernel::new("gaussian_blur_fast").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 5);
     /// Bilinear resize without antialiasing (also antialiased upscaling, where it is the same).
     /// Two columns per thread, 64 registers: four blocks per SM.

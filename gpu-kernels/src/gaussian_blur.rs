@@ -227,7 +227,7 @@ kernel! {
     /// `p.x`, `p.y` must address `batch * channels * height * width` f32; `p.sigmas` 0 or
     /// `2 * batch` f32; `kx`, `ky` odd and at most `MAX_KERNEL_SIZE` with `kx / 2 < width` and
     /// `ky / 2 < height`; grid `ceil(width / 32) * ceil(height / 32) * batch * channels` blocks of
-    /// 32 x 8 threads with `blur_shared_bytes(kx, ky)` bytes of dynamic shared memory.
+    /// 32 x 8 threads with `blur_shared_bytes(kx, ky, width)` bytes of dynamic shared memory.
     pub unsafe fn gaussian_blur(p: GaussianBlurParams) {
         // The whole block takes the same branch: it depends on the block only.
         let Some((plane, (y0, x0), (sx, sy))) = block_plane(&p, (TILE, TILE)) else {
