@@ -21,12 +21,32 @@ pub struct Augment {
     shape: Shape,
     layouts: (Layout, Layout),
     draw: AugmentDraw,
-    boxes: CudaSlice<f32>,
+    /// The fused kernel's per-call arrays in one allocation ([`FusedArrays`]): one buffer to
+    /// order against the stream per run instead of four.
+    fused: CudaSlice<f32>,
     roi_boxes: RoiBoxes,
     angles: PerImage,
-    sigmas: PerImage,
     sigma_pairs: PerImage,
     stats: ChannelStats,
+}
+
+/// Where the fused kernel's arrays lie in [`Augment`]'s one buffer, in f32 from its start: the
+/// boxes (four per image), the angles and the sigmas (one per image), then the channels' means
+/// and standard deviations.
+struct FusedArrays {
+    angles: usize,
+    sigmas: usize,
+    stats: usize,
+}
+
+impl FusedArrays {
+    fn of(n: usize) -> FusedArrays {
+        FusedArrays {
+            angles: 4 * n,
+            sigmas: 5 * n,
+            stats: 6 * n,
+        }
+    }
 }
 
 impl Augment {
@@ -60,20 +80,28 @@ impl Augment {
                 ));
             }
         }
-        let flat: Vec<f32> = draw.boxes.iter().flatten().copied().collect();
-        let boxes = PerImage::upload(stream, "boxes", &flat)?.dev;
+        let angles = PerImage::upload(stream, "angles", &draw.angles)?;
+        let stats = ChannelStats::upload(stream, &cfg.mean, &cfg.std)?;
+        let mut fused: Vec<f32> = draw.boxes.iter().flatten().copied().collect();
+        fused.extend_from_slice(&draw.angles);
+        fused.extend_from_slice(&draw.sigmas);
+        fused.extend_from_slice(&cfg.mean);
+        fused.extend_from_slice(&cfg.std);
+        debug_assert_eq!(fused.len(), FusedArrays::of(n).stats + 2 * shape.c);
+        // The boxes come first, so a value this upload refuses is named by its index among
+        // them; the other arrays were checked above.
+        let fused = PerImage::upload(stream, "boxes", &fused)?.dev;
         let pairs: Vec<f32> = draw.sigmas.iter().flat_map(|s| [*s, *s]).collect();
         Ok(Augment {
             cfg: cfg.clone(),
             shape,
             layouts: (Layout::Nchw, Layout::Nchw),
             draw: draw.clone(),
-            boxes,
+            fused,
             roi_boxes,
-            angles: PerImage::upload(stream, "angles", &draw.angles)?,
-            sigmas: PerImage::upload(stream, "sigma", &draw.sigmas)?,
+            angles,
             sigma_pairs: PerImage::upload(stream, "sigma", &pairs)?,
-            stats: ChannelStats::upload(stream, &cfg.mean, &cfg.std)?,
+            stats,
         })
     }
 
@@ -126,18 +154,17 @@ impl Augment {
         check_len("y", y.len(), out)?;
         let grid = tile_grid("size", out.h, out.w, out.n)?;
         let (xp, _r) = x.device_ptr(stream);
-        let (bp, _b) = self.boxes.device_ptr(stream);
-        let (ap, _a) = self.angles.dev.device_ptr(stream);
-        let (sp, _s) = self.sigmas.dev.device_ptr(stream);
-        let (tp, _t) = self.stats.dev.device_ptr(stream);
+        let (fp, _f) = self.fused.device_ptr(stream);
         let (yp, _w) = y.device_ptr_mut(stream);
+        let at = FusedArrays::of(self.shape.n);
+        let f32_at = |i: usize| fp + (4 * i) as u64;
         let p = AugmentParams {
             x: xp,
             y: yp,
-            boxes: bp,
-            angles: ap,
-            sigmas: sp,
-            stats: tp,
+            boxes: fp,
+            angles: f32_at(at.angles),
+            sigmas: f32_at(at.sigmas),
+            stats: f32_at(at.stats),
             batch: self.shape.n as u32,
             channels: self.shape.c as u32,
             height: self.shape.h as u32,
