@@ -32,6 +32,7 @@
 //! otherwise), and the blur and normalisation use fused multiply-adds (within the written
 //! bounds).
 
+use crate::channels::block_tile;
 use crate::gaussian_blur::sum;
 use crate::sampling::{gauss, nearest_pixel, reflect, Bilinear, LinearTaps, Roi, RoiTap, Rotation};
 use core::intrinsics::fmaf32 as fmaf;
@@ -49,7 +50,7 @@ use streamline_abi::image::{
 use streamline_device::kernel;
 use streamline_device::math::{fast_div, floor_i32};
 use streamline_device::mem::ldg_u8;
-use streamline_device::thread::{block_x, sync_block, thread_xy};
+use streamline_device::thread::{sync_block, thread_xy};
 
 /// Threads of a block.
 const THREADS: u32 = IMAGE_BLOCK_X * IMAGE_BLOCK_Y;
@@ -865,12 +866,7 @@ impl<const FAST: bool> Weights<FAST> {
 /// The kernels' contract, with `channels == C`; `FAST` exactly when `ksize <= 7`.
 #[inline(always)]
 unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentParams) {
-    let tiles_x = p.out_w.div_ceil(TILE);
-    let tiles_y = p.out_h.div_ceil(TILE);
-    let b = block_x();
-    let per_image = (tiles_x * tiles_y).max(1);
-    let n = b / per_image;
-    let t = b % per_image;
+    let (n, (y0, x0)) = block_tile((p.out_h, p.out_w), (TILE, TILE));
     // The whole block takes the same branch: `n` depends on the block only.
     if n >= p.batch {
         return;
@@ -883,8 +879,7 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
     let kg = if FAST { FAST_TAPS as u32 } else { k };
     let r = augment_radius(kg) as i32;
     let side = augment_side(kg);
-    let y0 = ((t / tiles_x.max(1)) * TILE) as i32;
-    let x0 = ((t % tiles_x.max(1)) * TILE) as i32;
+    let (y0, x0) = (y0 as i32, x0 as i32);
     let tile = Tile {
         top: y0 - r,
         left: x0 - r,

@@ -16,6 +16,7 @@
 //! feeds two multiply-adds of the horizontal pass on average. Other kernels blur 32 x 32 tiles
 //! through a second shared tile ([`blur_tile`], also used by the fused augmentation).
 
+use crate::channels::block_tile;
 use crate::sampling::{gauss, reflect};
 use core::intrinsics::fmaf32 as fmaf;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
@@ -26,7 +27,7 @@ use streamline_abi::image::{
 use streamline_abi::image::{GAUSSIAN_BLUR, GAUSSIAN_BLUR_FAST};
 use streamline_device::kernel;
 use streamline_device::mem::{copy_async, copy_wait, shared_addr, stg_at};
-use streamline_device::thread::{block_x, sync_block, thread_xy};
+use streamline_device::thread::{sync_block, thread_xy};
 use streamline_device::warp::{shfl_idx, FULL_MASK};
 
 /// Blurs one `TILE x TILE` output tile whose top-left pixel is `(y0, x0)` of a plane of
@@ -148,12 +149,7 @@ fn block_plane(
     p: &GaussianBlurParams,
     (tw, th): (u32, u32),
 ) -> Option<(u32, (u32, u32), (f32, f32))> {
-    let tiles_x = p.width.div_ceil(tw);
-    let tiles_y = p.height.div_ceil(th);
-    let b = block_x();
-    let per_plane = (tiles_x * tiles_y).max(1);
-    let plane = b / per_plane;
-    let t = b % per_plane;
+    let (plane, at) = block_tile((p.height, p.width), (th, tw));
     if plane >= p.batch * p.channels {
         return None;
     }
@@ -170,9 +166,7 @@ fn block_plane(
             )
         }
     };
-    let y0 = (t / tiles_x.max(1)) * th;
-    let x0 = (t % tiles_x.max(1)) * tw;
-    Some((plane, (y0, x0), sig))
+    Some((plane, at, sig))
 }
 
 kernel! {
