@@ -136,6 +136,66 @@ fn columns<const K: u32>(
     }
 }
 
+/// How a warp lies on its block's `IMAGE_BLOCK_X x IMAGE_BLOCK_Y` pixels: a patch `32 >> s`
+/// columns wide and `1 << s` rows tall (`s <= 3`), so `WarpShape(0)` is a row of 32.
+#[derive(Clone, Copy)]
+pub struct WarpShape(pub u32);
+
+impl WarpShape {
+    /// The pixel of the block that thread `lane` of warp `warp` takes, as `(x, y)`.
+    #[inline(always)]
+    fn place(self, lane: u32, warp: u32) -> (u32, u32) {
+        let s = self.0;
+        (
+            ((warp & ((1 << s) - 1)) << (5 - s)) | (lane & (31 >> s)),
+            ((warp >> s) << s) | (lane >> (5 - s)),
+        )
+    }
+}
+
+/// [`for_columns`] with the warps' shape chosen per image: `per_image(n)` gives image `n`'s
+/// [`WarpShape`] and what else the image needs once per thread, which `column` receives
+/// with each of the thread's columns of it. The block covers the same pixels whatever the shape.
+///
+/// A gather's cost in the L1 cache grows with the cache lines each warp load touches, so a
+/// kernel whose reads run through the input along some direction (a rotation) picks the shape
+/// whose reads run most nearly along the input's rows.
+#[inline(always)]
+pub fn for_shaped_columns<T>(
+    batch: u32,
+    h: u32,
+    w: u32,
+    rows: u32,
+    per_image: impl Fn(u32) -> (WarpShape, T),
+    mut column: impl FnMut(Column, &T),
+) {
+    const { assert!(IMAGE_BLOCK_X == 32 && IMAGE_BLOCK_Y >= 8) };
+    let (bx, by, bz) = block_xyz();
+    let (lane, warp) = thread_xy();
+    let row0 = by * IMAGE_BLOCK_Y * rows;
+    let step = grid_z();
+    let mut n = bz;
+    while n < batch {
+        let (shape, t) = per_image(n);
+        let (tx, ty) = shape.place(lane, warp);
+        let j = bx * IMAGE_BLOCK_X + tx;
+        if j < w {
+            column(
+                Column {
+                    n,
+                    j,
+                    per_thread: rows,
+                    first: row0 + ty,
+                    h,
+                    strip: row0 + ty * rows,
+                },
+                &t,
+            );
+        }
+        n += step;
+    }
+}
+
 /// Calls `store(c, value(c))` for every channel `c < channels`, computing each group of up to
 /// four values before storing it.
 #[inline(always)]

@@ -4,11 +4,14 @@
 //!
 //! A block covers a 32-column patch of one image; each thread sets up the image's rotation and
 //! its column's terms once, finds each pixel's source point once and samples every channel
-//! there, so a warp writes 32 consecutive values of a row and reads a short rotated run of the
-//! input (cached in L1). A load that misses L2 fetches the 256 bytes around it, which the
-//! warps on the neighbouring rows read next.
+//! there. A warp's reads run through the input along the rotated direction of its pixels, and
+//! cost the L1 cache about one pass per line they touch: a warp on a row of 32 reads along one
+//! input row when the angle is near 0 or 180 degrees, but down 32 rows near 90. So each image's
+//! warps take the shape whose reads run most nearly along input rows ([`warp_shape`]), and
+//! write whole 32-byte sectors whatever the shape. A load that misses L2 fetches the 256 bytes
+//! around it, which the neighbouring warps read next.
 
-use crate::channels::{for_channels, for_columns, image_and_column};
+use crate::channels::{for_channels, for_shaped_columns, image_and_column, WarpShape};
 use crate::sampling::{nearest_pixel, Bilinear, Rotation};
 use core::intrinsics::fmaf32 as fmaf;
 use streamline_abi::image::RotateParams;
@@ -24,14 +27,37 @@ fn rotation(p: &RotateParams, n: u32) -> Rotation {
     Rotation::new(deg, p.height, p.width)
 }
 
-/// Calls `pixel(image, out, dst, (sy, sx))` for each of this thread's output pixels (see
-/// [`for_columns`]): the image's first input plane, the thread's column of the image's first
-/// output plane, the pixel's row offset in an output plane and its source point.
+/// The warps' shape for a rotation whose output rows run through the input with slope
+/// `sin` (per unit of length): rows of 32 within 22.5 degrees of a row, 16 x 2 patches up to
+/// 67.5 degrees, and `steep` (narrow, tall patches) beyond, measured per angle on an H200.
 #[inline(always)]
-fn for_pixels(p: &RotateParams, mut pixel: impl FnMut(*const f32, *mut f32, u32, (f32, f32))) {
+fn warp_shape(sin: f32, steep: WarpShape) -> WarpShape {
+    let s = sin.abs();
+    if s < 0.382_683_43 {
+        WarpShape(0)
+    } else if s < 0.923_879_5 {
+        WarpShape(1)
+    } else {
+        steep
+    }
+}
+
+/// Calls `pixel(image, out, dst, (sy, sx))` for each of this thread's output pixels (see
+/// [`for_shaped_columns`], with the warps shaped by [`warp_shape`] and `steep`): the image's
+/// first input plane, the thread's column of the image's first output plane, the pixel's row
+/// offset in an output plane and its source point.
+#[inline(always)]
+fn for_pixels(
+    p: &RotateParams,
+    steep: WarpShape,
+    mut pixel: impl FnMut(*const f32, *mut f32, u32, (f32, f32)),
+) {
     let plane = p.height * p.width;
-    for_columns(p.batch, p.height, p.width, p.rows, |col| {
-        let rot = rotation(p, col.n);
+    let per_image = |n: u32| {
+        let rot = rotation(p, n);
+        (warp_shape(rot.sin, steep), rot)
+    };
+    for_shaped_columns(p.batch, p.height, p.width, p.rows, per_image, |col, rot| {
         let (cx, cy) = rot.col(col.j as i32);
         let (image, out) = image_and_column((p.x, p.y), p.channels, (plane, plane), col.n, col.j);
         col.rows(|i| {
@@ -48,13 +74,14 @@ kernel! {
     ///
     /// # Safety
     /// `p.x`, `p.y` must address `batch * channels * height * width` f32, `p.angles` `batch` f32;
-    /// an image (`channels * height * width`) at most `2^32 - 1` values; grid as [`for_columns`]
-    /// describes for `p.rows` rows.
+    /// an image (`channels * height * width`) at most `2^32 - 1` values; grid as
+    /// [`for_columns`](crate::channels::for_columns) describes for `p.rows` rows.
     pub unsafe fn rotate_nearest(p: RotateParams) {
         let plane = p.height * p.width;
         let (h, w) = (p.height as i32, p.width as i32);
         let fill = if p.has_fill != 0 { p.fill } else { 0.0 };
-        for_pixels(&p, |image, out, dst, (sy, sx)| {
+        // Near 90 degrees, 8 x 4 patches.
+        for_pixels(&p, WarpShape(2), |image, out, dst, (sy, sx)| {
             let src = nearest_pixel(sy, sx, h, w).map(|(yi, xi)| yi as u32 * p.width + xi as u32);
             for_channels(
                 p.channels,
@@ -96,7 +123,8 @@ kernel! {
 fn bilinear<const FILL: bool>(p: &RotateParams) {
     let plane = p.height * p.width;
     let (h, w) = (p.height as i32, p.width as i32);
-    for_pixels(p, |image, out, dst, (sy, sx)| {
+    // Near 90 degrees, 4 x 8 patches.
+    for_pixels(p, WarpShape(3), |image, out, dst, (sy, sx)| {
         let bl = Bilinear::new(sy, sx, h, w);
         let mask = if FILL { bl.mask() } else { 0.0 };
         // The north-west neighbour of channel 0 and the one below it; only neighbours inside

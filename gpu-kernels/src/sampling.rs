@@ -222,6 +222,8 @@ impl Roi {
 /// coordinates as `grid_sample(align_corners=False)` unnormalises them).
 #[derive(Clone, Copy)]
 pub struct Rotation {
+    /// The sine of the angle: how steeply an output row runs through the input.
+    pub sin: f32,
     t00: f32,
     t01: f32,
     t10: f32,
@@ -242,6 +244,7 @@ impl Rotation {
         let half_w = 0.5 * wf;
         let half_h = 0.5 * hf;
         Rotation {
+            sin: s,
             t00: c / half_w,
             t01: -s / half_w,
             t10: s / half_h,

@@ -309,61 +309,97 @@ fn rotate_matches_reference() {
             any::<u64>(),
         ),
         |(s, ang, nearest, fill, seed)| {
-            let g = gpu().unwrap();
-            let angles = &ang[..s.n];
-            let x = values(s.len(), seed);
-            let xd = upload(&x);
-            let a = PerImage::upload(g.stream(), "angles", angles).unwrap();
             let mode = if nearest {
                 Interp::Nearest
             } else {
                 Interp::Bilinear
             };
-            let mut y = poisoned(s.len());
-            {
-                let mut yv = y.slice_mut(GUARD..GUARD + s.len());
-                rotate(g, g.stream(), s, &xd, &a, mode, fill, &mut yv).unwrap();
-            }
-            let got = fetch(&y, s.len())?;
-            let xs: Vec<f64> = x.iter().map(|&v| v as f64).collect();
-            // Source coordinates: the angle's f32 rounding and sincospi (1 ulp), the division
-            // by half the size and three products/sums, then the unnormalisation: together
-            // below 32u (h + w + 2) in pixels (angles up to 720 degrees included).
-            let delta = 32.0
-                * U
-                * (s.h + s.w + 2) as f64
-                * (1.0 + angles.iter().fold(0.0f32, |m, a| m.max(a.abs())) as f64 / 180.0);
-            let r = reference::rotate(&xs, s, angles, mode, fill, delta);
-            let vmax = max_abs(&x).max(fill.unwrap_or(0.0).abs() as f64);
-            match mode {
-                Interp::Nearest => {
-                    for (i, g) in got.iter().enumerate() {
-                        let g = *g as f64;
-                        let ok = match r.ambiguous.get(&i) {
-                            Some(alts) => alts.contains(&g),
-                            None => g == r.values[i],
-                        };
-                        prop_assert!(
-                            ok,
-                            "rotate nearest: element {} is {} but the reference gives {} (or {:?})",
-                            i,
-                            g,
-                            r.values[i],
-                            r.ambiguous.get(&i)
-                        );
-                    }
-                    Ok(())
-                }
-                Interp::Bilinear => {
-                    // A coordinate error delta moves a blend by at most 2 delta max|x| (the
-                    // weights are linear in it, including those of neighbours crossing the
-                    // border); the blend and the fill add about 12u max(|x|, |fill|).
-                    let tol = (4.0 * delta + 16.0 * U) * vmax;
-                    close(&got, &r.values, tol, "rotate bilinear")
-                }
-            }
+            rotate_checked(s, &values(s.len(), seed), &ang[..s.n], mode, fill)
         },
     );
+}
+
+/// Batches of many images, planes that end inside a block (and one narrower than it), and angles
+/// around every turn, so that each image's warps take each of their shapes (rows of 32 near 0
+/// and 180 degrees, patches elsewhere) beside images that take another.
+#[test]
+fn rotate_large_batches_match_reference() {
+    if gpu().is_none() {
+        return;
+    }
+    let cases = [
+        Shape::new(40, 3, 256, 256),
+        Shape::new(300, 3, 70, 45),
+        Shape::new(7, 1, 13, 200),
+    ];
+    for (i, s) in cases.into_iter().enumerate() {
+        let x = values(s.len(), 5 + i as u64);
+        let angles: Vec<f32> = (0..s.n).map(|k| k as f32 * 23.7 % 400.0 - 200.0).collect();
+        for mode in [Interp::Nearest, Interp::Bilinear] {
+            for fill in [None, Some(-0.75)] {
+                rotate_checked(s, &x, &angles, mode, fill)
+                    .unwrap_or_else(|e| panic!("{s:?}, {mode:?}, fill {fill:?}: {e}"));
+            }
+        }
+    }
+}
+
+/// Rotates `x` on the device and checks the result against the reference: nearest bitwise
+/// (or one of the candidates where the source point lies within the coordinate error of a
+/// rounding boundary), bilinear within the bound below.
+fn rotate_checked(
+    s: Shape,
+    x: &[f32],
+    angles: &[f32],
+    mode: Interp,
+    fill: Option<f32>,
+) -> Result<(), TestCaseError> {
+    let g = gpu().unwrap();
+    let xd = upload(x);
+    let a = PerImage::upload(g.stream(), "angles", angles).unwrap();
+    let mut y = poisoned(s.len());
+    {
+        let mut yv = y.slice_mut(GUARD..GUARD + s.len());
+        rotate(g, g.stream(), s, &xd, &a, mode, fill, &mut yv).unwrap();
+    }
+    let got = fetch(&y, s.len())?;
+    let xs: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+    // Source coordinates: the angle's f32 rounding and sincospi (1 ulp), the division
+    // by half the size and three products/sums, then the unnormalisation: together
+    // below 32u (h + w + 2) in pixels (angles up to 720 degrees included).
+    let delta = 32.0
+        * U
+        * (s.h + s.w + 2) as f64
+        * (1.0 + angles.iter().fold(0.0f32, |m, a| m.max(a.abs())) as f64 / 180.0);
+    let r = reference::rotate(&xs, s, angles, mode, fill, delta);
+    let vmax = max_abs(x).max(fill.unwrap_or(0.0).abs() as f64);
+    match mode {
+        Interp::Nearest => {
+            for (i, g) in got.iter().enumerate() {
+                let g = *g as f64;
+                let ok = match r.ambiguous.get(&i) {
+                    Some(alts) => alts.contains(&g),
+                    None => g == r.values[i],
+                };
+                prop_assert!(
+                    ok,
+                    "rotate nearest: element {} is {} but the reference gives {} (or {:?})",
+                    i,
+                    g,
+                    r.values[i],
+                    r.ambiguous.get(&i)
+                );
+            }
+            Ok(())
+        }
+        Interp::Bilinear => {
+            // A coordinate error delta moves a blend by at most 2 delta max|x| (the
+            // weights are linear in it, including those of neighbours crossing the
+            // border); the blend and the fill add about 12u max(|x|, |fill|).
+            let tol = (4.0 * delta + 16.0 * U) * vmax;
+            close(&got, &r.values, tol, "rotate bilinear")
+        }
+    }
 }
 
 // ---------------------------------------------------------------- gaussian_blur
