@@ -29,6 +29,20 @@ pub struct Column {
 }
 
 impl Column {
+    /// Column `j` of image `n` for the thread at row `ty` of its block, whose first row is
+    /// `row0`, with `rows` rows per thread of an `h`-row plane.
+    #[inline(always)]
+    fn new(n: u32, j: u32, (row0, ty): (u32, u32), rows: u32, h: u32) -> Column {
+        Column {
+            n,
+            j,
+            per_thread: rows,
+            first: row0 + ty,
+            h,
+            strip: row0 + ty * rows,
+        }
+    }
+
     /// Row `r < per_thread` of this thread (at or past the plane's height when the thread has
     /// fewer rows).
     #[inline(always)]
@@ -121,17 +135,7 @@ fn columns<const K: u32>(
     let step = grid_z();
     let mut n = bz;
     while n < batch {
-        column(
-            Column {
-                n,
-                j,
-                per_thread: rows,
-                first: row0 + ty,
-                h,
-                strip: row0 + ty * rows,
-            },
-            second,
-        );
+        column(Column::new(n, j, (row0, ty), rows, h), second);
         n += step;
     }
 }
@@ -180,17 +184,7 @@ pub fn for_shaped_columns<T>(
         let (tx, ty) = shape.place(lane, warp);
         let j = bx * IMAGE_BLOCK_X + tx;
         if j < w {
-            column(
-                Column {
-                    n,
-                    j,
-                    per_thread: rows,
-                    first: row0 + ty,
-                    h,
-                    strip: row0 + ty * rows,
-                },
-                &t,
-            );
+            column(Column::new(n, j, (row0, ty), rows, h), &t);
         }
         n += step;
     }
