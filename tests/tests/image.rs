@@ -319,7 +319,7 @@ fn rotate_matches_reference() {
     );
 }
 
-/// Batches of many images, planes that end inside a block (and one narrower than it), and angles
+/// Batches of many images, planes that end inside a block (one only 13 rows tall), and angles
 /// around every turn, so that each image's warps take each of their shapes (rows of 32 near 0
 /// and 180 degrees, patches elsewhere) beside images that take another.
 #[test]
