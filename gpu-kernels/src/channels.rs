@@ -3,7 +3,8 @@
 //! The per-pixel kernels (resize, rotate, roi_align) give each block a patch of one image's
 //! output, 32 columns wide, and each thread one column of several rows of it ([`for_columns`];
 //! bilinear resize takes 64 columns, two per thread, with [`for_column_pairs`]), so a warp
-//! writes 32 consecutive values of a row.
+//! writes 32 consecutive values of a row. Rotation shapes each image's warps by its angle
+//! instead ([`for_shaped_columns`]): rows of 32, or narrower patches several rows tall.
 //!
 //! A kernel that computes one output pixel for every channel would otherwise load, compute and
 //! store channel by channel: the store of one channel orders it before the next channel's loads,
