@@ -47,6 +47,17 @@ impl FusedArrays {
             stats: 6 * n,
         }
     }
+
+    /// The buffer's contents for `draw` and `cfg`, in the order of [`FusedArrays::of`].
+    fn pack(cfg: &AugmentConfig, draw: &AugmentDraw) -> Vec<f32> {
+        let mut v: Vec<f32> = draw.boxes.iter().flatten().copied().collect();
+        debug_assert_eq!(v.len(), FusedArrays::of(draw.angles.len()).angles);
+        v.extend_from_slice(&draw.angles);
+        v.extend_from_slice(&draw.sigmas);
+        v.extend_from_slice(&cfg.mean);
+        v.extend_from_slice(&cfg.std);
+        v
+    }
 }
 
 impl Augment {
@@ -82,11 +93,7 @@ impl Augment {
         }
         let angles = PerImage::upload(stream, "angles", &draw.angles)?;
         let stats = ChannelStats::upload(stream, &cfg.mean, &cfg.std)?;
-        let mut fused: Vec<f32> = draw.boxes.iter().flatten().copied().collect();
-        fused.extend_from_slice(&draw.angles);
-        fused.extend_from_slice(&draw.sigmas);
-        fused.extend_from_slice(&cfg.mean);
-        fused.extend_from_slice(&cfg.std);
+        let fused = FusedArrays::pack(cfg, draw);
         debug_assert_eq!(fused.len(), FusedArrays::of(n).stats + 2 * shape.c);
         // The boxes come first, so a value this upload refuses is named by its index among
         // them; the other arrays were checked above.
