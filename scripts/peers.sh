@@ -4,7 +4,8 @@
 # the GPU is sm_90, CV-CUDA (ANCHORS_DIR/cvcuda/cvcuda_anchors.py, NHWC). Pairs each with our
 # rows of RESULTS_DIR/streamline.jsonl through compare.py. With CV-CUDA it also runs
 # cvcuda_rotate_geometry.py (next to this script) and pairs our rotations with CV-CUDA's about
-# the image centre.
+# the image centre, and cvcuda_fresh_inputs.py (also next to it), which times CV-CUDA with fresh
+# inputs as `streamline bench` times ours, and pairs those.
 #
 #   ./peers.sh ANCHORS_DIR RESULTS_DIR
 set -u -o pipefail
@@ -37,6 +38,13 @@ if [ -f "$anchors/cvcuda/cvcuda-sm90.tar.xz" ]; then
   grep '"impl": "cvcuda-centred"' "$out/cvcuda-rotate.jsonl" > "$out/cvcuda-centred.jsonl"
   python3 "$anchors/compare.py" "$out/ours.jsonl" "$out/cvcuda-centred.jsonl" | grep -E "^case|^rotate_" \
     | tee "$out/compare-cvcuda-centred.txt"
+  # cvcuda_anchors.py passes the same buffers to every call, which stay in L2 at small batches;
+  # this times CV-CUDA on buffers rotated past 4x L2, as ours are.
+  echo
+  echo "=== CV-CUDA with fresh inputs (cvcuda_fresh_inputs.py)"
+  PYTHONPATH="$cv${PYTHONPATH:+:$PYTHONPATH}" python3 "$here/cvcuda_fresh_inputs.py" \
+    > "$out/cvcuda-fresh.jsonl" 2> "$out/cvcuda-fresh.err" || { tail -5 "$out/cvcuda-fresh.err"; status=1; }
+  python3 "$anchors/compare.py" "$out/ours.jsonl" "$out/cvcuda-fresh.jsonl" | tee "$out/compare-cvcuda-fresh.txt"
   rm -rf "$cv"
 fi
 exit $status

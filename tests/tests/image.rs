@@ -428,7 +428,7 @@ fn gaussian_blur_matches_reference() {
                 }
             })
             .collect();
-        let (got, want) = blur_and_reference(g, s, &x, (kx, ky), &pairs, per_image)?;
+        let (got, want) = blur_and_reference(g, s, (&x, 0), (kx, ky), &pairs, per_image)?;
         // Each weight: expf (2 ulp) of an argument with 3 roundings, so ~(2 + 3 |arg|) u
         // relative with |arg| <= 0.5 ((k-1)/2 / sigma)^2 where it still matters (weights that
         // small contribute below u); sums over k taps add k u each; the two passes and the
@@ -439,13 +439,13 @@ fn gaussian_blur_matches_reference() {
     });
 }
 
-/// `gaussian_blur` of `x` (shape `s`) into a poisoned output, and its f64 reference: sigmas
-/// `pairs` per image, or the first pair for every image. The sigmas are rounded to f32 first,
-/// as the kernel gets them.
+/// `gaussian_blur` of `x` (shape `s`, read `lead` floats into its device buffer) into a
+/// poisoned output, and its f64 reference: sigmas `pairs` per image, or the first pair for
+/// every image. The sigmas are rounded to f32 first, as the kernel gets them.
 fn blur_and_reference(
     g: &Gpu,
     s: Shape,
-    x: &[f32],
+    (x, lead): (&[f32], usize),
     (kx, ky): (usize, usize),
     pairs: &[(f64, f64)],
     per_image: bool,
@@ -460,11 +460,14 @@ fn blur_and_reference(
     } else {
         Sigma::Global(flat[0], flat[1])
     };
-    let xd = upload(x);
+    let mut padded = vec![f32::NAN; lead];
+    padded.extend_from_slice(x);
+    let xd = upload(&padded);
     let mut y = poisoned(s.len());
     {
         let mut yv = y.slice_mut(GUARD..GUARD + s.len());
-        gaussian_blur(g, g.stream(), s, &xd, (kx, ky), sigma, &mut yv).unwrap();
+        let xv = xd.slice(lead..);
+        gaussian_blur(g, g.stream(), s, &xv, (kx, ky), sigma, &mut yv).unwrap();
     }
     let got = fetch(&y, s.len())?;
     let rounded: Vec<(f64, f64)> = (0..s.n)
@@ -480,18 +483,23 @@ fn blur_and_reference(
 /// Batches of thousands of tiles, more than the device holds blocks at once, edge tiles and
 /// sigmas per image included, which the small shapes of `gaussian_blur_matches_reference`
 /// never reach; both tiles of the fast path (whole rows of planes 129 to 256 wide, 128 x 64
-/// otherwise).
+/// otherwise), tiles running past the plane's right side, and inputs that start 4 or 8 bytes
+/// into their buffer.
 #[test]
 fn gaussian_blur_large_batches_match_reference() {
     let Some(g) = gpu() else { return };
     let cases = [
-        (Shape::new(48, 3, 200, 300), 7, true),
-        (Shape::new(700, 1, 70, 130), 15, false),
-        (Shape::new(2100, 1, 16, 16), 3, true),
-        (Shape::new(40, 3, 256, 256), 7, true),
-        (Shape::new(9, 2, 99, 129), 13, false),
+        (Shape::new(48, 3, 200, 300), 7, true, 0),
+        (Shape::new(700, 1, 70, 130), 15, false, 0),
+        (Shape::new(2100, 1, 16, 16), 3, true, 0),
+        (Shape::new(40, 3, 256, 256), 7, true, 0),
+        (Shape::new(9, 2, 99, 129), 13, false, 0),
+        (Shape::new(30, 3, 60, 132), 7, true, 0),
+        (Shape::new(12, 2, 45, 100), 5, false, 0),
+        (Shape::new(20, 3, 64, 256), 7, true, 1),
+        (Shape::new(6, 1, 50, 300), 9, false, 2),
     ];
-    for (s, k, per_image) in cases {
+    for (s, k, per_image, lead) in cases {
         let x = values(s.len(), s.n as u64 + k as u64);
         let pairs: Vec<(f64, f64)> = (0..s.n)
             .map(|i| {
@@ -503,7 +511,7 @@ fn gaussian_blur_large_batches_match_reference() {
                 (a, a * 0.8)
             })
             .collect();
-        let (got, want) = blur_and_reference(g, s, &x, (k, k), &pairs, per_image).unwrap();
+        let (got, want) = blur_and_reference(g, s, (&x, lead), (k, k), &pairs, per_image).unwrap();
         // As in `gaussian_blur_matches_reference`.
         let tol = ((4 * k + 24) as f64 + 2.0 * 160.0) * U * max_abs(&x);
         close(&got, &want, tol, "gaussian_blur").unwrap();

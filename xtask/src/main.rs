@@ -296,7 +296,12 @@ fn bundle() -> Result<()> {
     for bin in ["streamline", "color-jitter"] {
         std::fs::copy(target_dir().join("release").join(bin), dir.join(bin))?;
     }
-    for script in ["gpu-check.sh", "peers.sh", "cvcuda_rotate_geometry.py"] {
+    for script in [
+        "gpu-check.sh",
+        "peers.sh",
+        "cvcuda_rotate_geometry.py",
+        "cvcuda_fresh_inputs.py",
+    ] {
         std::fs::copy(ws.join("scripts").join(script), dir.join(script))?;
     }
     for b in build(
