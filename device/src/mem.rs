@@ -221,6 +221,31 @@ pub unsafe fn lds(a: u32) -> f32 {
     v
 }
 
+/// The 16 bytes at shared-memory address `a`, as four 32-bit words, with one access.
+///
+/// # Safety
+/// `a` must be a 16-byte aligned address of the block's shared memory, written before the last
+/// barrier (or by this thread).
+#[inline(always)]
+pub unsafe fn lds4(a: u32) -> [u32; 4] {
+    let v: [u32; 4];
+    // SAFETY: guaranteed by the caller; the instruction only reads `[a, a + 16)`.
+    unsafe {
+        let (x, y, z, w): (u32, u32, u32, u32);
+        asm!(
+            "ld.shared.v4.b32 {{{x}, {y}, {z}, {w}}}, [{a}];",
+            x = out(reg32) x,
+            y = out(reg32) y,
+            z = out(reg32) z,
+            w = out(reg32) w,
+            a = in(reg32) a,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+        v = [x, y, z, w];
+    }
+    v
+}
+
 /// Stores `v` at shared-memory address `a`.
 ///
 /// # Safety

@@ -49,7 +49,7 @@ use streamline_abi::image::{
 };
 use streamline_device::kernel;
 use streamline_device::math::{fast_div, floor_i32};
-use streamline_device::mem::ldg_u8;
+use streamline_device::mem::{ldg_u8, lds4, shared_addr};
 use streamline_device::thread::{sync_block, thread_xy};
 
 /// Threads of a block.
@@ -98,8 +98,9 @@ px!(Px1, 1, 4);
 px!(Px2, 2, 8);
 px!(Px4, 4, 16);
 
-/// One resize tap pair along an axis: offsets (in pixels) into the window, and weights. Row
-/// entries hold row offsets (`row * cols`), column entries column offsets.
+/// One resize tap pair along an axis: offsets (in bytes) into the window, and weights. Row
+/// entries hold row offsets (`row * cols` slots), column entries column offsets; a pixel's
+/// offset is the sum of its row's and its column's, with no scaling left for the reads.
 #[repr(C, align(16))]
 #[derive(Clone, Copy)]
 struct Axis {
@@ -122,8 +123,8 @@ struct Crop {
     roi: Roi,
 }
 
-/// One crop-tap table entry: a crop row's (or column's) two input rows as offsets into the
-/// staged input window, and their weights (both 0 where torchvision's sample is 0).
+/// One crop-tap table entry: a crop row's (or column's) two input rows as byte offsets into
+/// the staged input window, and their weights (both 0 where torchvision's sample is 0).
 #[repr(C, align(16))]
 #[derive(Clone, Copy)]
 struct CropTap {
@@ -211,11 +212,11 @@ impl Crop {
     }
 
     /// The crop-tap entry of a sample at `v` along an axis of `n` pixels whose window starts at
-    /// `start`, spans `len` and is `stride` packed pixels per step.
+    /// `start`, spans `len` and is `stride` packed pixels per step; its offsets are in bytes.
     #[inline(always)]
     fn tap(v: f32, n: i32, (start, len, stride): (i32, u32, u32)) -> CropTap {
         let t = RoiTap::new(v, n);
-        let at = |i: i32| (i - start).max(0).min(len as i32 - 1) as u32 * stride;
+        let at = |i: i32| (i - start).max(0).min(len as i32 - 1) as u32 * stride * 4;
         if t.valid {
             CropTap {
                 lo: at(t.lo),
@@ -308,18 +309,19 @@ impl Window {
         }
     }
 
-    /// Row taps as row offsets into the window. The indices are clamped into the window: a
-    /// no-op for every read the window was bounded for, and what keeps every read inside
-    /// shared memory whatever the parameters hold.
+    /// Row taps as byte offsets of rows into the window of `T` slots. The indices are clamped
+    /// into the window: a no-op for every read the window was bounded for, and what keeps
+    /// every read inside shared memory whatever the parameters hold.
     #[inline(always)]
-    fn row(&self, t: LinearTaps) -> Axis {
-        Axis::clamped(t, self.p0, self.rows, self.cols)
+    fn row<T>(&self, t: LinearTaps) -> Axis {
+        Axis::clamped(t, self.p0, self.rows, self.cols * size_of::<T>() as u32)
     }
 
-    /// Column taps as column offsets into the window (clamped like [`Window::row`]).
+    /// Column taps as byte offsets of columns into the window of `T` slots (clamped like
+    /// [`Window::row`]).
     #[inline(always)]
-    fn col(&self, t: LinearTaps) -> Axis {
-        Axis::clamped(t, self.q0, self.cols, 1)
+    fn col<T>(&self, t: LinearTaps) -> Axis {
+        Axis::clamped(t, self.q0, self.cols, size_of::<T>() as u32)
     }
 }
 
@@ -347,8 +349,8 @@ impl Axis {
 /// from [`Window::row`] and [`Window::col`] of that window.
 #[inline(always)]
 unsafe fn resized<const C: usize, T: Px>(win: *const T, y: Axis, x: Axis) -> T {
-    // SAFETY: the offsets are clamped into the window (see `Window::row`).
-    let at = |o: u32| unsafe { *win.add(o as usize) };
+    // SAFETY: the byte offsets are clamped into the window (see `Window::row`).
+    let at = |o: u32| unsafe { *(win as *const u8).add(o as usize).cast::<T>() };
     let (a, b, c, d) = (
         at(y.o0 + x.o0),
         at(y.o0 + x.o1),
@@ -391,6 +393,9 @@ struct Shared<T> {
     /// Resize taps of the window's resized rows, then of its columns.
     taps_y: *mut Axis,
     taps_x: *mut Axis,
+    /// The same two tables' 32-bit shared-memory addresses, for the rotation's reads: a generic
+    /// pointer into them costs a conversion for every read.
+    taps_at: (u32, u32),
     /// Crop taps of the window's crop rows, then of its columns (staged input path).
     ctap_y: *mut CropTap,
     ctap_x: *mut CropTap,
@@ -525,10 +530,10 @@ impl Tile {
             // SAFETY: `zrows, zcols <= taps_len`: inside the tables.
             unsafe {
                 if k < win.zrows {
-                    *s.taps_y.add(k as usize) = win.row(self.taps_y(win.zi0 + k as i32));
+                    *s.taps_y.add(k as usize) = win.row::<T>(self.taps_y(win.zi0 + k as i32));
                 } else {
                     let j = k - win.zrows;
-                    *s.taps_x.add(j as usize) = win.col(self.taps_x(win.zj0 + j as i32));
+                    *s.taps_x.add(j as usize) = win.col::<T>(self.taps_x(win.zj0 + j as i32));
                 }
             }
             k += THREADS;
@@ -607,7 +612,7 @@ impl Tile {
             // SAFETY: `pr < rows`, `q < cols`: inside the tables; their offsets lie in the
             // input window (`Crop::tap`).
             let (ty, tx) = unsafe { (*s.ctap_y.add(pr as usize), *s.ctap_x.add(q as usize)) };
-            let at = |o: u32| unsafe { *s.input.add(o as usize) };
+            let at = |o: u32| unsafe { *(s.input as *const u8).add(o as usize).cast::<u32>() };
             let v = [
                 at(ty.lo + tx.lo),
                 at(ty.lo + tx.hi),
@@ -646,10 +651,21 @@ impl Tile {
         zi: i32,
         zj: i32,
     ) -> T {
-        let iy = (zi - win.zi0).max(0).min(win.zrows as i32 - 1) as usize;
-        let ix = (zj - win.zj0).max(0).min(win.zcols as i32 - 1) as usize;
+        let iy = (zi - win.zi0).max(0).min(win.zrows as i32 - 1) as u32;
+        let ix = (zj - win.zj0).max(0).min(win.zcols as i32 - 1) as u32;
+        let entry = |table: u32, i: u32| {
+            // SAFETY: `i` is clamped into the table, written before the last barrier; its
+            // entries are 16-byte aligned.
+            let [o0, o1, l0, l1] = unsafe { lds4(table + 16 * i) };
+            Axis {
+                o0,
+                o1,
+                l0: f32::from_bits(l0),
+                l1: f32::from_bits(l1),
+            }
+        };
         // SAFETY: the indices are clamped into the tables, whose offsets lie in the window.
-        unsafe { resized::<C, T>(s.scratch, *s.taps_y.add(iy), *s.taps_x.add(ix)) }
+        unsafe { resized::<C, T>(s.scratch, entry(s.taps_at.0, iy), entry(s.taps_at.1, ix)) }
     }
 
     /// Writes the rotated image over the haloed tile's pixels from `part` (row, column) on,
@@ -915,6 +931,10 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
         table,
         taps_y,
         taps_x,
+        taps_at: (
+            shared_addr(taps_y as *const f32),
+            shared_addr(taps_x as *const f32),
+        ),
         ctap_y,
         ctap_x,
         rotated,
