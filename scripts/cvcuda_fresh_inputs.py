@@ -4,7 +4,7 @@ ours: inputs and outputs rotated over enough buffer sets that together they exce
 every call reads its input from device memory.
 
 `cvcuda_anchors.py` passes the same buffers to every call. At batch 8 (12.6 MB in and out for a
-rotation) and 32 (50 MB) those stay in the H200's 60 MiB L2 from one call to the next, while
+rotation) and 32 (50 MB) those may stay in the H200's 60 MiB L2 from one call to the next, while
 `streamline bench` reads fresh inputs; this script gives CV-CUDA the same conditions as ours. The
 operations, shapes, parameters and timing (CUDA events, median of 30 after 5 warm-ups) are those
 of `cvcuda_anchors.py`; rotations run with the anchors' shift and with the shift that keeps the
@@ -17,12 +17,14 @@ usage (CV-CUDA unpacked into DIR as `../shared/anchors/cvcuda/README.md` says):
     PYTHONPATH=DIR python3 cvcuda_fresh_inputs.py > cvcuda-fresh.jsonl
 """
 import json
-import math
 import random
 import sys
 
 import torch
 import cvcuda
+
+# The shifts and the image batches as the rotation geometry script makes them (next to this one).
+from cvcuda_rotate_geometry import anchor_shift, centred_shift, varshape
 
 dev = torch.device("cuda")
 cs = cvcuda.as_stream(torch.cuda.current_stream())
@@ -63,24 +65,6 @@ def nhwc(b, h, w, dtype=torch.float32):
     if dtype == torch.uint8:
         return torch.randint(0, 256, (b, h, w, 3), dtype=torch.uint8, device=dev)
     return torch.rand(b, h, w, 3, device=dev, dtype=dtype) * 255
-
-
-def varshape(t):
-    return cvcuda.as_images([t[i] for i in range(t.shape[0])])
-
-
-def anchor_shift(angle, w, h):
-    """The shift `cvcuda_anchors.py` passes (OpenCV's getRotationMatrix2D convention)."""
-    a = math.radians(angle)
-    cx, cy = (w - 1) * 0.5, (h - 1) * 0.5
-    return [cx - cx * math.cos(a) + cy * math.sin(a), cy - cx * math.sin(a) - cy * math.cos(a)]
-
-
-def centred_shift(angle, w, h):
-    """`c - R(-angle) c`: the shift that keeps the image centre in place."""
-    a = math.radians(angle)
-    cx, cy = (w - 1) * 0.5, (h - 1) * 0.5
-    return [cx - cx * math.cos(a) - cy * math.sin(a), cy + cx * math.sin(a) - cy * math.cos(a)]
 
 
 def nbytes(*ts):

@@ -228,10 +228,9 @@ pub unsafe fn lds(a: u32) -> f32 {
 /// barrier (or by this thread).
 #[inline(always)]
 pub unsafe fn lds4(a: u32) -> [u32; 4] {
-    let v: [u32; 4];
+    let (x, y, z, w): (u32, u32, u32, u32);
     // SAFETY: guaranteed by the caller; the instruction only reads `[a, a + 16)`.
     unsafe {
-        let (x, y, z, w): (u32, u32, u32, u32);
         asm!(
             "ld.shared.v4.b32 {{{x}, {y}, {z}, {w}}}, [{a}];",
             x = out(reg32) x,
@@ -241,9 +240,8 @@ pub unsafe fn lds4(a: u32) -> [u32; 4] {
             a = in(reg32) a,
             options(pure, readonly, nostack, preserves_flags)
         );
-        v = [x, y, z, w];
     }
-    v
+    [x, y, z, w]
 }
 
 /// Stores `v` at shared-memory address `a`.
