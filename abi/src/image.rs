@@ -300,6 +300,53 @@ pub struct AugmentParams {
     pub nearest: u32,
     /// Layouts: [`AUGMENT_NHWC_IN`] and [`AUGMENT_NHWC_OUT`] bits (0: NCHW in and out).
     pub layout: u32,
+    /// The resize's scales `crop_h / out_h` and `crop_w / out_w` (f32 divisions, as torch
+    /// computes them), found once by the host rather than by every block.
+    pub scale_y: f32,
+    pub scale_x: f32,
+    /// Division by the output tiles of an image, and by those of a row of tiles: a block's
+    /// image and tile from its index.
+    pub tiles: FastDiv,
+    pub tiles_x: FastDiv,
+}
+
+/// Division by a divisor `d` fixed for a launch (`1 <= d < 2^31`) of numerators below `2^31`
+/// (block indices), as a multiply and a shift: the host finds the multiplier once, where a
+/// kernel dividing by a runtime value would spend a few tens of instructions per division in
+/// every warp. Granlund and Montgomery's round-up method: with `l = ceil(log2 d)`, `p = 31 + l`
+/// and `magic = ceil(2^p / d)` (below `2^32`), `n / d = (n * magic) >> p` for every `n < 2^31`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct FastDiv {
+    pub d: u32,
+    pub magic: u32,
+    pub shift: u32,
+    /// Zero (keeps the struct free of implicit padding).
+    pub pad: u32,
+}
+
+impl FastDiv {
+    /// Division by `d` (0 is taken as 1; `d` must be below `2^31`).
+    pub const fn new(d: u32) -> FastDiv {
+        let d = if d == 0 { 1 } else { d };
+        let l = 32 - (d - 1).leading_zeros();
+        let p = 31 + l;
+        let magic = ((1u64 << p) + d as u64 - 1) / d as u64;
+        FastDiv {
+            d,
+            magic: magic as u32,
+            shift: p,
+            pad: 0,
+        }
+    }
+
+    /// `(n / d, n % d)` for `n < 2^31`.
+    #[inline(always)]
+    pub const fn divmod(self, n: u32) -> (u32, u32) {
+        let q = ((n as u64 * self.magic as u64) >> self.shift) as u32;
+        (q, n - q * self.d)
+    }
 }
 
 declare! {

@@ -79,6 +79,49 @@ impl VectorSplit {
 
 #[cfg(test)]
 mod tests {
+    use crate::image::FastDiv;
+    use std::vec::Vec;
+
+    /// `FastDiv` against the integer division for divisors of every size (powers of two and
+    /// their neighbours included) and numerators up to `2^31 - 1`.
+    #[test]
+    fn fast_div_is_exact() {
+        let mut divisors: Vec<u32> = (1..=300).collect();
+        for k in 1..31 {
+            let p = 1u32 << k;
+            divisors.extend([p - 1, p, p + 1]);
+        }
+        divisors.extend([(1 << 31) - 1, 6553, 65535, 65536 * 3 + 7]);
+        let mut x = 0x2545_f491u64;
+        for &d in &divisors {
+            let f = FastDiv::new(d);
+            let check = |n: u32| assert_eq!(f.divmod(n), (n / d, n % d), "{n} / {d}");
+            for n in 0..2000 {
+                check(n);
+            }
+            for k in 0..31 {
+                let p = 1u32 << k;
+                check(p - 1);
+                check(p);
+            }
+            check((1 << 31) - 1);
+            for m in 1..64u32 {
+                if let Some(v) = d.checked_mul(m) {
+                    if v < 1 << 31 {
+                        check(v - 1);
+                        check(v);
+                    }
+                }
+            }
+            for _ in 0..2000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                check((x as u32) >> 1);
+            }
+        }
+    }
+
     extern crate std;
     use super::*;
 

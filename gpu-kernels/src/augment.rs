@@ -32,7 +32,6 @@
 //! otherwise), and the blur and normalisation use fused multiply-adds (within the written
 //! bounds).
 
-use crate::channels::block_tile;
 use crate::gaussian_blur::sum;
 use crate::sampling::{gauss, nearest_pixel, reflect, Bilinear, LinearTaps, Roi, RoiTap, Rotation};
 use core::intrinsics::fmaf32 as fmaf;
@@ -50,7 +49,7 @@ use streamline_abi::image::{
 use streamline_device::kernel;
 use streamline_device::math::{fast_div, floor_i32};
 use streamline_device::mem::{ldg_u8, lds4, shared_addr};
-use streamline_device::thread::{sync_block, thread_xy};
+use streamline_device::thread::{block_x, sync_block, thread_xy};
 
 /// Threads of a block.
 const THREADS: u32 = IMAGE_BLOCK_X * IMAGE_BLOCK_Y;
@@ -882,7 +881,10 @@ impl<const FAST: bool> Weights<FAST> {
 /// The kernels' contract, with `channels == C`; `FAST` exactly when `ksize <= 7`.
 #[inline(always)]
 unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentParams) {
-    let (n, (y0, x0)) = block_tile((p.out_h, p.out_w), (TILE, TILE));
+    // The block's image and tile, by divisions the host prepared.
+    let (n, t) = p.tiles.divmod(block_x());
+    let (ty, tx) = p.tiles_x.divmod(t);
+    let (y0, x0) = (ty * TILE, tx * TILE);
     // The whole block takes the same branch: `n` depends on the block only.
     if n >= p.batch {
         return;
@@ -904,8 +906,8 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
         oh,
         ow,
         nearest: p.nearest != 0,
-        sh: p.crop_h as f32 / p.out_h as f32,
-        sw: p.crop_w as f32 / p.out_w as f32,
+        sh: p.scale_y,
+        sw: p.scale_x,
         crop_h: p.crop_h,
         crop_w: p.crop_w,
         taps_len: augment_taps_len(kg),
@@ -1192,7 +1194,9 @@ macro_rules! augment_kernels {
             /// kernel's name says, `ksize` odd, at most 7 for the `augment_c*` kernels and
             /// 9 to `MAX_KERNEL_SIZE` for the `augment_wide_c*` ones, `ksize / 2 <
             /// min(out_h, out_w)`, `crop_h <= out_h` and `crop_w <= out_w` (otherwise the result
-            /// is wrong, though every access stays in bounds); grid `ceil(out_w / 32) *
+            /// is wrong, though every access stays in bounds); `tiles` and `tiles_x` divide by
+            /// `ceil(out_w / 32) * ceil(out_h / 32)` and `ceil(out_w / 32)`, `scale_y` and
+            /// `scale_x` are `crop_h / out_h` and `crop_w / out_w`; grid `ceil(out_w / 32) *
             /// ceil(out_h / 32) * batch` blocks of 32 x 8 threads with
             /// `augment_shared_bytes(channels, ksize)` bytes of dynamic shared memory.
             pub unsafe fn $name(p: AugmentParams) {
