@@ -332,7 +332,7 @@ impl FastDiv {
         let d = if d == 0 { 1 } else { d };
         let l = 32 - (d - 1).leading_zeros();
         let p = 31 + l;
-        let magic = ((1u64 << p) + d as u64 - 1) / d as u64;
+        let magic = (1u64 << p).div_ceil(d as u64);
         FastDiv {
             d,
             magic: magic as u32,
