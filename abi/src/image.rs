@@ -219,6 +219,11 @@ pub struct GaussianBlurParams {
     pub sigma_x: f32,
     /// Sigma along y for every image when `sigmas == 0`.
     pub sigma_y: f32,
+    /// Division by the output tiles of a plane, by those of a row of tiles, and by `channels`:
+    /// a block's plane, tile and image from its index ([`blur_output_tile`]'s tiles).
+    pub tiles: FastDiv,
+    pub tiles_x: FastDiv,
+    pub planes: FastDiv,
 }
 
 /// `resize_*`: every plane of `planes` planes resized from `in_h x in_w` to `out_h x out_w`.

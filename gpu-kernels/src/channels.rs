@@ -12,7 +12,7 @@
 //! four channels are computed before any is stored, so their loads are in flight together.
 
 use streamline_abi::image::{IMAGE_BLOCK_X, IMAGE_BLOCK_Y};
-use streamline_device::thread::{block_x, block_xyz, grid_z, thread_xy};
+use streamline_device::thread::{block_xyz, grid_z, thread_xy};
 
 /// The output pixels of one thread: column `j` of image `n`, and up to `per_thread` rows
 /// `IMAGE_BLOCK_Y` apart, those below the plane's height.
@@ -254,17 +254,4 @@ fn group<const N: usize>(
         store(first + k as u32, x);
     }
     N as u32
-}
-
-/// The tile of block `block_x()` on a one-dimensional grid of `(tw, th)` output tiles, every
-/// tile of a `(h, w)` plane (or image) before the next one's: the plane's index and the tile's
-/// top-left pixel `(y0, x0)`. The index is past the last plane for the grid's extra blocks.
-#[inline(always)]
-pub fn block_tile((h, w): (u32, u32), (th, tw): (u32, u32)) -> (u32, (u32, u32)) {
-    let tiles_x = w.div_ceil(tw);
-    let per_plane = (tiles_x * h.div_ceil(th)).max(1);
-    let b = block_x();
-    let t = b % per_plane;
-    let tiles_x = tiles_x.max(1);
-    (b / per_plane, ((t / tiles_x) * th, (t % tiles_x) * tw))
 }

@@ -16,7 +16,6 @@
 //! feeds two multiply-adds of the horizontal pass on average. Other kernels blur 32 x 32 tiles
 //! through a second shared tile ([`blur_tile`], also used by the fused augmentation).
 
-use crate::channels::block_tile;
 use crate::sampling::{gauss, reflect};
 use core::intrinsics::fmaf32 as fmaf;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
@@ -27,7 +26,7 @@ use streamline_abi::image::{
 use streamline_abi::image::{GAUSSIAN_BLUR, GAUSSIAN_BLUR_FAST};
 use streamline_device::kernel;
 use streamline_device::mem::{copy_async, copy_wait, shared_addr, stg_at};
-use streamline_device::thread::{sync_block, thread_xy};
+use streamline_device::thread::{block_x, sync_block, thread_xy};
 use streamline_device::warp::{shfl_idx, FULL_MASK};
 
 /// Blurs one `TILE x TILE` output tile whose top-left pixel is `(y0, x0)` of a plane of
@@ -142,18 +141,21 @@ pub unsafe fn sum(src: *const f32, k: u32) -> f32 {
     s
 }
 
-/// Plane index of block `block_x()` for an output tile of `tw x th`, that tile's top-left
-/// output pixel `(y0, x0)` and the plane's sigmas; `None` for a block past the last plane.
+/// Plane index of block `block_x()` for an output tile of `tw x th` (the tile `p.tiles` and
+/// `p.tiles_x` count), that tile's top-left output pixel `(y0, x0)` and the plane's sigmas;
+/// `None` for a block past the last plane.
 #[inline(always)]
 fn block_plane(
     p: &GaussianBlurParams,
     (tw, th): (u32, u32),
 ) -> Option<(u32, (u32, u32), (f32, f32))> {
-    let (plane, at) = block_tile((p.height, p.width), (th, tw));
+    let (plane, t) = p.tiles.divmod(block_x());
     if plane >= p.batch * p.channels {
         return None;
     }
-    let n = plane / p.channels.max(1);
+    let (ty, tx) = p.tiles_x.divmod(t);
+    let at = (ty * th, tx * tw);
+    let n = p.planes.divmod(plane).0;
     let sig = if p.sigmas == 0 {
         (p.sigma_x, p.sigma_y)
     } else {
@@ -178,7 +180,8 @@ kernel! {
     /// `2 * batch` f32; `kx == ky` odd, `kx / 2 <= BLUR_FAST_MAX_RADIUS`, with `kx / 2` below
     /// the width and the height; grid one block per `blur_fast_tile(width)` tile of each of the
     /// `batch * channels` planes, blocks of 32 x 8 threads with `blur_shared_bytes(kx, ky,
-    /// width)` bytes of dynamic shared memory.
+    /// width)` bytes of dynamic shared memory; `tiles`, `tiles_x` and `planes` divide by those
+    /// tiles per plane, per row of tiles and by `channels`.
     pub unsafe fn gaussian_blur_fast(p: GaussianBlurParams) {
         let tile = blur_fast_tile(p.width);
         // The whole block takes the same branch: it depends on the block only.
@@ -221,7 +224,9 @@ kernel! {
     /// `p.x`, `p.y` must address `batch * channels * height * width` f32; `p.sigmas` 0 or
     /// `2 * batch` f32; `kx`, `ky` odd and at most `MAX_KERNEL_SIZE` with `kx / 2 < width` and
     /// `ky / 2 < height`; grid `ceil(width / 32) * ceil(height / 32) * batch * channels` blocks of
-    /// 32 x 8 threads with `blur_shared_bytes(kx, ky, width)` bytes of dynamic shared memory.
+    /// 32 x 8 threads with `blur_shared_bytes(kx, ky, width)` bytes of dynamic shared memory;
+    /// `tiles`, `tiles_x` and `planes` divide by those tiles per plane, per row of tiles and by
+    /// `channels`.
     pub unsafe fn gaussian_blur(p: GaussianBlurParams) {
         // The whole block takes the same branch: it depends on the block only.
         let Some((plane, (y0, x0), (sx, sy))) = block_plane(&p, (TILE, TILE)) else {

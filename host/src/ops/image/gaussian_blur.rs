@@ -6,7 +6,7 @@ use crate::runtime::Gpu;
 use crate::spec::image::{check_kernel_size, check_sigma};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use streamline_abi::image::{
-    blur_fast, blur_output_tile, blur_shared_bytes, GaussianBlurParams, GAUSSIAN_BLUR,
+    blur_fast, blur_output_tile, blur_shared_bytes, FastDiv, GaussianBlurParams, GAUSSIAN_BLUR,
     GAUSSIAN_BLUR_FAST,
 };
 
@@ -58,11 +58,8 @@ pub fn gaussian_blur(
         }
     };
     let (tw, th) = blur_output_tile(kx as u32, ky as u32, shape.w as u32);
-    let grid = grid_of(
-        "x",
-        shape.w.div_ceil(tw as usize) * shape.h.div_ceil(th as usize),
-        shape.n * shape.c,
-    )?;
+    let (tiles_x, tiles_y) = (shape.w.div_ceil(tw as usize), shape.h.div_ceil(th as usize));
+    let grid = grid_of("x", tiles_x * tiles_y, shape.n * shape.c)?;
     let (xp, _r) = x.device_ptr(stream);
     let sguard = sp.map(|d| d.device_ptr(stream));
     let (yp, _w) = y.device_ptr_mut(stream);
@@ -78,6 +75,10 @@ pub fn gaussian_blur(
         ky: ky as u32,
         sigma_x: sx,
         sigma_y: sy,
+        // `grid_of` refused grids of more than `2^31 - 1` blocks, so these fit `u32`.
+        tiles: FastDiv::new((tiles_x * tiles_y) as u32),
+        tiles_x: FastDiv::new(tiles_x as u32),
+        planes: FastDiv::new(shape.c as u32),
     };
     let smem = blur_shared_bytes(kx as u32, ky as u32, shape.w as u32);
     // SAFETY: lengths checked; kernel sizes odd, within MAX_KERNEL_SIZE and smaller than twice
