@@ -79,8 +79,41 @@ impl VectorSplit {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
+    use super::*;
     use crate::image::FastDiv;
     use std::vec::Vec;
+
+    /// Every element is covered exactly once, vectors start 16-byte aligned on both sides.
+    #[test]
+    fn split_covers_every_element_once() {
+        for elem in [2u64, 4] {
+            for xo in (0..32).step_by(elem as usize) {
+                for yo in (0..32).step_by(elem as usize) {
+                    for n in 0..40u64 {
+                        let s = VectorSplit::new(1024 + xo, 4096 + yo, n, elem);
+                        let lanes = VectorSplit::lanes(elem);
+                        let mut seen = std::vec![0u8; n as usize];
+                        for i in 0..s.scalars() {
+                            seen[s.scalar_index(i, elem) as usize] += 1;
+                        }
+                        for v in 0..s.vectors {
+                            let first = s.head + v * lanes;
+                            assert_eq!((1024 + xo + first * elem) % 16, 0);
+                            assert_eq!((4096 + yo + first * elem) % 16, 0);
+                            for l in 0..lanes {
+                                seen[(first + l) as usize] += 1;
+                            }
+                        }
+                        assert!(
+                            seen.iter().all(|&c| c == 1),
+                            "elem {elem} xo {xo} yo {yo} n {n}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     /// `FastDiv` against the integer division for divisors of every size (powers of two and
     /// their neighbours included) and numerators up to `2^31 - 1`.
@@ -118,40 +151,6 @@ mod tests {
                 x ^= x >> 7;
                 x ^= x << 17;
                 check((x as u32) >> 1);
-            }
-        }
-    }
-
-    extern crate std;
-    use super::*;
-
-    /// Every element is covered exactly once, vectors start 16-byte aligned on both sides.
-    #[test]
-    fn split_covers_every_element_once() {
-        for elem in [2u64, 4] {
-            for xo in (0..32).step_by(elem as usize) {
-                for yo in (0..32).step_by(elem as usize) {
-                    for n in 0..40u64 {
-                        let s = VectorSplit::new(1024 + xo, 4096 + yo, n, elem);
-                        let lanes = VectorSplit::lanes(elem);
-                        let mut seen = std::vec![0u8; n as usize];
-                        for i in 0..s.scalars() {
-                            seen[s.scalar_index(i, elem) as usize] += 1;
-                        }
-                        for v in 0..s.vectors {
-                            let first = s.head + v * lanes;
-                            assert_eq!((1024 + xo + first * elem) % 16, 0);
-                            assert_eq!((4096 + yo + first * elem) % 16, 0);
-                            for l in 0..lanes {
-                                seen[(first + l) as usize] += 1;
-                            }
-                        }
-                        assert!(
-                            seen.iter().all(|&c| c == 1),
-                            "elem {elem} xo {xo} yo {yo} n {n}"
-                        );
-                    }
-                }
             }
         }
     }
