@@ -11,8 +11,8 @@ use crate::spec::image::{AugmentConfig, AugmentDraw};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::Arc;
 use streamline_abi::image::{
-    augment_kernel, augment_shared_bytes, AugmentParams, FastDiv, AUGMENT_NHWC_IN,
-    AUGMENT_NHWC_OUT, ROI_MAX_SAMPLES_PER_BIN, TILE,
+    augment_kernel, augment_shared_bytes, AugmentParams, AUGMENT_NHWC_IN, AUGMENT_NHWC_OUT,
+    ROI_MAX_SAMPLES_PER_BIN, TILE,
 };
 
 /// An augmentation ready to run: configuration and draw validated and on the device.
@@ -159,9 +159,7 @@ impl Augment {
         let out = self.output_shape();
         check_len("x", x.len(), self.shape)?;
         check_len("y", y.len(), out)?;
-        let grid = tile_grid("size", out.h, out.w, out.n)?;
-        // `tile_grid` refused sizes whose tiles do not fit a launch, so these fit `u32`.
-        let tiles_x = out.w.div_ceil(TILE as usize) as u32;
+        let (grid, tiles, tiles_x) = tile_grid("size", (out.h, out.w), (TILE, TILE), out.n)?;
         let (xp, _r) = x.device_ptr(stream);
         let (fp, _f) = self.fused.device_ptr(stream);
         let (yp, _w) = y.device_ptr_mut(stream);
@@ -194,8 +192,8 @@ impl Augment {
             },
             scale_y: self.cfg.crop as f32 / out.h as f32,
             scale_x: self.cfg.crop as f32 / out.w as f32,
-            tiles: FastDiv::new(tiles_x * out.h.div_ceil(TILE as usize) as u32),
-            tiles_x: FastDiv::new(tiles_x),
+            tiles,
+            tiles_x,
         };
         let (c, k) = (self.shape.c as u32, self.cfg.kernel_size as u32);
         let smem = augment_shared_bytes(c, k);

@@ -1,6 +1,6 @@
 //! `gaussian_blur`: its sigmas and the checks of kernel sizes and sigmas.
 
-use super::{check_len, grid_of, PerImage, Shape, BLOCK};
+use super::{check_len, tile_grid, PerImage, Shape, BLOCK};
 use crate::error::{Error, Result};
 use crate::runtime::Gpu;
 use crate::spec::image::{check_kernel_size, check_sigma};
@@ -57,9 +57,8 @@ pub fn gaussian_blur(
             (Some(&s.dev), 0.0, 0.0)
         }
     };
-    let (tw, th) = blur_output_tile(kx as u32, ky as u32, shape.w as u32);
-    let (tiles_x, tiles_y) = (shape.w.div_ceil(tw as usize), shape.h.div_ceil(th as usize));
-    let grid = grid_of("x", tiles_x * tiles_y, shape.n * shape.c)?;
+    let tile = blur_output_tile(kx as u32, ky as u32, shape.w as u32);
+    let (grid, tiles, tiles_x) = tile_grid("x", (shape.h, shape.w), tile, shape.n * shape.c)?;
     let (xp, _r) = x.device_ptr(stream);
     let sguard = sp.map(|d| d.device_ptr(stream));
     let (yp, _w) = y.device_ptr_mut(stream);
@@ -75,9 +74,8 @@ pub fn gaussian_blur(
         ky: ky as u32,
         sigma_x: sx,
         sigma_y: sy,
-        // `grid_of` refused grids of more than `2^31 - 1` blocks, so these fit `u32`.
-        tiles: FastDiv::new((tiles_x * tiles_y) as u32),
-        tiles_x: FastDiv::new(tiles_x as u32),
+        tiles,
+        tiles_x,
         planes: FastDiv::new(shape.c as u32),
     };
     let smem = blur_shared_bytes(kx as u32, ky as u32, shape.w as u32);

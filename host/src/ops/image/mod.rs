@@ -34,7 +34,7 @@ use crate::error::{DriverContext, Error, Result};
 use crate::runtime::Gpu;
 use cudarc::driver::{CudaSlice, CudaStream};
 use std::sync::Arc;
-use streamline_abi::image::{IMAGE_BLOCK_X, IMAGE_BLOCK_Y, MAX_ROWS_PER_THREAD, TILE};
+use streamline_abi::image::{FastDiv, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, MAX_ROWS_PER_THREAD};
 
 const BLOCK: (u32, u32, u32) = (IMAGE_BLOCK_X, IMAGE_BLOCK_Y, 1);
 
@@ -82,10 +82,23 @@ fn column_grid(
     ))
 }
 
-/// Grid of the tiled kernels: `TILE x TILE` tiles of an `h x w` plane, times `count`.
-fn tile_grid(arg: &'static str, h: usize, w: usize, count: usize) -> Result<(u32, u32, u32)> {
-    let t = TILE as usize;
-    grid_of(arg, w.div_ceil(t) * h.div_ceil(t), count)
+/// Grid of the tiled kernels, one block per `tw x th` tile of each of `count` planes of
+/// `h x w` (every tile of a plane before the next plane's), with the dividers that find a
+/// block's plane and tile from its index: by the tiles of a plane, and by those of a row.
+fn tile_grid(
+    arg: &'static str,
+    (h, w): (usize, usize),
+    (tw, th): (u32, u32),
+    count: usize,
+) -> Result<((u32, u32, u32), FastDiv, FastDiv)> {
+    let (tiles_x, tiles_y) = (w.div_ceil(tw as usize), h.div_ceil(th as usize));
+    let grid = grid_of(arg, tiles_x * tiles_y, count)?;
+    // `grid_of` refused grids of more than `2^31 - 1` blocks, so these fit `u32`.
+    Ok((
+        grid,
+        FastDiv::new((tiles_x * tiles_y) as u32),
+        FastDiv::new(tiles_x as u32),
+    ))
 }
 
 fn grid_of(arg: &'static str, per: usize, count: usize) -> Result<(u32, u32, u32)> {
