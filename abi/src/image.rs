@@ -166,9 +166,10 @@ pub struct RoiAlignParams {
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
 pub struct RotateParams {
-    /// Device address of the f32 input, `batch x channels x height x width`.
+    /// Device address of the f32 input, `batch x channels x height x width` (NCHW) or
+    /// `batch x height x width x channels` (NHWC, see `layout`).
     pub x: u64,
-    /// Device address of the f32 output (same shape).
+    /// Device address of the f32 output (same shape, either layout).
     pub y: u64,
     /// Device address of `batch` f32 angles in degrees, counter-clockwise.
     pub angles: u64,
@@ -186,9 +187,14 @@ pub struct RotateParams {
     pub has_fill: u32,
     /// Output rows per thread, `1..=MAX_ROWS_PER_THREAD` (the grid is made for it).
     pub rows: u32,
-    /// Zero (keeps the layout free of implicit padding).
-    pub pad: u32,
+    /// Layouts: [`ROTATE_NHWC_IN`] and [`ROTATE_NHWC_OUT`] bits (0: NCHW in and out).
+    pub layout: u32,
 }
+
+/// `RotateParams::layout` bit: the input is NHWC (pixels with interleaved channels).
+pub const ROTATE_NHWC_IN: u32 = 1;
+/// `RotateParams::layout` bit: the output is NHWC.
+pub const ROTATE_NHWC_OUT: u32 = 2;
 
 /// `gaussian_blur`: separable Gaussian blur with reflect padding, kernel `kx` wide and `ky`
 /// tall (both odd).
@@ -369,6 +375,10 @@ declare! {
     pub const ROTATE_NEAREST: Kernel<RotateParams> = Kernel::new("rotate_nearest");
     /// Rotation, bilinear.
     pub const ROTATE_BILINEAR: Kernel<RotateParams> = Kernel::new("rotate_bilinear");
+    /// Rotation, nearest neighbour, from or to NHWC.
+    pub const ROTATE_NEAREST_RELAYOUT: Kernel<RotateParams> = Kernel::new("rotate_nearest_relayout");
+    /// Rotation, bilinear, from or to NHWC.
+    pub const ROTATE_BILINEAR_RELAYOUT: Kernel<RotateParams> = Kernel::new("rotate_bilinear_relayout");
     /// Separable Gaussian blur.
     pub const GAUSSIAN_BLUR: Kernel<GaussianBlurParams> = Kernel::new("gaussian_blur");
     /// Separable Gaussian blur, square kernels up to radius [`BLUR_FAST_MAX_RADIUS`]: bounded to

@@ -306,17 +306,28 @@ fn rotate_matches_reference() {
             prop::collection::vec(angle(), 3),
             any::<bool>(),
             prop::option::of(-2.0f32..2.0),
+            (any::<bool>(), any::<bool>()),
             any::<u64>(),
         ),
-        |(s, ang, nearest, fill, seed)| {
+        |(s, ang, nearest, fill, (nhwc_in, nhwc_out), seed)| {
             let mode = if nearest {
                 Interp::Nearest
             } else {
                 Interp::Bilinear
             };
-            rotate_checked(s, &values(s.len(), seed), &ang[..s.n], mode, fill)
+            let layouts = (layout(nhwc_in), layout(nhwc_out));
+            let x = values(s.len(), seed);
+            rotate_checked(s, &x, &ang[..s.n], mode, fill, layouts)
         },
     );
+}
+
+fn layout(nhwc: bool) -> Layout {
+    if nhwc {
+        Layout::Nhwc
+    } else {
+        Layout::Nchw
+    }
 }
 
 /// Batches of many images, planes that end inside a block (one only 13 rows tall), and angles
@@ -337,14 +348,79 @@ fn rotate_large_batches_match_reference() {
         let angles: Vec<f32> = (0..s.n).map(|k| k as f32 * 23.7 % 400.0 - 200.0).collect();
         for mode in [Interp::Nearest, Interp::Bilinear] {
             for fill in [None, Some(-0.75)] {
-                rotate_checked(s, &x, &angles, mode, fill)
+                let layouts = (Layout::Nchw, Layout::Nchw);
+                rotate_checked(s, &x, &angles, mode, fill, layouts)
                     .unwrap_or_else(|e| panic!("{s:?}, {mode:?}, fill {fill:?}: {e}"));
             }
         }
     }
 }
 
-/// Rotates `x` on the device and checks the result against the reference: nearest bitwise
+/// Every pair of layouts gives the NCHW rotation's values bitwise (the same arithmetic on the
+/// same values), over batches whose warps take every shape, with and without a fill, and
+/// matches the reference.
+#[test]
+fn rotate_layouts_match_nchw_bitwise() {
+    let Some(g) = gpu() else {
+        return;
+    };
+    let cases = [
+        Shape::new(12, 3, 256, 256),
+        Shape::new(40, 4, 37, 70),
+        Shape::new(9, 1, 13, 50),
+    ];
+    for (i, s) in cases.into_iter().enumerate() {
+        let x = values(s.len(), 40 + i as u64);
+        let angles: Vec<f32> = (0..s.n).map(|k| k as f32 * 31.3 % 400.0 - 200.0).collect();
+        let a = PerImage::upload(g.stream(), "angles", &angles).unwrap();
+        for mode in [Interp::Nearest, Interp::Bilinear] {
+            for fill in [None, Some(0.5)] {
+                let nchw = (Layout::Nchw, Layout::Nchw);
+                let want = rotate_in_layouts(s, &x, &a, mode, fill, nchw).unwrap();
+                for (from, to) in [
+                    (Layout::Nhwc, Layout::Nhwc),
+                    (Layout::Nhwc, Layout::Nchw),
+                    (Layout::Nchw, Layout::Nhwc),
+                ] {
+                    let what = format!("{s:?} {mode:?} fill {fill:?} {from}->{to}");
+                    let got = rotate_in_layouts(s, &x, &a, mode, fill, (from, to))
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    assert!(bitwise_eq(&got, &want), "{what}: differs from NCHW");
+                    rotate_checked(s, &x, &angles, mode, fill, (from, to))
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                }
+            }
+        }
+    }
+}
+
+/// `x` (NCHW) stored in layout `from`, rotated on the device into layout `to` (a poisoned
+/// buffer, every element checked written), returned as NCHW.
+fn rotate_in_layouts(
+    s: Shape,
+    x: &[f32],
+    angles: &PerImage,
+    mode: Interp,
+    fill: Option<f32>,
+    (from, to): (Layout, Layout),
+) -> Result<Vec<f32>, TestCaseError> {
+    let g = gpu().unwrap();
+    let xd = upload(&reference::relayout(x, s, Layout::Nchw, from));
+    let mut y = poisoned(s.len());
+    {
+        let mut yv = y.slice_mut(GUARD..GUARD + s.len());
+        let (xl, yl) = ((&xd, from), (&mut yv, to));
+        rotate_relayout(g, g.stream(), s, xl, angles, mode, fill, yl).unwrap();
+    }
+    Ok(reference::relayout(
+        &fetch(&y, s.len())?,
+        s,
+        to,
+        Layout::Nchw,
+    ))
+}
+
+/// Rotates `x` on the device from and to `layouts` and checks the result against the reference: nearest bitwise
 /// (or one of the candidates where the source point lies within the coordinate error of a
 /// rounding boundary), bilinear within the bound below.
 fn rotate_checked(
@@ -353,16 +429,11 @@ fn rotate_checked(
     angles: &[f32],
     mode: Interp,
     fill: Option<f32>,
+    layouts: (Layout, Layout),
 ) -> Result<(), TestCaseError> {
     let g = gpu().unwrap();
-    let xd = upload(x);
     let a = PerImage::upload(g.stream(), "angles", angles).unwrap();
-    let mut y = poisoned(s.len());
-    {
-        let mut yv = y.slice_mut(GUARD..GUARD + s.len());
-        rotate(g, g.stream(), s, &xd, &a, mode, fill, &mut yv).unwrap();
-    }
-    let got = fetch(&y, s.len())?;
+    let got = rotate_in_layouts(s, x, &a, mode, fill, layouts)?;
     let xs: Vec<f64> = x.iter().map(|&v| v as f64).collect();
     // Source coordinates: the angle's f32 rounding and sincospi (1 ulp), the division
     // by half the size and three products/sums, then the unnormalisation: together

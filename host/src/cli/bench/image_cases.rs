@@ -208,6 +208,22 @@ pub fn run(b: &mut Bench, batch: usize, wanted: &dyn Fn(&str) -> bool) -> Result
             extra["antialias"] = json!(true);
         }
         record(b, &case, t, bytes, extra)?;
+        // Rotation also in the layouts CV-CUDA computes in and image decoders produce: the
+        // same values read as NHWC, written NHWC and NCHW.
+        if let Single::Rotate(mode) = op {
+            for (to, name) in [
+                (Layout::Nhwc, "streamline-nhwc"),
+                (Layout::Nchw, "streamline-nhwc-to-nchw"),
+            ] {
+                let t = b.time(|i| {
+                    let (x, y) = &mut bufs[i % n];
+                    let (x, y) = ((&*x, Layout::Nhwc), (y, to));
+                    rotate_relayout(gpu, &st, s_in, x, &angles, mode, None, y)
+                })?;
+                let extra = json!({"impl": name, "batch": batch, "buffer_sets": n, "layout": format!("NHWC->{to}")});
+                record(b, &case, t, bytes, extra)?;
+            }
+        }
     }
 
     let case = format!("augment_pipeline_b{batch}");

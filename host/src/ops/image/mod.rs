@@ -2,7 +2,8 @@
 //! parameters: uint8 to float, ROI-align crop, rotation, Gaussian blur, resize, per-channel
 //! normalisation, and seed 003's whole augmentation (fused, and as the chain of separate
 //! kernels). The uint8 entry points (`to_float_relayout`, the fused augmentation) also read
-//! NHWC, as image decoders produce it, and the augmentation writes either layout.
+//! NHWC, as image decoders produce it, and the augmentation writes either layout; so does
+//! `rotate_relayout` for f32 batches (CV-CUDA's layout).
 //!
 //! Their exact definitions, following torchvision so results can be swapped in, are written
 //! with the CPU references in [`crate::reference::image`]. Every argument is checked before any
@@ -27,7 +28,7 @@ pub use gaussian_blur::{gaussian_blur, Sigma};
 pub use normalize::{normalize, ChannelStats};
 pub use resize::resize;
 pub use roi_align::{roi_align, RoiBoxes};
-pub use rotate::rotate;
+pub use rotate::{rotate, rotate_relayout};
 pub use to_float::{to_float, to_float_relayout, to_float_scale};
 
 use crate::error::{DriverContext, Error, Result};

@@ -3,9 +3,12 @@
 use super::{check_len, column_grid, PerImage, Shape, BLOCK};
 use crate::error::{Error, Result};
 use crate::runtime::Gpu;
-use crate::spec::image::Interp;
+use crate::spec::image::{Interp, Layout};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
-use streamline_abi::image::{RotateParams, ROTATE_BILINEAR, ROTATE_NEAREST};
+use streamline_abi::image::{
+    RotateParams, ROTATE_BILINEAR, ROTATE_BILINEAR_RELAYOUT, ROTATE_NEAREST,
+    ROTATE_NEAREST_RELAYOUT, ROTATE_NHWC_IN, ROTATE_NHWC_OUT,
+};
 
 /// `rotate`: image `i` rotated by `angles[i]` degrees counter-clockwise about its centre,
 /// `expand=False`; outside the input, `fill` (torchvision's masked fill) or 0 with `None`.
@@ -19,6 +22,24 @@ pub fn rotate(
     mode: Interp,
     fill: Option<f32>,
     y: &mut impl DevicePtrMut<f32>,
+) -> Result<()> {
+    let nchw = Layout::Nchw;
+    rotate_relayout(gpu, stream, shape, (x, nchw), angles, mode, fill, (y, nchw))
+}
+
+/// [`rotate`] of a batch of `shape` stored in layout `from` into layout `to`: NHWC, as image
+/// decoders and CV-CUDA lay images out, or NCHW (what a model takes), in any pair, in one pass
+/// with no separate permute. NCHW in and out is the fastest pair (see BENCHMARKS.md).
+#[allow(clippy::too_many_arguments)]
+pub fn rotate_relayout(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    shape: Shape,
+    (x, from): (&impl DevicePtr<f32>, Layout),
+    angles: &PerImage,
+    mode: Interp,
+    fill: Option<f32>,
+    (y, to): (&mut impl DevicePtrMut<f32>, Layout),
 ) -> Result<()> {
     shape.check("x")?;
     check_len("x", x.len(), shape)?;
@@ -36,6 +57,18 @@ pub fn rotate(
     if let Some(f) = fill.filter(|f| !f.is_finite()) {
         return Err(Error::arg("fill", format!("{f}: must be finite")));
     }
+    let layout = match (from, to) {
+        (Layout::Nchw, Layout::Nchw) => 0,
+        (Layout::Nhwc, Layout::Nchw) => ROTATE_NHWC_IN,
+        (Layout::Nchw, Layout::Nhwc) => ROTATE_NHWC_OUT,
+        (Layout::Nhwc, Layout::Nhwc) => ROTATE_NHWC_IN | ROTATE_NHWC_OUT,
+    };
+    let kernel = match (mode, layout) {
+        (Interp::Nearest, 0) => ROTATE_NEAREST,
+        (Interp::Bilinear, 0) => ROTATE_BILINEAR,
+        (Interp::Nearest, _) => ROTATE_NEAREST_RELAYOUT,
+        (Interp::Bilinear, _) => ROTATE_BILINEAR_RELAYOUT,
+    };
     // A full multiprocessor of threads per row (measured on an H200).
     let (grid, rows) = column_grid(gpu, "x", (shape.h, shape.w), shape.n, 2048)?;
     let (xp, _r) = x.device_ptr(stream);
@@ -52,11 +85,7 @@ pub fn rotate(
         fill: fill.unwrap_or(0.0),
         has_fill: fill.is_some() as u32,
         rows,
-        pad: 0,
-    };
-    let kernel = match mode {
-        Interp::Nearest => ROTATE_NEAREST,
-        Interp::Bilinear => ROTATE_BILINEAR,
+        layout,
     };
     // SAFETY: lengths checked against `shape`; one angle per image; the grid covers every
     // output pixel.
