@@ -268,8 +268,10 @@ fn resize(py: Python<'_>, io: Io, nchw: Nchw, out: (usize, usize), mode: &str) -
     })
 }
 
-/// Rotates image `i` of f32 NCHW `x` by `angles[i]` degrees counter-clockwise.
+/// Rotates image `i` of f32 `x` by `angles[i]` degrees counter-clockwise, from layout `src`
+/// (`x` has shape `nchw` in it) into layout `dst`.
 #[pyfunction]
+#[allow(clippy::too_many_arguments)]
 fn rotate(
     py: Python<'_>,
     io: Io,
@@ -277,11 +279,18 @@ fn rotate(
     angles: Vec<f32>,
     mode: &str,
     fill: Option<f32>,
+    src: &str,
+    dst: &str,
 ) -> PyResult<()> {
     let mode = interp("interpolation", mode).map_err(to_py)?;
+    let (src, dst) = (
+        layout("layout", src).map_err(to_py)?,
+        layout("output_layout", dst).map_err(to_py)?,
+    );
     io.run(py, |g, s, x, y| {
         let angles = PerImage::upload(s, "angle", &angles)?;
-        image::rotate(g, s, shape(nchw), x, &angles, mode, fill, y)
+        let (x, y) = ((x, src), (y, dst));
+        image::rotate_relayout(g, s, shape(nchw), x, &angles, mode, fill, y)
     })
 }
 

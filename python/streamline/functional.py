@@ -142,10 +142,15 @@ def resize(inpt, size, interpolation="bilinear", max_size=None, antialias=True, 
     return out
 
 
-def rotate(inpt, angle, interpolation="nearest", expand=False, center=None, fill=None, *, out=None, stream=None, device=None):
+def rotate(inpt, angle, interpolation="nearest", expand=False, center=None, fill=None, *,
+           layout="NCHW", output_layout=None, out=None, stream=None, device=None):
     """torchvision's ``rotate`` (counter-clockwise degrees about the centre, ``expand=False``,
-    outside filled with ``fill`` or 0); ``angle`` is one number or one per image."""
+    outside filled with ``fill`` or 0); ``angle`` is one number or one per image. ``layout``
+    says whether ``inpt`` is ``(N, C, H, W)`` or ``(N, H, W, C)``, ``output_layout`` (default:
+    ``layout``) which one to write, converted in the same pass."""
     mode = _mode(interpolation)
+    src = _layout(layout, "layout")
+    dst = src if output_layout is None else _layout(output_layout, "output_layout")
     if expand:
         raise ValueError("expand: only False is supported (the output keeps the input's size)")
     if center is not None:
@@ -155,10 +160,19 @@ def rotate(inpt, angle, interpolation="nearest", expand=False, center=None, fill
         if not values or any(v != values[0] for v in values):
             raise ValueError(f"fill: {fill!r}; one value for every channel is supported")
         fill = values[0]
-    x, out, y, dev, s = _image_io(inpt, out, stream, device)
-    nchw = _nchw(x)
-    angles = _per_image(angle, nchw[0], "angle")
-    _native.rotate(_io(dev, s, x, y), nchw, angles, mode, None if fill is None else float(fill))
+    x = array(inpt, "inpt", ("float32",), _IMAGE)
+    dev = device_of([("inpt", x)], device)
+    nchw = _nchw(x) if src == "NCHW" else _nhwc_as_nchw(x)
+    n, c, h, w = nchw
+    shape = (n, c, h, w) if dst == "NCHW" else (n, h, w, c)
+    if len(x.shape) == 3:
+        shape = shape[1:]
+    out, y = output(out, [("inpt", x)], shape, "float32", dev)
+    disjoint("out", y, [("inpt", x)])
+    s = stream_handle(stream, dev, [("inpt", x), ("out", y)])
+    angles = _per_image(angle, n, "angle")
+    fill = None if fill is None else float(fill)
+    _native.rotate(_io(dev, s, x, y), nchw, angles, mode, fill, src, dst)
     return out
 
 

@@ -138,6 +138,10 @@ def test_python_level_checks():
         sl.rotate(x, [1, 2, 3], out=img(2, 3, 8, 8))
     with pytest.raises(ValueError, match="fill: .*one value for every channel"):
         sl.rotate(x, 1, fill=[1, 2, 3], out=img(2, 3, 8, 8))
+    with pytest.raises(ValueError, match="layout: 'CHW'"):
+        sl.rotate(x, 1, layout="CHW", out=img(2, 3, 8, 8))
+    with pytest.raises(ValueError, match=r"out: has shape \(2, 3, 8, 8\); needs \(2, 8, 8, 3\)"):
+        sl.rotate(x, 1, output_layout="NHWC", out=img(2, 3, 8, 8))
     with pytest.raises(ValueError, match="interpolation: 'bicubic' is not supported"):
         sl.resize(x, 4, interpolation="bicubic", out=img(2, 3, 4, 4))
     with pytest.raises(ValueError, match="layout: 'CHW'"):

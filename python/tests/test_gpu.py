@@ -144,6 +144,21 @@ def test_rotate_per_image_angles(shape, mode, fill, kind):
         assert_within(out, want, bound(4, 255, h, w), "rotate bilinear")
 
 
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+@pytest.mark.parametrize("layouts", [("NHWC", "NHWC"), ("NHWC", "NCHW"), ("NCHW", "NHWC")])
+def test_rotate_layouts(mode, layouts):
+    """Every pair of layouts gives the NCHW rotation's values exactly, in the shape asked for."""
+    src, dst = layouts
+    x = images(5, 3, 37, 70, seed=14).float()
+    angles = [0.0, 90.0, -45.0, 33.3, 180.0]
+    want = sl.rotate(x, angles, interpolation=mode, fill=2.0)
+    inpt = x.permute(0, 2, 3, 1).contiguous() if src == "NHWC" else x
+    got = sl.rotate(inpt, angles, interpolation=mode, fill=2.0, layout=src, output_layout=dst)
+    assert got.shape == ((5, 37, 70, 3) if dst == "NHWC" else (5, 3, 37, 70))
+    got = got.permute(0, 3, 1, 2) if dst == "NHWC" else got
+    assert torch.equal(got, want)
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("k", [1, 3, 7, 15])
 def test_gaussian_blur(shape, k):
