@@ -55,6 +55,22 @@ def _image_io(inpt, out, stream, device, out_hw=None, dtypes=("float32",), eleme
     return x, out, y, dev, stream_handle(stream, dev, [("inpt", x), ("out", y)])
 
 
+def _relayout_io(inpt, dtype, src, dst, out, stream, device):
+    """Input image array of ``dtype`` in layout ``src``, its shape as ``(N, C, H, W)``, a float32
+    output (object, array) of the same images in layout ``dst`` and the same rank, the device
+    and the stream. The output may not overlap the input."""
+    x = array(inpt, "inpt", (dtype,), _IMAGE)
+    dev = device_of([("inpt", x)], device)
+    nchw = _nchw(x) if src == "NCHW" else _nhwc_as_nchw(x)
+    n, c, h, w = nchw
+    shape = (n, c, h, w) if dst == "NCHW" else (n, h, w, c)
+    if len(x.shape) == 3:
+        shape = shape[1:]
+    out, y = output(out, [("inpt", x)], shape, "float32", dev)
+    disjoint("out", y, [("inpt", x)])
+    return x, nchw, out, y, dev, stream_handle(stream, dev, [("inpt", x), ("out", y)])
+
+
 def _io(dev, s, x, y):
     """What a native function reading ``x`` and writing ``y`` is called with:
     ``(device, stream, x, y)``, each array as ``(address, element count)``."""
@@ -81,16 +97,7 @@ def to_float(inpt, scale=False, layout="NCHW", output_layout="NCHW", *, out=None
     ``inpt`` is ``(N, C, H, W)`` or ``(N, H, W, C)`` (as image decoders produce), and
     ``output_layout`` which one to write, converted in the same pass."""
     src, dst = _layout(layout, "layout"), _layout(output_layout, "output_layout")
-    x = array(inpt, "inpt", ("uint8",), _IMAGE)
-    dev = device_of([("inpt", x)], device)
-    nchw = _nchw(x) if src == "NCHW" else _nhwc_as_nchw(x)
-    n, c, h, w = nchw
-    shape = (n, c, h, w) if dst == "NCHW" else (n, h, w, c)
-    if len(x.shape) == 3:
-        shape = shape[1:]
-    out, y = output(out, [("inpt", x)], shape, "float32", dev)
-    disjoint("out", y, [("inpt", x)])
-    s = stream_handle(stream, dev, [("inpt", x), ("out", y)])
+    x, nchw, out, y, dev, s = _relayout_io(inpt, "uint8", src, dst, out, stream, device)
     _native.to_float(_io(dev, s, x, y), nchw, src, dst, bool(scale))
     return out
 
@@ -160,17 +167,8 @@ def rotate(inpt, angle, interpolation="nearest", expand=False, center=None, fill
         if not values or any(v != values[0] for v in values):
             raise ValueError(f"fill: {fill!r}; one value for every channel is supported")
         fill = values[0]
-    x = array(inpt, "inpt", ("float32",), _IMAGE)
-    dev = device_of([("inpt", x)], device)
-    nchw = _nchw(x) if src == "NCHW" else _nhwc_as_nchw(x)
-    n, c, h, w = nchw
-    shape = (n, c, h, w) if dst == "NCHW" else (n, h, w, c)
-    if len(x.shape) == 3:
-        shape = shape[1:]
-    out, y = output(out, [("inpt", x)], shape, "float32", dev)
-    disjoint("out", y, [("inpt", x)])
-    s = stream_handle(stream, dev, [("inpt", x), ("out", y)])
-    angles = _per_image(angle, n, "angle")
+    x, nchw, out, y, dev, s = _relayout_io(inpt, "float32", src, dst, out, stream, device)
+    angles = _per_image(angle, nchw[0], "angle")
     fill = None if fill is None else float(fill)
     _native.rotate(_io(dev, s, x, y), nchw, angles, mode, fill, src, dst)
     return out
