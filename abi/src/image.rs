@@ -161,7 +161,8 @@ pub struct RoiAlignParams {
     pub pad: u32,
 }
 
-/// `rotate_nearest` / `rotate_bilinear`: each image rotated by its own angle about its centre.
+/// `rotate_nearest` / `rotate_bilinear` (NCHW in and out) and their `_relayout` twins (the
+/// layouts `layout` names): each image rotated by its own angle about its centre.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
@@ -187,7 +188,8 @@ pub struct RotateParams {
     pub has_fill: u32,
     /// Output rows per thread, `1..=MAX_ROWS_PER_THREAD` (the grid is made for it).
     pub rows: u32,
-    /// Layouts: [`ROTATE_NHWC_IN`] and [`ROTATE_NHWC_OUT`] bits (0: NCHW in and out).
+    /// Layouts: [`ROTATE_NHWC_IN`] and [`ROTATE_NHWC_OUT`] bits (0: NCHW in and out). Read
+    /// by the `_relayout` kernels only, which take 0 as NHWC on both sides.
     pub layout: u32,
 }
 

@@ -2,17 +2,17 @@
 //! `torchvision.transforms.v2.functional.rotate(img, angle, interpolation, expand=False,
 //! fill=...)`, for a whole batch with one angle per image.
 //!
-//! Input and output are NCHW, or NHWC on either side (`RotateParams::layout`, kernels of their
-//! own so that NCHW's registers are not theirs).
+//! Input and output are NCHW, or NHWC on either side (`RotateParams::layout`) in kernels of
+//! their own, so that the NCHW kernels keep their register count.
 //!
 //! A block covers a 32-column patch of one image; each thread sets up the image's rotation and
 //! its column's terms once, finds each pixel's source point once and samples every channel
 //! there. A warp's reads run through the input along the rotated direction of its pixels, and
 //! cost the L1 cache about one pass per line they touch: a warp on a row of 32 reads along one
 //! input row when the angle is near 0 or 180 degrees, but down 32 rows near 90. So each image's
-//! warps take the shape whose reads run most nearly along input rows ([`warp_shape`]), and
-//! write whole 32-byte sectors whatever the shape. A load that misses L2 fetches the 256 bytes
-//! around it, which the neighbouring warps read next.
+//! warps take the shape whose reads run most nearly along input rows ([`warp_shape`]), and in
+//! NCHW write whole 32-byte sectors whatever the shape. A load that misses L2 fetches the 256
+//! bytes around it, which the neighbouring warps read next.
 
 use crate::channels::{for_channels, for_shaped_columns, image_and_column, WarpShape};
 use crate::sampling::{nearest_pixel, Bilinear, Rotation};
@@ -103,10 +103,10 @@ fn for_pixels(
     });
 }
 
-/// Runs `f::<NHWC_IN, NHWC_OUT>` for the launch's layouts (`p.layout`, at least one of them
-/// NHWC), decided once per launch rather than per value. NCHW in and out has kernels of its
-/// own, so that its registers are not those of the other layouts.
-macro_rules! with_nhwc_layouts {
+/// Runs `f::<NHWC_IN, NHWC_OUT>` for the launch's layouts (`p.layout`, NHWC on at least one
+/// side; any other value is taken as NHWC on both), decided once per launch rather than per
+/// value. NCHW in and out has kernels of its own, so that they keep their register count.
+macro_rules! with_layouts {
     ($p:expr, $f:ident$(::<$fill:ident>)?($($arg:expr),*)) => {
         match $p.layout & (ROTATE_NHWC_IN | ROTATE_NHWC_OUT) {
             ROTATE_NHWC_IN => $f::<$({ $fill },)? true, false>($($arg),*),
@@ -126,24 +126,29 @@ kernel! {
     /// an image (`channels * height * width`) at most `2^32 - 1` values; grid as
     /// [`for_columns`](crate::channels::for_columns) describes for `p.rows` rows.
     pub unsafe fn rotate_nearest(p: RotateParams) {
-        nearest::<false, false>(&p)
+        // SAFETY: forwarded.
+        unsafe { nearest::<false, false>(&p) }
     }
 }
 
 kernel! {
     #[declared(ROTATE_NEAREST_RELAYOUT)]
-    /// [`rotate_nearest`] from or to NHWC (`p.layout`, not 0).
+    /// [`rotate_nearest`] in the layouts `p.layout` names (NHWC on at least one side).
     ///
     /// # Safety
     /// As for [`rotate_nearest`], in the layouts `p.layout` names.
     pub unsafe fn rotate_nearest_relayout(p: RotateParams) {
-        with_nhwc_layouts!(p, nearest(&p))
+        // SAFETY: forwarded.
+        unsafe { with_layouts!(p, nearest(&p)) }
     }
 }
 
 /// [`rotate_nearest`] for one pair of layouts.
+///
+/// # Safety
+/// As for [`rotate_nearest`], in these layouts.
 #[inline(always)]
-fn nearest<const NHWC_IN: bool, const NHWC_OUT: bool>(p: &RotateParams) {
+unsafe fn nearest<const NHWC_IN: bool, const NHWC_OUT: bool>(p: &RotateParams) {
     let plane = p.height * p.width;
     let (si, so) = (
         Strides::of(NHWC_IN, p.channels, plane),
@@ -177,35 +182,44 @@ kernel! {
     /// # Safety
     /// As for [`rotate_nearest`].
     pub unsafe fn rotate_bilinear(p: RotateParams) {
-        if p.has_fill != 0 {
-            bilinear::<true, false, false>(&p)
-        } else {
-            bilinear::<false, false, false>(&p)
+        // SAFETY: forwarded.
+        unsafe {
+            if p.has_fill != 0 {
+                bilinear::<true, false, false>(&p)
+            } else {
+                bilinear::<false, false, false>(&p)
+            }
         }
     }
 }
 
 kernel! {
     #[declared(ROTATE_BILINEAR_RELAYOUT)]
-    /// [`rotate_bilinear`] from or to NHWC (`p.layout`, not 0).
+    /// [`rotate_bilinear`] in the layouts `p.layout` names (NHWC on at least one side).
     ///
     /// # Safety
     /// As for [`rotate_nearest`], in the layouts `p.layout` names.
     pub unsafe fn rotate_bilinear_relayout(p: RotateParams) {
-        if p.has_fill != 0 {
-            with_nhwc_layouts!(p, bilinear::<true>(&p))
-        } else {
-            with_nhwc_layouts!(p, bilinear::<false>(&p))
+        // SAFETY: forwarded.
+        unsafe {
+            if p.has_fill != 0 {
+                with_layouts!(p, bilinear::<true>(&p))
+            } else {
+                with_layouts!(p, bilinear::<false>(&p))
+            }
         }
     }
 }
 
 /// [`rotate_bilinear`] with or without a fill, decided once per launch rather than per value,
 /// in one pair of layouts. A pixel's neighbours are addressed from one pointer per row and
-/// channel, the east ones one pixel on, and blended by fused multiply-adds in torch's order (north-west, north-east,
-/// south-west, south-east).
+/// channel, the east ones one pixel on, and blended by fused multiply-adds in torch's order
+/// (north-west, north-east, south-west, south-east).
+///
+/// # Safety
+/// As for [`rotate_nearest`], in these layouts.
 #[inline(always)]
-fn bilinear<const FILL: bool, const NHWC_IN: bool, const NHWC_OUT: bool>(p: &RotateParams) {
+unsafe fn bilinear<const FILL: bool, const NHWC_IN: bool, const NHWC_OUT: bool>(p: &RotateParams) {
     let plane = p.height * p.width;
     let (si, so) = (
         Strides::of(NHWC_IN, p.channels, plane),

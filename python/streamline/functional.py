@@ -153,8 +153,8 @@ def rotate(inpt, angle, interpolation="nearest", expand=False, center=None, fill
            layout="NCHW", output_layout=None, out=None, stream=None, device=None):
     """torchvision's ``rotate`` (counter-clockwise degrees about the centre, ``expand=False``,
     outside filled with ``fill`` or 0); ``angle`` is one number or one per image. ``layout``
-    says whether ``inpt`` is ``(N, C, H, W)`` or ``(N, H, W, C)``, ``output_layout`` (default:
-    ``layout``) which one to write, converted in the same pass."""
+    says whether ``inpt`` is ``(N, C, H, W)`` or ``(N, H, W, C)`` (or one image without ``N``),
+    ``output_layout`` (default: ``layout``) which one to write, converted in the same pass."""
     mode = _mode(interpolation)
     src = _layout(layout, "layout")
     dst = src if output_layout is None else _layout(output_layout, "output_layout")

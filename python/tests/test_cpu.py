@@ -140,6 +140,8 @@ def test_python_level_checks():
         sl.rotate(x, 1, fill=[1, 2, 3], out=img(2, 3, 8, 8))
     with pytest.raises(ValueError, match="layout: 'CHW'"):
         sl.rotate(x, 1, layout="CHW", out=img(2, 3, 8, 8))
+    with pytest.raises(ValueError, match="output_layout: 'HWC'"):
+        sl.rotate(x, 1, output_layout="HWC", out=img(2, 3, 8, 8))
     with pytest.raises(ValueError, match=r"out: has shape \(2, 3, 8, 8\); needs \(2, 8, 8, 3\)"):
         sl.rotate(x, 1, output_layout="NHWC", out=img(2, 3, 8, 8))
     with pytest.raises(ValueError, match="interpolation: 'bicubic' is not supported"):

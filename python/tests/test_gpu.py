@@ -159,6 +159,20 @@ def test_rotate_layouts(mode, layouts):
     assert torch.equal(got, want)
 
 
+def test_rotate_nhwc_defaults_and_one_image():
+    """``output_layout`` defaults to ``layout``, and one ``(H, W, C)`` image rotates as a batch
+    of one."""
+    x = images(2, 5, 21, 30, seed=15).float()
+    want = sl.rotate(x, [25.0, -70.0], interpolation="bilinear")
+    nhwc = x.permute(0, 2, 3, 1).contiguous()
+    got = sl.rotate(nhwc, [25.0, -70.0], interpolation="bilinear", layout="NHWC")
+    assert got.shape == (2, 21, 30, 5)
+    assert torch.equal(got.permute(0, 3, 1, 2), want)
+    one = sl.rotate(nhwc[1], -70.0, interpolation="bilinear", layout="NHWC", output_layout="NCHW")
+    assert one.shape == (5, 21, 30)
+    assert torch.equal(one, want[1])
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("k", [1, 3, 7, 15])
 def test_gaussian_blur(shape, k):

@@ -364,10 +364,13 @@ fn rotate_layouts_match_nchw_bitwise() {
     let Some(g) = gpu() else {
         return;
     };
+    // Channels in one group of the kernels (3, 4), in two (5: four, then one) and 2; the layouts
+    // differ only where there is more than one channel.
     let cases = [
         Shape::new(12, 3, 256, 256),
         Shape::new(40, 4, 37, 70),
-        Shape::new(9, 1, 13, 50),
+        Shape::new(9, 5, 13, 50),
+        Shape::new(6, 2, 20, 33),
     ];
     for (i, s) in cases.into_iter().enumerate() {
         let x = values(s.len(), 40 + i as u64);
@@ -420,9 +423,9 @@ fn rotate_in_layouts(
     ))
 }
 
-/// Rotates `x` on the device from and to `layouts` and checks the result against the reference: nearest bitwise
-/// (or one of the candidates where the source point lies within the coordinate error of a
-/// rounding boundary), bilinear within the bound below.
+/// Rotates `x` on the device from and to `layouts` and checks the result against the
+/// reference: nearest bitwise (or one of the candidates where the source point lies within the
+/// coordinate error of a rounding boundary), bilinear within the bound below.
 fn rotate_checked(
     s: Shape,
     x: &[f32],

@@ -2,8 +2,8 @@
 //! parameters: uint8 to float, ROI-align crop, rotation, Gaussian blur, resize, per-channel
 //! normalisation, and seed 003's whole augmentation (fused, and as the chain of separate
 //! kernels). The uint8 entry points (`to_float_relayout`, the fused augmentation) also read
-//! NHWC, as image decoders produce it, and the augmentation writes either layout; so does
-//! `rotate_relayout` for f32 batches (CV-CUDA's layout).
+//! NHWC, as image decoders produce it, and the augmentation writes either layout.
+//! `rotate_relayout` reads and writes f32 batches in either layout (NHWC is CV-CUDA's).
 //!
 //! Their exact definitions, following torchvision so results can be swapped in, are written
 //! with the CPU references in [`crate::reference::image`]. Every argument is checked before any

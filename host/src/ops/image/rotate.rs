@@ -88,6 +88,6 @@ pub fn rotate_relayout(
         layout,
     };
     // SAFETY: lengths checked against `shape`; one angle per image; the grid covers every
-    // output pixel.
+    // output pixel; `kernel` reads the layouts `layout` names.
     unsafe { gpu.launch(stream, kernel, grid, BLOCK, p) }
 }
