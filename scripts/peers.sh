@@ -2,10 +2,10 @@
 # The peers of `streamline bench`, timed on the same GPU in the same run: PyTorch/torchvision
 # (ANCHORS_DIR/torch_anchors.py) and, where ANCHORS_DIR/cvcuda/cvcuda-sm90.tar.xz is present and
 # the GPU is sm_90, CV-CUDA (ANCHORS_DIR/cvcuda/cvcuda_anchors.py, NHWC). Pairs each with our
-# rows of RESULTS_DIR/streamline.jsonl through compare.py, and CV-CUDA also with our NHWC rows. With CV-CUDA it also runs
-# cvcuda_rotate_geometry.py (next to this script) and pairs our rotations with CV-CUDA's about
-# the image centre, and cvcuda_fresh_inputs.py (also next to it), which times CV-CUDA with fresh
-# inputs as `streamline bench` times ours, and pairs those.
+# rows of RESULTS_DIR/streamline.jsonl through compare.py, and CV-CUDA also with our NHWC rows.
+# With CV-CUDA it also runs cvcuda_rotate_geometry.py (next to this script) and pairs our
+# rotations with CV-CUDA's about the image centre, and cvcuda_fresh_inputs.py (also next to it),
+# which times CV-CUDA with fresh inputs as `streamline bench` times ours, and pairs those.
 #
 #   ./peers.sh ANCHORS_DIR RESULTS_DIR
 set -u -o pipefail

@@ -220,7 +220,9 @@ pub fn run(b: &mut Bench, batch: usize, wanted: &dyn Fn(&str) -> bool) -> Result
                     let (x, y) = ((&*x, Layout::Nhwc), (y, to));
                     rotate_relayout(gpu, &st, s_in, x, &angles, mode, None, y)
                 })?;
-                let extra = json!({"impl": name, "batch": batch, "buffer_sets": n, "layout": format!("NHWC->{to}")});
+                let layout = format!("NHWC->{to}");
+                let extra =
+                    json!({"impl": name, "batch": batch, "buffer_sets": n, "layout": layout});
                 record(b, &case, t, bytes, extra)?;
             }
         }
