@@ -1,9 +1,9 @@
 //! Seed 003's augmentation: its configuration, random draw, and the fused and separate runs.
 
 use super::{
-    check_len, check_sigma, gaussian_blur, normalize, resize, roi_align, roi_sampling_grid, rotate,
-    tile_grid, to_float_relayout, to_float_scale, ChannelStats, Interp, Layout, PerImage,
-    ResizeMode, RoiBoxes, Shape, Sigma, BLOCK,
+    check_len, check_sigma, gaussian_blur, layout_bits, normalize, resize, resize_scale, roi_align,
+    roi_sampling_grid, rotate, tile_grid, to_float_relayout, to_float_scale, ChannelStats, Interp,
+    Layout, PerImage, ResizeMode, RoiBoxes, Shape, Sigma, BLOCK,
 };
 use crate::error::{DriverContext, Error, Result};
 use crate::runtime::Gpu;
@@ -183,15 +183,9 @@ impl Augment {
             ksize: self.cfg.kernel_size as u32,
             scale: to_float_scale(self.cfg.scale),
             nearest: (self.cfg.interp == Interp::Nearest) as u32,
-            layout: match self.layouts.0 {
-                Layout::Nchw => 0,
-                Layout::Nhwc => AUGMENT_NHWC_IN,
-            } | match self.layouts.1 {
-                Layout::Nchw => 0,
-                Layout::Nhwc => AUGMENT_NHWC_OUT,
-            },
-            scale_y: self.cfg.crop as f32 / out.h as f32,
-            scale_x: self.cfg.crop as f32 / out.w as f32,
+            layout: layout_bits(self.layouts, (AUGMENT_NHWC_IN, AUGMENT_NHWC_OUT)),
+            scale_y: resize_scale(self.cfg.crop, out.h),
+            scale_x: resize_scale(self.cfg.crop, out.w),
             tiles,
             tiles_x,
         };

@@ -102,6 +102,19 @@ fn tile_grid(
     ))
 }
 
+/// torch's bilinear resize scale along an axis for `align_corners=False` without a scale
+/// factor: `n_in / n_out`, divided in f32.
+fn resize_scale(n_in: usize, n_out: usize) -> f32 {
+    n_in as f32 / n_out as f32
+}
+
+/// A kernel's layout bits for input layout `from` and output layout `to`: `nhwc_in` where the
+/// input is NHWC, `nhwc_out` where the output is.
+fn layout_bits((from, to): (Layout, Layout), (nhwc_in, nhwc_out): (u32, u32)) -> u32 {
+    let bit = |l: Layout, b: u32| if l == Layout::Nhwc { b } else { 0 };
+    bit(from, nhwc_in) | bit(to, nhwc_out)
+}
+
 fn grid_of(arg: &'static str, per: usize, count: usize) -> Result<(u32, u32, u32)> {
     match per.checked_mul(count) {
         Some(b) if b <= i32::MAX as usize => Ok((b as u32, 1, 1)),

@@ -1,6 +1,6 @@
 //! `resize`: every plane to a new size.
 
-use super::{check_len, column_grid, Shape, BLOCK};
+use super::{check_len, column_grid, resize_scale, Shape, BLOCK};
 use crate::error::Result;
 use crate::runtime::Gpu;
 use crate::spec::image::ResizeMode;
@@ -36,9 +36,8 @@ pub fn resize(
         in_w: shape.w as u32,
         out_h: out_h as u32,
         out_w: out_w as u32,
-        // torch's scale for `align_corners=False` without a scale factor: `in / out` in f32.
-        scale_h: shape.h as f32 / out_h as f32,
-        scale_w: shape.w as f32 / out_w as f32,
+        scale_h: resize_scale(shape.h, out_h),
+        scale_w: resize_scale(shape.w, out_w),
         rows,
         pad: 0,
     };

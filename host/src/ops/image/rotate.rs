@@ -1,6 +1,6 @@
 //! `rotate`: per-image rotation.
 
-use super::{check_len, column_grid, PerImage, Shape, BLOCK};
+use super::{check_len, column_grid, layout_bits, PerImage, Shape, BLOCK};
 use crate::error::{Error, Result};
 use crate::runtime::Gpu;
 use crate::spec::image::{Interp, Layout};
@@ -57,12 +57,7 @@ pub fn rotate_relayout(
     if let Some(f) = fill.filter(|f| !f.is_finite()) {
         return Err(Error::arg("fill", format!("{f}: must be finite")));
     }
-    let layout = match (from, to) {
-        (Layout::Nchw, Layout::Nchw) => 0,
-        (Layout::Nhwc, Layout::Nchw) => ROTATE_NHWC_IN,
-        (Layout::Nchw, Layout::Nhwc) => ROTATE_NHWC_OUT,
-        (Layout::Nhwc, Layout::Nhwc) => ROTATE_NHWC_IN | ROTATE_NHWC_OUT,
-    };
+    let layout = layout_bits((from, to), (ROTATE_NHWC_IN, ROTATE_NHWC_OUT));
     let kernel = match (mode, layout) {
         (Interp::Nearest, 0) => ROTATE_NEAREST,
         (Interp::Bilinear, 0) => ROTATE_BILINEAR,
