@@ -384,8 +384,9 @@ declare! {
     /// Separable Gaussian blur.
     pub const GAUSSIAN_BLUR: Kernel<GaussianBlurParams> = Kernel::new("gaussian_blur");
     /// Separable Gaussian blur, square kernels up to radius [`BLUR_FAST_MAX_RADIUS`]: bounded to
-    /// five blocks per SM, as many as the shared memory of radius 3 (seed 003's 7 x 7) allows.
-    pub const GAUSSIAN_BLUR_FAST: Kernel<GaussianBlurParams> = Kernel::new("gaussian_blur_fast").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 5);
+    /// four blocks per SM (64 registers), which the two columns' windows and both weight
+    /// vectors of radius 7 need without spilling.
+    pub const GAUSSIAN_BLUR_FAST: Kernel<GaussianBlurParams> = Kernel::new("gaussian_blur_fast").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
     /// Bilinear resize without antialiasing (also antialiased upscaling, where it is the same).
     /// Two columns per thread, 64 registers: four blocks per SM.
     pub const RESIZE_BILINEAR: Kernel<ResizeParams> = Kernel::new("resize_bilinear").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
@@ -432,10 +433,10 @@ pub const fn augment_kernel(channels: u32, k: u32) -> Kernel<AugmentParams> {
 /// (`kx == ky`): the vertical taps live in registers, one window of `2r + 1` per thread.
 pub const BLUR_FAST_MAX_RADIUS: u32 = 7;
 /// Output rows of one thread of the fast path (`GAUSSIAN_BLUR_FAST`); a block of 32 x 8
-/// threads covers [`BLUR_FAST_VALUES`] outputs, one column per thread.
-pub const BLUR_FAST_ROWS: u32 = 32;
+/// threads covers [`BLUR_FAST_VALUES`] outputs, two neighbouring columns per thread.
+pub const BLUR_FAST_ROWS: u32 = 16;
 /// Outputs of one block of the fast path.
-pub const BLUR_FAST_VALUES: u32 = IMAGE_BLOCK_X * IMAGE_BLOCK_Y * BLUR_FAST_ROWS;
+pub const BLUR_FAST_VALUES: u32 = IMAGE_BLOCK_X * IMAGE_BLOCK_Y * 2 * BLUR_FAST_ROWS;
 /// Widest output tile of the fast path.
 pub const BLUR_FAST_MAX_W: u32 = 256;
 

@@ -141,6 +141,26 @@ pub unsafe fn stg_at(base: *mut f32, i: u32, v: f32) {
     }
 }
 
+/// Writes `v` to `base[i]` and `base[i + 1]` with one 8-byte global store.
+///
+/// # Safety
+/// `base + i` must be 8-byte aligned and point to two writable f32 in global memory that no
+/// other thread accesses while the kernel runs.
+#[inline(always)]
+pub unsafe fn stg2_at(base: *mut f32, i: u32, v: [f32; 2]) {
+    // SAFETY: guaranteed by the caller; the instruction only writes `[base + 4 i, base + 4 i + 8)`.
+    unsafe {
+        asm!(
+            "{{ .reg .u64 a; mul.wide.u32 a, {i}, 4; add.s64 a, a, {p}; cvta.to.global.u64 a, a; st.global.v2.f32 [a], {{{x}, {y}}}; }}",
+            x = in(reg32) v[0],
+            y = in(reg32) v[1],
+            i = in(reg32) i,
+            p = in(reg64) base,
+            options(nostack, preserves_flags)
+        );
+    }
+}
+
 /// Four f32 in one 16-byte read-only global load.
 ///
 /// # Safety
@@ -219,6 +239,27 @@ pub unsafe fn lds(a: u32) -> f32 {
         );
     }
     v
+}
+
+/// The two f32 at shared-memory address `a`, with one 8-byte access.
+///
+/// # Safety
+/// `a` must be an 8-byte aligned address of the block's shared memory, written before the last
+/// barrier (or by this thread).
+#[inline(always)]
+pub unsafe fn lds2(a: u32) -> [f32; 2] {
+    let (x, y): (f32, f32);
+    // SAFETY: guaranteed by the caller; the instruction only reads `[a, a + 8)`.
+    unsafe {
+        asm!(
+            "ld.shared.v2.f32 {{{x}, {y}}}, [{a}];",
+            x = out(reg32) x,
+            y = out(reg32) y,
+            a = in(reg32) a,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+    }
+    [x, y]
 }
 
 /// The 16 bytes at shared-memory address `a`, as four 32-bit words, with one access.

@@ -8,12 +8,12 @@
 //! the sum is applied to the result.
 //!
 //! Square kernels up to radius [`BLUR_FAST_MAX_RADIUS`] (the common case, seed 003's 7 x 7
-//! included) take the fast path (`gaussian_blur_fast`): one output column per thread over 32
-//! rows, a block's eight warps side by side over whole rows of 256 (planes 129 to 256 wide, so
-//! that a block reads whole rows, the reflected halo columns among them) or four wide over
-//! 128 x 64 tiles; each thread blurs a row of shared memory into one value and keeps the last
-//! `2r + 1` of them in registers, so the vertical pass reads no memory and one shared load
-//! feeds two multiply-adds of the horizontal pass on average. Other kernels blur 32 x 32 tiles
+//! included) take the fast path (`gaussian_blur_fast`): two neighbouring output columns per
+//! thread over 16 rows, a block's threads side by side over whole rows of 256 (planes 129 to
+//! 256 wide, so that a block reads whole rows, the reflected halo columns among them) or over
+//! 128 x 64 tiles; each thread blurs rows of shared memory into two values, reading the
+//! `2r + 2` taps of both columns as `r + 1` pairs, and keeps the last `2r + 1` of each column
+//! in registers, so the vertical pass reads no memory. Other kernels blur 32 x 32 tiles
 //! through a second shared tile ([`blur_tile`], also used by the fused augmentation).
 
 use crate::sampling::{gauss, reflect};
@@ -25,7 +25,7 @@ use streamline_abi::image::{
 };
 use streamline_abi::image::{GAUSSIAN_BLUR, GAUSSIAN_BLUR_FAST};
 use streamline_device::kernel;
-use streamline_device::mem::{copy_async, copy_wait, shared_addr, stg_at};
+use streamline_device::mem::{copy_async, copy_wait, lds2, shared_addr, stg2_at, stg_at};
 use streamline_device::thread::{block_x, sync_block, thread_xy};
 use streamline_device::warp::{shfl_idx, FULL_MASK};
 
@@ -384,11 +384,11 @@ unsafe fn fast<const R: usize, const W: usize>(
         sync_block();
     }
 
-    // 2. This thread's column and its `BLUR_FAST_ROWS` rows: horizontal taps from shared memory,
-    // the vertical window in registers.
-    let warps_x = W / IMAGE_BLOCK_X as usize;
-    let col = (ty % warps_x) * IMAGE_BLOCK_X as usize + tx;
-    let first = (ty / warps_x) * BLUR_FAST_ROWS as usize;
+    // 2. This thread's two columns and its `BLUR_FAST_ROWS` rows: horizontal taps from shared
+    // memory, the vertical windows in registers.
+    let pairs_x = W / (2 * IMAGE_BLOCK_X as usize);
+    let col = 2 * ((ty % pairs_x) * IMAGE_BLOCK_X as usize + tx);
+    let first = (ty / pairs_x) * BLUR_FAST_ROWS as usize;
     let gx = x0 + col as u32;
     if gx >= p.width {
         return;
@@ -397,76 +397,107 @@ unsafe fn fast<const R: usize, const W: usize>(
     let rows_out = (p.height - y0)
         .saturating_sub(first as u32)
         .min(BLUR_FAST_ROWS) as usize;
-    let out = dst.wrapping_add(gx as usize);
-    let at = (y0 + first as u32) * p.width;
-    // The same call with the row check compiled in or out.
-    macro_rules! column {
-        ($full:literal) => {
-            blur_column::<R, $full>(
+    let at = (y0 + first as u32) * p.width + gx;
+    // Both columns in one 8-byte store where the plane's rows keep them 8-byte aligned; the
+    // same for every thread of the block, as `gx` is even.
+    let paired = p.width % 2 == 0 && (dst as usize + 4 * at as usize) % 8 == 0;
+    let second = gx + 1 < p.width;
+    // The same call with the row check and the store compiled in or out.
+    macro_rules! columns {
+        ($full:literal, $paired:literal) => {
+            blur_columns::<R, $full, $paired>(
                 p,
-                tile.add(first * cols + col),
+                shared_addr(tile.add(first * cols + col)),
                 cols,
                 (wx, wy),
                 norm,
-                out,
-                at,
-                rows_out,
+                (dst, at),
+                (rows_out, second),
             )
         };
     }
-    // SAFETY: forwarded; a thread whose rows are all inside the plane stores without checks.
+    // SAFETY: forwarded; a thread whose rows are all inside the plane stores without checks,
+    // in pairs where both columns are inside it and the stores aligned.
     unsafe {
-        if rows_out == BLUR_FAST_ROWS as usize {
-            column!(true)
-        } else {
-            column!(false)
+        match (rows_out == BLUR_FAST_ROWS as usize, paired && second) {
+            (true, true) => columns!(true, true),
+            (true, false) => columns!(true, false),
+            (false, true) => columns!(false, true),
+            (false, false) => columns!(false, false),
         }
     }
 }
 
-/// Step 2 of [`fast`] for one thread: the vertical blur of the horizontal blurs of the rows of
-/// the tile from `src` down (`cols` apart), stored to `out[at]`, `out[at + width]`, ... for
-/// the first `rows_out` of [`BLUR_FAST_ROWS`] rows (all of them when `FULL`).
+/// Step 2 of [`fast`] for one thread: the vertical blur of the horizontal blurs of two
+/// neighbouring columns of the tile, whose first row starts at shared-memory address `src`
+/// (rows `cols` apart), stored to `out[at]`, `out[at + width]`, ... (and the next column when
+/// `second`) for the first `rows_out` of [`BLUR_FAST_ROWS`] rows (all of them when `FULL`),
+/// with one 8-byte store per row when `PAIRED`.
 ///
 /// # Safety
-/// `src` must be this thread's column of the tile, with `BLUR_FAST_ROWS + 2R` rows and `2R + 1`
-/// columns from it inside the tile; `out[at + r * width]` inside the plane for `r < rows_out`.
+/// `src` must be 8-byte aligned, its column even, with `BLUR_FAST_ROWS + 2R` rows and `2R + 2`
+/// columns from it inside the tile; `out[at + r * width]` (and `out[at + r * width + 1]` when
+/// `second`) inside the plane for `r < rows_out`; `PAIRED` only where `second` holds and those
+/// pairs are 8-byte aligned.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn blur_column<const R: usize, const FULL: bool>(
+unsafe fn blur_columns<const R: usize, const FULL: bool, const PAIRED: bool>(
     p: &GaussianBlurParams,
-    src: *const f32,
+    src: u32,
     cols: usize,
     (wx, wy): (
         [f32; 2 * BLUR_FAST_MAX_RADIUS as usize + 1],
         [f32; 2 * BLUR_FAST_MAX_RADIUS as usize + 1],
     ),
     norm: f32,
-    out: *mut f32,
-    mut at: u32,
-    rows_out: usize,
+    (out, mut at): (*mut f32, u32),
+    (rows_out, second): (usize, bool),
 ) {
+    const MAX_K: usize = 2 * BLUR_FAST_MAX_RADIUS as usize + 1;
     let k = 2 * R + 1;
-    let mut window = [0.0f32; 2 * BLUR_FAST_MAX_RADIUS as usize + 1];
+    let mut left = [0.0f32; MAX_K];
+    let mut right = [0.0f32; MAX_K];
     for i in 0..BLUR_FAST_ROWS as usize + 2 * R {
-        // SAFETY: row `i` of the thread's column, taps `0..k` (the caller's contract).
-        let row = unsafe { src.add(i * cols) };
-        let mut acc = 0.0f32;
-        for t in 0..k {
-            // SAFETY: as above.
-            acc = fmaf(unsafe { *row.add(t) }, wx[t], acc);
+        // Taps `0..2R + 2` of row `i`: column `t` feeds tap `t` of the left output and tap
+        // `t - 1` of the right one.
+        let row = src + 4 * (i * cols) as u32;
+        let (mut acc_l, mut acc_r) = (0.0f32, 0.0f32);
+        for j in 0..R + 1 {
+            // SAFETY: columns `2j, 2j + 1 < 2R + 2` of row `i` (the caller's contract).
+            let [a, b] = unsafe { lds2(row + 8 * j as u32) };
+            acc_l = fmaf(a, wx[2 * j], acc_l);
+            if 2 * j + 1 < k {
+                acc_l = fmaf(b, wx[2 * j + 1], acc_l);
+            }
+            if j > 0 {
+                acc_r = fmaf(a, wx[2 * j - 1], acc_r);
+            }
+            acc_r = fmaf(b, wx[2 * j], acc_r);
         }
         for t in 1..k {
-            window[t - 1] = window[t];
+            left[t - 1] = left[t];
+            right[t - 1] = right[t];
         }
-        window[k - 1] = acc;
+        left[k - 1] = acc_l;
+        right[k - 1] = acc_r;
         if i >= 2 * R && (FULL || i - 2 * R < rows_out) {
-            let mut v = 0.0f32;
+            let (mut vl, mut vr) = (0.0f32, 0.0f32);
             for t in 0..k {
-                v = fmaf(window[t], wy[t], v);
+                vl = fmaf(left[t], wy[t], vl);
+                vr = fmaf(right[t], wy[t], vr);
             }
+            let (vl, vr) = (vl * norm, vr * norm);
             // SAFETY: output row `i - 2R < rows_out` of the thread (the caller's contract).
-            unsafe { stg_at(out, at, v * norm) };
+            unsafe {
+                if PAIRED {
+                    stg2_at(out, at, [vl, vr]);
+                } else {
+                    stg_at(out, at, vl);
+                    if second {
+                        stg_at(out, at + 1, vr);
+                    }
+                }
+            }
             at += p.width;
         }
     }

@@ -25,16 +25,27 @@ pub fn poisoned(n: usize) -> CudaSlice<f32> {
 /// Downloads the `n` values between the guards, checking the guards are intact and every
 /// element was written.
 pub fn fetch(buf: &CudaSlice<f32>, n: usize) -> Result<Vec<f32>, TestCaseError> {
+    fetch_shifted(buf, n, 0)
+}
+
+/// [`fetch`] for an output written `shift` values past the front guard of a buffer of
+/// [`poisoned`]`(n + shift)`: those values are checked untouched as well.
+pub fn fetch_shifted(
+    buf: &CudaSlice<f32>,
+    n: usize,
+    shift: usize,
+) -> Result<Vec<f32>, TestCaseError> {
     let g = gpu().expect("GPU checked by the caller");
     let all = g.stream().clone_dtoh(buf).unwrap();
+    let front = GUARD + shift;
     prop_assert!(
-        all[..GUARD]
+        all[..front]
             .iter()
-            .chain(&all[GUARD + n..])
+            .chain(&all[front + n..])
             .all(|v| v.to_bits() == POISON_F32),
         "wrote outside the output"
     );
-    let out = all[GUARD..GUARD + n].to_vec();
+    let out = all[front..front + n].to_vec();
     let unwritten = out.iter().filter(|v| v.to_bits() == POISON_F32).count();
     prop_assert_eq!(unwritten, 0, "{} of {} outputs unwritten", unwritten, n);
     Ok(out)

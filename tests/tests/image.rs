@@ -12,7 +12,9 @@ use streamline::data::POISON_F32;
 use streamline::ops::image::*;
 use streamline::reference::image as reference;
 use streamline::runtime::Gpu;
-use streamline_tests::{bitwise_eq, bytes, fetch, gpu, gpu_property, poisoned, GUARD};
+use streamline_tests::{
+    bitwise_eq, bytes, fetch, fetch_shifted, gpu, gpu_property, poisoned, GUARD,
+};
 
 /// f32 unit roundoff.
 const U: f64 = 1.0 / (1u64 << 24) as f64;
@@ -485,9 +487,9 @@ fn gaussian_blur_matches_reference() {
         (0usize..16, 0usize..16),
         prop_oneof![0.05f32..0.5, 0.5f32..3.0, 5.0f32..50.0],
         any::<bool>(),
-        any::<u64>(),
+        (any::<u64>(), 0usize..2),
     );
-    gpu_property(64, case, |(s, (a, b), sig, per_image, seed)| {
+    gpu_property(64, case, |(s, (a, b), sig, per_image, (seed, shift))| {
         let g = gpu().unwrap();
         // Odd kernel sizes 1..=31 that fit the image (reflect padding).
         let fit = |k: usize, ext: usize| (2 * k + 1).min(2 * ext - 1);
@@ -502,7 +504,7 @@ fn gaussian_blur_matches_reference() {
                 }
             })
             .collect();
-        let (got, want) = blur_and_reference(g, s, (&x, 0), (kx, ky), &pairs, per_image)?;
+        let (got, want) = blur_and_reference(g, s, (&x, 0, shift), (kx, ky), &pairs, per_image)?;
         // Each weight: expf (2 ulp) of an argument with 3 roundings, so ~(2 + 3 |arg|) u
         // relative with |arg| <= 0.5 ((k-1)/2 / sigma)^2 where it still matters (weights that
         // small contribute below u); sums over k taps add k u each; the two passes and the
@@ -514,12 +516,13 @@ fn gaussian_blur_matches_reference() {
 }
 
 /// `gaussian_blur` of `x` (shape `s`, read `lead` floats into its device buffer) into a
-/// poisoned output, and its f64 reference: sigmas `pairs` per image, or the first pair for
-/// every image. The sigmas are rounded to f32 first, as the kernel gets them.
+/// poisoned output written `shift` floats later than usual (1 and 0 differ in whether pairs of
+/// outputs are 8-byte aligned), and its f64 reference: sigmas `pairs` per image, or the first
+/// pair for every image. The sigmas are rounded to f32 first, as the kernel gets them.
 fn blur_and_reference(
     g: &Gpu,
     s: Shape,
-    (x, lead): (&[f32], usize),
+    (x, lead, shift): (&[f32], usize, usize),
     (kx, ky): (usize, usize),
     pairs: &[(f64, f64)],
     per_image: bool,
@@ -537,13 +540,13 @@ fn blur_and_reference(
     let mut padded = vec![f32::NAN; lead];
     padded.extend_from_slice(x);
     let xd = upload(&padded);
-    let mut y = poisoned(s.len());
+    let mut y = poisoned(s.len() + shift);
     {
-        let mut yv = y.slice_mut(GUARD..GUARD + s.len());
+        let mut yv = y.slice_mut(GUARD + shift..GUARD + shift + s.len());
         let xv = xd.slice(lead..);
         gaussian_blur(g, g.stream(), s, &xv, (kx, ky), sigma, &mut yv).unwrap();
     }
-    let got = fetch(&y, s.len())?;
+    let got = fetch_shifted(&y, s.len(), shift)?;
     let rounded: Vec<(f64, f64)> = (0..s.n)
         .map(|i| {
             let j = if per_image { 2 * i } else { 0 };
@@ -557,23 +560,25 @@ fn blur_and_reference(
 /// Batches of thousands of tiles, more than the device holds blocks at once, edge tiles and
 /// sigmas per image included, which the small shapes of `gaussian_blur_matches_reference`
 /// never reach; both tiles of the fast path (whole rows of planes 129 to 256 wide, 128 x 64
-/// otherwise), tiles running past the plane's right side, and inputs that start 4 or 8 bytes
-/// into their buffer.
+/// otherwise), tiles running past the plane's right side, odd widths, inputs that start 4 or 8
+/// bytes into their buffer, and outputs whose pairs of values are 8-byte aligned or not.
 #[test]
 fn gaussian_blur_large_batches_match_reference() {
     let Some(g) = gpu() else { return };
     let cases = [
-        (Shape::new(48, 3, 200, 300), 7, true, 0),
-        (Shape::new(700, 1, 70, 130), 15, false, 0),
-        (Shape::new(2100, 1, 16, 16), 3, true, 0),
-        (Shape::new(40, 3, 256, 256), 7, true, 0),
-        (Shape::new(9, 2, 99, 129), 13, false, 0),
-        (Shape::new(30, 3, 60, 132), 7, true, 0),
-        (Shape::new(12, 2, 45, 100), 5, false, 0),
-        (Shape::new(20, 3, 64, 256), 7, true, 1),
-        (Shape::new(6, 1, 50, 300), 9, false, 2),
+        (Shape::new(48, 3, 200, 300), 7, true, 0, 1),
+        (Shape::new(700, 1, 70, 130), 15, false, 0, 0),
+        (Shape::new(2100, 1, 16, 16), 3, true, 0, 1),
+        (Shape::new(40, 3, 256, 256), 7, true, 0, 1),
+        (Shape::new(40, 3, 256, 256), 7, true, 0, 0),
+        (Shape::new(9, 2, 99, 129), 13, false, 0, 1),
+        (Shape::new(9, 3, 33, 255), 7, true, 1, 1),
+        (Shape::new(30, 3, 60, 132), 7, true, 0, 1),
+        (Shape::new(12, 2, 45, 100), 5, false, 0, 0),
+        (Shape::new(20, 3, 64, 256), 7, true, 1, 1),
+        (Shape::new(6, 1, 50, 300), 9, false, 2, 1),
     ];
-    for (s, k, per_image, lead) in cases {
+    for (s, k, per_image, lead, shift) in cases {
         let x = values(s.len(), s.n as u64 + k as u64);
         let pairs: Vec<(f64, f64)> = (0..s.n)
             .map(|i| {
@@ -585,7 +590,8 @@ fn gaussian_blur_large_batches_match_reference() {
                 (a, a * 0.8)
             })
             .collect();
-        let (got, want) = blur_and_reference(g, s, (&x, lead), (k, k), &pairs, per_image).unwrap();
+        let (got, want) =
+            blur_and_reference(g, s, (&x, lead, shift), (k, k), &pairs, per_image).unwrap();
         // As in `gaussian_blur_matches_reference`.
         let tol = ((4 * k + 24) as f64 + 2.0 * 160.0) * U * max_abs(&x);
         close(&got, &want, tol, "gaussian_blur").unwrap();
