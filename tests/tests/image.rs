@@ -515,6 +515,10 @@ fn gaussian_blur_matches_reference() {
     });
 }
 
+// `blur_and_reference`'s shifts 0 and 1 give outputs 4 bytes off and 8-byte aligned only for
+// an odd guard (device buffers start 256-byte aligned).
+const _: () = assert!(GUARD % 2 == 1);
+
 /// `gaussian_blur` of `x` (shape `s`, read `lead` floats into its device buffer) into a
 /// poisoned output written `shift` floats later than usual (1 and 0 differ in whether pairs of
 /// outputs are 8-byte aligned), and its f64 reference: sigmas `pairs` per image, or the first
