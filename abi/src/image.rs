@@ -317,10 +317,16 @@ pub struct AugmentParams {
     /// computes them), found once by the host rather than by every block.
     pub scale_y: f32,
     pub scale_x: f32,
-    /// Division by the output tiles of an image, and by those of a row of tiles: a block's
-    /// image and tile from its index.
+    /// Division by the strips of an image, and by those of a row of strips: a block's image
+    /// and strip from its index. A strip is `strip` output tiles one above the other.
     pub tiles: FastDiv,
     pub tiles_x: FastDiv,
+    /// Output tiles ([`TILE`] x [`TILE`]) per strip, at least 1: a block works down its strip
+    /// tile by tile, keeping the rotated rows that the blur's halo shares between a tile and
+    /// the next, so those are rotated once and the block's setup serves every tile.
+    pub strip: u32,
+    /// Zero (keeps the layout free of implicit padding).
+    pub pad: u32,
 }
 
 /// Division by a divisor `d` fixed for a launch (`1 <= d < 2^31`) of numerators below `2^31`
@@ -402,7 +408,15 @@ declare! {
     pub const AUGMENT_C3: Kernel<AugmentParams> = Kernel::new("augment_c3").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
     /// 4 channels, up to 7 taps.
     pub const AUGMENT_C4: Kernel<AugmentParams> = Kernel::new("augment_c4").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
-    /// 1 channel, blur kernels of 9 taps or more.
+    /// 1 channel, up to 7 taps, strips of tiles (`strip` of at least 1).
+    pub const AUGMENT_STRIP_C1: Kernel<AugmentParams> = Kernel::new("augment_strip_c1").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// 2 channels, up to 7 taps, strips of tiles.
+    pub const AUGMENT_STRIP_C2: Kernel<AugmentParams> = Kernel::new("augment_strip_c2").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// 3 channels, up to 7 taps, strips of tiles.
+    pub const AUGMENT_STRIP_C3: Kernel<AugmentParams> = Kernel::new("augment_strip_c3").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// 4 channels, up to 7 taps, strips of tiles.
+    pub const AUGMENT_STRIP_C4: Kernel<AugmentParams> = Kernel::new("augment_strip_c4").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// 1 channel, blur kernels of 9 taps or more (strips of tiles, `strip` of at least 1).
     pub const AUGMENT_WIDE_C1: Kernel<AugmentParams> = Kernel::new("augment_wide_c1").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 2);
     /// 2 channels, 9 taps or more.
     pub const AUGMENT_WIDE_C2: Kernel<AugmentParams> = Kernel::new("augment_wide_c2").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 2);
@@ -413,19 +427,25 @@ declare! {
 }
 
 /// The fused augmentation's kernel for `channels` (1 to [`AUGMENT_MAX_CHANNELS`]; more take
-/// the 4-channel kernel, which the host never launches for them) and blur kernel size `k`. One
-/// kernel per channel count keeps each one's registers to its own needs.
-pub const fn augment_kernel(channels: u32, k: u32) -> Kernel<AugmentParams> {
+/// the 4-channel kernel, which the host never launches for them), blur kernel size `k` and
+/// strips of `strip` tiles ([`AugmentParams::strip`]). One kernel per channel count keeps each
+/// one's registers to its own needs, and so does the 7-tap kernels' instance for one tile per
+/// block; the wider kernels take strips of any length.
+pub const fn augment_kernel(channels: u32, k: u32, strip: u32) -> Kernel<AugmentParams> {
     let fast = augment_radius(k) == AUGMENT_FAST_RADIUS;
-    match (channels, fast) {
-        (1, true) => AUGMENT_C1,
-        (2, true) => AUGMENT_C2,
-        (3, true) => AUGMENT_C3,
-        (_, true) => AUGMENT_C4,
-        (1, false) => AUGMENT_WIDE_C1,
-        (2, false) => AUGMENT_WIDE_C2,
-        (3, false) => AUGMENT_WIDE_C3,
-        (_, false) => AUGMENT_WIDE_C4,
+    match (channels, fast, strip > 1) {
+        (1, true, false) => AUGMENT_C1,
+        (2, true, false) => AUGMENT_C2,
+        (3, true, false) => AUGMENT_C3,
+        (_, true, false) => AUGMENT_C4,
+        (1, true, true) => AUGMENT_STRIP_C1,
+        (2, true, true) => AUGMENT_STRIP_C2,
+        (3, true, true) => AUGMENT_STRIP_C3,
+        (_, true, true) => AUGMENT_STRIP_C4,
+        (1, false, _) => AUGMENT_WIDE_C1,
+        (2, false, _) => AUGMENT_WIDE_C2,
+        (3, false, _) => AUGMENT_WIDE_C3,
+        (_, false, _) => AUGMENT_WIDE_C4,
     }
 }
 

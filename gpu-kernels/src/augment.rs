@@ -3,10 +3,11 @@
 //! memory. The input is uint8 NCHW or NHWC, the output f32 NCHW or NHWC, read and written in
 //! place (no separate permute).
 //!
-//! A block owns a 32 x 32 output tile of one image, every channel. The blur needs the rotated
-//! image over the tile and its halo (reflected at the border), and the rotation of that haloed
-//! tile reads only a small window of the crop. The block works in three steps, each value
-//! computed once:
+//! A block owns a strip of 32 x 32 output tiles of one image, one above the other (as many as
+//! `AugmentParams::strip` says), every channel, and works down it a tile at a time. The blur
+//! needs the rotated image over the tile and its halo (reflected at the border), and the
+//! rotation of that haloed tile reads only a small window of the crop. The block works in
+//! three steps per tile, each value computed once:
 //!
 //! 1. **Stage the crop window.** The window is bounded from the rotation's source points of
 //!    the haloed tile's corners, widened by the resize's taps. Each crop pixel of it is one
@@ -22,6 +23,11 @@
 //! 3. **Blur and normalise.** A horizontal pass over the rotated tile into the scratch region
 //!    (where the window was), a vertical pass, then `(blurred - mean) / std` stored straight to
 //!    the output. Kernels of up to 7 taps run as 7 taps with their weights in registers.
+//!
+//! The haloed tiles of a tile and the next one below share the blur's `2 r` halo rows: the
+//! rotated tile is a ring of rows, so the next tile keeps them and rotates only its 32 new
+//! ones. The block's setup (the image's rotation, crop box, weights and statistics, the
+//! columns' rotation terms) serves the whole strip.
 //!
 //! The window has room for [`AUGMENT_CROP_BUDGET`] pixels. When the window of the whole haloed
 //! tile is larger (large blur kernels, crops hardly enlarged), the block goes through the haloed
@@ -43,8 +49,9 @@ use streamline_abi::image::{
     IMAGE_BLOCK_Y, MAX_KERNEL_SIZE, ROI_MAX_SAMPLES_PER_BIN, TILE,
 };
 use streamline_abi::image::{
-    AUGMENT_C1, AUGMENT_C2, AUGMENT_C3, AUGMENT_C4, AUGMENT_WIDE_C1, AUGMENT_WIDE_C2,
-    AUGMENT_WIDE_C3, AUGMENT_WIDE_C4,
+    AUGMENT_C1, AUGMENT_C2, AUGMENT_C3, AUGMENT_C4, AUGMENT_STRIP_C1, AUGMENT_STRIP_C2,
+    AUGMENT_STRIP_C3, AUGMENT_STRIP_C4, AUGMENT_WIDE_C1, AUGMENT_WIDE_C2, AUGMENT_WIDE_C3,
+    AUGMENT_WIDE_C4,
 };
 use streamline_device::kernel;
 use streamline_device::math::{fast_div, floor_i32};
@@ -407,14 +414,19 @@ struct Shared<T> {
     input: *mut u32,
 }
 
-/// What the block's steps need, the same in every thread of the block.
-struct Tile {
+/// What the block's steps need, the same in every thread of the block, for a block working
+/// down a strip of tiles (`STRIP`) or on one.
+#[derive(Clone, Copy)]
+struct Tile<const STRIP: bool> {
     /// Output row and column of the haloed tile's top-left pixel (before reflection).
     top: i32,
     left: i32,
     /// Side and row pitch of the haloed tile.
     side: u32,
     pitch: u32,
+    /// Row of the rotated tile's ring (see [`Tile::slot`]) that holds the haloed tile's first
+    /// row.
+    ring: u32,
     oh: i32,
     ow: i32,
     nearest: bool,
@@ -428,7 +440,7 @@ struct Tile {
     budget: u32,
 }
 
-impl Tile {
+impl<const STRIP: bool> Tile<STRIP> {
     /// Resize taps along y of resized row `zi`.
     #[inline(always)]
     fn taps_y(&self, zi: i32) -> LinearTaps {
@@ -441,24 +453,52 @@ impl Tile {
         LinearTaps::new(self.sw, zj as u32, self.crop_w)
     }
 
-    /// Writes the rotation's terms of every row and column of the haloed tile (reflected at
-    /// the image border) into `tab` (see [`Shared::table`]). One thread per row and column.
+    /// Writes the rotation's terms of every row of the haloed tile (reflected at the image
+    /// border) into the second half of `tab` (see [`Shared::table`]), and with `COLS` those of
+    /// every column into the first. One thread per row and column.
     ///
     /// # Safety
     /// `tab` must hold `2 * side` pairs of shared memory, read only after the next barrier.
     #[inline(always)]
-    unsafe fn tabulate(&self, rot: &Rotation, tab: *mut [f32; 2]) {
+    unsafe fn tabulate<const COLS: bool>(&self, rot: &Rotation, tab: *mut [f32; 2]) {
         let side = self.side as usize;
         let mut k = lane() as usize;
         while k < side {
-            let (cx, cy) = rot.col(reflect(self.left + k as i32, self.ow));
+            if COLS {
+                let (cx, cy) = rot.col(reflect(self.left + k as i32, self.ow));
+                // SAFETY: `k < side`: inside the table.
+                unsafe { *tab.add(k) = [cx, cy] };
+            }
             let (rx, ry) = rot.row(reflect(self.top + k as i32, self.oh));
             // SAFETY: `k < side`: inside the table.
-            unsafe {
-                *tab.add(k) = [cx, cy];
-                *tab.add(side + k) = [rx, ry];
-            }
+            unsafe { *tab.add(side + k) = [rx, ry] };
             k += THREADS as usize;
+        }
+    }
+
+    /// The row of the rotated tile's ring that holds the haloed tile's row `i < side`: a block
+    /// going down its strip keeps the rows that the next tile's halo shares with this tile
+    /// where they are, and writes the next tile's new rows over those it no longer needs.
+    #[inline(always)]
+    fn slot(&self, i: u32) -> u32 {
+        if !STRIP {
+            return i;
+        }
+        let k = self.ring + i;
+        if k >= self.side {
+            k - self.side
+        } else {
+            k
+        }
+    }
+
+    /// The same geometry one tile further down the strip.
+    #[inline(always)]
+    fn below(&self) -> Tile<STRIP> {
+        Tile {
+            top: self.top + TILE as i32,
+            ring: self.slot(TILE),
+            ..*self
         }
     }
 
@@ -745,8 +785,9 @@ impl Tile {
                 rot.finish(c[0] + r[0], c[1] + r[1])
             };
             let v = value(sy, sx);
-            // SAFETY: `ti, tj < side <= pitch`: inside the rotated tile; this thread's pixel.
-            unsafe { *s.rotated.add(ti * pitch + tj) = v };
+            let row = self.slot(ti as u32) as usize;
+            // SAFETY: `row, tj < side <= pitch`: inside the rotated tile; this thread's pixel.
+            unsafe { *s.rotated.add(row * pitch + tj) = v };
         });
     }
 }
@@ -813,6 +854,7 @@ fn for_cells(rows: u32, cols: u32, mut cell: impl FnMut(u32, u32, u32)) {
 
 /// The blur weights, unnormalised: in registers on the fast path (`FAST`, 7 taps), read from
 /// shared memory otherwise.
+#[derive(Clone, Copy)]
 struct Weights<const FAST: bool> {
     reg: [f32; FAST_TAPS],
     shared: *const f32,
@@ -875,20 +917,33 @@ impl<const FAST: bool> Weights<FAST> {
 }
 
 /// One block's work for `C` channels held in slots `T`, with the fast blur path (7 taps,
-/// weights in registers) or not.
+/// weights in registers) or not, over a strip of `p.strip` tiles (`STRIP`) or one tile.
 ///
 /// # Safety
-/// The kernels' contract, with `channels == C`; `FAST` exactly when `ksize <= 7`.
+/// The kernels' contract, with `channels == C`; `FAST` exactly when `ksize <= 7`; `p.strip`
+/// is 1 unless `STRIP`.
 #[inline(always)]
-unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentParams) {
-    // The block's image and tile, by divisions the host prepared.
+unsafe fn augment_block<const C: usize, T: Px, const FAST: bool, const STRIP: bool>(
+    p: &AugmentParams,
+) {
+    // The block's image and strip, by divisions the host prepared.
     let (n, t) = p.tiles.divmod(block_x());
-    let (ty, tx) = p.tiles_x.divmod(t);
-    let (y0, x0) = (ty * TILE, tx * TILE);
+    let (sy, tx) = p.tiles_x.divmod(t);
+    // One tile per block is an instance of its own, so that it keeps the registers of a
+    // kernel without the strip's loop.
+    let strip = if STRIP { p.strip.max(1) } else { 1 };
+    let (y0, x0) = (sy * strip * TILE, tx * TILE);
     // The whole block takes the same branch: `n` depends on the block only.
     if n >= p.batch {
         return;
     }
+    // The strip's tiles inside the image (the last strip of a column may hold fewer; a block
+    // of one tile lies inside by the grid).
+    let tiles = if STRIP {
+        strip.min(p.out_h.saturating_sub(y0).div_ceil(TILE))
+    } else {
+        1
+    };
     let nu = n as usize;
     let (oh, ow) = (p.out_h as i32, p.out_w as i32);
     let k = p.ksize;
@@ -898,11 +953,12 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
     let r = augment_radius(kg) as i32;
     let side = augment_side(kg);
     let (y0, x0) = (y0 as i32, x0 as i32);
-    let tile = Tile {
+    let mut tile = Tile::<STRIP> {
         top: y0 - r,
         left: x0 - r,
         side,
         pitch: augment_pitch(kg),
+        ring: 0,
         oh,
         ow,
         nearest: p.nearest != 0,
@@ -1008,91 +1064,177 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
     // The setup record is read where each value is needed (after the barrier above publishes
     // it), so that none of it occupies registers across the steps.
     // SAFETY: written before the barrier above; nothing writes it again.
-    let rot = || unsafe { (*s.setup).rot };
+    let setup = s.setup;
+    let rot = move || unsafe { (*setup).rot };
     // SAFETY: as above; the table is `2 * side` pairs, read after the barriers that follow the
-    // staging.
-    unsafe { tile.tabulate(&rot(), s.table) };
-
-    // Steps 1 and 2: the rotated haloed tile, in one part when its window fits, else in parts
-    // of PART x PART. Every value here is the same in every thread, so the branches, loops and
-    // barriers are uniform.
-    // SAFETY: as above.
-    let whole = unsafe { (*s.setup).whole };
-    let (part, parts) = if whole.fits(tile.budget) {
-        (side, 1)
+    // staging. The columns' terms serve every tile of the strip.
+    unsafe { tile.tabulate::<true>(&rot(), s.table) };
+    // The weights, read once per strip; one tile reads them after its rotation, so that they
+    // occupy no registers before.
+    // SAFETY: the weights were written before the barrier above.
+    let strip_wts = if STRIP {
+        Some(unsafe { Weights::<FAST>::new(s.wts, taps) })
     } else {
-        (PART, side.div_ceil(PART))
+        None
     };
-    let mut bi = 0;
-    while bi < parts {
-        let mut bj = 0;
-        while bj < parts {
-            let (i0, j0) = (bi * part, bj * part);
-            let (h, w) = (part.min(side - i0), part.min(side - j0));
-            let win = if parts == 1 {
-                whole
-            } else {
-                tile.window(&rot(), (i0, i0 + h - 1), (j0, j0 + w - 1))
-                    .capped(tile.budget)
-            };
-            if bi + bj > 0 {
-                // SAFETY: every thread of the block reaches this barrier; the previous part's
-                // reads of the window and its tables are done before they are overwritten.
+
+    // The strip's tiles one after the other. The first rotates its whole haloed tile; each
+    // later one only its `TILE` new rows, the rows above being the previous tile's last ones,
+    // kept in the ring.
+    let mut band = 0;
+    while band < tiles {
+        let first = if band == 0 { 0 } else { side - TILE };
+        let rows = side - first;
+        // Steps 1 and 2: the tile's new rotated rows, in one part when their window fits, else
+        // in parts of PART x PART. Every value here is the same in every thread, so the
+        // branches, loops and barriers are uniform.
+        // SAFETY: written before a barrier above (the setup's, or the previous tile's after
+        // its rotation), and not again before the next tile's.
+        let whole = unsafe { (*s.setup).whole };
+        let (part_h, part_w, parts_y, parts_x) = if whole.fits(tile.budget) {
+            (rows, side, 1, 1)
+        } else {
+            (PART, PART, rows.div_ceil(PART), side.div_ceil(PART))
+        };
+        let mut bi = 0;
+        while bi < parts_y {
+            let mut bj = 0;
+            while bj < parts_x {
+                let (i0, j0) = (first + bi * part_h, bj * part_w);
+                let (h, w) = (part_h.min(side - i0), part_w.min(side - j0));
+                let win = if parts_y * parts_x == 1 {
+                    whole
+                } else {
+                    tile.window(&rot(), (i0, i0 + h - 1), (j0, j0 + w - 1))
+                        .capped(tile.budget)
+                };
+                // SAFETY: as above.
+                let crop = Crop::new(p, nu, unsafe { (*s.setup).roi });
+                let staged = crop.input_window(&win);
+                // The previous part's reads of the window and its tables, and the previous
+                // tile's vertical pass over the scratch region, must be done before they are
+                // overwritten. Staging from the input writes the scratch region only after the
+                // barrier that follows it, which every thread reaches after that pass.
+                if bi + bj > 0 || (band > 0 && staged.is_none()) {
+                    // SAFETY: every thread of the block reaches this barrier (uniform
+                    // condition).
+                    unsafe { sync_block() };
+                }
+                // SAFETY: the window fits (`capped`), `staged` is its input window.
+                unsafe { tile.stage::<C, T>(&crop, win, staged, &s) };
+                // SAFETY: every thread of the block reaches this barrier; it publishes what
+                // `stage` wrote (and the rotation's table).
                 unsafe { sync_block() };
+                if staged.is_some() {
+                    // SAFETY: staged with its input window above; the barrier after it
+                    // publishes the crop window.
+                    unsafe {
+                        tile.crop_from_input::<C, T>(&crop, &win, &s);
+                        sync_block();
+                    }
+                }
+                // SAFETY: the part lies inside the haloed tile; the buffers are published
+                // above.
+                unsafe { tile.rotate::<C, T>(&rot(), &win, &s, (i0, j0), (h, w)) };
+                bj += 1;
             }
-            // SAFETY: as above.
-            let crop = Crop::new(p, nu, unsafe { (*s.setup).roi });
-            let staged = crop.input_window(&win);
-            // SAFETY: the window fits (`capped`), `staged` is its input window.
-            unsafe { tile.stage::<C, T>(&crop, win, staged, &s) };
-            // SAFETY: every thread of the block reaches this barrier; it publishes what
-            // `stage` wrote (and the rotation's table).
-            unsafe { sync_block() };
-            if staged.is_some() {
-                // SAFETY: staged with its input window above; the barrier after it publishes
-                // the crop window.
-                unsafe {
-                    tile.crop_from_input::<C, T>(&crop, &win, &s);
-                    sync_block();
+            bi += 1;
+        }
+        // SAFETY: every thread of the block reaches this barrier: the rotated tile is complete
+        // and the window's last reads are done before the horizontal pass overwrites it, and
+        // the rows' terms and the window are read for the last time before the next tile's
+        // replace them below.
+        unsafe { sync_block() };
+        let next = tile.below();
+        if band + 1 < tiles {
+            // SAFETY: the table's rows are read again only after the barrier below; the
+            // window is written by one thread and read after that barrier.
+            unsafe {
+                next.tabulate::<false>(&rot(), s.table);
+                if lane() == THREADS - 1 {
+                    (*s.setup).whole = next.window(&rot(), (side - TILE, side - 1), (0, side - 1));
                 }
             }
-            // SAFETY: the part lies inside the haloed tile; the buffers are published above.
-            unsafe { tile.rotate::<C, T>(&rot(), &win, &s, (i0, j0), (h, w)) };
-            bj += 1;
         }
-        bi += 1;
-    }
-    // SAFETY: every thread of the block reaches this barrier: the rotated tile is complete and
-    // the window's last reads are done before the horizontal pass overwrites it.
-    unsafe { sync_block() };
 
-    // Step 3: blur and normalise.
-    // SAFETY: the weights were written before the barriers above.
-    let wts = unsafe { Weights::<FAST>::new(s.wts, taps) };
-    let norm = wts.norm();
-    let (tx, ty) = thread_xy();
-    let (tx, ty) = (tx as usize, ty as usize);
-    let (hp, side, pitch) = (
-        AUGMENT_HBUF_PITCH as usize,
-        side as usize,
-        tile.pitch as usize,
-    );
-    // Rows: scratch[row][c] = sum_t w[t] * rotated[row][c + t].
-    if FAST {
-        // Each thread blurs `SEG` consecutive pixels of a row, reading each rotated pixel once
-        // into every sum it reaches; consecutive threads take consecutive rows (odd pitches:
-        // distinct banks).
-        const SEG: usize = 4;
-        let items = (side * (TILE as usize / SEG)) as u32;
-        let by_side = SmallDiv::new(side as u32);
-        let mut it = lin;
-        while it < items {
-            let (seg, row) = by_side.divmod(it);
-            let (row, seg) = (row as usize, seg as usize);
-            let mut acc = [[0.0f32; C]; SEG];
-            for u in 0..SEG + FAST_TAPS - 1 {
-                // SAFETY: `row < side`, `SEG seg + u < TILE + 2 r = side <= pitch`.
-                let v = unsafe { *s.rotated.add(row * pitch + seg * SEG + u) };
+        // Step 3: blur and normalise.
+        // SAFETY: as above.
+        let wts = strip_wts.unwrap_or_else(|| unsafe { Weights::<FAST>::new(s.wts, taps) });
+        let norm = wts.norm();
+        let (tx, ty) = thread_xy();
+        let (tx, ty) = (tx as usize, ty as usize);
+        let (hp, side, pitch) = (
+            AUGMENT_HBUF_PITCH as usize,
+            side as usize,
+            tile.pitch as usize,
+        );
+        let at_row = |row: usize| tile.slot(row as u32) as usize * pitch;
+        // Rows: scratch[row][c] = sum_t w[t] * rotated[row][c + t].
+        if FAST {
+            // Each thread blurs `SEG` consecutive pixels of a row, reading each rotated pixel
+            // once into every sum it reaches; consecutive threads take consecutive rows (odd
+            // pitches: distinct banks).
+            const SEG: usize = 4;
+            let items = (side * (TILE as usize / SEG)) as u32;
+            let by_side = SmallDiv::new(side as u32);
+            let mut it = lin;
+            while it < items {
+                let (seg, row) = by_side.divmod(it);
+                let (row, seg) = (row as usize, seg as usize);
+                let src = at_row(row) + seg * SEG;
+                let mut acc = [[0.0f32; C]; SEG];
+                for u in 0..SEG + FAST_TAPS - 1 {
+                    // SAFETY: `row < side`, `SEG seg + u < TILE + 2 r = side <= pitch`.
+                    let v = unsafe { *s.rotated.add(src + u) };
+                    for (i, a) in acc.iter_mut().enumerate() {
+                        if u >= i && u - i < FAST_TAPS {
+                            let wt = wts.at(u - i);
+                            for (c, x) in a.iter_mut().enumerate() {
+                                *x = fmaf(v.get(c), wt, *x);
+                            }
+                        }
+                    }
+                }
+                for (i, a) in acc.iter().enumerate() {
+                    let mut out = T::zero();
+                    for (c, x) in a.iter().enumerate() {
+                        out.set(c, *x);
+                    }
+                    // SAFETY: `row < side`, `SEG seg + i < TILE`: inside the scratch region
+                    // (`side * AUGMENT_HBUF_PITCH` pixels).
+                    unsafe { *s.scratch.add(row * hp + seg * SEG + i) = out };
+                }
+                it += THREADS;
+            }
+        } else {
+            let mut row = ty;
+            while row < side {
+                let src = at_row(row) + tx;
+                // SAFETY: `row < side`, `tx + t < TILE + 2 r = side <= pitch`.
+                let v = wts.dot::<C, T>(|t| unsafe { *s.rotated.add(src + t) });
+                let mut out = T::zero();
+                for (c, x) in v.iter().enumerate() {
+                    out.set(c, *x);
+                }
+                // SAFETY: `row < side`, `tx < TILE`: inside the scratch region.
+                unsafe { *s.scratch.add(row * hp + tx) = out };
+                row += IMAGE_BLOCK_Y as usize;
+            }
+        }
+        // SAFETY: every thread of the block reaches this barrier; it publishes the rows, and
+        // the next tile's row terms and window.
+        unsafe { sync_block() };
+
+        // Columns, normalisation and the store: each warp takes `ROWS` consecutive output rows
+        // of the tile, one column per thread.
+        const ROWS: usize = (TILE / IMAGE_BLOCK_Y) as usize;
+        let first = ty * ROWS;
+        let mut acc = [[0.0f32; C]; ROWS];
+        if FAST {
+            // Each blurred row read once, into the sums of every output row it reaches.
+            for u in 0..ROWS + FAST_TAPS - 1 {
+                // SAFETY: `first + u < TILE + 2 r = side`, `tx < TILE`: inside the blurred rows.
+                let v = unsafe { *s.scratch.add((first + u) * hp + tx) };
                 for (i, a) in acc.iter_mut().enumerate() {
                     if u >= i && u - i < FAST_TAPS {
                         let wt = wts.at(u - i);
@@ -1102,89 +1244,48 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool>(p: &AugmentPara
                     }
                 }
             }
-            for (i, a) in acc.iter().enumerate() {
-                let mut out = T::zero();
-                for (c, x) in a.iter().enumerate() {
-                    out.set(c, *x);
-                }
-                // SAFETY: `row < side`, `SEG seg + i < TILE`: inside the scratch region
-                // (`side * AUGMENT_HBUF_PITCH` pixels).
-                unsafe { *s.scratch.add(row * hp + seg * SEG + i) = out };
-            }
-            it += THREADS;
-        }
-    } else {
-        let mut row = ty;
-        while row < side {
-            // SAFETY: `row < side`, `tx + t < TILE + 2 r = side <= pitch`.
-            let v = wts.dot::<C, T>(|t| unsafe { *s.rotated.add(row * pitch + tx + t) });
-            let mut out = T::zero();
-            for (c, x) in v.iter().enumerate() {
-                out.set(c, *x);
-            }
-            // SAFETY: `row < side`, `tx < TILE`: inside the scratch region.
-            unsafe { *s.scratch.add(row * hp + tx) = out };
-            row += IMAGE_BLOCK_Y as usize;
-        }
-    }
-    // SAFETY: every thread of the block reaches this barrier; it publishes the rows.
-    unsafe { sync_block() };
-
-    // Columns, normalisation and the store: each warp takes `ROWS` consecutive output rows of
-    // the tile, one column per thread.
-    const ROWS: usize = (TILE / IMAGE_BLOCK_Y) as usize;
-    let first = ty * ROWS;
-    let mut acc = [[0.0f32; C]; ROWS];
-    if FAST {
-        // Each blurred row read once, into the sums of every output row it reaches.
-        for u in 0..ROWS + FAST_TAPS - 1 {
-            // SAFETY: `first + u < TILE + 2 r = side`, `tx < TILE`: inside the blurred rows.
-            let v = unsafe { *s.scratch.add((first + u) * hp + tx) };
+        } else {
             for (i, a) in acc.iter_mut().enumerate() {
-                if u >= i && u - i < FAST_TAPS {
-                    let wt = wts.at(u - i);
-                    for (c, x) in a.iter_mut().enumerate() {
-                        *x = fmaf(v.get(c), wt, *x);
-                    }
+                // SAFETY: `first + i + t < TILE + 2 r = side`, `tx < TILE`: inside the blurred
+                // rows.
+                *a = wts.dot::<C, T>(|t| unsafe { *s.scratch.add((first + i + t) * hp + tx) });
+            }
+        }
+        // Offsets inside an image fit `u32` (at most `2^32 - 1` values).
+        let (oh, ow, cu) = (p.out_h, p.out_w, C as u32);
+        let (row_o, px_o, ch_o) = if p.layout & AUGMENT_NHWC_OUT != 0 {
+            (ow * cu, cu, 1)
+        } else {
+            (ow, 1, oh * ow)
+        };
+        let dst = (p.y as *mut f32).wrapping_add(nu * C * oh as usize * ow as usize);
+        let gx = x0 as u32 + tx as u32;
+        let y0 = (tile.top + r) as u32;
+        // Channel by channel, so that each channel's statistics are read from shared memory
+        // once (the compiler would read them again after every store, which could alias them).
+        for c in 0..C {
+            // SAFETY: as above.
+            let (mean, inv_std) = unsafe { ((*s.setup).mean[c], (*s.setup).inv_std[c]) };
+            for (i, a) in acc.iter().enumerate() {
+                let gy = y0 + (first + i) as u32;
+                if gy < oh && gx < ow {
+                    let y = fmaf(a[c], norm, -mean) * inv_std;
+                    let at = gy * row_o + gx * px_o + c as u32 * ch_o;
+                    // SAFETY: `gy < out_h`, `gx < out_w`, `c < channels`, `n < batch`: inside
+                    // `p.y`.
+                    unsafe { dst.add(at as usize).write(y) };
                 }
             }
         }
-    } else {
-        for (i, a) in acc.iter_mut().enumerate() {
-            // SAFETY: `first + i + t < TILE + 2 r = side`, `tx < TILE`: inside the blurred rows.
-            *a = wts.dot::<C, T>(|t| unsafe { *s.scratch.add((first + i + t) * hp + tx) });
-        }
-    }
-    // Offsets inside an image fit `u32` (at most `2^32 - 1` values).
-    let (oh, ow, cu) = (p.out_h, p.out_w, C as u32);
-    let (row_o, px_o, ch_o) = if p.layout & AUGMENT_NHWC_OUT != 0 {
-        (ow * cu, cu, 1)
-    } else {
-        (ow, 1, oh * ow)
-    };
-    let dst = (p.y as *mut f32).wrapping_add(nu * C * oh as usize * ow as usize);
-    let gx = x0 as u32 + tx as u32;
-    // Channel by channel, so that each channel's statistics are read from shared memory once
-    // (the compiler would read them again after every store, which could alias them).
-    for c in 0..C {
-        // SAFETY: as above.
-        let (mean, inv_std) = unsafe { ((*s.setup).mean[c], (*s.setup).inv_std[c]) };
-        for (i, a) in acc.iter().enumerate() {
-            let gy = y0 as u32 + (first + i) as u32;
-            if gy < oh && gx < ow {
-                let y = fmaf(a[c], norm, -mean) * inv_std;
-                let at = gy * row_o + gx * px_o + c as u32 * ch_o;
-                // SAFETY: `gy < out_h`, `gx < out_w`, `c < channels`, `n < batch`: inside `p.y`.
-                unsafe { dst.add(at as usize).write(y) };
-            }
-        }
+        tile = next;
+        band += 1;
     }
 }
 
 /// The kernel entries, one per channel count and blur path: each is [`augment_block`] for its
 /// instance, so that each gets registers for its own needs.
 macro_rules! augment_kernels {
-    ($($decl:ident $name:ident $c:literal $px:ident $fast:literal;)*) => {$(
+    ($($decl:ident $name:ident $c:literal $px:ident $fast:literal $strip:literal;)*) => {$(
         kernel! {
             #[declared($decl)]
             /// # Safety
@@ -1192,28 +1293,34 @@ macro_rules! augment_kernels {
             /// `batch * channels * out_h * out_w` f32, `p.boxes` `4 * batch` f32, `p.angles`
             /// and `p.sigmas` `batch` f32, `p.stats` `2 * channels` f32; `channels` as the
             /// kernel's name says, `ksize` odd, at most 7 for the `augment_c*` kernels and
-            /// 9 to `MAX_KERNEL_SIZE` for the `augment_wide_c*` ones, `ksize / 2 <
+            /// 9 to `MAX_KERNEL_SIZE` for the `augment_wide_c*` ones, `strip` 1 for the
+            /// `augment_c*` ones and at least 1 for the others, `ksize / 2 <
             /// min(out_h, out_w)`, `crop_h <= out_h` and `crop_w <= out_w` (otherwise the result
             /// is wrong, though every access stays in bounds); `tiles` and `tiles_x` divide by
-            /// `ceil(out_w / 32) * ceil(out_h / 32)` and `ceil(out_w / 32)`, `scale_y` and
-            /// `scale_x` are `crop_h / out_h` and `crop_w / out_w`; grid `ceil(out_w / 32) *
-            /// ceil(out_h / 32) * batch` blocks of 32 x 8 threads with
+            /// `ceil(out_w / 32) * ceil(ceil(out_h / 32) / strip)` and `ceil(out_w / 32)`,
+            /// `scale_y` and `scale_x` are `crop_h / out_h` and `crop_w / out_w`; grid
+            /// `ceil(out_w / 32) * ceil(ceil(out_h / 32) / strip) * batch` blocks of 32 x 8
+            /// threads with
             /// `augment_shared_bytes(channels, ksize)` bytes of dynamic shared memory.
             pub unsafe fn $name(p: AugmentParams) {
                 // SAFETY: forwarded.
-                unsafe { augment_block::<$c, $px, $fast>(&p) }
+                unsafe { augment_block::<$c, $px, $fast, $strip>(&p) }
             }
         }
     )*};
 }
 
 augment_kernels! {
-    AUGMENT_C1 augment_c1 1 Px1 true;
-    AUGMENT_C2 augment_c2 2 Px2 true;
-    AUGMENT_C3 augment_c3 3 Px4 true;
-    AUGMENT_C4 augment_c4 4 Px4 true;
-    AUGMENT_WIDE_C1 augment_wide_c1 1 Px1 false;
-    AUGMENT_WIDE_C2 augment_wide_c2 2 Px2 false;
-    AUGMENT_WIDE_C3 augment_wide_c3 3 Px4 false;
-    AUGMENT_WIDE_C4 augment_wide_c4 4 Px4 false;
+    AUGMENT_C1 augment_c1 1 Px1 true false;
+    AUGMENT_C2 augment_c2 2 Px2 true false;
+    AUGMENT_C3 augment_c3 3 Px4 true false;
+    AUGMENT_C4 augment_c4 4 Px4 true false;
+    AUGMENT_STRIP_C1 augment_strip_c1 1 Px1 true true;
+    AUGMENT_STRIP_C2 augment_strip_c2 2 Px2 true true;
+    AUGMENT_STRIP_C3 augment_strip_c3 3 Px4 true true;
+    AUGMENT_STRIP_C4 augment_strip_c4 4 Px4 true true;
+    AUGMENT_WIDE_C1 augment_wide_c1 1 Px1 false true;
+    AUGMENT_WIDE_C2 augment_wide_c2 2 Px2 false true;
+    AUGMENT_WIDE_C3 augment_wide_c3 3 Px4 false true;
+    AUGMENT_WIDE_C4 augment_wide_c4 4 Px4 false true;
 }

@@ -28,6 +28,9 @@ pub struct Augment {
     angles: PerImage,
     sigma_pairs: PerImage,
     stats: ChannelStats,
+    /// Output tiles per block of the fused kernel, one above the other (`None`: see
+    /// [`Augment::with_strip`]).
+    strip: Option<usize>,
 }
 
 /// Where the fused kernel's arrays lie in [`Augment`]'s one buffer, in f32 from its start: the
@@ -109,6 +112,26 @@ impl Augment {
             angles,
             sigma_pairs: PerImage::upload(stream, "sigma", &pairs)?,
             stats,
+            strip: None,
+        })
+    }
+
+    /// The same augmentation with each block of the fused kernel working down `tiles` output
+    /// tiles of 32 x 32 pixels, one above the other (`None`, the default: [`DEFAULT_STRIP`]
+    /// tiles where that still gives every multiprocessor [`STRIP_MIN_BLOCKS_PER_SM`] blocks,
+    /// one otherwise).
+    /// A block rotates the blur's halo rows that a tile shares with the next one once and
+    /// sets up its image once per strip; the results are the same bits whatever the strip.
+    pub fn with_strip(self, tiles: Option<usize>) -> Result<Augment> {
+        if tiles == Some(0) || tiles.is_some_and(|t| t > 1 << 15) {
+            return Err(Error::arg(
+                "strip",
+                format!("{}: must be 1..=32768 tiles", tiles.unwrap_or(0)),
+            ));
+        }
+        Ok(Augment {
+            strip: tiles,
+            ..self
         })
     }
 
@@ -159,7 +182,17 @@ impl Augment {
         let out = self.output_shape();
         check_len("x", x.len(), self.shape)?;
         check_len("y", y.len(), out)?;
-        let (grid, tiles, tiles_x) = tile_grid("size", (out.h, out.w), (TILE, TILE), out.n)?;
+        let tiles_y = out.h.div_ceil(TILE as usize);
+        let strip = match self.strip {
+            Some(s) => s.min(tiles_y),
+            None => default_strip(
+                out.n * out.w.div_ceil(TILE as usize),
+                tiles_y,
+                gpu.info().multiprocessors as usize,
+            ),
+        };
+        let (grid, tiles, tiles_x) =
+            tile_grid("size", (out.h, out.w), (TILE, TILE * strip as u32), out.n)?;
         let (xp, _r) = x.device_ptr(stream);
         let (fp, _f) = self.fused.device_ptr(stream);
         let (yp, _w) = y.device_ptr_mut(stream);
@@ -188,6 +221,8 @@ impl Augment {
             scale_x: resize_scale(self.cfg.crop, out.w),
             tiles,
             tiles_x,
+            strip: strip as u32,
+            pad: 0,
         };
         let (c, k) = (self.shape.c as u32, self.cfg.kernel_size as u32);
         let smem = augment_shared_bytes(c, k);
@@ -211,7 +246,7 @@ impl Augment {
         unsafe {
             gpu.launch_shared(
                 stream,
-                augment_kernel(p.channels, p.ksize),
+                augment_kernel(p.channels, p.ksize, p.strip),
                 grid,
                 BLOCK,
                 smem,
@@ -299,6 +334,28 @@ impl Augment {
             &mut s.a,
         )?;
         normalize(gpu, stream, out, &s.a, &self.stats, y)
+    }
+}
+
+/// Tiles per strip of the fused kernel by default, where the GPU stays full with them (see
+/// [`Augment::with_strip`]). Longer strips share more rows and setups but leave the last
+/// wave of blocks less even, which costs more than they save on an H200.
+pub const DEFAULT_STRIP: usize = 2;
+
+/// Blocks per multiprocessor that the default strip leaves at least (the 7-tap kernels' four
+/// resident blocks): below that the GPU would idle, and the fused kernel takes one tile per
+/// block.
+pub const STRIP_MIN_BLOCKS_PER_SM: usize = 4;
+
+/// The default strip for `columns` columns of `tiles_y` tiles (images times tiles across) on
+/// `sms` multiprocessors: [`DEFAULT_STRIP`] where that still gives every multiprocessor
+/// [`STRIP_MIN_BLOCKS_PER_SM`] blocks, one tile otherwise.
+fn default_strip(columns: usize, tiles_y: usize, sms: usize) -> usize {
+    let strip = DEFAULT_STRIP.min(tiles_y.max(1));
+    if columns * tiles_y.div_ceil(strip) >= sms.max(1) * STRIP_MIN_BLOCKS_PER_SM {
+        strip
+    } else {
+        1
     }
 }
 
