@@ -918,6 +918,60 @@ fn augment_seed003_batch() {
     ));
 }
 
+/// Strips of tiles through every path of the kernels: the 7-tap kernels' parts (a crop not
+/// enlarged), the wider kernels (staged and through parts), bilinear rotation, NHWC in and
+/// out, and image heights that leave the last strip of a column short. Every strip gives the
+/// bits of one tile per block.
+#[test]
+fn augment_strips_match_one_tile() {
+    let Some(g) = gpu() else { return };
+    let st = g.stream();
+    // (images, channels, side, crop, size, kernel size, nearest, layouts)
+    let nchw = (Layout::Nchw, Layout::Nchw);
+    let cases = [
+        (2, 3, 100, 100, 100, 7, true, nchw),
+        (2, 3, 70, 40, 140, 31, true, nchw),
+        (1, 2, 64, 32, 150, 15, false, nchw),
+        (3, 4, 90, 50, 97, 7, false, (Layout::Nhwc, Layout::Nhwc)),
+        (2, 1, 48, 30, 200, 63, true, (Layout::Nchw, Layout::Nhwc)),
+    ];
+    for (n, c, side, crop, size, k, nearest, (lin, lout)) in cases {
+        let s = Shape::new(n, c, side, side);
+        let mut cfg = AugmentConfig::seed003(size, c);
+        cfg.crop = crop;
+        cfg.kernel_size = k;
+        cfg.interp = if nearest {
+            Interp::Nearest
+        } else {
+            Interp::Bilinear
+        };
+        let draw = AugmentDraw::random(&cfg, n, side, side, (side * k) as u64);
+        let stored: Vec<u8> = (0..s.len()).map(|i| (i * 37 % 253) as u8).collect();
+        let x: CudaSlice<u8> = st.clone_htod(&stored).unwrap();
+        let out = s.with_size(size, size);
+        let run = |strip: usize| {
+            let aug = Augment::new(st, s, &cfg, &draw)
+                .unwrap()
+                .with_layouts(lin, lout)
+                .with_strip(Some(strip))
+                .unwrap();
+            let mut y = poisoned(out.len());
+            {
+                let mut yv = y.slice_mut(GUARD..GUARD + out.len());
+                aug.run_fused(g, st, &x, &mut yv).unwrap();
+            }
+            fetch(&y, out.len()).unwrap()
+        };
+        let one = run(1);
+        for strip in [2, 3, 8] {
+            assert!(
+                bitwise_eq(&run(strip), &one),
+                "case {s:?} crop {crop} size {size} k {k}: strips of {strip} differ from one tile"
+            );
+        }
+    }
+}
+
 // ---------------------------------------------------------------- GPU identities
 
 /// Rotation by 0 (nearest) copies the input, blur of a constant is that constant.
