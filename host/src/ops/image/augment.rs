@@ -120,8 +120,10 @@ impl Augment {
     /// tiles of 32 x 32 pixels, one above the other (`None`, the default: [`DEFAULT_STRIP`]
     /// tiles where that still gives every multiprocessor [`STRIP_MIN_BLOCKS_PER_SM`] blocks,
     /// one otherwise).
+    ///
     /// A block rotates the blur's halo rows that a tile shares with the next one once and
     /// sets up its image once per strip; the results are the same bits whatever the strip.
+    /// `Some(0)` and strips over 32768 tiles are refused, naming `strip`.
     pub fn with_strip(self, tiles: Option<usize>) -> Result<Augment> {
         if tiles == Some(0) || tiles.is_some_and(|t| t > 1 << 15) {
             return Err(Error::arg(
@@ -365,4 +367,21 @@ pub struct AugmentScratch {
     crop: CudaSlice<f32>,
     a: CudaSlice<f32>,
     b: CudaSlice<f32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_strip;
+
+    #[test]
+    fn default_strip_keeps_the_gpu_full() {
+        // 256 x 256 outputs (8 x 8 tiles) on 132 SMs: b128 and b32 take strips of two tiles
+        // (4096 and 1024 blocks), b8 one tile (512 blocks, fewer than 4 per SM with two).
+        assert_eq!(default_strip(128 * 8, 8, 132), 2);
+        assert_eq!(default_strip(32 * 8, 8, 132), 2);
+        assert_eq!(default_strip(8 * 8, 8, 132), 1);
+        // A column of one tile has nothing to share; a GPU of no reported SMs counts as one.
+        assert_eq!(default_strip(10_000, 1, 132), 1);
+        assert_eq!(default_strip(4, 3, 0), 2);
+    }
 }
