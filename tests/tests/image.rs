@@ -740,95 +740,92 @@ fn augment_fused_matches_reference_and_chain() {
     // The fused kernel's strip: the GPU's default, one tile per block, or several (the last
     // strip of a column shorter than the others where 3 does not divide the tiles).
     let strip = prop::sample::select(vec![None, Some(1), Some(2), Some(3), Some(8)]);
-    gpu_property(
-        40,
-        (augment_case(), strip),
-        |((s, cfg, (lin, lout), seed), strip)| {
-            let g = gpu().unwrap();
-            let st = g.stream();
-            // The input as stored (layout `lin`) and as the reference reads it (NCHW).
-            let stored: Vec<u8> = (0..s.len())
-                .map(|i| ((i as u64).wrapping_mul(2654435761) ^ seed) as u8)
-                .collect();
-            let bytes = reference::relayout(&stored, s, lin, Layout::Nchw);
-            let draw = AugmentDraw::random(&cfg, s.n, s.h, s.w, seed);
-            let aug = Augment::new(st, s, &cfg, &draw)
-                .unwrap()
-                .with_layouts(lin, lout)
-                .with_strip(strip)
-                .unwrap();
-            let out = aug.output_shape();
-            let x: CudaSlice<u8> = st.clone_htod(&stored).unwrap();
-            let mut fused = poisoned(out.len());
-            let mut chain = poisoned(out.len());
-            let mut scratch = None;
-            {
-                let mut fv = fused.slice_mut(GUARD..GUARD + out.len());
-                match aug.run_fused(g, st, &x, &mut fv) {
-                    // A GPU with less shared memory per block than this kernel size needs refuses
-                    // it by name before launching (H100/H200 take every size).
-                    Err(streamline::error::Error::InvalidArgument {
-                        arg: "kernel_size", ..
-                    }) => return Ok(()),
-                    r => r.unwrap(),
-                }
-                let mut cv = chain.slice_mut(GUARD..GUARD + out.len());
-                let ran = aug.run_separate(g, st, &x, &mut scratch, &mut cv);
-                // The chain writes NCHW only, and says so naming the argument.
-                match lout {
-                    Layout::Nchw => ran.unwrap(),
-                    Layout::Nhwc => prop_assert!(
-                        matches!(
-                            ran,
-                            Err(streamline::error::Error::InvalidArgument {
-                                arg: "output layout",
-                                ..
-                            })
-                        ),
-                        "{:?}",
-                        ran
-                    ),
-                }
+    gpu_property(40, (augment_case(), strip), |(case, strip)| {
+        let (s, cfg, (lin, lout), seed) = case;
+        let g = gpu().unwrap();
+        let st = g.stream();
+        // The input as stored (layout `lin`) and as the reference reads it (NCHW).
+        let stored: Vec<u8> = (0..s.len())
+            .map(|i| ((i as u64).wrapping_mul(2654435761) ^ seed) as u8)
+            .collect();
+        let bytes = reference::relayout(&stored, s, lin, Layout::Nchw);
+        let draw = AugmentDraw::random(&cfg, s.n, s.h, s.w, seed);
+        let aug = Augment::new(st, s, &cfg, &draw)
+            .unwrap()
+            .with_layouts(lin, lout)
+            .with_strip(strip)
+            .unwrap();
+        let out = aug.output_shape();
+        let x: CudaSlice<u8> = st.clone_htod(&stored).unwrap();
+        let mut fused = poisoned(out.len());
+        let mut chain = poisoned(out.len());
+        let mut scratch = None;
+        {
+            let mut fv = fused.slice_mut(GUARD..GUARD + out.len());
+            match aug.run_fused(g, st, &x, &mut fv) {
+                // A GPU with less shared memory per block than this kernel size needs refuses
+                // it by name before launching (H100/H200 take every size).
+                Err(streamline::error::Error::InvalidArgument {
+                    arg: "kernel_size", ..
+                }) => return Ok(()),
+                r => r.unwrap(),
             }
-            let f = reference::relayout(&fetch(&fused, out.len())?, out, lout, Layout::Nchw);
-            let c = match lout {
-                Layout::Nchw => Some(fetch(&chain, out.len())?),
-                Layout::Nhwc => None,
-            };
-            // The error budget of `reference::augment_bound` (stds of at least 0.5 here).
-            let vmax = if cfg.scale { 1.0 } else { 255.0 };
-            let (delta, tol) = reference::augment_bound(&cfg);
-            let (want, amb) = reference::augment(&bytes, s, &cfg, &draw, delta);
-            for i in 0..out.len() {
-                if amb[i] {
-                    // A nearest-neighbour tie within delta: the value of either neighbour is
-                    // right; both stay within the data range.
-                    let lim = vmax / 0.5 + 1.0;
-                    prop_assert!(f[i].is_finite() && (f[i] as f64).abs() <= lim);
-                    continue;
-                }
+            let mut cv = chain.slice_mut(GUARD..GUARD + out.len());
+            let ran = aug.run_separate(g, st, &x, &mut scratch, &mut cv);
+            // The chain writes NCHW only, and says so naming the argument.
+            match lout {
+                Layout::Nchw => ran.unwrap(),
+                Layout::Nhwc => prop_assert!(
+                    matches!(
+                        ran,
+                        Err(streamline::error::Error::InvalidArgument {
+                            arg: "output layout",
+                            ..
+                        })
+                    ),
+                    "{:?}",
+                    ran
+                ),
+            }
+        }
+        let f = reference::relayout(&fetch(&fused, out.len())?, out, lout, Layout::Nchw);
+        let c = match lout {
+            Layout::Nchw => Some(fetch(&chain, out.len())?),
+            Layout::Nhwc => None,
+        };
+        // The error budget of `reference::augment_bound` (stds of at least 0.5 here).
+        let vmax = if cfg.scale { 1.0 } else { 255.0 };
+        let (delta, tol) = reference::augment_bound(&cfg);
+        let (want, amb) = reference::augment(&bytes, s, &cfg, &draw, delta);
+        for i in 0..out.len() {
+            if amb[i] {
+                // A nearest-neighbour tie within delta: the value of either neighbour is
+                // right; both stay within the data range.
+                let lim = vmax / 0.5 + 1.0;
+                prop_assert!(f[i].is_finite() && (f[i] as f64).abs() <= lim);
+                continue;
+            }
+            prop_assert!(
+                ((f[i] as f64) - want[i]).abs() <= tol,
+                "fused element {} is {} but the reference gives {} (tolerance {})",
+                i,
+                f[i],
+                want[i],
+                tol
+            );
+            if let Some(c) = &c {
                 prop_assert!(
-                    ((f[i] as f64) - want[i]).abs() <= tol,
-                    "fused element {} is {} but the reference gives {} (tolerance {})",
+                    ((c[i] as f64) - want[i]).abs() <= tol,
+                    "chain element {} is {} but the reference gives {} (tolerance {})",
                     i,
-                    f[i],
+                    c[i],
                     want[i],
                     tol
                 );
-                if let Some(c) = &c {
-                    prop_assert!(
-                        ((c[i] as f64) - want[i]).abs() <= tol,
-                        "chain element {} is {} but the reference gives {} (tolerance {})",
-                        i,
-                        c[i],
-                        want[i],
-                        tol
-                    );
-                }
             }
-            Ok(())
-        },
-    );
+        }
+        Ok(())
+    });
 }
 
 /// Seed 003's exact workload: 256 x 256 images, crop 128, blur 7, batch 32.
