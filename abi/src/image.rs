@@ -198,6 +198,37 @@ pub const ROTATE_NHWC_IN: u32 = 1;
 /// `RotateParams::layout` bit: the output is NHWC.
 pub const ROTATE_NHWC_OUT: u32 = 2;
 
+/// Output tile side of the staged rotation (`rotate_bilinear_staged`): a block rotates a 32 x 32 tile
+/// of one image from the input window its source points read, copied to shared memory first.
+pub const ROTATE_STAGED_TILE: u32 = 32;
+/// Most input rows the window of a staged rotation's tile spans. The tile's source points span
+/// at most `31 (|cos| + |sin|) <= 31 sqrt(2) < 44` pixels along each axis, and the window adds
+/// the row of the last point's south neighbours: at most 46 rows.
+pub const ROTATE_STAGED_ROWS: u32 = 48;
+/// Row pitch of the staged window in f32 (a multiple of 4, so that each row starts 16-byte
+/// aligned for the 16-byte copies). A window row holds the 46 columns above rounded out to
+/// whole 16-byte chunks of the input row: at most 13 chunks, 52 values.
+pub const ROTATE_STAGED_PITCH: u32 = 52;
+/// Bytes of the staged rotations' per-block values (the image's rotation and its window) at the
+/// start of their shared memory.
+pub const ROTATE_STAGED_SETUP_BYTES: u32 = 64;
+/// Most channels the staged rotations take (their window holds every channel).
+pub const ROTATE_STAGED_MAX_CHANNELS: u32 = 4;
+
+/// Values of margin before the first window of a staged rotation: a row and a 16-byte chunk,
+/// so that a neighbour one row above and one column left of the window is still a read inside
+/// the buffer (which the kernel never makes for a neighbour inside the image).
+pub const ROTATE_STAGED_MARGIN: u32 = ROTATE_STAGED_PITCH + 4;
+
+/// Dynamic shared memory in bytes of a staged rotation of `channels` planes: the per-block
+/// values, the margin, then each channel's window of `ROTATE_STAGED_ROWS + 1` rows (the extra
+/// row keeps a south neighbour's read inside the buffer whatever the indices).
+pub const fn rotate_staged_shared_bytes(channels: u32) -> u32 {
+    ROTATE_STAGED_SETUP_BYTES
+        + 4 * ROTATE_STAGED_MARGIN
+        + 4 * channels * (ROTATE_STAGED_ROWS + 1) * ROTATE_STAGED_PITCH
+}
+
 /// `gaussian_blur`: separable Gaussian blur with reflect padding, kernel `kx` wide and `ky`
 /// tall (both odd).
 #[repr(C)]
@@ -387,6 +418,10 @@ declare! {
     pub const ROTATE_NEAREST_RELAYOUT: Kernel<RotateParams> = Kernel::new("rotate_nearest_relayout");
     /// Rotation, bilinear, from or to NHWC.
     pub const ROTATE_BILINEAR_RELAYOUT: Kernel<RotateParams> = Kernel::new("rotate_bilinear_relayout");
+    /// Rotation, bilinear, NCHW, each tile's input window staged in shared memory (planes
+    /// 16-byte aligned, widths a multiple of 4, at most [`ROTATE_STAGED_MAX_CHANNELS`] channels;
+    /// grid `(tiles_x, tiles_y, batch)` of [`ROTATE_STAGED_TILE`] tiles).
+    pub const ROTATE_BILINEAR_STAGED: Kernel<RotateParams> = Kernel::new("rotate_bilinear_staged").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 5);
     /// Separable Gaussian blur.
     pub const GAUSSIAN_BLUR: Kernel<GaussianBlurParams> = Kernel::new("gaussian_blur");
     /// Separable Gaussian blur, square kernels up to radius [`BLUR_FAST_MAX_RADIUS`]: bounded to

@@ -13,17 +13,31 @@
 //! warps take the shape whose reads run most nearly along input rows ([`warp_shape`]), and in
 //! NCHW write whole 32-byte sectors whatever the shape. A load that misses L2 fetches the 256
 //! bytes around it, which the neighbouring warps read next.
+//!
+//! Bilinear rotation in NCHW reads twelve values per pixel, and where the input allows it
+//! (16-byte aligned rows, at most four channels) it takes [`rotate_bilinear_staged`] instead:
+//! each block copies the input window of its 32 x 32 tile into shared memory first, where a
+//! warp's scattered reads are cheaper than in L1.
 
 use crate::channels::{for_channels, for_shaped_columns, image_and_column, WarpShape};
 use crate::sampling::{nearest_pixel, Bilinear, Rotation};
 use core::intrinsics::fmaf32 as fmaf;
 use streamline_abi::image::RotateParams;
 use streamline_abi::image::{
-    ROTATE_BILINEAR, ROTATE_BILINEAR_RELAYOUT, ROTATE_NEAREST, ROTATE_NEAREST_RELAYOUT,
-    ROTATE_NHWC_IN, ROTATE_NHWC_OUT,
+    IMAGE_BLOCK_Y, ROTATE_STAGED_MARGIN, ROTATE_STAGED_PITCH, ROTATE_STAGED_ROWS,
+    ROTATE_STAGED_SETUP_BYTES, ROTATE_STAGED_TILE,
+};
+use streamline_abi::image::{
+    ROTATE_BILINEAR, ROTATE_BILINEAR_RELAYOUT, ROTATE_BILINEAR_STAGED, ROTATE_NEAREST,
+    ROTATE_NEAREST_RELAYOUT, ROTATE_NHWC_IN, ROTATE_NHWC_OUT,
 };
 use streamline_device::kernel;
-use streamline_device::mem::{ldg_at_line, ldg_line, stg_at};
+use streamline_device::math::floor_i32;
+use streamline_device::mem::{
+    copy_async16, copy_wait, ldg_at_line, ldg_line, shared_addr, stg_at,
+};
+use streamline_device::shared::dynamic_shared;
+use streamline_device::thread::{block_xyz, sync_block, thread_xy};
 
 /// The image's rotation (its angle read from `p.angles`).
 #[inline(always)]
@@ -267,4 +281,219 @@ unsafe fn bilinear<const FILL: bool, const NHWC_IN: bool, const NHWC_OUT: bool>(
             |c, v| unsafe { stg_at(out, c * so.ch + dst, v) },
         );
     });
+}
+
+/// What one thread of a staged rotation's block works out for all: the image's rotation and
+/// the input window its tile reads.
+#[derive(Clone, Copy)]
+struct Staged {
+    rot: Rotation,
+    /// First input row and column of the window (the column a multiple of 4).
+    r0: i32,
+    c0: i32,
+    /// Rows and 16-byte chunks of the window (0 rows: no source point has a neighbour inside).
+    rows: u32,
+    chunks: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<Staged>() <= ROTATE_STAGED_SETUP_BYTES as usize);
+
+impl Staged {
+    /// The window of the tile `i0 ..= i1` x `j0 ..= j1` of an `h x w` image rotated by `rot`.
+    /// A computed source coordinate is a rounded sum of a term of the column and a term of the
+    /// row, each rounded monotonically, so it is monotonic in the row and in the column
+    /// separately, and its extremes over the tile are those of its four corners, exactly.
+    /// Bilinear reads rows `floor(y)` and `floor(y) + 1`, nearest rounds to one of them, so the
+    /// window spans `floor(min) ..= floor(max) + 1` of each axis, cut to the image, the columns
+    /// widened to whole 16-byte chunks (inside the row, since `w` is a multiple of 4).
+    #[inline(always)]
+    fn new(rot: Rotation, (i0, i1): (i32, i32), (j0, j1): (i32, i32), h: i32, w: i32) -> Staged {
+        let (ay, ax) = rot.source(i0, j0);
+        let (by, bx) = rot.source(i0, j1);
+        let (cy, cx) = rot.source(i1, j0);
+        let (dy, dx) = rot.source(i1, j1);
+        let ymin = ay.min(by).min(cy.min(dy));
+        let ymax = ay.max(by).max(cy.max(dy));
+        let xmin = ax.min(bx).min(cx.min(dx));
+        let xmax = ax.max(bx).max(cx.max(dx));
+        // Saturating conversions (NaN to 0) keep every bound finite.
+        let r0 = floor_i32(ymin).max(0);
+        let r1 = floor_i32(ymax).saturating_add(1).min(h - 1);
+        let c0 = floor_i32(xmin).max(0) & !3;
+        let c1 = floor_i32(xmax).saturating_add(1).min(w - 1);
+        let rows = if r1 >= r0 && c1 >= c0 {
+            ((r1 - r0 + 1) as u32).min(ROTATE_STAGED_ROWS)
+        } else {
+            0
+        };
+        let chunks = if c1 >= c0 {
+            ((c1 - c0) as u32 / 4 + 1).min(ROTATE_STAGED_PITCH / 4)
+        } else {
+            0
+        };
+        Staged {
+            rot,
+            r0,
+            c0,
+            rows,
+            chunks,
+        }
+    }
+}
+
+/// The staged bilinear rotation: block `(bx, by, n)` rotates output tile `(by, bx)` of image
+/// `n`. One warp works out the image's rotation and the tile's window; the block copies the
+/// window of every channel into shared memory with 16-byte asynchronous copies; then each
+/// thread computes four pixels, every channel, reading their neighbours from shared memory,
+/// where a warp's reads along a rotated line cost a few bank cycles instead of a pass per input
+/// line in L1. Each pixel's value is [`rotate_bilinear`]'s (the same source points, neighbours,
+/// weights and order of operations).
+///
+/// Warps take rows of 32 pixels where an output row runs within 22.5 degrees of an input row,
+/// else 8 x 4 patches, whose source points fall on distinct banks when they run down the
+/// input's columns.
+///
+/// # Safety
+/// `p.x` 16-byte aligned, `p.width` a multiple of 4, `p.channels <= ROTATE_STAGED_MAX_CHANNELS`,
+/// the other parameters as for [`rotate_nearest`] (NCHW); grid `(ceil(width / 32), ceil(height
+/// / 32), batch)` of 32 x 8 threads with `rotate_staged_shared_bytes(channels)` bytes of dynamic
+/// shared memory.
+#[inline(always)]
+unsafe fn staged<const FILL: bool>(p: &RotateParams) {
+    let (bx, by, n) = block_xyz();
+    let (tx, ty) = thread_xy();
+    let (h, w) = (p.height as i32, p.width as i32);
+    let tile = ROTATE_STAGED_TILE as i32;
+    let (i0, j0) = (by as i32 * tile, bx as i32 * tile);
+    let smem = dynamic_shared::<f32>();
+    let setup = smem as *mut Staged;
+    let window = smem.wrapping_add((ROTATE_STAGED_SETUP_BYTES / 4 + ROTATE_STAGED_MARGIN) as usize);
+    let pitch = ROTATE_STAGED_PITCH as usize;
+    let plane_win = (ROTATE_STAGED_ROWS as usize + 1) * pitch;
+    if ty == 0 {
+        let rot = rotation(p, n);
+        let st = Staged::new(
+            rot,
+            (i0, (i0 + tile - 1).min(h - 1)),
+            (j0, (j0 + tile - 1).min(w - 1)),
+            h,
+            w,
+        );
+        if tx == 0 {
+            // SAFETY: the setup's bytes at the start of the launch's shared memory, read after
+            // the barrier below.
+            unsafe { setup.write(st) };
+        }
+    }
+    // SAFETY: every thread of the block reaches it.
+    unsafe { sync_block() };
+    // SAFETY: written before the barrier.
+    let st = unsafe { setup.read() };
+    let plane = p.height * p.width;
+    let image = (p.x as *const f32).wrapping_add(n as usize * p.channels as usize * plane as usize);
+    // Half a warp per window row, a 16-byte chunk per thread.
+    let (half, q) = (tx / 16, tx % 16);
+    if q < st.chunks {
+        let stage = shared_addr(window);
+        let mut r = 2 * ty + half;
+        while r < st.rows {
+            let from = (st.r0 as u32 + r) * p.width + st.c0 as u32 + 4 * q;
+            let to = (r as usize * pitch) as u32 + 4 * q;
+            for c in 0..p.channels {
+                // SAFETY: `r < rows` and `q < chunks` lie inside the image (`Staged::new`),
+                // 16-byte aligned since the plane and the width are; the destination lies
+                // inside channel `c`'s window, written by this thread alone and read after the
+                // barrier below.
+                unsafe {
+                    copy_async16(
+                        stage + 4 * (c * plane_win as u32 + to),
+                        image.add((c * plane + from) as usize),
+                        16,
+                    )
+                };
+            }
+            r += 2 * IMAGE_BLOCK_Y;
+        }
+    }
+    // SAFETY: the kernels are built for sm_80 and newer; every thread reaches the barrier.
+    unsafe {
+        copy_wait();
+        sync_block();
+    }
+    let out = (p.y as *mut f32).wrapping_add(n as usize * p.channels as usize * plane as usize);
+    let rows_shape = st.rot.sin.abs() < 0.382_683_43;
+    let last_row = ROTATE_STAGED_ROWS as i32 - 1;
+    let last_col = ROTATE_STAGED_PITCH as i32 - 2;
+    for k in 0..4u32 {
+        let (ti, tj) = if rows_shape {
+            (ty + IMAGE_BLOCK_Y * k, tx)
+        } else {
+            let patch = ty + IMAGE_BLOCK_Y * k;
+            ((patch / 4) * 4 + tx / 8, (patch % 4) * 8 + tx % 8)
+        };
+        let (i, j) = (i0 + ti as i32, j0 + tj as i32);
+        if i >= h || j >= w {
+            continue;
+        }
+        let (sy, sx) = st.rot.source(i, j);
+        let dst = (i * w + j) as u32;
+        let bl = Bilinear::new(sy, sx, h, w);
+        let mask = if FILL { bl.mask() } else { 0.0 };
+        // The north-west neighbour's offset from the window's first pixel, clamped to one row
+        // above and one column left of the window at least: a no-op for every neighbour inside
+        // the image (`Staged::new`), and what keeps every read inside shared memory (the margin,
+        // the extra row) whatever the parameters hold.
+        let at = bl.y0.wrapping_sub(st.r0).max(-1).min(last_row) as isize * pitch as isize
+            + bl.x0.wrapping_sub(st.c0).max(-1).min(last_col) as isize;
+        let nw = window.wrapping_offset(at);
+        for_channels(
+            p.channels,
+            |c| {
+                let n = nw.wrapping_add(c as usize * plane_win);
+                let mut v = 0.0f32;
+                // SAFETY: the four offsets lie in the margin or channel `c`'s buffer (`at`),
+                // copied before the barrier wherever a neighbour inside the image is read.
+                unsafe {
+                    if bl.inside[0] {
+                        v = fmaf(*n, bl.w[0], v);
+                    }
+                    if bl.inside[1] {
+                        v = fmaf(*n.add(1), bl.w[1], v);
+                    }
+                    if bl.inside[2] {
+                        v = fmaf(*n.add(pitch), bl.w[2], v);
+                    }
+                    if bl.inside[3] {
+                        v = fmaf(*n.add(pitch + 1), bl.w[3], v);
+                    }
+                }
+                if FILL {
+                    (v - p.fill) * mask + p.fill
+                } else {
+                    v
+                }
+            },
+            // SAFETY: the pixel is in the image, `c < channels`.
+            |c, v| unsafe { stg_at(out, c * plane + dst, v) },
+        );
+    }
+}
+
+kernel! {
+    #[declared(ROTATE_BILINEAR_STAGED)]
+    /// [`rotate_bilinear`] with each tile's input window staged in shared memory (see
+    /// [`staged`]).
+    ///
+    /// # Safety
+    /// As for [`staged`].
+    pub unsafe fn rotate_bilinear_staged(p: RotateParams) {
+        // SAFETY: forwarded.
+        unsafe {
+            if p.has_fill != 0 {
+                staged::<true>(&p)
+            } else {
+                staged::<false>(&p)
+            }
+        }
+    }
 }

@@ -6,7 +6,7 @@
 //! Every GPU case poisons its output (and guard zones around it) first and checks that every
 //! output element was written and nothing outside it.
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, CudaView};
 use proptest::prelude::*;
 use streamline::data::POISON_F32;
 use streamline::ops::image::*;
@@ -394,6 +394,56 @@ fn rotate_layouts_match_nchw_bitwise() {
                     rotate_checked(s, &x, &angles, mode, fill, (from, to))
                         .unwrap_or_else(|e| panic!("{what}: {e}"));
                 }
+            }
+        }
+    }
+}
+
+/// The staged bilinear kernel (NCHW, input 16-byte aligned, width a multiple of 4, at most 4
+/// channels) gives the bits of the kernel that gathers from device memory, which the same input
+/// read one float into its buffer takes: tiles cut by the image's right and bottom sides,
+/// windows cut by every side, 1 to 4 channels, angles around every turn and beyond, with and
+/// without a fill; nearest rotation, which always gathers, alike. (The reference tests above run the staged kernels wherever their
+/// shapes allow.)
+#[test]
+fn rotate_staged_matches_gather_bitwise() {
+    let Some(g) = gpu() else {
+        return;
+    };
+    let cases = [
+        Shape::new(24, 3, 256, 256),
+        Shape::new(30, 1, 45, 100),
+        Shape::new(17, 2, 33, 36),
+        Shape::new(11, 4, 70, 4),
+        Shape::new(9, 3, 1, 64),
+        Shape::new(5, 4, 300, 8),
+    ];
+    for (i, s) in cases.into_iter().enumerate() {
+        let x = values(s.len(), 70 + i as u64);
+        let mut angles: Vec<f32> = (0..s.n).map(|k| k as f32 * 37.9 % 800.0 - 400.0).collect();
+        angles[0] = 90.0;
+        angles[1] = -0.0;
+        let a = PerImage::upload(g.stream(), "angles", &angles).unwrap();
+        let mut padded = vec![f32::NAN];
+        padded.extend_from_slice(&x);
+        let (aligned, shifted) = (upload(&x), upload(&padded));
+        for mode in [Interp::Nearest, Interp::Bilinear] {
+            for fill in [None, Some(-0.25)] {
+                let what = format!("{s:?} {mode:?} fill {fill:?}");
+                let run = |xv: &CudaView<f32>| {
+                    let mut y = poisoned(s.len());
+                    {
+                        let mut yv = y.slice_mut(GUARD..GUARD + s.len());
+                        rotate(g, g.stream(), s, xv, &a, mode, fill, &mut yv).unwrap();
+                    }
+                    fetch(&y, s.len()).unwrap_or_else(|e| panic!("{what}: {e}"))
+                };
+                let staged = run(&aligned.slice(..));
+                let gathered = run(&shifted.slice(1..));
+                assert!(
+                    bitwise_eq(&staged, &gathered),
+                    "{what}: the staged kernel differs from the gathering one"
+                );
             }
         }
     }

@@ -6,8 +6,9 @@ use crate::runtime::Gpu;
 use crate::spec::image::{Interp, Layout};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use streamline_abi::image::{
-    RotateParams, ROTATE_BILINEAR, ROTATE_BILINEAR_RELAYOUT, ROTATE_NEAREST,
-    ROTATE_NEAREST_RELAYOUT, ROTATE_NHWC_IN, ROTATE_NHWC_OUT,
+    rotate_staged_shared_bytes, RotateParams, ROTATE_BILINEAR, ROTATE_BILINEAR_RELAYOUT,
+    ROTATE_BILINEAR_STAGED, ROTATE_NEAREST, ROTATE_NEAREST_RELAYOUT, ROTATE_NHWC_IN,
+    ROTATE_NHWC_OUT, ROTATE_STAGED_MAX_CHANNELS, ROTATE_STAGED_TILE,
 };
 
 /// `rotate`: image `i` rotated by `angles[i]` degrees counter-clockwise about its centre,
@@ -58,18 +59,10 @@ pub fn rotate_relayout(
         return Err(Error::arg("fill", format!("{f}: must be finite")));
     }
     let layout = layout_bits((from, to), (ROTATE_NHWC_IN, ROTATE_NHWC_OUT));
-    let kernel = match (mode, layout) {
-        (Interp::Nearest, 0) => ROTATE_NEAREST,
-        (Interp::Bilinear, 0) => ROTATE_BILINEAR,
-        (Interp::Nearest, _) => ROTATE_NEAREST_RELAYOUT,
-        (Interp::Bilinear, _) => ROTATE_BILINEAR_RELAYOUT,
-    };
-    // A full multiprocessor of threads per row (measured on an H200).
-    let (grid, rows) = column_grid(gpu, "x", (shape.h, shape.w), shape.n, 2048)?;
     let (xp, _r) = x.device_ptr(stream);
     let (ap, _a) = angles.dev.device_ptr(stream);
     let (yp, _w) = y.device_ptr_mut(stream);
-    let p = RotateParams {
+    let mut p = RotateParams {
         x: xp,
         y: yp,
         angles: ap,
@@ -79,10 +72,46 @@ pub fn rotate_relayout(
         width: shape.w as u32,
         fill: fill.unwrap_or(0.0),
         has_fill: fill.is_some() as u32,
-        rows,
+        rows: 1,
         layout,
     };
+    if mode == Interp::Bilinear && layout == 0 && staged(shape, xp) {
+        let tile = ROTATE_STAGED_TILE as usize;
+        let grid = (
+            shape.w.div_ceil(tile) as u32,
+            shape.h.div_ceil(tile) as u32,
+            shape.n as u32,
+        );
+        let smem = rotate_staged_shared_bytes(shape.c as u32);
+        // SAFETY: lengths checked against `shape`; one angle per image; `staged` checked the
+        // input's alignment, width, channels and the grid's limits; the grid covers every
+        // output tile with the kernel's shared memory.
+        return unsafe { gpu.launch_shared(stream, ROTATE_BILINEAR_STAGED, grid, BLOCK, smem, p) };
+    }
+    let kernel = match (mode, layout) {
+        (Interp::Nearest, 0) => ROTATE_NEAREST,
+        (Interp::Bilinear, 0) => ROTATE_BILINEAR,
+        (Interp::Nearest, _) => ROTATE_NEAREST_RELAYOUT,
+        (Interp::Bilinear, _) => ROTATE_BILINEAR_RELAYOUT,
+    };
+    // A full multiprocessor of threads per row (measured on an H200).
+    let (grid, rows) = column_grid(gpu, "x", (shape.h, shape.w), shape.n, 2048)?;
+    p.rows = rows;
     // SAFETY: lengths checked against `shape`; one angle per image; the grid covers every
     // output pixel; `kernel` reads the layouts `layout` names.
     unsafe { gpu.launch(stream, kernel, grid, BLOCK, p) }
+}
+
+/// Whether a bilinear NCHW rotation of `shape` whose input starts at device address `x` takes
+/// the staged kernel (faster there; nearest rotation reads a third as many values and is faster
+/// gathering them, see BENCHMARKS.md): its 16-byte copies need every input row to start 16-byte aligned (the
+/// input aligned, the width a multiple of 4), its window holds at most
+/// `ROTATE_STAGED_MAX_CHANNELS` planes, and its grid has one block per tile and image.
+fn staged(shape: Shape, x: u64) -> bool {
+    const MAX_GRID_YZ: usize = 65_535;
+    x.is_multiple_of(16)
+        && shape.w.is_multiple_of(4)
+        && shape.c <= ROTATE_STAGED_MAX_CHANNELS as usize
+        && shape.h.div_ceil(ROTATE_STAGED_TILE as usize) <= MAX_GRID_YZ
+        && shape.n <= MAX_GRID_YZ
 }
