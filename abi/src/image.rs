@@ -198,21 +198,22 @@ pub const ROTATE_NHWC_IN: u32 = 1;
 /// `RotateParams::layout` bit: the output is NHWC.
 pub const ROTATE_NHWC_OUT: u32 = 2;
 
-/// Output tile side of the staged rotation (`rotate_bilinear_staged`): a block rotates a 32 x 32 tile
-/// of one image from the input window its source points read, copied to shared memory first.
+/// Output tile side of the staged rotation (`rotate_bilinear_staged`): a block rotates a 32 x 32
+/// tile of one image from the input window its source points read, copied to shared memory
+/// first.
 pub const ROTATE_STAGED_TILE: u32 = 32;
 /// Most input rows the window of a staged rotation's tile spans. The tile's source points span
-/// at most `31 (|cos| + |sin|) <= 31 sqrt(2) < 44` pixels along each axis, and the window adds
-/// the row of the last point's south neighbours: at most 46 rows.
+/// at most `31 (|cos| + |sin|) <= 31 sqrt(2) < 44` pixels along each axis; flooring both ends
+/// and adding the row of the last points' south neighbours makes at most 46 rows.
 pub const ROTATE_STAGED_ROWS: u32 = 48;
 /// Row pitch of the staged window in f32 (a multiple of 4, so that each row starts 16-byte
 /// aligned for the 16-byte copies). A window row holds the 46 columns above rounded out to
 /// whole 16-byte chunks of the input row: at most 13 chunks, 52 values.
 pub const ROTATE_STAGED_PITCH: u32 = 52;
-/// Bytes of the staged rotations' per-block values (the image's rotation and its window) at the
+/// Bytes of the staged rotation's per-block values (the image's rotation and its window) at the
 /// start of their shared memory.
 pub const ROTATE_STAGED_SETUP_BYTES: u32 = 64;
-/// Most channels the staged rotations take (their window holds every channel).
+/// Most channels the staged rotation takes (its window holds every channel).
 pub const ROTATE_STAGED_MAX_CHANNELS: u32 = 4;
 
 /// Values of margin before the first window of a staged rotation: a row and a 16-byte chunk,

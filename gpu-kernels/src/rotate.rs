@@ -303,9 +303,9 @@ impl Staged {
     /// A computed source coordinate is a rounded sum of a term of the column and a term of the
     /// row, each rounded monotonically, so it is monotonic in the row and in the column
     /// separately, and its extremes over the tile are those of its four corners, exactly.
-    /// Bilinear reads rows `floor(y)` and `floor(y) + 1`, nearest rounds to one of them, so the
-    /// window spans `floor(min) ..= floor(max) + 1` of each axis, cut to the image, the columns
-    /// widened to whole 16-byte chunks (inside the row, since `w` is a multiple of 4).
+    /// Bilinear reads rows `floor(y)` and `floor(y) + 1` (and columns alike), so the window
+    /// spans `floor(min) ..= floor(max) + 1` of each axis, cut to the image, the columns widened
+    /// to whole 16-byte chunks (inside the row, since `w` is a multiple of 4).
     #[inline(always)]
     fn new(rot: Rotation, (i0, i1): (i32, i32), (j0, j1): (i32, i32), h: i32, w: i32) -> Staged {
         let (ay, ax) = rot.source(i0, j0);

@@ -104,8 +104,8 @@ pub fn rotate_relayout(
 
 /// Whether a bilinear NCHW rotation of `shape` whose input starts at device address `x` takes
 /// the staged kernel (faster there; nearest rotation reads a third as many values and is faster
-/// gathering them, see BENCHMARKS.md): its 16-byte copies need every input row to start 16-byte aligned (the
-/// input aligned, the width a multiple of 4), its window holds at most
+/// gathering them, see BENCHMARKS.md). Its 16-byte copies need every input row to start 16-byte
+/// aligned (the input aligned, the width a multiple of 4), its window holds at most
 /// `ROTATE_STAGED_MAX_CHANNELS` planes, and its grid has one block per tile and image.
 fn staged(shape: Shape, x: u64) -> bool {
     const MAX_GRID_YZ: usize = 65_535;
