@@ -403,8 +403,8 @@ fn rotate_layouts_match_nchw_bitwise() {
 /// channels) gives the bits of the kernel that gathers from device memory, which the same input
 /// read one float into its buffer takes: tiles cut by the image's right and bottom sides,
 /// windows cut by every side, 1 to 4 channels, angles around every turn and beyond, with and
-/// without a fill; nearest rotation, which always gathers, alike. (The reference tests above run the staged kernels wherever their
-/// shapes allow.)
+/// without a fill; nearest rotation, which always gathers, alike. The reference tests above run
+/// the staged kernel wherever their shapes allow.
 #[test]
 fn rotate_staged_matches_gather_bitwise() {
     let Some(g) = gpu() else {
