@@ -504,10 +504,8 @@ impl<const STRIP: bool> Tile<STRIP> {
 
     /// The crop window that the rotation (`rot`) of the haloed tile's pixels `i0 ..= i1` x
     /// `j0 ..= j1` reads. Those pixels, reflected, lie in the rectangle of rows `ilo ..= ihi`
-    /// and columns `jlo ..= jhi`. Each computed source coordinate is a rounded sum of a term of
-    /// the column and a term of the row, each rounded monotonically, so it is monotonic in the
-    /// row and in the column separately, and its extremes over the rectangle are those of the
-    /// four corners, exactly. Nearest rounds a source coordinate `s` to at most `floor(s) + 1`
+    /// and columns `jlo ..= jhi`, whose source coordinates' extremes are those of its corners
+    /// ([`Rotation::bounds`]). Nearest rounds a source coordinate `s` to at most `floor(s) + 1`
     /// and bilinear reads `floor(s)` and `floor(s) + 1`, so resized rows
     /// `floor(min) - 1 ..= floor(max) + 2` cover every read (one row of margin each side); the
     /// resize's taps grow with the resized index, so their crop rows lie between the first tap
@@ -516,14 +514,7 @@ impl<const STRIP: bool> Tile<STRIP> {
     fn window(&self, rot: &Rotation, (i0, i1): (u32, u32), (j0, j1): (u32, u32)) -> Window {
         let (ilo, ihi) = reflected_span(self.top + i0 as i32, self.top + i1 as i32, self.oh);
         let (jlo, jhi) = reflected_span(self.left + j0 as i32, self.left + j1 as i32, self.ow);
-        let (ay, ax) = rot.source(ilo, jlo);
-        let (by, bx) = rot.source(ilo, jhi);
-        let (cy, cx) = rot.source(ihi, jlo);
-        let (dy, dx) = rot.source(ihi, jhi);
-        let ymin = ay.min(by).min(cy.min(dy));
-        let ymax = ay.max(by).max(cy.max(dy));
-        let xmin = ax.min(bx).min(cx.min(dx));
-        let xmax = ax.max(bx).max(cx.max(dx));
+        let ((ymin, ymax), (xmin, xmax)) = rot.bounds((ilo, ihi), (jlo, jhi));
         // Resized indices, kept inside the resized image (a NaN bound gives index 0).
         let span = |lo: f32, hi: f32, n: i32| {
             let a = floor_i32(lo).saturating_sub(1).max(0).min(n - 1);

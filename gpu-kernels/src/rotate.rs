@@ -299,23 +299,13 @@ struct Staged {
 const _: () = assert!(core::mem::size_of::<Staged>() <= ROTATE_STAGED_SETUP_BYTES as usize);
 
 impl Staged {
-    /// The window of the tile `i0 ..= i1` x `j0 ..= j1` of an `h x w` image rotated by `rot`.
-    /// A computed source coordinate is a rounded sum of a term of the column and a term of the
-    /// row, each rounded monotonically, so it is monotonic in the row and in the column
-    /// separately, and its extremes over the tile are those of its four corners, exactly.
-    /// Bilinear reads rows `floor(y)` and `floor(y) + 1` (and columns alike), so the window
+    /// The window of the tile `i0 ..= i1` x `j0 ..= j1` of an `h x w` image rotated by `rot`,
+    /// from the extremes of its source coordinates ([`Rotation::bounds`]). Bilinear reads rows `floor(y)` and `floor(y) + 1` (and columns alike), so the window
     /// spans `floor(min) ..= floor(max) + 1` of each axis, cut to the image, the columns widened
     /// to whole 16-byte chunks (inside the row, since `w` is a multiple of 4).
     #[inline(always)]
-    fn new(rot: Rotation, (i0, i1): (i32, i32), (j0, j1): (i32, i32), h: i32, w: i32) -> Staged {
-        let (ay, ax) = rot.source(i0, j0);
-        let (by, bx) = rot.source(i0, j1);
-        let (cy, cx) = rot.source(i1, j0);
-        let (dy, dx) = rot.source(i1, j1);
-        let ymin = ay.min(by).min(cy.min(dy));
-        let ymax = ay.max(by).max(cy.max(dy));
-        let xmin = ax.min(bx).min(cx.min(dx));
-        let xmax = ax.max(bx).max(cx.max(dx));
+    fn new(rot: Rotation, rows: (i32, i32), cols: (i32, i32), h: i32, w: i32) -> Staged {
+        let ((ymin, ymax), (xmin, xmax)) = rot.bounds(rows, cols);
         // Saturating conversions (NaN to 0) keep every bound finite.
         let r0 = floor_i32(ymin).max(0);
         let r1 = floor_i32(ymax).saturating_add(1).min(h - 1);

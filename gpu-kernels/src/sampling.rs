@@ -278,6 +278,23 @@ impl Rotation {
         (by * self.t01, by * self.t11)
     }
 
+    /// The smallest and largest source coordinates `((ymin, ymax), (xmin, xmax))` over the
+    /// output rows `i0 ..= i1` and columns `j0 ..= j1`. Each computed source coordinate is a
+    /// rounded sum of a term of the column and a term of the row, each rounded monotonically,
+    /// so it is monotonic in the row and in the column separately, and its extremes over the
+    /// rectangle are those of the four corners, exactly.
+    #[inline(always)]
+    pub fn bounds(&self, (i0, i1): (i32, i32), (j0, j1): (i32, i32)) -> ((f32, f32), (f32, f32)) {
+        let (ay, ax) = self.source(i0, j0);
+        let (by, bx) = self.source(i0, j1);
+        let (cy, cx) = self.source(i1, j0);
+        let (dy, dx) = self.source(i1, j1);
+        (
+            (ay.min(by).min(cy.min(dy)), ay.max(by).max(cy.max(dy))),
+            (ax.min(bx).min(cx.min(dx)), ax.max(bx).max(cx.max(dx))),
+        )
+    }
+
     /// Source `(y, x)` in input pixels from the normalised source: `grid_sample`'s
     /// unnormalisation with `align_corners=False`.
     #[inline(always)]
