@@ -33,9 +33,7 @@ use streamline_abi::image::{
 };
 use streamline_device::kernel;
 use streamline_device::math::floor_i32;
-use streamline_device::mem::{
-    copy_async16, copy_wait, ldg_at_line, ldg_line, shared_addr, stg_at,
-};
+use streamline_device::mem::{copy_async16, copy_wait, ldg_at_line, ldg_line, shared_addr, stg_at};
 use streamline_device::shared::dynamic_shared;
 use streamline_device::thread::{block_xyz, sync_block, thread_xy};
 
