@@ -19,7 +19,9 @@
 //! each block copies the input window of its 32 x 32 tile into shared memory first, where a
 //! warp's scattered reads are cheaper than in L1.
 
-use crate::channels::{for_channels, for_shaped_columns, image_and_column, WarpShape};
+use crate::channels::{
+    for_channel_groups, for_channels, for_shaped_columns, image_and_column, WarpShape,
+};
 use crate::sampling::{nearest_pixel, Bilinear, Rotation};
 use core::intrinsics::fmaf32 as fmaf;
 use streamline_abi::image::RotateParams;
@@ -335,19 +337,20 @@ impl Staged {
 /// thread computes four pixels, every channel, reading their neighbours from shared memory,
 /// where a warp's reads along a rotated line cost a few bank cycles instead of a pass per input
 /// line in L1. Each pixel's value is [`rotate_bilinear`]'s (the same source points, neighbours,
-/// weights and order of operations).
+/// weights and order of operations). The kernel has an instance per channel count `G` (the
+/// launch's `channels`), whose reads and stores of a pixel's channels have fixed offsets.
 ///
 /// Warps take rows of 32 pixels where an output row runs within 22.5 degrees of an input row,
 /// else 8 x 4 patches, whose source points fall on distinct banks when they run down the
 /// input's columns.
 ///
 /// # Safety
-/// `p.x` 16-byte aligned, `p.width` a multiple of 4, `p.channels <= ROTATE_STAGED_MAX_CHANNELS`,
-/// the other parameters as for [`rotate_nearest`] (NCHW); grid `(ceil(width / 32), ceil(height
-/// / 32), batch)` of 32 x 8 threads with `rotate_staged_shared_bytes(channels)` bytes of dynamic
-/// shared memory.
+/// `p.x` 16-byte aligned, `p.width` a multiple of 4, `p.channels == G <=
+/// ROTATE_STAGED_MAX_CHANNELS`, the other parameters as for [`rotate_nearest`] (NCHW); grid
+/// `(ceil(width / 32), ceil(height / 32), batch)` of 32 x 8 threads with
+/// `rotate_staged_shared_bytes(channels)` bytes of dynamic shared memory.
 #[inline(always)]
-unsafe fn staged<const FILL: bool>(p: &RotateParams) {
+unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
     let (bx, by, n) = block_xyz();
     let (tx, ty) = thread_xy();
     let (h, w) = (p.height as i32, p.width as i32);
@@ -387,7 +390,7 @@ unsafe fn staged<const FILL: bool>(p: &RotateParams) {
         while r < st.rows {
             let from = (st.r0 as u32 + r) * p.width + st.c0 as u32 + 4 * q;
             let to = (r as usize * pitch) as u32 + 4 * q;
-            for c in 0..p.channels {
+            for c in 0..G as u32 {
                 // SAFETY: `r < rows` and `q < chunks` lie inside the image (`Staged::new`),
                 // 16-byte aligned since the plane and the width are; the destination lies
                 // inside channel `c`'s window, written by this thread alone and read after the
@@ -434,8 +437,8 @@ unsafe fn staged<const FILL: bool>(p: &RotateParams) {
         let at = bl.y0.wrapping_sub(st.r0).max(-1).min(last_row) as isize * pitch as isize
             + bl.x0.wrapping_sub(st.c0).max(-1).min(last_col) as isize;
         let nw = window.wrapping_offset(at);
-        for_channels(
-            p.channels,
+        for_channel_groups::<G>(
+            G as u32,
             |c| {
                 let n = nw.wrapping_add(c as usize * plane_win);
                 let mut v = 0.0f32;
@@ -477,10 +480,15 @@ kernel! {
     pub unsafe fn rotate_bilinear_staged(p: RotateParams) {
         // SAFETY: forwarded.
         unsafe {
-            if p.has_fill != 0 {
-                staged::<true>(&p)
-            } else {
-                staged::<false>(&p)
+            match (p.has_fill != 0, p.channels) {
+                (true, 1) => staged::<true, 1>(&p),
+                (true, 2) => staged::<true, 2>(&p),
+                (true, 3) => staged::<true, 3>(&p),
+                (true, _) => staged::<true, 4>(&p),
+                (false, 1) => staged::<false, 1>(&p),
+                (false, 2) => staged::<false, 2>(&p),
+                (false, 3) => staged::<false, 3>(&p),
+                (false, _) => staged::<false, 4>(&p),
             }
         }
     }
