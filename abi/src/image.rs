@@ -210,6 +210,13 @@ pub const ROTATE_STAGED_ROWS: u32 = 48;
 /// aligned for the 16-byte copies). A window row holds the 46 columns above rounded out to
 /// whole 16-byte chunks of the input row: at most 13 chunks, 52 values.
 pub const ROTATE_STAGED_PITCH: u32 = 52;
+/// Row pitch of the staged window in f32 where the block's warps take output rows (where an
+/// output row runs within 22.5 degrees of an input row): a multiple of 32, so that a warp's
+/// reads along a line near an input row fall on distinct banks wherever it crosses a row.
+pub const ROTATE_STAGED_ROW_PITCH: u32 = 64;
+/// Most input rows the window of such a tile spans: its source points span at most `31 (cos
+/// 22.5 + sin 22.5) < 41` pixels along each axis, so at most 43 rows.
+pub const ROTATE_STAGED_ROW_ROWS: u32 = 44;
 /// Bytes of the staged rotation's per-block values (the image's rotation and its window) at the
 /// start of their shared memory.
 pub const ROTATE_STAGED_SETUP_BYTES: u32 = 64;
@@ -219,15 +226,24 @@ pub const ROTATE_STAGED_MAX_CHANNELS: u32 = 4;
 /// Values of margin before the first window of a staged rotation: a row and a 16-byte chunk,
 /// so that a neighbour one row above and one column left of the window is still a read inside
 /// the buffer (which the kernel never makes for a neighbour inside the image).
-pub const ROTATE_STAGED_MARGIN: u32 = ROTATE_STAGED_PITCH + 4;
+pub const ROTATE_STAGED_MARGIN: u32 = ROTATE_STAGED_ROW_PITCH + 4;
+
+/// Values of each channel's staged window: room for the rows of either pitch and one more (the
+/// extra row keeps a south neighbour's read inside the buffer whatever the indices).
+pub const ROTATE_STAGED_PLANE: u32 = {
+    let rows = (ROTATE_STAGED_ROWS + 1) * ROTATE_STAGED_PITCH;
+    let row_shaped = (ROTATE_STAGED_ROW_ROWS + 1) * ROTATE_STAGED_ROW_PITCH;
+    if rows > row_shaped {
+        rows
+    } else {
+        row_shaped
+    }
+};
 
 /// Dynamic shared memory in bytes of a staged rotation of `channels` planes: the per-block
-/// values, the margin, then each channel's window of `ROTATE_STAGED_ROWS + 1` rows (the extra
-/// row keeps a south neighbour's read inside the buffer whatever the indices).
+/// values, the margin, then each channel's window.
 pub const fn rotate_staged_shared_bytes(channels: u32) -> u32 {
-    ROTATE_STAGED_SETUP_BYTES
-        + 4 * ROTATE_STAGED_MARGIN
-        + 4 * channels * (ROTATE_STAGED_ROWS + 1) * ROTATE_STAGED_PITCH
+    ROTATE_STAGED_SETUP_BYTES + 4 * ROTATE_STAGED_MARGIN + 4 * channels * ROTATE_STAGED_PLANE
 }
 
 /// `gaussian_blur`: separable Gaussian blur with reflect padding, kernel `kx` wide and `ky`

@@ -26,8 +26,9 @@ use crate::sampling::{nearest_pixel, Bilinear, Rotation};
 use core::intrinsics::fmaf32 as fmaf;
 use streamline_abi::image::RotateParams;
 use streamline_abi::image::{
-    IMAGE_BLOCK_Y, ROTATE_STAGED_MARGIN, ROTATE_STAGED_PITCH, ROTATE_STAGED_ROWS,
-    ROTATE_STAGED_SETUP_BYTES, ROTATE_STAGED_TILE,
+    IMAGE_BLOCK_Y, ROTATE_STAGED_MARGIN, ROTATE_STAGED_PITCH, ROTATE_STAGED_PLANE,
+    ROTATE_STAGED_ROWS, ROTATE_STAGED_ROW_PITCH, ROTATE_STAGED_ROW_ROWS, ROTATE_STAGED_SETUP_BYTES,
+    ROTATE_STAGED_TILE,
 };
 use streamline_abi::image::{
     ROTATE_BILINEAR, ROTATE_BILINEAR_RELAYOUT, ROTATE_BILINEAR_STAGED, ROTATE_NEAREST,
@@ -300,9 +301,10 @@ const _: () = assert!(core::mem::size_of::<Staged>() <= ROTATE_STAGED_SETUP_BYTE
 
 impl Staged {
     /// The window of the tile `i0 ..= i1` x `j0 ..= j1` of an `h x w` image rotated by `rot`,
-    /// from the extremes of its source coordinates ([`Rotation::bounds`]). Bilinear reads rows `floor(y)` and `floor(y) + 1` (and columns alike), so the window
-    /// spans `floor(min) ..= floor(max) + 1` of each axis, cut to the image, the columns widened
-    /// to whole 16-byte chunks (inside the row, since `w` is a multiple of 4).
+    /// from the extremes of its source coordinates ([`Rotation::bounds`]). Bilinear reads rows
+    /// `floor(y)` and `floor(y) + 1` (and columns alike), so the window spans `floor(min) ..=
+    /// floor(max) + 1` of each axis, cut to the image, the columns widened to whole 16-byte
+    /// chunks (inside the row, since `w` is a multiple of 4).
     #[inline(always)]
     fn new(rot: Rotation, rows: (i32, i32), cols: (i32, i32), h: i32, w: i32) -> Staged {
         let ((ymin, ymax), (xmin, xmax)) = rot.bounds(rows, cols);
@@ -359,8 +361,7 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
     let smem = dynamic_shared::<f32>();
     let setup = smem as *mut Staged;
     let window = smem.wrapping_add((ROTATE_STAGED_SETUP_BYTES / 4 + ROTATE_STAGED_MARGIN) as usize);
-    let pitch = ROTATE_STAGED_PITCH as usize;
-    let plane_win = (ROTATE_STAGED_ROWS as usize + 1) * pitch;
+    let plane_win = ROTATE_STAGED_PLANE as usize;
     if ty == 0 {
         let rot = rotation(p, n);
         let st = Staged::new(
@@ -380,6 +381,13 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
     unsafe { sync_block() };
     // SAFETY: written before the barrier.
     let st = unsafe { setup.read() };
+    let rows_shape = st.rot.sin.abs() < 0.382_683_43;
+    let (pitch, max_rows) = if rows_shape {
+        (ROTATE_STAGED_ROW_PITCH, ROTATE_STAGED_ROW_ROWS)
+    } else {
+        (ROTATE_STAGED_PITCH, ROTATE_STAGED_ROWS)
+    };
+    let (pitch, rows) = (pitch as usize, st.rows.min(max_rows));
     let plane = p.height * p.width;
     let image = (p.x as *const f32).wrapping_add(n as usize * p.channels as usize * plane as usize);
     // Half a warp per window row, a 16-byte chunk per thread.
@@ -387,7 +395,7 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
     if q < st.chunks {
         let stage = shared_addr(window);
         let mut r = 2 * ty + half;
-        while r < st.rows {
+        while r < rows {
             let from = (st.r0 as u32 + r) * p.width + st.c0 as u32 + 4 * q;
             let to = (r as usize * pitch) as u32 + 4 * q;
             for c in 0..G as u32 {
@@ -412,9 +420,8 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
         sync_block();
     }
     let out = (p.y as *mut f32).wrapping_add(n as usize * p.channels as usize * plane as usize);
-    let rows_shape = st.rot.sin.abs() < 0.382_683_43;
-    let last_row = ROTATE_STAGED_ROWS as i32 - 1;
-    let last_col = ROTATE_STAGED_PITCH as i32 - 2;
+    let last_row = max_rows as i32 - 1;
+    let last_col = pitch as i32 - 2;
     for k in 0..4u32 {
         let (ti, tj) = if rows_shape {
             (ty + IMAGE_BLOCK_Y * k, tx)
