@@ -344,7 +344,9 @@ impl Staged {
 ///
 /// Warps take rows of 32 pixels where an output row runs within 22.5 degrees of an input row,
 /// else 8 x 4 patches, whose source points fall on distinct banks when they run down the
-/// input's columns.
+/// input's columns. For rows the window's rows lie [`ROTATE_STAGED_ROW_PITCH`] values apart, a
+/// multiple of the 32 banks, so that a warp's reads along a line near an input row take about
+/// one bank cycle each; patches keep [`ROTATE_STAGED_PITCH`].
 ///
 /// # Safety
 /// `p.x` 16-byte aligned, `p.width` a multiple of 4, `p.channels == G <=
