@@ -215,7 +215,8 @@ pub const ROTATE_STAGED_PITCH: u32 = 52;
 /// reads along a line near an input row fall on distinct banks wherever it crosses a row.
 pub const ROTATE_STAGED_ROW_PITCH: u32 = 64;
 /// Most input rows the window of such a tile spans: its source points span at most `31 (cos
-/// 22.5 + sin 22.5) < 41` pixels along each axis, so at most 43 rows.
+/// 22.5 + sin 22.5) < 41` pixels along each axis, so at most 43 rows, and one more leaves room
+/// for the source points' rounding on large images.
 pub const ROTATE_STAGED_ROW_ROWS: u32 = 44;
 /// Bytes of the staged rotation's per-block values (the image's rotation and its window) at the
 /// start of their shared memory.
