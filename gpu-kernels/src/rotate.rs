@@ -48,13 +48,17 @@ fn rotation(p: &RotateParams, n: u32) -> Rotation {
     Rotation::new(deg, p.height, p.width)
 }
 
+/// The sine of 22.5 degrees: where an output row runs within that angle of an input row
+/// (`|sin| <` this), warps of both the gathering and the staged kernels take rows of 32.
+const ROWS_MAX_SIN: f32 = 0.382_683_43;
+
 /// The warps' shape for a rotation whose output rows run through the input with slope
 /// `sin` (per unit of length): rows of 32 within 22.5 degrees of a row, 16 x 2 patches up to
 /// 67.5 degrees, and `steep` (narrow, tall patches) beyond, measured per angle on an H200.
 #[inline(always)]
 fn warp_shape(sin: f32, steep: WarpShape) -> WarpShape {
     let s = sin.abs();
-    if s < 0.382_683_43 {
+    if s < ROWS_MAX_SIN {
         WarpShape(0)
     } else if s < 0.923_879_5 {
         WarpShape(1)
@@ -383,7 +387,7 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
     unsafe { sync_block() };
     // SAFETY: written before the barrier.
     let st = unsafe { setup.read() };
-    let rows_shape = st.rot.sin.abs() < 0.382_683_43;
+    let rows_shape = st.rot.sin.abs() < ROWS_MAX_SIN;
     let (pitch, max_rows) = if rows_shape {
         (ROTATE_STAGED_ROW_PITCH, ROTATE_STAGED_ROW_ROWS)
     } else {
