@@ -41,6 +41,26 @@ pub unsafe fn sync_block() {
     unsafe { nvptx::_syncthreads() }
 }
 
+/// [`sync_block`] that also tells every thread whether `pred` held in any thread of the block
+/// (CUDA's `__syncthreads_or`): a block-wide decision taken at a barrier the block needs anyway.
+///
+/// # Safety
+/// As for [`sync_block`].
+#[inline(always)]
+pub unsafe fn sync_block_or(pred: bool) -> bool {
+    let r: u32;
+    // SAFETY: forwarded from this function's contract; the instruction is a barrier (the asm
+    // block keeps its default memory clobber, so no shared access moves across it).
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p; setp.ne.u32 p, {v}, 0; bar.red.or.pred p, 0, p; selp.u32 {r}, 1, 0, p; }}",
+            r = out(reg32) r, v = in(reg32) pred as u32,
+            options(nostack, preserves_flags)
+        )
+    };
+    r != 0
+}
+
 /// Block index along x, y and z.
 #[inline(always)]
 pub fn block_xyz() -> (u32, u32, u32) {

@@ -19,7 +19,9 @@
 //!    the resize's taps of every resized row and column it spans.
 //! 2. **Rotate.** Each pixel of the haloed tile takes its source point (from per-row and
 //!    per-column terms tabulated once), one tap table entry per axis and four slot reads from
-//!    the window: the resized value of every channel.
+//!    the window: the resized value of every channel. A bilinear rotation's four neighbours
+//!    (two resized rows by two resized columns) share crop rows and columns, and read nine
+//!    slots for all four.
 //! 3. **Blur and normalise.** A horizontal pass over the rotated tile into the scratch region
 //!    (where the window was), a vertical pass, then `(blurred - mean) / std` stored straight to
 //!    the output. Kernels of up to 7 taps run as 7 taps with their weights in registers.
@@ -56,7 +58,7 @@ use streamline_abi::image::{
 use streamline_device::kernel;
 use streamline_device::math::{fast_div, floor_i32};
 use streamline_device::mem::{ldg_u8, lds4, shared_addr};
-use streamline_device::thread::{block_x, sync_block, thread_xy};
+use streamline_device::thread::{block_x, sync_block, sync_block_or, thread_xy};
 
 /// Threads of a block.
 const THREADS: u32 = IMAGE_BLOCK_X * IMAGE_BLOCK_Y;
@@ -315,12 +317,31 @@ impl Window {
         }
     }
 
-    /// Row taps as byte offsets of rows into the window of `T` slots. The indices are clamped
-    /// into the window: a no-op for every read the window was bounded for, and what keeps
-    /// every read inside shared memory whatever the parameters hold.
+    /// Slots of `T` from one window row to the next, in a scratch region of `budget` bytes:
+    /// a row's bytes rounded up to 64 more than a multiple of 128 where that fits. The rows
+    /// that a quarter of a warp's rotated pixels read then start in the other half of the banks
+    /// from the row before, which a simulation of the reads (random angles, seed 003's sizes)
+    /// found to give the fewest bank conflicts of any pitch.
     #[inline(always)]
-    fn row<T>(&self, t: LinearTaps) -> Axis {
-        Axis::clamped(t, self.p0, self.rows, self.cols * size_of::<T>() as u32)
+    fn pitch<T>(&self, budget: u32) -> u32 {
+        let size = size_of::<T>() as u32;
+        let bytes = self.cols * size;
+        let padded = bytes + (192 - bytes % 128) % 128;
+        if self.rows as u64 * padded as u64 <= budget as u64 {
+            padded / size
+        } else {
+            self.cols
+        }
+    }
+
+    /// Row taps as byte offsets of rows into the window of `T` slots (rows [`Window::pitch`]
+    /// apart in a scratch region of `budget` bytes). The indices are clamped into the window:
+    /// a no-op for every read the window was bounded for, and what keeps every read inside
+    /// shared memory whatever the parameters hold.
+    #[inline(always)]
+    fn row<T>(&self, t: LinearTaps, budget: u32) -> Axis {
+        let stride = self.pitch::<T>(budget) * size_of::<T>() as u32;
+        Axis::clamped(t, self.p0, self.rows, stride)
     }
 
     /// Column taps as byte offsets of columns into the window of `T` slots (clamped like
@@ -329,9 +350,57 @@ impl Window {
     fn col<T>(&self, t: LinearTaps) -> Axis {
         Axis::clamped(t, self.q0, self.cols, size_of::<T>() as u32)
     }
+
+    /// The entry of resized row `zi` in the row tap table at shared address `table`, the
+    /// index clamped into the table.
+    ///
+    /// # Safety
+    /// The table's `zrows` entries must have been written before the last barrier.
+    #[inline(always)]
+    unsafe fn y_taps(&self, table: u32, zi: i32) -> Axis {
+        // SAFETY: forwarded.
+        unsafe { Axis::load(table, zi.wrapping_sub(self.zi0), self.zrows) }
+    }
+
+    /// The entry of resized column `zj` in the column tap table at `table`, as
+    /// [`Window::y_taps`].
+    ///
+    /// # Safety
+    /// The table's `zcols` entries must have been written before the last barrier.
+    #[inline(always)]
+    unsafe fn x_taps(&self, table: u32, zj: i32) -> Axis {
+        // SAFETY: forwarded.
+        unsafe { Axis::load(table, zj.wrapping_sub(self.zj0), self.zcols) }
+    }
 }
 
 impl Axis {
+    /// Entry `i`, clamped into the `len` entries of the table at shared address `table`.
+    ///
+    /// # Safety
+    /// The table's `len` entries must have been written before the last barrier.
+    #[inline(always)]
+    unsafe fn load(table: u32, i: i32, len: u32) -> Axis {
+        let i = i.max(0).min(len as i32 - 1) as u32;
+        // SAFETY: `i` lies in the table (the caller's contract); entries are 16-byte aligned.
+        let [o0, o1, l0, l1] = unsafe { lds4(table + 16 * i) };
+        Axis {
+            o0,
+            o1,
+            l0: f32::from_bits(l0),
+            l1: f32::from_bits(l1),
+        }
+    }
+
+    /// Whether these taps (of resized index `z + 1`) take the same crop pair as `prev` (of `z`)
+    /// or the pair one step on, whose first tap is `prev`'s second: what an enlarging resize
+    /// gives, its source point moving by `crop / out <= 1` per resized index (f32 rounding
+    /// aside, hence the check).
+    #[inline(always)]
+    fn follows(&self, prev: &Axis) -> bool {
+        (self.o0 == prev.o0 && self.o1 == prev.o1) || self.o0 == prev.o1
+    }
+
     /// Taps `t` as offsets (`stride` apart) into the `len` indices from `first`, each index
     /// clamped into them.
     #[inline(always)]
@@ -441,6 +510,12 @@ struct Tile<const STRIP: bool> {
 }
 
 impl<const STRIP: bool> Tile<STRIP> {
+    /// Bytes of the scratch region (the crop window's room), for cells of `T`.
+    #[inline(always)]
+    fn scratch_bytes<T>(&self) -> u32 {
+        self.budget * size_of::<T>() as u32
+    }
+
     /// Resize taps along y of resized row `zi`.
     #[inline(always)]
     fn taps_y(&self, zi: i32) -> LinearTaps {
@@ -541,7 +616,9 @@ impl<const STRIP: bool> Tile<STRIP> {
     /// Fills the window's resize-tap tables, and either computes every crop pixel of `win`
     /// from device memory into the scratch region (`input` is `None`), or stages the input
     /// window and the crop-tap tables for [`Tile::crop_from_input`]. Each thread takes every
-    /// `THREADS`-th entry.
+    /// `THREADS`-th entry. Returns whether one of this thread's entries breaks the step rule
+    /// of [`Tile::sample_quad`] (see [`Axis::follows`]); never for a nearest rotation, which
+    /// does not use it.
     ///
     /// # Safety
     /// `win` must fit the budget, `input` come from [`Crop::input_window`] of `win`, and `s` be
@@ -553,28 +630,42 @@ impl<const STRIP: bool> Tile<STRIP> {
         win: Window,
         input: Option<InputWindow>,
         s: &Shared<T>,
-    ) {
+    ) -> bool {
         let lin = lane();
+        let mut broken = false;
         let mut k = lin;
         while k < win.zrows + win.zcols {
-            // SAFETY: `zrows, zcols <= taps_len`: inside the tables.
-            unsafe {
-                if k < win.zrows {
-                    *s.taps_y.add(k as usize) = win.row::<T>(self.taps_y(win.zi0 + k as i32));
+            let (rows, i) = if k < win.zrows {
+                (true, k as i32)
+            } else {
+                (false, (k - win.zrows) as i32)
+            };
+            let entry = |i: i32| {
+                if rows {
+                    win.row::<T>(self.taps_y(win.zi0 + i), self.scratch_bytes::<T>())
                 } else {
-                    let j = k - win.zrows;
-                    *s.taps_x.add(j as usize) = win.col::<T>(self.taps_x(win.zj0 + j as i32));
+                    win.col::<T>(self.taps_x(win.zj0 + i))
                 }
+            };
+            let e = entry(i);
+            // Only a bilinear rotation reads the pairs that `follows` checks.
+            if !self.nearest && i > 0 {
+                broken |= !e.follows(&entry(i - 1));
             }
+            let table = if rows { s.taps_y } else { s.taps_x };
+            // SAFETY: `zrows, zcols <= taps_len`: inside the tables.
+            unsafe { *table.add(i as usize) = e };
             k += THREADS;
         }
         let Some(iw) = input else {
-            for_cells(win.rows, win.cols, |k, pr, q| {
+            let pitch = win.pitch::<T>(self.scratch_bytes::<T>());
+            for_cells(win.rows, win.cols, |_, pr, q| {
                 let v = crop.pixel::<C, T>(win.p0 + pr as i32, win.q0 + q as i32);
-                // SAFETY: `k < rows * cols <= budget`.
-                unsafe { *s.scratch.add(k as usize) = v };
+                // SAFETY: `pr < rows`, `q < cols <= pitch`, `rows * pitch` cells fit the
+                // scratch region (`Window::pitch`, and `capped`).
+                unsafe { *s.scratch.add((pr * pitch + q) as usize) = v };
             });
-            return;
+            return broken;
         };
         let mut k = lin;
         while k < win.rows + win.cols {
@@ -622,6 +713,7 @@ impl<const STRIP: bool> Tile<STRIP> {
             }
             k += 4 * THREADS;
         }
+        broken
     }
 
     /// Computes every crop pixel of `win` into the scratch region from the staged input
@@ -638,7 +730,8 @@ impl<const STRIP: bool> Tile<STRIP> {
         win: &Window,
         s: &Shared<T>,
     ) {
-        for_cells(win.rows, win.cols, |k, pr, q| {
+        let pitch = win.pitch::<T>(self.scratch_bytes::<T>());
+        for_cells(win.rows, win.cols, |_, pr, q| {
             // SAFETY: `pr < rows`, `q < cols`: inside the tables; their offsets lie in the
             // input window (`Crop::tap`).
             let (ty, tx) = unsafe { (*s.ctap_y.add(pr as usize), *s.ctap_x.add(q as usize)) };
@@ -664,8 +757,9 @@ impl<const STRIP: bool> Tile<STRIP> {
                 );
                 out.set(c, b * crop.scale);
             }
-            // SAFETY: `k < rows * cols <= budget`.
-            unsafe { *s.scratch.add(k as usize) = out };
+            // SAFETY: `pr < rows`, `q < cols <= pitch`, and `rows * pitch` cells fit the scratch
+            // region (`Window::pitch`, and `capped` for `pitch == cols`).
+            unsafe { *s.scratch.add((pr * pitch + q) as usize) = out };
         });
     }
 
@@ -681,26 +775,82 @@ impl<const STRIP: bool> Tile<STRIP> {
         zi: i32,
         zj: i32,
     ) -> T {
-        let iy = (zi - win.zi0).max(0).min(win.zrows as i32 - 1) as u32;
-        let ix = (zj - win.zj0).max(0).min(win.zcols as i32 - 1) as u32;
-        let entry = |table: u32, i: u32| {
-            // SAFETY: `i` is clamped into the table, written before the last barrier; its
-            // entries are 16-byte aligned.
-            let [o0, o1, l0, l1] = unsafe { lds4(table + 16 * i) };
-            Axis {
-                o0,
-                o1,
-                l0: f32::from_bits(l0),
-                l1: f32::from_bits(l1),
-            }
+        // SAFETY: the tables were written before the last barrier (the caller's contract); the
+        // entries' offsets lie in the window.
+        unsafe {
+            let (y, x) = (win.y_taps(s.taps_at.0, zi), win.x_taps(s.taps_at.1, zj));
+            resized::<C, T>(s.scratch, y, x)
+        }
+    }
+
+    /// The resized values at `(zi, zj)`, `(zi, zj + 1)`, `(zi + 1, zj)` and `(zi + 1, zj + 1)`
+    /// (a bilinear rotation's four neighbours), each as [`Tile::sample`] computes it, from nine
+    /// window reads instead of sixteen: when every tap pair follows the one before
+    /// ([`Axis::follows`]), the two resized rows read the crop rows `y0.o0`, `y0.o1` and
+    /// `y1.o1`, and likewise the columns.
+    ///
+    /// # Safety
+    /// As for [`Tile::sample`], and every entry of both tables follows the one before it.
+    #[inline(always)]
+    unsafe fn sample_quad<const C: usize, T: Px>(
+        &self,
+        win: &Window,
+        s: &Shared<T>,
+        zi: i32,
+        zj: i32,
+    ) -> [[f32; C]; 4] {
+        let (ty, tx) = s.taps_at;
+        // SAFETY: the tables were written before the last barrier (the caller's contract).
+        let (y, x) = unsafe {
+            (
+                [win.y_taps(ty, zi), win.y_taps(ty, zi.wrapping_add(1))],
+                [win.x_taps(tx, zj), win.x_taps(tx, zj.wrapping_add(1))],
+            )
         };
-        // SAFETY: the indices are clamped into the tables, whose offsets lie in the window.
-        unsafe { resized::<C, T>(s.scratch, entry(s.taps_at.0, iy), entry(s.taps_at.1, ix)) }
+        // The second pair along an axis is the first (`same`) or the one a step on.
+        let (same_y, same_x) = (y[1].o0 == y[0].o0, x[1].o0 == x[0].o0);
+        let cols = [x[0].o0, x[0].o1, x[1].o1];
+        // Each crop row's horizontal blends for both resized columns, torch's order as in
+        // `resized`: `fmaf(x.l1, right, x.l0 * left)`.
+        let blends = |row: u32| {
+            // SAFETY: the byte offsets are clamped into the window (see `Window::row`).
+            let v = cols.map(|c| {
+                // SAFETY: the byte offsets are clamped into the window (see `Window::row`).
+                let cell = unsafe { *(s.scratch as *const u8).add((row + c) as usize).cast::<T>() };
+                core::array::from_fn::<f32, C, _>(|k| cell.get(k))
+            });
+            let (l, r) = if same_x {
+                (&v[0], &v[1])
+            } else {
+                (&v[1], &v[2])
+            };
+            let mut out = [[0.0f32; C]; 2];
+            for k in 0..C {
+                out[0][k] = fmaf(x[0].l1, v[1][k], x[0].l0 * v[0][k]);
+                out[1][k] = fmaf(x[1].l1, r[k], x[1].l0 * l[k]);
+            }
+            out
+        };
+        let h = [blends(y[0].o0), blends(y[0].o1), blends(y[1].o1)];
+        let (top, bottom) = if same_y {
+            (&h[0], &h[1])
+        } else {
+            (&h[1], &h[2])
+        };
+        let mut out = [[0.0f32; C]; 4];
+        for j in 0..2 {
+            for k in 0..C {
+                out[j][k] = fmaf(y[0].l1, h[1][j][k], y[0].l0 * h[0][j][k]);
+                out[2 + j][k] = fmaf(y[1].l1, bottom[j][k], y[1].l0 * top[j][k]);
+            }
+        }
+        out
     }
 
     /// Writes the rotated image over the haloed tile's pixels from `part` (row, column) on,
     /// `size` (rows, columns) of them, into the rotated tile; each thread takes every
-    /// `THREADS`-th pixel.
+    /// `THREADS`-th pixel. `quads` says that every tap table entry follows the one before it
+    /// ([`Tile::sample_quad`]).
     ///
     /// # Safety
     /// The part must lie inside the haloed tile; the table and the window (with its tap tables)
@@ -713,6 +863,7 @@ impl<const STRIP: bool> Tile<STRIP> {
         s: &Shared<T>,
         part: (u32, u32),
         size: (u32, u32),
+        quads: bool,
     ) {
         if self.nearest {
             // SAFETY: the window and its tables were staged before the last barrier (the
@@ -723,6 +874,26 @@ impl<const STRIP: bool> Tile<STRIP> {
                         Some((zi, zj)) => self.sample::<C, T>(win, s, zi, zj),
                         None => T::zero(),
                     }
+                })
+            }
+        } else if quads && C <= 3 {
+            // Four channels keep too many values live across the nine reads: their kernels
+            // spill in this loop, so they read sixteen.
+            // SAFETY: as above, and every tap entry follows the one before (`quads`).
+            unsafe {
+                self.rotate_with(rot, s, part, size, |sy, sx| {
+                    // The neighbours inside the image added from 0 in torch's order, as below.
+                    let bl = Bilinear::new(sy, sx, self.oh, self.ow);
+                    let v = self.sample_quad::<C, T>(win, s, bl.y0, bl.x0);
+                    let mut acc = T::zero();
+                    for (n, v) in v.iter().enumerate() {
+                        if bl.inside[n] {
+                            for (c, x) in v.iter().enumerate() {
+                                acc.set(c, fmaf(*x, bl.w[n], acc.get(c)));
+                            }
+                        }
+                    }
+                    acc
                 })
             }
         } else {
@@ -1112,10 +1283,11 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool, const STRIP: bo
                     unsafe { sync_block() };
                 }
                 // SAFETY: the window fits (`capped`), `staged` is its input window.
-                unsafe { tile.stage::<C, T>(&crop, win, staged, &s) };
+                let broken = unsafe { tile.stage::<C, T>(&crop, win, staged, &s) };
                 // SAFETY: every thread of the block reaches this barrier; it publishes what
-                // `stage` wrote (and the rotation's table).
-                unsafe { sync_block() };
+                // `stage` wrote (and the rotation's table), and whether any tap entry breaks
+                // the step rule.
+                let quads = !unsafe { sync_block_or(broken) };
                 if staged.is_some() {
                     // SAFETY: staged with its input window above; the barrier after it
                     // publishes the crop window.
@@ -1126,7 +1298,7 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool, const STRIP: bo
                 }
                 // SAFETY: the part lies inside the haloed tile; the buffers are published
                 // above.
-                unsafe { tile.rotate::<C, T>(&rot(), &win, &s, (i0, j0), (h, w)) };
+                unsafe { tile.rotate::<C, T>(&rot(), &win, &s, (i0, j0), (h, w), quads) };
                 bj += 1;
             }
             bi += 1;
@@ -1165,7 +1337,7 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool, const STRIP: bo
             // Each thread blurs `SEG` consecutive pixels of a row, reading each rotated pixel
             // once into every sum it reaches; consecutive threads take consecutive rows (odd
             // pitches: distinct banks).
-            const SEG: usize = 4;
+            const SEG: usize = 8;
             let items = (side * (TILE as usize / SEG)) as u32;
             let by_side = SmallDiv::new(side as u32);
             let mut it = lin;

@@ -790,7 +790,11 @@ fn augment_fused_matches_reference_and_chain() {
     // The fused kernel's strip: the GPU's default, one tile per block, or several (the last
     // strip of a column shorter than the others where 3 does not divide the tiles).
     let strip = prop::sample::select(vec![None, Some(1), Some(2), Some(3), Some(8)]);
-    gpu_property(40, (augment_case(), strip), |(case, strip)| {
+    // Whole-pixel boxes of the crop's size (a random crop: every crop pixel the mean of four
+    // input pixels), or boxes a third of a pixel shorter (crop pixels blended with weights of
+    // any fraction).
+    let cases = (augment_case(), strip, any::<bool>());
+    gpu_property(40, cases, |(case, strip, shorter)| {
         let (s, cfg, (lin, lout), seed) = case;
         let g = gpu().unwrap();
         let st = g.stream();
@@ -799,7 +803,13 @@ fn augment_fused_matches_reference_and_chain() {
             .map(|i| ((i as u64).wrapping_mul(2654435761) ^ seed) as u8)
             .collect();
         let bytes = reference::relayout(&stored, s, lin, Layout::Nchw);
-        let draw = AugmentDraw::random(&cfg, s.n, s.h, s.w, seed);
+        let mut draw = AugmentDraw::random(&cfg, s.n, s.h, s.w, seed);
+        if shorter {
+            for b in &mut draw.boxes {
+                b[2] -= 1.0 / 3.0;
+                b[3] -= 1.0 / 3.0;
+            }
+        }
         let aug = Augment::new(st, s, &cfg, &draw)
             .unwrap()
             .with_layouts(lin, lout)
