@@ -454,7 +454,9 @@ declare! {
     pub const RESIZE_BILINEAR_AA: Kernel<ResizeParams> = Kernel::new("resize_bilinear_aa");
     /// Nearest-neighbour resize (torch's `nearest`).
     pub const RESIZE_NEAREST: Kernel<ResizeParams> = Kernel::new("resize_nearest");
-    /// Seed 003's whole transform in one kernel: 1 channel, blur kernels of up to 7 taps.
+    /// Seed 003's whole transform in one kernel: 1 channel, blur kernels of up to 7 taps, nearest
+    /// rotation (each rotation has kernels of its own: the other's code costs a kernel
+    /// registers and time even where it never runs).
     pub const AUGMENT_C1: Kernel<AugmentParams> = Kernel::new("augment_c1").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
     /// 2 channels, up to 7 taps.
     pub const AUGMENT_C2: Kernel<AugmentParams> = Kernel::new("augment_c2").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
@@ -470,7 +472,24 @@ declare! {
     pub const AUGMENT_STRIP_C3: Kernel<AugmentParams> = Kernel::new("augment_strip_c3").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
     /// 4 channels, up to 7 taps, strips of tiles.
     pub const AUGMENT_STRIP_C4: Kernel<AugmentParams> = Kernel::new("augment_strip_c4").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
-    /// 1 channel, blur kernels of 9 taps or more (strips of tiles, `strip` of at least 1).
+    /// [`AUGMENT_C1`] with bilinear rotation.
+    pub const AUGMENT_BILINEAR_C1: Kernel<AugmentParams> = Kernel::new("augment_bilinear_c1").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_C2`] with bilinear rotation.
+    pub const AUGMENT_BILINEAR_C2: Kernel<AugmentParams> = Kernel::new("augment_bilinear_c2").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_C3`] with bilinear rotation.
+    pub const AUGMENT_BILINEAR_C3: Kernel<AugmentParams> = Kernel::new("augment_bilinear_c3").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_C4`] with bilinear rotation.
+    pub const AUGMENT_BILINEAR_C4: Kernel<AugmentParams> = Kernel::new("augment_bilinear_c4").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_STRIP_C1`] with bilinear rotation.
+    pub const AUGMENT_BILINEAR_STRIP_C1: Kernel<AugmentParams> = Kernel::new("augment_bilinear_strip_c1").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_STRIP_C2`] with bilinear rotation.
+    pub const AUGMENT_BILINEAR_STRIP_C2: Kernel<AugmentParams> = Kernel::new("augment_bilinear_strip_c2").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_STRIP_C3`] with bilinear rotation.
+    pub const AUGMENT_BILINEAR_STRIP_C3: Kernel<AugmentParams> = Kernel::new("augment_bilinear_strip_c3").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_STRIP_C4`] with bilinear rotation.
+    pub const AUGMENT_BILINEAR_STRIP_C4: Kernel<AugmentParams> = Kernel::new("augment_bilinear_strip_c4").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// 1 channel, blur kernels of 9 taps or more (strips of tiles, `strip` of at least 1), either
+    /// rotation.
     pub const AUGMENT_WIDE_C1: Kernel<AugmentParams> = Kernel::new("augment_wide_c1").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 2);
     /// 2 channels, 9 taps or more.
     pub const AUGMENT_WIDE_C2: Kernel<AugmentParams> = Kernel::new("augment_wide_c2").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 2);
@@ -481,25 +500,39 @@ declare! {
 }
 
 /// The fused augmentation's kernel for `channels` (1 to [`AUGMENT_MAX_CHANNELS`]; more take
-/// the 4-channel kernel, which the host never launches for them), blur kernel size `k` and
-/// strips of `strip` tiles ([`AugmentParams::strip`]). One kernel per channel count keeps each
-/// one's registers to its own needs, and so does the 7-tap kernels' instance for one tile per
-/// block; the wider kernels take strips of any length.
-pub const fn augment_kernel(channels: u32, k: u32, strip: u32) -> Kernel<AugmentParams> {
+/// the 4-channel kernel, which the host never launches for them), blur kernel size `k`, strips
+/// of `strip` tiles ([`AugmentParams::strip`]) and nearest or bilinear rotation
+/// ([`AugmentParams::nearest`]). One kernel per channel count keeps each one's registers to its
+/// own needs, and so does the 7-tap kernels' instance for one tile per block and for each
+/// rotation; the wider kernels take strips of any length and either rotation.
+pub const fn augment_kernel(
+    channels: u32,
+    k: u32,
+    strip: u32,
+    nearest: bool,
+) -> Kernel<AugmentParams> {
     let fast = augment_radius(k) == AUGMENT_FAST_RADIUS;
-    match (channels, fast, strip > 1) {
-        (1, true, false) => AUGMENT_C1,
-        (2, true, false) => AUGMENT_C2,
-        (3, true, false) => AUGMENT_C3,
-        (_, true, false) => AUGMENT_C4,
-        (1, true, true) => AUGMENT_STRIP_C1,
-        (2, true, true) => AUGMENT_STRIP_C2,
-        (3, true, true) => AUGMENT_STRIP_C3,
-        (_, true, true) => AUGMENT_STRIP_C4,
-        (1, false, _) => AUGMENT_WIDE_C1,
-        (2, false, _) => AUGMENT_WIDE_C2,
-        (3, false, _) => AUGMENT_WIDE_C3,
-        (_, false, _) => AUGMENT_WIDE_C4,
+    match (channels, fast, strip > 1, nearest) {
+        (1, true, false, true) => AUGMENT_C1,
+        (2, true, false, true) => AUGMENT_C2,
+        (3, true, false, true) => AUGMENT_C3,
+        (_, true, false, true) => AUGMENT_C4,
+        (1, true, true, true) => AUGMENT_STRIP_C1,
+        (2, true, true, true) => AUGMENT_STRIP_C2,
+        (3, true, true, true) => AUGMENT_STRIP_C3,
+        (_, true, true, true) => AUGMENT_STRIP_C4,
+        (1, true, false, false) => AUGMENT_BILINEAR_C1,
+        (2, true, false, false) => AUGMENT_BILINEAR_C2,
+        (3, true, false, false) => AUGMENT_BILINEAR_C3,
+        (_, true, false, false) => AUGMENT_BILINEAR_C4,
+        (1, true, true, false) => AUGMENT_BILINEAR_STRIP_C1,
+        (2, true, true, false) => AUGMENT_BILINEAR_STRIP_C2,
+        (3, true, true, false) => AUGMENT_BILINEAR_STRIP_C3,
+        (_, true, true, false) => AUGMENT_BILINEAR_STRIP_C4,
+        (1, false, _, _) => AUGMENT_WIDE_C1,
+        (2, false, _, _) => AUGMENT_WIDE_C2,
+        (3, false, _, _) => AUGMENT_WIDE_C3,
+        (_, false, _, _) => AUGMENT_WIDE_C4,
     }
 }
 

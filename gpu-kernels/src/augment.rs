@@ -51,9 +51,11 @@ use streamline_abi::image::{
     IMAGE_BLOCK_Y, MAX_KERNEL_SIZE, ROI_MAX_SAMPLES_PER_BIN, TILE,
 };
 use streamline_abi::image::{
-    AUGMENT_C1, AUGMENT_C2, AUGMENT_C3, AUGMENT_C4, AUGMENT_STRIP_C1, AUGMENT_STRIP_C2,
-    AUGMENT_STRIP_C3, AUGMENT_STRIP_C4, AUGMENT_WIDE_C1, AUGMENT_WIDE_C2, AUGMENT_WIDE_C3,
-    AUGMENT_WIDE_C4,
+    AUGMENT_BILINEAR_C1, AUGMENT_BILINEAR_C2, AUGMENT_BILINEAR_C3, AUGMENT_BILINEAR_C4,
+    AUGMENT_BILINEAR_STRIP_C1, AUGMENT_BILINEAR_STRIP_C2, AUGMENT_BILINEAR_STRIP_C3,
+    AUGMENT_BILINEAR_STRIP_C4, AUGMENT_C1, AUGMENT_C2, AUGMENT_C3, AUGMENT_C4, AUGMENT_STRIP_C1,
+    AUGMENT_STRIP_C2, AUGMENT_STRIP_C3, AUGMENT_STRIP_C4, AUGMENT_WIDE_C1, AUGMENT_WIDE_C2,
+    AUGMENT_WIDE_C3, AUGMENT_WIDE_C4,
 };
 use streamline_device::kernel;
 use streamline_device::math::{fast_div, floor_i32};
@@ -1078,14 +1080,27 @@ impl<const FAST: bool> Weights<FAST> {
     }
 }
 
+/// Which rotations a kernel instance computes: one of them only (the other's code left out), or
+/// either as `AugmentParams::nearest` says.
+const NEAREST: u8 = 0;
+const BILINEAR: u8 = 1;
+const EITHER: u8 = 2;
+
 /// One block's work for `C` channels held in slots `T`, with the fast blur path (7 taps,
-/// weights in registers) or not, over a strip of `p.strip` tiles (`STRIP`) or one tile.
+/// weights in registers) or not, over a strip of `p.strip` tiles (`STRIP`) or one tile, for
+/// the rotations `ROT` says.
 ///
 /// # Safety
 /// The kernels' contract, with `channels == C`; `FAST` exactly when `ksize <= 7`; `p.strip`
 /// is 1 unless `STRIP`.
 #[inline(always)]
-unsafe fn augment_block<const C: usize, T: Px, const FAST: bool, const STRIP: bool>(
+unsafe fn augment_block<
+    const C: usize,
+    T: Px,
+    const FAST: bool,
+    const STRIP: bool,
+    const ROT: u8,
+>(
     p: &AugmentParams,
 ) {
     // The block's image and strip, by divisions the host prepared.
@@ -1123,7 +1138,11 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool, const STRIP: bo
         ring: 0,
         oh,
         ow,
-        nearest: p.nearest != 0,
+        nearest: match ROT {
+            NEAREST => true,
+            BILINEAR => false,
+            _ => p.nearest != 0,
+        },
         sh: p.scale_y,
         sw: p.scale_x,
         crop_h: p.crop_h,
@@ -1424,21 +1443,31 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool, const STRIP: bo
         let dst = (p.y as *mut f32).wrapping_add(nu * C * oh as usize * ow as usize);
         let gx = x0 as u32 + tx as u32;
         let y0 = (tile.top + r) as u32;
-        // Channel by channel, so that each channel's statistics are read from shared memory
-        // once (the compiler would read them again after every store, which could alias them).
-        for c in 0..C {
-            // SAFETY: as above.
-            let (mean, inv_std) = unsafe { ((*s.setup).mean[c], (*s.setup).inv_std[c]) };
+        // The channels' statistics read into registers before the first store (the compiler
+        // would read them again after every store, which could alias them); then a pixel's
+        // channels one after the other, so that NHWC output fills each pixel's bytes at once.
+        // SAFETY: as above.
+        let stats: [(f32, f32); C] =
+            core::array::from_fn(|c| unsafe { ((*s.setup).mean[c], (*s.setup).inv_std[c]) });
+        // A tile wholly inside the image stores without checking each value's position.
+        let store = |checked: bool| {
             for (i, a) in acc.iter().enumerate() {
                 let gy = y0 + (first + i) as u32;
-                if gy < oh && gx < ow {
-                    let y = fmaf(a[c], norm, -mean) * inv_std;
-                    let at = gy * row_o + gx * px_o + c as u32 * ch_o;
-                    // SAFETY: `gy < out_h`, `gx < out_w`, `c < channels`, `n < batch`: inside
-                    // `p.y`.
-                    unsafe { dst.add(at as usize).write(y) };
+                if !checked || (gy < oh && gx < ow) {
+                    for (c, (mean, inv_std)) in stats.iter().enumerate() {
+                        let y = fmaf(a[c], norm, -mean) * inv_std;
+                        let at = gy * row_o + gx * px_o + c as u32 * ch_o;
+                        // SAFETY: `gy < out_h` and `gx < out_w` (checked, or the whole tile lies
+                        // inside), `c < channels`, `n < batch`: inside `p.y`.
+                        unsafe { dst.add(at as usize).write(y) };
+                    }
                 }
             }
+        };
+        if y0 + TILE <= oh && x0 as u32 + TILE <= ow {
+            store(false);
+        } else {
+            store(true);
         }
         tile = next;
         band += 1;
@@ -1448,16 +1477,19 @@ unsafe fn augment_block<const C: usize, T: Px, const FAST: bool, const STRIP: bo
 /// The kernel entries, one per channel count and blur path: each is [`augment_block`] for its
 /// instance, so that each gets registers for its own needs.
 macro_rules! augment_kernels {
-    ($($decl:ident $name:ident $c:literal $px:ident $fast:literal $strip:literal;)*) => {$(
+    ($($decl:ident $name:ident $c:literal $px:ident $fast:literal $strip:literal $rot:ident;)*) => {$(
         kernel! {
             #[declared($decl)]
             /// # Safety
             /// `p.x` must address `batch * channels * height * width` bytes, `p.y`
             /// `batch * channels * out_h * out_w` f32, `p.boxes` `4 * batch` f32, `p.angles`
             /// and `p.sigmas` `batch` f32, `p.stats` `2 * channels` f32; `channels` as the
-            /// kernel's name says, `ksize` odd, at most 7 for the `augment_c*` kernels and
-            /// 9 to `MAX_KERNEL_SIZE` for the `augment_wide_c*` ones, `strip` 1 for the
-            /// `augment_c*` ones and at least 1 for the others, `ksize / 2 <
+            /// kernel's name says, `ksize` odd, at most 7 for the `augment_c*`,
+            /// `augment_strip_c*` and `augment_bilinear_*` kernels and 9 to `MAX_KERNEL_SIZE`
+            /// for the `augment_wide_c*` ones, `strip` 1 for the `augment_c*` and
+            /// `augment_bilinear_c*` ones and at least 1 for the others, `nearest` 1 for the
+            /// 7-tap kernels without `bilinear` in their name and 0 for those with it (either
+            /// for the wide ones), `ksize / 2 <
             /// min(out_h, out_w)`, `crop_h <= out_h` and `crop_w <= out_w` (otherwise the result
             /// is wrong, though every access stays in bounds); `tiles` and `tiles_x` divide by
             /// `ceil(out_w / 32) * ceil(ceil(out_h / 32) / strip)` and `ceil(out_w / 32)`,
@@ -1467,23 +1499,31 @@ macro_rules! augment_kernels {
             /// `augment_shared_bytes(channels, ksize)` bytes of dynamic shared memory.
             pub unsafe fn $name(p: AugmentParams) {
                 // SAFETY: forwarded.
-                unsafe { augment_block::<$c, $px, $fast, $strip>(&p) }
+                unsafe { augment_block::<$c, $px, $fast, $strip, $rot>(&p) }
             }
         }
     )*};
 }
 
 augment_kernels! {
-    AUGMENT_C1 augment_c1 1 Px1 true false;
-    AUGMENT_C2 augment_c2 2 Px2 true false;
-    AUGMENT_C3 augment_c3 3 Px4 true false;
-    AUGMENT_C4 augment_c4 4 Px4 true false;
-    AUGMENT_STRIP_C1 augment_strip_c1 1 Px1 true true;
-    AUGMENT_STRIP_C2 augment_strip_c2 2 Px2 true true;
-    AUGMENT_STRIP_C3 augment_strip_c3 3 Px4 true true;
-    AUGMENT_STRIP_C4 augment_strip_c4 4 Px4 true true;
-    AUGMENT_WIDE_C1 augment_wide_c1 1 Px1 false true;
-    AUGMENT_WIDE_C2 augment_wide_c2 2 Px2 false true;
-    AUGMENT_WIDE_C3 augment_wide_c3 3 Px4 false true;
-    AUGMENT_WIDE_C4 augment_wide_c4 4 Px4 false true;
+    AUGMENT_C1 augment_c1 1 Px1 true false NEAREST;
+    AUGMENT_C2 augment_c2 2 Px2 true false NEAREST;
+    AUGMENT_C3 augment_c3 3 Px4 true false NEAREST;
+    AUGMENT_C4 augment_c4 4 Px4 true false NEAREST;
+    AUGMENT_STRIP_C1 augment_strip_c1 1 Px1 true true NEAREST;
+    AUGMENT_STRIP_C2 augment_strip_c2 2 Px2 true true NEAREST;
+    AUGMENT_STRIP_C3 augment_strip_c3 3 Px4 true true NEAREST;
+    AUGMENT_STRIP_C4 augment_strip_c4 4 Px4 true true NEAREST;
+    AUGMENT_BILINEAR_C1 augment_bilinear_c1 1 Px1 true false BILINEAR;
+    AUGMENT_BILINEAR_C2 augment_bilinear_c2 2 Px2 true false BILINEAR;
+    AUGMENT_BILINEAR_C3 augment_bilinear_c3 3 Px4 true false BILINEAR;
+    AUGMENT_BILINEAR_C4 augment_bilinear_c4 4 Px4 true false BILINEAR;
+    AUGMENT_BILINEAR_STRIP_C1 augment_bilinear_strip_c1 1 Px1 true true BILINEAR;
+    AUGMENT_BILINEAR_STRIP_C2 augment_bilinear_strip_c2 2 Px2 true true BILINEAR;
+    AUGMENT_BILINEAR_STRIP_C3 augment_bilinear_strip_c3 3 Px4 true true BILINEAR;
+    AUGMENT_BILINEAR_STRIP_C4 augment_bilinear_strip_c4 4 Px4 true true BILINEAR;
+    AUGMENT_WIDE_C1 augment_wide_c1 1 Px1 false true EITHER;
+    AUGMENT_WIDE_C2 augment_wide_c2 2 Px2 false true EITHER;
+    AUGMENT_WIDE_C3 augment_wide_c3 3 Px4 false true EITHER;
+    AUGMENT_WIDE_C4 augment_wide_c4 4 Px4 false true EITHER;
 }

@@ -89,8 +89,8 @@ const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
         0,
         "libdevice sincosf Payne-Hanek reduction (f16 inputs never reach it)",
     ),
-    // The fused augmentation's 7-tap kernels (one tile or a strip of them per block) are
-    // bounded to 64 registers so that four blocks (their shared memory allows four) share an
+    // The fused augmentation's 7-tap kernels (one tile or a strip of them per block, each
+    // rotation) are bounded to 64 registers so that four blocks (their shared memory allows four) share an
     // SM; a few block-level values kept across the steps spill.
     ("augment_c1", 64, 128, "launch bound of 4 blocks/SM"),
     ("augment_c2", 64, 128, "launch bound of 4 blocks/SM"),
@@ -100,6 +100,54 @@ const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
     ("augment_strip_c2", 64, 128, "launch bound of 4 blocks/SM"),
     ("augment_strip_c3", 64, 224, "launch bound of 4 blocks/SM"),
     ("augment_strip_c4", 80, 256, "launch bound of 4 blocks/SM"),
+    (
+        "augment_bilinear_c1",
+        64,
+        128,
+        "launch bound of 4 blocks/SM",
+    ),
+    (
+        "augment_bilinear_c2",
+        64,
+        128,
+        "launch bound of 4 blocks/SM",
+    ),
+    (
+        "augment_bilinear_c3",
+        64,
+        224,
+        "launch bound of 4 blocks/SM",
+    ),
+    (
+        "augment_bilinear_c4",
+        64,
+        256,
+        "launch bound of 4 blocks/SM",
+    ),
+    (
+        "augment_bilinear_strip_c1",
+        64,
+        128,
+        "launch bound of 4 blocks/SM",
+    ),
+    (
+        "augment_bilinear_strip_c2",
+        64,
+        128,
+        "launch bound of 4 blocks/SM",
+    ),
+    (
+        "augment_bilinear_strip_c3",
+        80,
+        224,
+        "launch bound of 4 blocks/SM",
+    ),
+    (
+        "augment_bilinear_strip_c4",
+        80,
+        256,
+        "launch bound of 4 blocks/SM",
+    ),
     // Bilinear resize (two columns per thread) is bounded to 64 registers so that four blocks
     // share an SM; a few values of its instances spill.
     ("resize_bilinear", 56, 168, "launch bound of 4 blocks/SM"),

@@ -248,7 +248,7 @@ impl Augment {
         unsafe {
             gpu.launch_shared(
                 stream,
-                augment_kernel(p.channels, p.ksize, p.strip),
+                augment_kernel(p.channels, p.ksize, p.strip, p.nearest != 0),
                 grid,
                 BLOCK,
                 smem,
