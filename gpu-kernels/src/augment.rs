@@ -815,7 +815,6 @@ impl<const STRIP: bool> Tile<STRIP> {
         // Each crop row's horizontal blends for both resized columns, torch's order as in
         // `resized`: `fmaf(x.l1, right, x.l0 * left)`.
         let blends = |row: u32| {
-            // SAFETY: the byte offsets are clamped into the window (see `Window::row`).
             let v = cols.map(|c| {
                 // SAFETY: the byte offsets are clamped into the window (see `Window::row`).
                 let cell = unsafe { *(s.scratch as *const u8).add((row + c) as usize).cast::<T>() };
@@ -879,8 +878,8 @@ impl<const STRIP: bool> Tile<STRIP> {
                 })
             }
         } else if quads && C <= 3 {
-            // Four channels keep too many values live across the nine reads: their kernels
-            // spill in this loop, so they read sixteen.
+            // Four channels keep too many values live across the nine reads (their kernels'
+            // spills more than doubled), so they read sixteen.
             // SAFETY: as above, and every tap entry follows the one before (`quads`).
             unsafe {
                 self.rotate_with(rot, s, part, size, |sy, sx| {
@@ -1474,8 +1473,9 @@ unsafe fn augment_block<
     }
 }
 
-/// The kernel entries, one per channel count and blur path: each is [`augment_block`] for its
-/// instance, so that each gets registers for its own needs.
+/// The kernel entries, one per channel count and blur path, and for the 7-tap path per
+/// rotation: each is [`augment_block`] for its instance, so that each gets registers for its
+/// own needs.
 macro_rules! augment_kernels {
     ($($decl:ident $name:ident $c:literal $px:ident $fast:literal $strip:literal $rot:ident;)*) => {$(
         kernel! {
