@@ -512,28 +512,37 @@ pub const fn augment_kernel(
     nearest: bool,
 ) -> Kernel<AugmentParams> {
     let fast = augment_radius(k) == AUGMENT_FAST_RADIUS;
-    match (channels, fast, strip > 1, nearest) {
-        (1, true, false, true) => AUGMENT_C1,
-        (2, true, false, true) => AUGMENT_C2,
-        (3, true, false, true) => AUGMENT_C3,
-        (_, true, false, true) => AUGMENT_C4,
-        (1, true, true, true) => AUGMENT_STRIP_C1,
-        (2, true, true, true) => AUGMENT_STRIP_C2,
-        (3, true, true, true) => AUGMENT_STRIP_C3,
-        (_, true, true, true) => AUGMENT_STRIP_C4,
-        (1, true, false, false) => AUGMENT_BILINEAR_C1,
-        (2, true, false, false) => AUGMENT_BILINEAR_C2,
-        (3, true, false, false) => AUGMENT_BILINEAR_C3,
-        (_, true, false, false) => AUGMENT_BILINEAR_C4,
-        (1, true, true, false) => AUGMENT_BILINEAR_STRIP_C1,
-        (2, true, true, false) => AUGMENT_BILINEAR_STRIP_C2,
-        (3, true, true, false) => AUGMENT_BILINEAR_STRIP_C3,
-        (_, true, true, false) => AUGMENT_BILINEAR_STRIP_C4,
-        (1, false, _, _) => AUGMENT_WIDE_C1,
-        (2, false, _, _) => AUGMENT_WIDE_C2,
-        (3, false, _, _) => AUGMENT_WIDE_C3,
-        (_, false, _, _) => AUGMENT_WIDE_C4,
-    }
+    let family = match (fast, strip > 1, nearest) {
+        (true, false, true) => [AUGMENT_C1, AUGMENT_C2, AUGMENT_C3, AUGMENT_C4],
+        (true, true, true) => [
+            AUGMENT_STRIP_C1,
+            AUGMENT_STRIP_C2,
+            AUGMENT_STRIP_C3,
+            AUGMENT_STRIP_C4,
+        ],
+        (true, false, false) => [
+            AUGMENT_BILINEAR_C1,
+            AUGMENT_BILINEAR_C2,
+            AUGMENT_BILINEAR_C3,
+            AUGMENT_BILINEAR_C4,
+        ],
+        (true, true, false) => [
+            AUGMENT_BILINEAR_STRIP_C1,
+            AUGMENT_BILINEAR_STRIP_C2,
+            AUGMENT_BILINEAR_STRIP_C3,
+            AUGMENT_BILINEAR_STRIP_C4,
+        ],
+        (false, _, _) => [
+            AUGMENT_WIDE_C1,
+            AUGMENT_WIDE_C2,
+            AUGMENT_WIDE_C3,
+            AUGMENT_WIDE_C4,
+        ],
+    };
+    family[match channels {
+        1..=3 => channels as usize - 1,
+        _ => 3,
+    }]
 }
 
 /// Largest radius (`kernel_size / 2`) of `gaussian_blur`'s fast path, taken for square kernels

@@ -115,6 +115,31 @@ mod tests {
         }
     }
 
+    /// The fused augmentation's kernel for every channel count, blur path, strip and rotation:
+    /// the 7-tap kernels by rotation and strip, the wide ones for both, more than four channels
+    /// (never launched) on the 4-channel kernel.
+    #[test]
+    fn augment_kernel_picks_by_channels_taps_strip_and_rotation() {
+        use crate::image::augment_kernel;
+        for c in 1..=5u32 {
+            let cn = c.min(4);
+            for (strip, nearest, want) in [
+                (1, true, std::format!("augment_c{cn}")),
+                (2, true, std::format!("augment_strip_c{cn}")),
+                (1, false, std::format!("augment_bilinear_c{cn}")),
+                (3, false, std::format!("augment_bilinear_strip_c{cn}")),
+            ] {
+                for k in [1, 3, 5, 7] {
+                    assert_eq!(augment_kernel(c, k, strip, nearest).name(), want);
+                }
+                assert_eq!(
+                    augment_kernel(c, 9, strip, nearest).name(),
+                    std::format!("augment_wide_c{cn}")
+                );
+            }
+        }
+    }
+
     /// `FastDiv` against the integer division for divisors of every size (powers of two and
     /// their neighbours included) and numerators up to `2^31 - 1`.
     #[test]
