@@ -336,14 +336,13 @@ impl Window {
         }
     }
 
-    /// Row taps as byte offsets of rows into the window of `T` slots (rows [`Window::pitch`]
-    /// apart in a scratch region of `budget` bytes). The indices are clamped into the window:
-    /// a no-op for every read the window was bounded for, and what keeps every read inside
-    /// shared memory whatever the parameters hold.
+    /// Row taps as byte offsets of rows into the window of `T` slots, rows `pitch` slots apart
+    /// ([`Window::pitch`]). The indices are clamped into the window: a no-op for every read the
+    /// window was bounded for, and what keeps every read inside shared memory whatever the
+    /// parameters hold.
     #[inline(always)]
-    fn row<T>(&self, t: LinearTaps, budget: u32) -> Axis {
-        let stride = self.pitch::<T>(budget) * size_of::<T>() as u32;
-        Axis::clamped(t, self.p0, self.rows, stride)
+    fn row<T>(&self, t: LinearTaps, pitch: u32) -> Axis {
+        Axis::clamped(t, self.p0, self.rows, pitch * size_of::<T>() as u32)
     }
 
     /// Column taps as byte offsets of columns into the window of `T` slots (clamped like
@@ -634,6 +633,7 @@ impl<const STRIP: bool> Tile<STRIP> {
         s: &Shared<T>,
     ) -> bool {
         let lin = lane();
+        let pitch = win.pitch::<T>(self.scratch_bytes::<T>());
         let mut broken = false;
         let mut k = lin;
         while k < win.zrows + win.zcols {
@@ -644,7 +644,7 @@ impl<const STRIP: bool> Tile<STRIP> {
             };
             let entry = |i: i32| {
                 if rows {
-                    win.row::<T>(self.taps_y(win.zi0 + i), self.scratch_bytes::<T>())
+                    win.row::<T>(self.taps_y(win.zi0 + i), pitch)
                 } else {
                     win.col::<T>(self.taps_x(win.zj0 + i))
                 }
@@ -660,7 +660,6 @@ impl<const STRIP: bool> Tile<STRIP> {
             k += THREADS;
         }
         let Some(iw) = input else {
-            let pitch = win.pitch::<T>(self.scratch_bytes::<T>());
             for_cells(win.rows, win.cols, |_, pr, q| {
                 let v = crop.pixel::<C, T>(win.p0 + pr as i32, win.q0 + q as i32);
                 // SAFETY: `pr < rows`, `q < cols <= pitch`, `rows * pitch` cells fit the
