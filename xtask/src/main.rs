@@ -51,6 +51,9 @@ enum Task {
 /// Kernels allowed a stack frame (local memory): name, largest stack frame in bytes, largest
 /// spill traffic (stores + loads) in bytes, and the reason. No other kernel may use local
 /// memory.
+/// The reason of the kernels bounded to 64 registers so that four blocks share an SM.
+const FOUR_BLOCKS: &str = "launch bound of 4 blocks/SM";
+
 const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
     // Under the 128-register bound that keeps two blocks per SM, sm_80's allocation of step
     // 5's 128 x 128 loop spills a few words (addresses, loop state and, in step 7 and split-K,
@@ -90,67 +93,27 @@ const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
         "libdevice sincosf Payne-Hanek reduction (f16 inputs never reach it)",
     ),
     // The fused augmentation's 7-tap kernels (one tile or a strip of them per block, each
-    // rotation) are bounded to 64 registers so that four blocks (their shared memory allows four) share an
-    // SM; a few block-level values kept across the steps spill.
-    ("augment_c1", 64, 128, "launch bound of 4 blocks/SM"),
-    ("augment_c2", 64, 128, "launch bound of 4 blocks/SM"),
-    ("augment_c3", 64, 224, "launch bound of 4 blocks/SM"),
-    ("augment_c4", 64, 256, "launch bound of 4 blocks/SM"),
-    ("augment_strip_c1", 64, 128, "launch bound of 4 blocks/SM"),
-    ("augment_strip_c2", 64, 128, "launch bound of 4 blocks/SM"),
-    ("augment_strip_c3", 64, 224, "launch bound of 4 blocks/SM"),
-    ("augment_strip_c4", 80, 256, "launch bound of 4 blocks/SM"),
-    (
-        "augment_bilinear_c1",
-        64,
-        128,
-        "launch bound of 4 blocks/SM",
-    ),
-    (
-        "augment_bilinear_c2",
-        64,
-        128,
-        "launch bound of 4 blocks/SM",
-    ),
-    (
-        "augment_bilinear_c3",
-        64,
-        224,
-        "launch bound of 4 blocks/SM",
-    ),
-    (
-        "augment_bilinear_c4",
-        64,
-        256,
-        "launch bound of 4 blocks/SM",
-    ),
-    (
-        "augment_bilinear_strip_c1",
-        64,
-        128,
-        "launch bound of 4 blocks/SM",
-    ),
-    (
-        "augment_bilinear_strip_c2",
-        64,
-        128,
-        "launch bound of 4 blocks/SM",
-    ),
-    (
-        "augment_bilinear_strip_c3",
-        80,
-        224,
-        "launch bound of 4 blocks/SM",
-    ),
-    (
-        "augment_bilinear_strip_c4",
-        80,
-        256,
-        "launch bound of 4 blocks/SM",
-    ),
+    // rotation) are bounded to 64 registers so that four blocks (their shared memory allows
+    // four) share an SM; a few block-level values kept across the steps spill.
+    ("augment_c1", 64, 128, FOUR_BLOCKS),
+    ("augment_c2", 64, 128, FOUR_BLOCKS),
+    ("augment_c3", 64, 224, FOUR_BLOCKS),
+    ("augment_c4", 64, 256, FOUR_BLOCKS),
+    ("augment_strip_c1", 64, 128, FOUR_BLOCKS),
+    ("augment_strip_c2", 64, 128, FOUR_BLOCKS),
+    ("augment_strip_c3", 64, 224, FOUR_BLOCKS),
+    ("augment_strip_c4", 80, 256, FOUR_BLOCKS),
+    ("augment_bilinear_c1", 64, 128, FOUR_BLOCKS),
+    ("augment_bilinear_c2", 64, 128, FOUR_BLOCKS),
+    ("augment_bilinear_c3", 64, 224, FOUR_BLOCKS),
+    ("augment_bilinear_c4", 64, 256, FOUR_BLOCKS),
+    ("augment_bilinear_strip_c1", 64, 128, FOUR_BLOCKS),
+    ("augment_bilinear_strip_c2", 64, 128, FOUR_BLOCKS),
+    ("augment_bilinear_strip_c3", 80, 224, FOUR_BLOCKS),
+    ("augment_bilinear_strip_c4", 80, 256, FOUR_BLOCKS),
     // Bilinear resize (two columns per thread) is bounded to 64 registers so that four blocks
     // share an SM; a few values of its instances spill.
-    ("resize_bilinear", 56, 168, "launch bound of 4 blocks/SM"),
+    ("resize_bilinear", 56, 168, FOUR_BLOCKS),
 ];
 
 fn workspace() -> PathBuf {
