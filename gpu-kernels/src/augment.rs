@@ -1248,14 +1248,6 @@ unsafe fn augment_block<
     // SAFETY: as above; the table is `2 * side` pairs, read after the barriers that follow the
     // staging. The columns' terms serve every tile of the strip.
     unsafe { tile.tabulate::<true>(&rot(), s.table) };
-    // The weights, read once per strip; one tile reads them after its rotation, so that they
-    // occupy no registers before.
-    // SAFETY: the weights were written before the barrier above.
-    let strip_wts = if STRIP {
-        Some(unsafe { Weights::<FAST>::new(s.wts, taps) })
-    } else {
-        None
-    };
 
     // The strip's tiles one after the other. The first rotates its whole haloed tile; each
     // later one only its `TILE` new rows, the rows above being the previous tile's last ones,
@@ -1337,9 +1329,11 @@ unsafe fn augment_block<
             }
         }
 
-        // Step 3: blur and normalise.
-        // SAFETY: as above.
-        let wts = strip_wts.unwrap_or_else(|| unsafe { Weights::<FAST>::new(s.wts, taps) });
+        // Step 3: blur and normalise. The weights are read again for every tile, after its
+        // rotation, so that they occupy no registers across the other steps (kept across a
+        // strip, they made the kernel spill more).
+        // SAFETY: the weights were written before the setup's barrier and not since.
+        let wts = unsafe { Weights::<FAST>::new(s.wts, taps) };
         let norm = wts.norm();
         let (tx, ty) = thread_xy();
         let (tx, ty) = (tx as usize, ty as usize);
