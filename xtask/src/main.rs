@@ -48,12 +48,12 @@ enum Task {
     },
 }
 
-/// Kernels allowed a stack frame (local memory): name, largest stack frame in bytes, largest
-/// spill traffic (stores + loads) in bytes, and the reason. No other kernel may use local
-/// memory.
 /// The reason of the kernels bounded to 64 registers so that four blocks share an SM.
 const FOUR_BLOCKS: &str = "launch bound of 4 blocks/SM";
 
+/// Kernels allowed a stack frame (local memory): name, largest stack frame in bytes, largest
+/// spill traffic (stores + loads) in bytes, and the reason. No other kernel may use local
+/// memory.
 const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
     // Under the 128-register bound that keeps two blocks per SM, sm_80's allocation of step
     // 5's 128 x 128 loop spills a few words (addresses, loop state and, in step 7 and split-K,
@@ -99,8 +99,9 @@ const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
     ("augment_c2", 64, 128, FOUR_BLOCKS),
     ("augment_c3", 64, 224, FOUR_BLOCKS),
     ("augment_c4", 64, 256, FOUR_BLOCKS),
-    // The strip kernels run at seed 003's batches, where their four blocks' shared memory
-    // leaves the SM little L1 for spills (they go on to L2): their allowances are kept tight.
+    // The strip kernels (`augment_strip_*`, `augment_bilinear_strip_*`) run at seed 003's
+    // batches, where their four blocks' shared memory leaves the SM little L1 for spills (they
+    // go on to L2): their allowances are kept tight.
     ("augment_strip_c1", 32, 64, FOUR_BLOCKS),
     ("augment_strip_c2", 32, 64, FOUR_BLOCKS),
     ("augment_strip_c3", 48, 96, FOUR_BLOCKS),
