@@ -220,7 +220,7 @@ pub const ROTATE_STAGED_ROW_PITCH: u32 = 64;
 pub const ROTATE_STAGED_ROW_ROWS: u32 = 44;
 /// Bytes of the staged rotation's per-block values (the image's rotation and its window) at the
 /// start of their shared memory.
-pub const ROTATE_STAGED_SETUP_BYTES: u32 = 64;
+pub const ROTATE_STAGED_SETUP_BYTES: u32 = 96;
 /// Most channels the staged rotation takes (its window holds every channel).
 pub const ROTATE_STAGED_MAX_CHANNELS: u32 = 4;
 

@@ -22,8 +22,9 @@
 use crate::channels::{
     for_channel_groups, for_channels, for_shaped_columns, image_and_column, WarpShape,
 };
-use crate::sampling::{nearest_pixel, Bilinear, Rotation};
+use crate::sampling::{nearest_pixel, Bilinear, ColumnSpans, Rotation};
 use core::intrinsics::fmaf32 as fmaf;
+use core::ptr::{addr_of, addr_of_mut};
 use streamline_abi::image::RotateParams;
 use streamline_abi::image::{
     IMAGE_BLOCK_Y, ROTATE_STAGED_MARGIN, ROTATE_STAGED_PITCH, ROTATE_STAGED_PLANE,
@@ -301,7 +302,17 @@ struct Staged {
     chunks: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<Staged>() <= ROTATE_STAGED_SETUP_BYTES as usize);
+/// The per-block values at the start of a staged rotation's shared memory: the window (worked
+/// out by the first warp) and the columns each of its rows is read in (by the second): the
+/// window is the bounding box of the tile's rotated square, which near 45 degrees holds twice
+/// the pixels read.
+#[repr(C)]
+struct StagedSetup {
+    window: Staged,
+    spans: ColumnSpans,
+}
+
+const _: () = assert!(core::mem::size_of::<StagedSetup>() <= ROTATE_STAGED_SETUP_BYTES as usize);
 
 impl Staged {
     /// The window of the tile `i0 ..= i1` x `j0 ..= j1` of an `h x w` image rotated by `rot`,
@@ -310,8 +321,8 @@ impl Staged {
     /// floor(max) + 1` of each axis, cut to the image, the columns widened to whole 16-byte
     /// chunks (inside the row, since `w` is a multiple of 4).
     #[inline(always)]
-    fn new(rot: Rotation, rows: (i32, i32), cols: (i32, i32), h: i32, w: i32) -> Staged {
-        let ((ymin, ymax), (xmin, xmax)) = rot.bounds(rows, cols);
+    fn new(rot: Rotation, tile_rows: (i32, i32), tile_cols: (i32, i32), h: i32, w: i32) -> Staged {
+        let ((ymin, ymax), (xmin, xmax)) = rot.bounds(tile_rows, tile_cols);
         // Saturating conversions (NaN to 0) keep every bound finite.
         let r0 = floor_i32(ymin).max(0);
         let r1 = floor_i32(ymax).saturating_add(1).min(h - 1);
@@ -338,11 +349,11 @@ impl Staged {
 }
 
 /// The staged bilinear rotation: block `(bx, by, n)` rotates output tile `(by, bx)` of image
-/// `n`. One warp works out the image's rotation and the tile's window; the block copies the
-/// window of every channel into shared memory with 16-byte asynchronous copies; then each
-/// thread computes four pixels, every channel, reading their neighbours from shared memory,
-/// where a warp's reads along a rotated line cost a few bank cycles instead of a pass per input
-/// line in L1. Each pixel's value is [`rotate_bilinear`]'s (the same source points, neighbours,
+/// `n`. One warp works out the image's rotation and the tile's window, another the columns each
+/// window row is read in ([`ColumnSpans`]); the block copies those 16-byte chunks of every
+/// channel's window into shared memory with asynchronous copies; then each thread computes four
+/// pixels, every channel, reading their neighbours from shared memory, where a warp's reads
+/// along a rotated line cost a few bank cycles instead of a pass per input line in L1. Each pixel's value is [`rotate_bilinear`]'s (the same source points, neighbours,
 /// weights and order of operations). The kernel has an instance per channel count `G` (the
 /// launch's `channels`), whose reads and stores of a pixel's channels have fixed offsets.
 ///
@@ -365,28 +376,39 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
     let tile = ROTATE_STAGED_TILE as i32;
     let (i0, j0) = (by as i32 * tile, bx as i32 * tile);
     let smem = dynamic_shared::<f32>();
-    let setup = smem as *mut Staged;
+    let setup = smem as *mut StagedSetup;
     let window = smem.wrapping_add((ROTATE_STAGED_SETUP_BYTES / 4 + ROTATE_STAGED_MARGIN) as usize);
     let plane_win = ROTATE_STAGED_PLANE as usize;
-    if ty == 0 {
+    let (tile_rows, tile_cols) = (
+        (i0, (i0 + tile - 1).min(h - 1)),
+        (j0, (j0 + tile - 1).min(w - 1)),
+    );
+    if ty < 2 {
         let rot = rotation(p, n);
-        let st = Staged::new(
-            rot,
-            (i0, (i0 + tile - 1).min(h - 1)),
-            (j0, (j0 + tile - 1).min(w - 1)),
-            h,
-            w,
-        );
-        if tx == 0 {
-            // SAFETY: the setup's bytes at the start of the launch's shared memory, read after
-            // the barrier below.
-            unsafe { setup.write(st) };
+        if ty == 0 {
+            let st = Staged::new(rot, tile_rows, tile_cols, h, w);
+            if tx == 0 {
+                // SAFETY: the per-block values at the start of the launch's shared memory,
+                // read after the barrier below.
+                unsafe { addr_of_mut!((*setup).window).write(st) };
+            }
+        } else {
+            let spans = rot.column_spans(tile_rows, tile_cols);
+            if tx == 0 {
+                // SAFETY: as above.
+                unsafe { addr_of_mut!((*setup).spans).write(spans) };
+            }
         }
     }
     // SAFETY: every thread of the block reaches it.
     unsafe { sync_block() };
     // SAFETY: written before the barrier.
-    let st = unsafe { setup.read() };
+    let (st, spans) = unsafe {
+        (
+            addr_of!((*setup).window).read(),
+            addr_of!((*setup).spans).read(),
+        )
+    };
     let rows_shape = st.rot.sin.abs() < ROWS_MAX_SIN;
     let (pitch, max_rows) = if rows_shape {
         (ROTATE_STAGED_ROW_PITCH, ROTATE_STAGED_ROW_ROWS)
@@ -396,12 +418,17 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
     let (pitch, rows) = (pitch as usize, st.rows.min(max_rows));
     let plane = p.height * p.width;
     let image = (p.x as *const f32).wrapping_add(n as usize * p.channels as usize * plane as usize);
-    // Half a warp per window row, a 16-byte chunk per thread.
+    // Half a warp per window row, a 16-byte chunk per thread, the chunks the row is read in.
     let (half, q) = (tx / 16, tx % 16);
     if q < st.chunks {
         let stage = shared_addr(window);
+        let first = (st.c0 + 4 * q as i32) as f32;
         let mut r = 2 * ty + half;
         while r < rows {
+            if !spans.touches(st.r0 + r as i32, first, first + 3.0) {
+                r += 2 * IMAGE_BLOCK_Y;
+                continue;
+            }
             let from = (st.r0 as u32 + r) * p.width + st.c0 as u32 + 4 * q;
             let to = (r as usize * pitch) as u32 + 4 * q;
             for c in 0..G as u32 {
@@ -425,6 +452,10 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
         copy_wait();
         sync_block();
     }
+    // The rotation and the window's origin read again rather than kept in registers through
+    // the copy (where they would raise the register count past the launch bound's 40).
+    // SAFETY: written before the first barrier, never written since.
+    let st = unsafe { addr_of!((*setup).window).read() };
     let out = (p.y as *mut f32).wrapping_add(n as usize * p.channels as usize * plane as usize);
     let last_row = max_rows as i32 - 1;
     let last_col = pitch as i32 - 2;

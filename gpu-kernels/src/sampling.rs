@@ -2,7 +2,7 @@
 //! operation it names (the exact definitions are in the host's `reference` modules).
 
 use core::intrinsics::fmaf32;
-use streamline_device::math::{ceilf, floor_i32, floorf, rint_i32, sincospif, trunc_i32};
+use streamline_device::math::{ceilf, fast_div, floor_i32, floorf, rint_i32, sincospif, trunc_i32};
 
 /// One axis of torchvision's `roi_align` bilinear sample at coordinate `v` of a line of `n`
 /// pixels: the sample is 0 when the point is more than one pixel outside (`v < -1` or
@@ -295,6 +295,56 @@ impl Rotation {
         )
     }
 
+    /// Bounds on the input columns that the bilinear reads of the output rectangle `i0 ..= i1`
+    /// x `j0 ..= j1` make in each input row (see [`ColumnSpans`]). The rectangle's source points
+    /// fill a rotated rectangle of the input, and a row `r` is read by the points with `r - 1
+    /// <= y < r + 1`; each side pair of the rotated rectangle bounds `x` between two lines in
+    /// `y`, which are evaluated over that band, widened by a pixel and a half in `y` and a pixel
+    /// in `x` for the rounding of the computed source points, and by one more in `x` for the
+    /// columns `floor(x)` and `floor(x) + 1` that a read takes. A side pair that runs within
+    /// `2^-10` of the rows (a sine or cosine below that) bounds nothing. The divisions are the
+    /// hardware's (2 ulp), far inside the margins.
+    #[inline(always)]
+    pub fn column_spans(&self, (i0, i1): (i32, i32), (j0, j1): (i32, i32)) -> ColumnSpans {
+        const BAND: f32 = 1.5;
+        const MARGIN: f32 = 2.0;
+        const FLAT: f32 = 1.0 / 1024.0;
+        let (s, c) = (self.sin, self.t11 * (0.5 * self.hf));
+        let (xc, yc) = ((self.wf - 1.0) * 0.5, (self.hf - 1.0) * 0.5);
+        // The rectangle in centred coordinates: `bx = c X + s Y` in `b0 ..= b1` and `by = c Y -
+        // s X` in `c0 ..= c1`, with `X = x - xc` and `Y = y - yc`.
+        let (b0, b1) = (j0 as f32 - xc, j1 as f32 - xc);
+        let (c0, c1) = (i0 as f32 - yc, i1 as f32 - yc);
+        // One side pair: `x = a + k y` and `x = b + k y`, lowered and raised to cover the band.
+        let pair = |k: f32, a: f32, b: f32| {
+            let widen = k.abs() * BAND + MARGIN;
+            (k, a.min(b) - widen, a.max(b) + widen)
+        };
+        let open = (0.0, f32::NEG_INFINITY, f32::INFINITY);
+        let u = if c.abs() >= FLAT {
+            // x = xc + (bx + s yc) / c - (s / c) y
+            let at = |b: f32| xc + fast_div(b + s * yc, c);
+            pair(fast_div(-s, c), at(b0), at(b1))
+        } else {
+            open
+        };
+        let v = if s.abs() >= FLAT {
+            // x = xc - (by + c yc) / s + (c / s) y
+            let at = |b: f32| xc - fast_div(b + c * yc, s);
+            pair(fast_div(c, s), at(c0), at(c1))
+        } else {
+            open
+        };
+        ColumnSpans {
+            slope_u: u.0,
+            lo_u: u.1,
+            hi_u: u.2,
+            slope_v: v.0,
+            lo_v: v.1,
+            hi_v: v.2,
+        }
+    }
+
     /// Source `(y, x)` in input pixels from the normalised source: `grid_sample`'s
     /// unnormalisation with `align_corners=False`.
     #[inline(always)]
@@ -302,6 +352,33 @@ impl Rotation {
         let x = ((gx + 1.0) * self.wf - 1.0) * 0.5;
         let y = ((gy + 1.0) * self.hf - 1.0) * 0.5;
         (y, x)
+    }
+}
+
+/// Bounds on the input columns that a rotated output rectangle's bilinear reads make in each
+/// input row ([`Rotation::column_spans`]): the reads lie between the larger of two lower lines and
+/// the smaller of two upper lines in the row index, each line a side pair of the rectangle.
+#[derive(Clone, Copy)]
+pub struct ColumnSpans {
+    slope_u: f32,
+    lo_u: f32,
+    hi_u: f32,
+    slope_v: f32,
+    lo_v: f32,
+    hi_v: f32,
+}
+
+impl ColumnSpans {
+    /// Whether the reads in input row `r` can touch a column of `first ..= last` (integers).
+    /// A read column is `floor(x)` or `floor(x) + 1` of a source coordinate `x` between the
+    /// lines, so the lines are lowered by one and raised by one for the test.
+    #[inline(always)]
+    pub fn touches(&self, r: i32, first: f32, last: f32) -> bool {
+        let y = r as f32;
+        last >= fmaf32(self.slope_u, y, self.lo_u)
+            && last >= fmaf32(self.slope_v, y, self.lo_v)
+            && first <= fmaf32(self.slope_u, y, self.hi_u)
+            && first <= fmaf32(self.slope_v, y, self.hi_v)
     }
 }
 
