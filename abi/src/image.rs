@@ -218,8 +218,8 @@ pub const ROTATE_STAGED_ROW_PITCH: u32 = 64;
 /// 22.5 + sin 22.5) < 41` pixels along each axis, so at most 43 rows, and one more leaves room
 /// for the source points' rounding on large images.
 pub const ROTATE_STAGED_ROW_ROWS: u32 = 44;
-/// Bytes of the staged rotation's per-block values (the image's rotation and its window) at the
-/// start of their shared memory.
+/// Bytes of the staged rotation's per-block values (the image's rotation, its window and the
+/// columns each window row is read in) at the start of their shared memory.
 pub const ROTATE_STAGED_SETUP_BYTES: u32 = 96;
 /// Most channels the staged rotation takes (its window holds every channel).
 pub const ROTATE_STAGED_MAX_CHANNELS: u32 = 4;

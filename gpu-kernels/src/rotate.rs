@@ -353,9 +353,10 @@ impl Staged {
 /// window row is read in ([`ColumnSpans`]); the block copies those 16-byte chunks of every
 /// channel's window into shared memory with asynchronous copies; then each thread computes four
 /// pixels, every channel, reading their neighbours from shared memory, where a warp's reads
-/// along a rotated line cost a few bank cycles instead of a pass per input line in L1. Each pixel's value is [`rotate_bilinear`]'s (the same source points, neighbours,
-/// weights and order of operations). The kernel has an instance per channel count `G` (the
-/// launch's `channels`), whose reads and stores of a pixel's channels have fixed offsets.
+/// along a rotated line cost a few bank cycles instead of a pass per input line in L1. Each
+/// pixel's value is [`rotate_bilinear`]'s (the same source points, neighbours, weights and order
+/// of operations). The kernel has an instance per channel count `G` (the launch's `channels`),
+/// whose reads and stores of a pixel's channels have fixed offsets.
 ///
 /// Warps take rows of 32 pixels where an output row runs within 22.5 degrees of an input row,
 /// else 8 x 4 patches, whose source points fall on distinct banks when they run down the

@@ -369,9 +369,9 @@ pub struct ColumnSpans {
 }
 
 impl ColumnSpans {
-    /// Whether the reads in input row `r` can touch a column of `first ..= last` (integers).
-    /// A read column is `floor(x)` or `floor(x) + 1` of a source coordinate `x` between the
-    /// lines, so the lines are lowered by one and raised by one for the test.
+    /// Whether the reads in input row `r` can touch a column of `first ..= last` (integers):
+    /// whether that range meets the lines' interval at `r`, which already holds every column a
+    /// read takes (see [`Rotation::column_spans`]).
     #[inline(always)]
     pub fn touches(&self, r: i32, first: f32, last: f32) -> bool {
         let y = r as f32;
