@@ -417,12 +417,18 @@ fn rotate_staged_matches_gather_bitwise() {
         Shape::new(11, 4, 70, 4),
         Shape::new(9, 3, 1, 64),
         Shape::new(5, 4, 300, 8),
+        // Source rows far from 0 at angles near the axes, where bounds on the columns each
+        // window row is read in round worst.
+        Shape::new(4, 1, 65536, 64),
     ];
     for (i, s) in cases.into_iter().enumerate() {
         let x = values(s.len(), 70 + i as u64);
         let mut angles: Vec<f32> = (0..s.n).map(|k| k as f32 * 37.9 % 800.0 - 400.0).collect();
         angles[0] = 90.0;
         angles[1] = -0.0;
+        if s.h == 65536 {
+            angles = vec![89.94, 0.06, -75.6, 14.4];
+        }
         let a = PerImage::upload(g.stream(), "angles", &angles).unwrap();
         let mut padded = vec![f32::NAN];
         padded.extend_from_slice(&x);
