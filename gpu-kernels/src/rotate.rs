@@ -426,24 +426,22 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
         let first = (st.c0 + 4 * q as i32) as f32;
         let mut r = 2 * ty + half;
         while r < rows {
-            if !spans.touches(st.r0 + r as i32, first, first + 3.0) {
-                r += 2 * IMAGE_BLOCK_Y;
-                continue;
-            }
-            let from = (st.r0 as u32 + r) * p.width + st.c0 as u32 + 4 * q;
-            let to = (r as usize * pitch) as u32 + 4 * q;
-            for c in 0..G as u32 {
-                // SAFETY: `r < rows` and `q < chunks` lie inside the image (`Staged::new`),
-                // 16-byte aligned since the plane and the width are; the destination lies
-                // inside channel `c`'s window, written by this thread alone and read after the
-                // barrier below.
-                unsafe {
-                    copy_async16(
-                        stage + 4 * (c * plane_win as u32 + to),
-                        image.add((c * plane + from) as usize),
-                        16,
-                    )
-                };
+            if spans.touches(st.r0 + r as i32, first, first + 3.0) {
+                let from = (st.r0 as u32 + r) * p.width + st.c0 as u32 + 4 * q;
+                let to = (r as usize * pitch) as u32 + 4 * q;
+                for c in 0..G as u32 {
+                    // SAFETY: `r < rows` and `q < chunks` lie inside the image (`Staged::new`),
+                    // 16-byte aligned since the plane and the width are; the destination lies
+                    // inside channel `c`'s window, written by this thread alone and read after
+                    // the barrier below.
+                    unsafe {
+                        copy_async16(
+                            stage + 4 * (c * plane_win as u32 + to),
+                            image.add((c * plane + from) as usize),
+                            16,
+                        )
+                    };
+                }
             }
             r += 2 * IMAGE_BLOCK_Y;
         }
