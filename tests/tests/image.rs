@@ -410,25 +410,28 @@ fn rotate_staged_matches_gather_bitwise() {
     let Some(g) = gpu() else {
         return;
     };
-    let cases = [
-        Shape::new(24, 3, 256, 256),
-        Shape::new(30, 1, 45, 100),
-        Shape::new(17, 2, 33, 36),
-        Shape::new(11, 4, 70, 4),
-        Shape::new(9, 3, 1, 64),
-        Shape::new(5, 4, 300, 8),
+    // Angles around every turn and beyond, 90 and -0.0 first, unless a case names its own.
+    let cases: [(Shape, &[f32]); 7] = [
+        (Shape::new(24, 3, 256, 256), &[]),
+        (Shape::new(30, 1, 45, 100), &[]),
+        (Shape::new(17, 2, 33, 36), &[]),
+        (Shape::new(11, 4, 70, 4), &[]),
+        (Shape::new(9, 3, 1, 64), &[]),
+        (Shape::new(5, 4, 300, 8), &[]),
         // Source rows far from 0 at angles near the axes, where bounds on the columns each
         // window row is read in round worst.
-        Shape::new(4, 1, 65536, 64),
+        (Shape::new(4, 1, 65536, 64), &[89.94, 0.06, -75.6, 14.4]),
     ];
-    for (i, s) in cases.into_iter().enumerate() {
+    for (i, (s, named)) in cases.into_iter().enumerate() {
         let x = values(s.len(), 70 + i as u64);
-        let mut angles: Vec<f32> = (0..s.n).map(|k| k as f32 * 37.9 % 800.0 - 400.0).collect();
-        angles[0] = 90.0;
-        angles[1] = -0.0;
-        if s.h == 65536 {
-            angles = vec![89.94, 0.06, -75.6, 14.4];
-        }
+        let angles: Vec<f32> = if named.is_empty() {
+            let mut a: Vec<f32> = (0..s.n).map(|k| k as f32 * 37.9 % 800.0 - 400.0).collect();
+            a[0] = 90.0;
+            a[1] = -0.0;
+            a
+        } else {
+            named.to_vec()
+        };
         let a = PerImage::upload(g.stream(), "angles", &angles).unwrap();
         let mut padded = vec![f32::NAN];
         padded.extend_from_slice(&x);
