@@ -299,9 +299,9 @@ impl Rotation {
     /// x `j0 ..= j1` make in each input row (see [`ColumnSpans`]). The rectangle's source points
     /// fill a rotated rectangle of the input, and a row `r` is read by the points with `r - 1
     /// <= y < r + 1`; each side pair of the rotated rectangle bounds `x` between two lines in
-    /// `y`, which are evaluated over that band, widened by a pixel and a half in `y` and a pixel
-    /// in `x` for the rounding of the computed source points, and by one more in `x` for the
-    /// columns `floor(x)` and `floor(x) + 1` that a read takes. A side pair that runs within
+    /// `y`, which are evaluated over that band widened by half a pixel each side (`r - 1.5 <= y
+    /// <= r + 1.5`), and widened in `x` by a pixel for the rounding of the computed source
+    /// points and by one more for the columns `floor(x)` and `floor(x) + 1` that a read takes. A side pair that runs within
     /// `2^-10` of the rows (a sine or cosine below that) bounds nothing. A line's rounding (the
     /// hardware's divisions, 2 ulp, and the sums) grows with its slope `k` and the coordinates,
     /// about `|k| (w + h) 2^-22`, while the band widens it by `1.5 |k|`: the rounding stays
