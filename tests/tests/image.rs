@@ -984,6 +984,72 @@ fn augment_seed003_batch() {
     ));
 }
 
+/// The fused kernel reads its uint8 input at any byte alignment (a view into a larger buffer,
+/// say): the same images from an aligned buffer and from one a byte into another give the same
+/// bits, in both input layouts, for every channel count, one tile and strips per block, windows
+/// at every border and, with a crop no larger than its output, parts of the haloed tile.
+#[test]
+fn augment_input_at_any_alignment() {
+    let Some(g) = gpu() else { return };
+    let st = g.stream();
+    // (images, channels, side, crop, size, kernel size, nearest)
+    let cases = [
+        (3, 3, 256, 128, 256, 7, true),
+        (2, 1, 64, 40, 96, 5, false),
+        (2, 2, 48, 24, 80, 7, true),
+        (2, 4, 32, 32, 64, 3, false),
+        (1, 3, 80, 80, 80, 7, true),
+        (1, 3, 64, 40, 100, 15, true),
+    ];
+    for (n, c, side, crop, size, k, nearest) in cases {
+        let s = Shape::new(n, c, side, side);
+        let mut cfg = AugmentConfig::seed003(size, c);
+        cfg.crop = crop;
+        cfg.kernel_size = k;
+        cfg.interp = if nearest {
+            Interp::Nearest
+        } else {
+            Interp::Bilinear
+        };
+        let draw = AugmentDraw::random(&cfg, n, side, side, (side * c + k) as u64);
+        let stored: Vec<u8> = (0..s.len()).map(|i| (i * 29 % 251) as u8).collect();
+        let out = s.with_size(size, size);
+        for layout in [Layout::Nchw, Layout::Nhwc] {
+            let bytes = if layout == Layout::Nhwc {
+                reference::relayout(&stored, s, Layout::Nchw, Layout::Nhwc)
+            } else {
+                stored.clone()
+            };
+            let aligned: CudaSlice<u8> = st.clone_htod(&bytes).unwrap();
+            let mut shifted_bytes = vec![0u8];
+            shifted_bytes.extend_from_slice(&bytes);
+            let shifted: CudaSlice<u8> = st.clone_htod(&shifted_bytes).unwrap();
+            let shifted = shifted.slice(1..);
+            for strip in [1, 2, 3] {
+                let aug = Augment::new(st, s, &cfg, &draw)
+                    .unwrap()
+                    .with_layouts(layout, Layout::Nchw)
+                    .with_strip(Some(strip))
+                    .unwrap();
+                let run = |x: &CudaView<u8>| {
+                    let mut y = poisoned(out.len());
+                    {
+                        let mut yv = y.slice_mut(GUARD..GUARD + out.len());
+                        aug.run_fused(g, st, x, &mut yv).unwrap();
+                    }
+                    fetch(&y, out.len()).unwrap()
+                };
+                let (a, b) = (run(&aligned.slice(..)), run(&shifted));
+                assert!(
+                    bitwise_eq(&a, &b),
+                    "case {s:?} {layout} crop {crop} size {size} k {k} strip {strip}: the \
+                     aligned input gives other bits than the same bytes one byte on"
+                );
+            }
+        }
+    }
+}
+
 /// Strips of tiles through every path of the kernels: the 7-tap kernels' parts (a crop not
 /// enlarged), the wider kernels (staged and through parts), bilinear rotation, NHWC in and
 /// out, and image heights that leave the last strip of a column short. Every strip gives the
