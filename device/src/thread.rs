@@ -29,6 +29,26 @@ pub fn thread_xy() -> (u32, u32) {
     unsafe { (nvptx::_thread_idx_x(), nvptx::_thread_idx_y()) }
 }
 
+/// [`thread_xy`] read afresh at each call: the compiler may neither reuse an earlier read nor
+/// move this one, so values derived from it are recomputed where they are used instead of being
+/// held in registers (or spilled) across a long loop.
+#[inline(always)]
+pub fn thread_xy_fresh() -> (u32, u32) {
+    let (x, y): (u32, u32);
+    // SAFETY: reads two special registers, which are defined inside a kernel; touches no
+    // memory.
+    unsafe {
+        core::arch::asm!(
+            "mov.u32 {x}, %tid.x;",
+            "mov.u32 {y}, %tid.y;",
+            x = out(reg32) x,
+            y = out(reg32) y,
+            options(nomem, nostack, preserves_flags)
+        );
+    }
+    (x, y)
+}
+
 /// Block barrier: every thread of the block waits here until all have arrived, and shared
 /// memory written before it is visible to all after it.
 ///

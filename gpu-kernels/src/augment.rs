@@ -60,7 +60,7 @@ use streamline_abi::image::{
 use streamline_device::kernel;
 use streamline_device::math::{fast_div, floor_i32};
 use streamline_device::mem::{ldg_u8, lds4, shared_addr};
-use streamline_device::thread::{block_x, sync_block, sync_block_or, thread_xy};
+use streamline_device::thread::{block_x, sync_block, sync_block_or, thread_xy, thread_xy_fresh};
 
 /// Threads of a block.
 const THREADS: u32 = IMAGE_BLOCK_X * IMAGE_BLOCK_Y;
@@ -538,7 +538,7 @@ impl<const STRIP: bool> Tile<STRIP> {
     #[inline(always)]
     unsafe fn tabulate<const COLS: bool>(&self, rot: &Rotation, tab: *mut [f32; 2]) {
         let side = self.side as usize;
-        let mut k = lane() as usize;
+        let mut k = lane_for(!STRIP) as usize;
         while k < side {
             if COLS {
                 let (cx, cy) = rot.col(reflect(self.left + k as i32, self.ow));
@@ -632,7 +632,7 @@ impl<const STRIP: bool> Tile<STRIP> {
         input: Option<InputWindow>,
         s: &Shared<T>,
     ) -> bool {
-        let lin = lane();
+        let lin = lane_for(!STRIP);
         let pitch = win.pitch::<T>(self.scratch_bytes::<T>());
         let mut broken = false;
         let mut k = lin;
@@ -660,7 +660,7 @@ impl<const STRIP: bool> Tile<STRIP> {
             k += THREADS;
         }
         let Some(iw) = input else {
-            for_cells(win.rows, win.cols, |_, pr, q| {
+            for_cells(!STRIP, win.rows, win.cols, |_, pr, q| {
                 let v = crop.pixel::<C, T>(win.p0 + pr as i32, win.q0 + q as i32);
                 // SAFETY: `pr < rows`, `q < cols <= pitch`, `rows * pitch` cells fit the
                 // scratch region (`Window::pitch`, and `capped`).
@@ -732,7 +732,7 @@ impl<const STRIP: bool> Tile<STRIP> {
         s: &Shared<T>,
     ) {
         let pitch = win.pitch::<T>(self.scratch_bytes::<T>());
-        for_cells(win.rows, win.cols, |_, pr, q| {
+        for_cells(!STRIP, win.rows, win.cols, |_, pr, q| {
             // SAFETY: `pr < rows`, `q < cols`: inside the tables; their offsets lie in the
             // input window (`Crop::tap`).
             let (ty, tx) = unsafe { (*s.ctap_y.add(pr as usize), *s.ctap_x.add(q as usize)) };
@@ -939,7 +939,7 @@ impl<const STRIP: bool> Tile<STRIP> {
     ) {
         let (side, pitch) = (self.side as usize, self.pitch as usize);
         let tab = s.table as *const [f32; 2];
-        for_cells(h, w, |_, i, j| {
+        for_cells(!STRIP, h, w, |_, i, j| {
             let (ti, tj) = ((i0 + i) as usize, (j0 + j) as usize);
             // SAFETY: `ti, tj < side`: inside the table.
             let (sy, sx) = unsafe {
@@ -991,15 +991,36 @@ fn lane() -> u32 {
     ty * IMAGE_BLOCK_X + tx
 }
 
-/// Calls `cell(index, row, column)` for this thread's cells of a `rows x cols` rectangle, every
-/// `THREADS`-th in row-major order, the row and column advanced without dividing.
+/// [`lane`] read afresh ([`thread_xy_fresh`]): what derives from it is recomputed where it is
+/// used instead of held in a register (or spilled) across the block's steps.
 #[inline(always)]
-fn for_cells(rows: u32, cols: u32, mut cell: impl FnMut(u32, u32, u32)) {
+fn lane_fresh() -> u32 {
+    let (tx, ty) = thread_xy_fresh();
+    ty * IMAGE_BLOCK_X + tx
+}
+
+/// [`lane`] for the steps of [`Tile`]: read afresh where `fresh` (the one-tile kernels, which
+/// then spill less), else the one read the compiler may keep (the strip kernels, where reading
+/// it afresh in every step spilled more).
+#[inline(always)]
+fn lane_for(fresh: bool) -> u32 {
+    if fresh {
+        lane_fresh()
+    } else {
+        lane()
+    }
+}
+
+/// Calls `cell(index, row, column)` for this thread's cells of a `rows x cols` rectangle, every
+/// `THREADS`-th in row-major order, the row and column advanced without dividing; this
+/// thread's index read afresh with `fresh` ([`lane_for`]).
+#[inline(always)]
+fn for_cells(fresh: bool, rows: u32, cols: u32, mut cell: impl FnMut(u32, u32, u32)) {
     let div = SmallDiv::new(cols);
     let cols = div.d;
     let total = rows * cols;
     let (step_r, step_c) = div.divmod(THREADS);
-    let k0 = lane();
+    let k0 = lane_for(fresh);
     let (mut r, mut c) = div.divmod(k0);
     let mut k = k0;
     while k < total {
@@ -1335,7 +1356,9 @@ unsafe fn augment_block<
         // SAFETY: the weights were written before the setup's barrier and not since.
         let wts = unsafe { Weights::<FAST>::new(s.wts, taps) };
         let norm = wts.norm();
-        let (tx, ty) = thread_xy();
+        // The thread's indices read afresh for each tile: what the blur and the store derive
+        // from them is recomputed here instead of held (and spilled) across the strip's steps.
+        let (tx, ty) = thread_xy_fresh();
         let (tx, ty) = (tx as usize, ty as usize);
         let (hp, side, pitch) = (
             AUGMENT_HBUF_PITCH as usize,
@@ -1351,7 +1374,7 @@ unsafe fn augment_block<
             const SEG: usize = 8;
             let items = (side * (TILE as usize / SEG)) as u32;
             let by_side = SmallDiv::new(side as u32);
-            let mut it = lin;
+            let mut it = lane_fresh();
             while it < items {
                 let (seg, row) = by_side.divmod(it);
                 let (row, seg) = (row as usize, seg as usize);
