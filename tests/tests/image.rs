@@ -984,6 +984,20 @@ fn augment_seed003_batch() {
     ));
 }
 
+/// Seed 003's augmentation of `c` channels to `size`, with crop side `crop`, kernel size `k`
+/// and nearest (or bilinear) rotation.
+fn augment_cfg(c: usize, size: usize, crop: usize, k: usize, nearest: bool) -> AugmentConfig {
+    let mut cfg = AugmentConfig::seed003(size, c);
+    cfg.crop = crop;
+    cfg.kernel_size = k;
+    cfg.interp = if nearest {
+        Interp::Nearest
+    } else {
+        Interp::Bilinear
+    };
+    cfg
+}
+
 /// The fused kernel reads its uint8 input at any byte alignment (a view into a larger buffer,
 /// say): the same images from an aligned buffer and from one a byte into another give the same
 /// bits, in both input layouts, for every channel count, one tile and strips per block, windows
@@ -1003,14 +1017,7 @@ fn augment_input_at_any_alignment() {
     ];
     for (n, c, side, crop, size, k, nearest) in cases {
         let s = Shape::new(n, c, side, side);
-        let mut cfg = AugmentConfig::seed003(size, c);
-        cfg.crop = crop;
-        cfg.kernel_size = k;
-        cfg.interp = if nearest {
-            Interp::Nearest
-        } else {
-            Interp::Bilinear
-        };
+        let cfg = augment_cfg(c, size, crop, k, nearest);
         let draw = AugmentDraw::random(&cfg, n, side, side, (side * c + k) as u64);
         let stored: Vec<u8> = (0..s.len()).map(|i| (i * 29 % 251) as u8).collect();
         let out = s.with_size(size, size);
@@ -1069,14 +1076,7 @@ fn augment_strips_match_one_tile() {
     ];
     for (n, c, side, crop, size, k, nearest, (lin, lout)) in cases {
         let s = Shape::new(n, c, side, side);
-        let mut cfg = AugmentConfig::seed003(size, c);
-        cfg.crop = crop;
-        cfg.kernel_size = k;
-        cfg.interp = if nearest {
-            Interp::Nearest
-        } else {
-            Interp::Bilinear
-        };
+        let cfg = augment_cfg(c, size, crop, k, nearest);
         let draw = AugmentDraw::random(&cfg, n, side, side, (side * k) as u64);
         let stored: Vec<u8> = (0..s.len()).map(|i| (i * 37 % 253) as u8).collect();
         let x: CudaSlice<u8> = st.clone_htod(&stored).unwrap();
