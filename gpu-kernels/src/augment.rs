@@ -987,28 +987,22 @@ impl SmallDiv {
 /// This thread's index in the block.
 #[inline(always)]
 fn lane() -> u32 {
-    let (tx, ty) = thread_xy();
-    ty * IMAGE_BLOCK_X + tx
+    lane_for(false)
 }
 
-/// [`lane`] read afresh ([`thread_xy_fresh`]): what derives from it is recomputed where it is
-/// used instead of held in a register (or spilled) across the block's steps.
-#[inline(always)]
-fn lane_fresh() -> u32 {
-    let (tx, ty) = thread_xy_fresh();
-    ty * IMAGE_BLOCK_X + tx
-}
-
-/// [`lane`] for the steps of [`Tile`]: read afresh where `fresh` (the one-tile kernels, which
-/// then spill less), else the one read the compiler may keep (the strip kernels, where reading
-/// it afresh in every step spilled more).
+/// This thread's index in the block, read afresh where `fresh` ([`thread_xy_fresh`]): what
+/// derives from it is then recomputed where it is used instead of held in a register (or
+/// spilled) across the block's steps. The one-tile kernels' steps read it afresh (they then
+/// spill less); the strip kernels' only in the blur and the store (afresh in every step, they
+/// spilled more).
 #[inline(always)]
 fn lane_for(fresh: bool) -> u32 {
-    if fresh {
-        lane_fresh()
+    let (tx, ty) = if fresh {
+        thread_xy_fresh()
     } else {
-        lane()
-    }
+        thread_xy()
+    };
+    ty * IMAGE_BLOCK_X + tx
 }
 
 /// Calls `cell(index, row, column)` for this thread's cells of a `rows x cols` rectangle, every
@@ -1374,7 +1368,7 @@ unsafe fn augment_block<
             const SEG: usize = 8;
             let items = (side * (TILE as usize / SEG)) as u32;
             let by_side = SmallDiv::new(side as u32);
-            let mut it = lane_fresh();
+            let mut it = lane_for(true);
             while it < items {
                 let (seg, row) = by_side.divmod(it);
                 let (row, seg) = (row as usize, seg as usize);

@@ -301,11 +301,11 @@ impl Rotation {
     /// <= y < r + 1`; each side pair of the rotated rectangle bounds `x` between two lines in
     /// `y`, which are evaluated over that band widened by half a pixel each side (`r - 1.5 <= y
     /// <= r + 1.5`), and widened in `x` by a pixel for the rounding of the computed source
-    /// points and by one more for the columns `floor(x)` and `floor(x) + 1` that a read takes. A side pair that runs within
-    /// `2^-10` of the rows (a sine or cosine below that) bounds nothing. A line's rounding (the
-    /// hardware's divisions, 2 ulp, and the sums) grows with its slope `k` and the coordinates,
-    /// about `|k| (w + h) 2^-22`, while the band widens it by `1.5 |k|`: the rounding stays
-    /// inside for images of up to millions of rows.
+    /// points and by one more for the columns `floor(x)` and `floor(x) + 1` that a read takes.
+    /// A side pair that runs within `2^-10` of the rows (a sine or cosine below that) bounds
+    /// nothing. A line's rounding (the hardware's divisions, 2 ulp, and the sums) grows with its
+    /// slope `k` and the coordinates, about `|k| (w + h) 2^-22`, while the band widens it by
+    /// `1.5 |k|`: the rounding stays inside for images of up to millions of rows.
     #[inline(always)]
     pub fn column_spans(&self, (i0, i1): (i32, i32), (j0, j1): (i32, i32)) -> ColumnSpans {
         const BAND: f32 = 1.5;

@@ -772,14 +772,7 @@ fn augment_case() -> impl Strategy<Value = (Shape, AugmentConfig, (Layout, Layou
     )
         .prop_map(
             |(n, c, (side, crop, size), k, nearest, scale, (nhwc_in, nhwc_out), seed)| {
-                let mut cfg = AugmentConfig::seed003(size, c);
-                cfg.crop = crop;
-                cfg.kernel_size = k.min(2 * size - 1);
-                cfg.interp = if nearest {
-                    Interp::Nearest
-                } else {
-                    Interp::Bilinear
-                };
+                let mut cfg = augment_cfg(c, size, crop, k.min(2 * size - 1), nearest);
                 cfg.scale = scale;
                 cfg.mean = (0..c).map(|i| 0.1 * i as f32).collect();
                 cfg.std = (0..c).map(|i| 0.5 + 0.25 * i as f32).collect();
