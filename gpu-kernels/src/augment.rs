@@ -27,8 +27,9 @@
 //!    the output. Kernels of up to 7 taps run as 7 taps with their weights in registers.
 //!
 //! The haloed tiles of a tile and the next one below share the blur's `2 r` halo rows: the
-//! rotated tile is a ring of rows, so the next tile keeps them and rotates only its 32 new
-//! ones. The block's setup (the image's rotation, crop box, weights and statistics, the
+//! next tile keeps them and rotates only its 32 new ones. The rotated tile is either a ring of
+//! rows or, in the 7-tap kernels of 1, 2 and 4 channels, a plain tile whose last `2 r` rows are
+//! copied to its top for the next tile (each instance takes whichever measured faster for it). The block's setup (the image's rotation, crop box, weights and statistics, the
 //! columns' rotation terms) serves the whole strip.
 //!
 //! The window has room for [`AUGMENT_CROP_BUDGET`] pixels. When the window of the whole haloed
@@ -74,6 +75,10 @@ const PART: u32 = 16;
 
 /// Taps of the fast path's blur (`2 AUGMENT_FAST_RADIUS + 1`).
 const FAST_TAPS: usize = 2 * AUGMENT_FAST_RADIUS as usize + 1;
+
+// The fast kernels may copy their halo rows up ([`Tile::copy_halo`]): the rows copied must
+// not overlap their destination.
+const _: () = assert!(2 * AUGMENT_FAST_RADIUS <= TILE);
 
 /// The channels of one pixel in shared memory, in a slot padded to a power of two so that one
 /// shared access moves them all.
@@ -485,9 +490,10 @@ struct Shared<T> {
 }
 
 /// What the block's steps need, the same in every thread of the block, for a block working
-/// down a strip of tiles (`STRIP`) or on one.
+/// down a strip of tiles (`STRIP`) or on one, keeping the next tile's halo rows in a ring or
+/// copying them up (`COPY`, see [`Tile::slot`]).
 #[derive(Clone, Copy)]
-struct Tile<const STRIP: bool> {
+struct Tile<const STRIP: bool, const COPY: bool> {
     /// Output row and column of the haloed tile's top-left pixel (before reflection).
     top: i32,
     left: i32,
@@ -495,7 +501,7 @@ struct Tile<const STRIP: bool> {
     side: u32,
     pitch: u32,
     /// Row of the rotated tile's ring (see [`Tile::slot`]) that holds the haloed tile's first
-    /// row.
+    /// row (unused where `COPY`).
     ring: u32,
     oh: i32,
     ow: i32,
@@ -510,7 +516,7 @@ struct Tile<const STRIP: bool> {
     budget: u32,
 }
 
-impl<const STRIP: bool> Tile<STRIP> {
+impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     /// Bytes of the scratch region (the crop window's room), for cells of `T`.
     #[inline(always)]
     fn scratch_bytes<T>(&self) -> u32 {
@@ -552,12 +558,14 @@ impl<const STRIP: bool> Tile<STRIP> {
         }
     }
 
-    /// The row of the rotated tile's ring that holds the haloed tile's row `i < side`: a block
-    /// going down its strip keeps the rows that the next tile's halo shares with this tile
-    /// where they are, and writes the next tile's new rows over those it no longer needs.
+    /// The row of the rotated tile that holds the haloed tile's row `i < side`. In a ring (not
+    /// `COPY`), a block going down its strip keeps the rows that the next tile's halo shares
+    /// with this tile where they are, and writes the next tile's new rows over those it no
+    /// longer needs; with `COPY`, [`Tile::copy_halo`] moves the shared rows to the top and row
+    /// `i` is row `i`: no wrap to compute for each pixel, a copy of `2 r` rows per tile instead.
     #[inline(always)]
     fn slot(&self, i: u32) -> u32 {
-        if !STRIP {
+        if !STRIP || COPY {
             return i;
         }
         let k = self.ring + i;
@@ -570,11 +578,37 @@ impl<const STRIP: bool> Tile<STRIP> {
 
     /// The same geometry one tile further down the strip.
     #[inline(always)]
-    fn below(&self) -> Tile<STRIP> {
+    fn below(&self) -> Tile<STRIP, COPY> {
         Tile {
             top: self.top + TILE as i32,
             ring: self.slot(TILE),
             ..*self
+        }
+    }
+
+    /// Copies the rotated rows that the next tile's halo shares with this tile (rows `TILE ..`)
+    /// to the top of the rotated tile, where the next tile expects its first rows: the rotation
+    /// and the horizontal pass then address rows without the ring's wrap. Only where those
+    /// rows do not overlap their destination (`2 r <= TILE`); each thread takes every
+    /// `THREADS`-th pixel.
+    ///
+    /// # Safety
+    /// Every read of the rotated tile by this tile must be done (a barrier since the horizontal
+    /// pass), and the next write to it must come after a barrier.
+    #[inline(always)]
+    unsafe fn copy_halo<T: Px>(&self, rotated: *mut T) {
+        let (side, pitch) = (self.side, self.pitch);
+        let cells = (side - TILE) * side;
+        let mut k = lane_for(true);
+        while k < cells {
+            let (i, j) = (k / side, k % side);
+            // SAFETY: `TILE + i < side` and `j < side <= pitch`: inside the rotated tile; the
+            // rows read (`TILE ..`) and written (`.. side - TILE <= TILE`) are disjoint.
+            unsafe {
+                let v = *rotated.add(((TILE + i) * pitch + j) as usize);
+                *rotated.add((i * pitch + j) as usize) = v;
+            }
+            k += THREADS;
         }
     }
 
@@ -1101,7 +1135,8 @@ const EITHER: u8 = 2;
 
 /// One block's work for `C` channels held in slots `T`, with the fast blur path (7 taps,
 /// weights in registers) or not, over a strip of `p.strip` tiles (`STRIP`) or one tile, for
-/// the rotations `ROT` says.
+/// the rotations `ROT` says, the halo rows kept in a ring or copied up (`COPY`, fast path
+/// only).
 ///
 /// # Safety
 /// The kernels' contract, with `channels == C`; `FAST` exactly when `ksize <= 7`; `p.strip`
@@ -1113,9 +1148,12 @@ unsafe fn augment_block<
     const FAST: bool,
     const STRIP: bool,
     const ROT: u8,
+    const COPY: bool,
 >(
     p: &AugmentParams,
 ) {
+    // Copying the halo rows up needs them apart from their destination: the fast path's.
+    const { assert!(!COPY || FAST) };
     // The block's image and strip, by divisions the host prepared.
     let (n, t) = p.tiles.divmod(block_x());
     let (sy, tx) = p.tiles_x.divmod(t);
@@ -1143,7 +1181,7 @@ unsafe fn augment_block<
     let r = augment_radius(kg) as i32;
     let side = augment_side(kg);
     let (y0, x0) = (y0 as i32, x0 as i32);
-    let mut tile = Tile::<STRIP> {
+    let mut tile = Tile::<STRIP, COPY> {
         top: y0 - r,
         left: x0 - r,
         side,
@@ -1415,6 +1453,11 @@ unsafe fn augment_block<
         // SAFETY: every thread of the block reaches this barrier; it publishes the rows, and
         // the next tile's row terms and window.
         unsafe { sync_block() };
+        if STRIP && COPY && band + 1 < tiles {
+            // SAFETY: the horizontal pass, the last reader of the rotated tile, is done (the
+            // barrier above); the next tile rotates into it after its staging's barrier.
+            unsafe { tile.copy_halo(s.rotated) };
+        }
 
         // Columns, normalisation and the store: each warp takes `ROWS` consecutive output rows
         // of the tile, one column per thread.
@@ -1485,9 +1528,12 @@ unsafe fn augment_block<
 
 /// The kernel entries, one per channel count and blur path, and for the 7-tap path per
 /// rotation: each is [`augment_block`] for its instance, so that each gets registers for its
-/// own needs.
+/// own needs. The last column says whether the instance copies its halo rows up (`COPY`):
+/// the nearest strips of 1, 2 and 4 channels, which it made faster; 3 channels were level
+/// and keep the ring, as do the bilinear strips (untimed with it; it raised the 3-channel
+/// one's spills).
 macro_rules! augment_kernels {
-    ($($decl:ident $name:ident $c:literal $px:ident $fast:literal $strip:literal $rot:ident;)*) => {$(
+    ($($decl:ident $name:ident $c:literal $px:ident $fast:literal $strip:literal $rot:ident $copy:literal;)*) => {$(
         kernel! {
             #[declared($decl)]
             /// # Safety
@@ -1509,31 +1555,31 @@ macro_rules! augment_kernels {
             /// `augment_shared_bytes(channels, ksize)` bytes of dynamic shared memory.
             pub unsafe fn $name(p: AugmentParams) {
                 // SAFETY: forwarded.
-                unsafe { augment_block::<$c, $px, $fast, $strip, $rot>(&p) }
+                unsafe { augment_block::<$c, $px, $fast, $strip, $rot, $copy>(&p) }
             }
         }
     )*};
 }
 
 augment_kernels! {
-    AUGMENT_C1 augment_c1 1 Px1 true false NEAREST;
-    AUGMENT_C2 augment_c2 2 Px2 true false NEAREST;
-    AUGMENT_C3 augment_c3 3 Px4 true false NEAREST;
-    AUGMENT_C4 augment_c4 4 Px4 true false NEAREST;
-    AUGMENT_STRIP_C1 augment_strip_c1 1 Px1 true true NEAREST;
-    AUGMENT_STRIP_C2 augment_strip_c2 2 Px2 true true NEAREST;
-    AUGMENT_STRIP_C3 augment_strip_c3 3 Px4 true true NEAREST;
-    AUGMENT_STRIP_C4 augment_strip_c4 4 Px4 true true NEAREST;
-    AUGMENT_BILINEAR_C1 augment_bilinear_c1 1 Px1 true false BILINEAR;
-    AUGMENT_BILINEAR_C2 augment_bilinear_c2 2 Px2 true false BILINEAR;
-    AUGMENT_BILINEAR_C3 augment_bilinear_c3 3 Px4 true false BILINEAR;
-    AUGMENT_BILINEAR_C4 augment_bilinear_c4 4 Px4 true false BILINEAR;
-    AUGMENT_BILINEAR_STRIP_C1 augment_bilinear_strip_c1 1 Px1 true true BILINEAR;
-    AUGMENT_BILINEAR_STRIP_C2 augment_bilinear_strip_c2 2 Px2 true true BILINEAR;
-    AUGMENT_BILINEAR_STRIP_C3 augment_bilinear_strip_c3 3 Px4 true true BILINEAR;
-    AUGMENT_BILINEAR_STRIP_C4 augment_bilinear_strip_c4 4 Px4 true true BILINEAR;
-    AUGMENT_WIDE_C1 augment_wide_c1 1 Px1 false true EITHER;
-    AUGMENT_WIDE_C2 augment_wide_c2 2 Px2 false true EITHER;
-    AUGMENT_WIDE_C3 augment_wide_c3 3 Px4 false true EITHER;
-    AUGMENT_WIDE_C4 augment_wide_c4 4 Px4 false true EITHER;
+    AUGMENT_C1 augment_c1 1 Px1 true false NEAREST false;
+    AUGMENT_C2 augment_c2 2 Px2 true false NEAREST false;
+    AUGMENT_C3 augment_c3 3 Px4 true false NEAREST false;
+    AUGMENT_C4 augment_c4 4 Px4 true false NEAREST false;
+    AUGMENT_STRIP_C1 augment_strip_c1 1 Px1 true true NEAREST true;
+    AUGMENT_STRIP_C2 augment_strip_c2 2 Px2 true true NEAREST true;
+    AUGMENT_STRIP_C3 augment_strip_c3 3 Px4 true true NEAREST false;
+    AUGMENT_STRIP_C4 augment_strip_c4 4 Px4 true true NEAREST true;
+    AUGMENT_BILINEAR_C1 augment_bilinear_c1 1 Px1 true false BILINEAR false;
+    AUGMENT_BILINEAR_C2 augment_bilinear_c2 2 Px2 true false BILINEAR false;
+    AUGMENT_BILINEAR_C3 augment_bilinear_c3 3 Px4 true false BILINEAR false;
+    AUGMENT_BILINEAR_C4 augment_bilinear_c4 4 Px4 true false BILINEAR false;
+    AUGMENT_BILINEAR_STRIP_C1 augment_bilinear_strip_c1 1 Px1 true true BILINEAR false;
+    AUGMENT_BILINEAR_STRIP_C2 augment_bilinear_strip_c2 2 Px2 true true BILINEAR false;
+    AUGMENT_BILINEAR_STRIP_C3 augment_bilinear_strip_c3 3 Px4 true true BILINEAR false;
+    AUGMENT_BILINEAR_STRIP_C4 augment_bilinear_strip_c4 4 Px4 true true BILINEAR false;
+    AUGMENT_WIDE_C1 augment_wide_c1 1 Px1 false true EITHER false;
+    AUGMENT_WIDE_C2 augment_wide_c2 2 Px2 false true EITHER false;
+    AUGMENT_WIDE_C3 augment_wide_c3 3 Px4 false true EITHER false;
+    AUGMENT_WIDE_C4 augment_wide_c4 4 Px4 false true EITHER false;
 }
