@@ -279,6 +279,35 @@ pub fn run(b: &mut Bench, batch: usize, wanted: &dyn Fn(&str) -> bool) -> Result
             bytes,
             json!({"impl": "streamline-separate", "batch": batch, "buffer_sets": n, "fused": false}),
         )?;
+        // The other channel counts (a kernel instance each), NCHW in and out: `streamline-c1`
+        // and so on.
+        for c in [1, 2, 4] {
+            let shape = Shape { c, ..full };
+            let cfg = AugmentConfig::seed003(SIZE, c);
+            let aug = Augment::new(&st, shape, &cfg, &draw)?;
+            let n = sets(b, shape.len() + 4 * shape.len());
+            let mut bufs = Vec::with_capacity(n);
+            for s in 0..n {
+                let bytes: Vec<u8> = randn_f32(shape.len(), 700 + s as u64)
+                    .iter()
+                    .map(|v| (v.abs() * 80.0).min(255.0) as u8)
+                    .collect();
+                bufs.push((st.clone_htod(&bytes)?, st.alloc_zeros::<f32>(shape.len())?));
+            }
+            let t = b.time(|i| {
+                let (x, y) = &mut bufs[i % n];
+                aug.run_fused(gpu, &st, x, y)
+            })?;
+            let bytes = (batch * c * (CROP + 1) * (CROP + 1)) as f64 + plane_bytes(shape);
+            let name = format!("streamline-c{c}");
+            record(
+                b,
+                &case,
+                t,
+                bytes,
+                json!({"impl": name, "batch": batch, "buffer_sets": n, "fused": true, "channels": c}),
+            )?;
+        }
     }
     Ok(())
 }
