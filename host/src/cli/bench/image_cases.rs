@@ -53,6 +53,24 @@ fn f32_sets(
     Ok(v)
 }
 
+/// Sets of random uint8 inputs and f32 outputs of `shape` (the fused augmentation's), enough
+/// of them to exceed 4x L2.
+fn u8_sets(b: &Bench, shape: Shape, seed: u64) -> Result<Vec<(CudaSlice<u8>, CudaSlice<f32>)>> {
+    let n = sets(b, shape.len() + 4 * shape.len());
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        let bytes: Vec<u8> = randn_f32(shape.len(), seed + i as u64)
+            .iter()
+            .map(|x| (x.abs() * 80.0).min(255.0) as u8)
+            .collect();
+        v.push((
+            b.stream.clone_htod(&bytes)?,
+            b.stream.alloc_zeros::<f32>(shape.len())?,
+        ));
+    }
+    Ok(v)
+}
+
 /// Records an image case with the time of a device-to-device copy of the same bytes
 /// ([`Bench::copy_same_bytes`]) beside it.
 fn record(b: &mut Bench, case: &str, t: Timing, bytes: f64, mut extra: Value) -> Result<()> {
@@ -234,15 +252,8 @@ pub fn run(b: &mut Bench, batch: usize, wanted: &dyn Fn(&str) -> bool) -> Result
         let cfg = AugmentConfig::seed003(SIZE, 3);
         let draw = AugmentDraw::random(&cfg, batch, SIZE, SIZE, next());
         let aug = Augment::new(&st, full, &cfg, &draw)?;
-        let n = sets(b, full.len() + 4 * full.len());
-        let mut bufs = Vec::with_capacity(n);
-        for s in 0..n {
-            let bytes: Vec<u8> = randn_f32(full.len(), 600 + s as u64)
-                .iter()
-                .map(|v| (v.abs() * 80.0).min(255.0) as u8)
-                .collect();
-            bufs.push((st.clone_htod(&bytes)?, st.alloc_zeros::<f32>(full.len())?));
-        }
+        let mut bufs = u8_sets(b, full, 600)?;
+        let n = bufs.len();
         // The fused kernel needs only the (crop + 1)^2 window of each uint8 plane and writes
         // the f32 output once.
         let bytes = (batch * 3 * (CROP + 1) * (CROP + 1)) as f64 + plane_bytes(full);
@@ -285,15 +296,8 @@ pub fn run(b: &mut Bench, batch: usize, wanted: &dyn Fn(&str) -> bool) -> Result
             let shape = Shape { c, ..full };
             let cfg = AugmentConfig::seed003(SIZE, c);
             let aug = Augment::new(&st, shape, &cfg, &draw)?;
-            let n = sets(b, shape.len() + 4 * shape.len());
-            let mut bufs = Vec::with_capacity(n);
-            for s in 0..n {
-                let bytes: Vec<u8> = randn_f32(shape.len(), 700 + s as u64)
-                    .iter()
-                    .map(|v| (v.abs() * 80.0).min(255.0) as u8)
-                    .collect();
-                bufs.push((st.clone_htod(&bytes)?, st.alloc_zeros::<f32>(shape.len())?));
-            }
+            let mut bufs = u8_sets(b, shape, 700)?;
+            let n = bufs.len();
             let t = b.time(|i| {
                 let (x, y) = &mut bufs[i % n];
                 aug.run_fused(gpu, &st, x, y)
