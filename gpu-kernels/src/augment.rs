@@ -28,9 +28,10 @@
 //!
 //! The haloed tiles of a tile and the next one below share the blur's `2 r` halo rows: the
 //! next tile keeps them and rotates only its 32 new ones. The rotated tile is either a ring of
-//! rows or, in the 7-tap kernels of 1, 2 and 4 channels, a plain tile whose last `2 r` rows are
-//! copied to its top for the next tile (each instance takes whichever measured faster for it). The block's setup (the image's rotation, crop box, weights and statistics, the
-//! columns' rotation terms) serves the whole strip.
+//! rows or, in the nearest 7-tap strips of 1, 2 and 4 channels, a plain tile whose last `2 r`
+//! rows are copied to its top for the next tile (see the kernel table at the end). The block's
+//! setup (the image's rotation, crop box, weights and statistics, the columns' rotation terms)
+//! serves the whole strip.
 //!
 //! The window has room for [`AUGMENT_CROP_BUDGET`] pixels. When the window of the whole haloed
 //! tile is larger (large blur kernels, crops hardly enlarged), the block goes through the haloed
@@ -1533,7 +1534,8 @@ unsafe fn augment_block<
 /// and keep the ring, as do the bilinear strips (untimed with it; it raised the 3-channel
 /// one's spills).
 macro_rules! augment_kernels {
-    ($($decl:ident $name:ident $c:literal $px:ident $fast:literal $strip:literal $rot:ident $copy:literal;)*) => {$(
+    ($($decl:ident $name:ident $c:literal $px:ident $fast:literal $strip:literal $rot:ident
+        $copy:literal;)*) => {$(
         kernel! {
             #[declared($decl)]
             /// # Safety
