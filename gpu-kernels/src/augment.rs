@@ -594,7 +594,8 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     /// `THREADS`-th pixel.
     ///
     /// # Safety
-    /// Every read of the rotated tile by this tile must be done (a barrier since the horizontal
+    /// `side - TILE <= TILE` (the fast path's radius: the rows read and written are apart);
+    /// every read of the rotated tile by this tile must be done (a barrier since the horizontal
     /// pass), and the next write to it must come after a barrier.
     #[inline(always)]
     unsafe fn copy_halo<T: Px>(&self, rotated: *mut T) {
@@ -1305,7 +1306,7 @@ unsafe fn augment_block<
 
     // The strip's tiles one after the other. The first rotates its whole haloed tile; each
     // later one only its `TILE` new rows, the rows above being the previous tile's last ones,
-    // kept in the ring.
+    // kept in the ring or copied up (`COPY`).
     let mut band = 0;
     while band < tiles {
         let first = if band == 0 { 0 } else { side - TILE };
@@ -1455,8 +1456,10 @@ unsafe fn augment_block<
         // the next tile's row terms and window.
         unsafe { sync_block() };
         if STRIP && COPY && band + 1 < tiles {
-            // SAFETY: the horizontal pass, the last reader of the rotated tile, is done (the
-            // barrier above); the next tile rotates into it after its staging's barrier.
+            // SAFETY: `COPY` only on the fast path (asserted above), whose halo is `2 r = 6 <=
+            // TILE` rows; the barrier above orders the horizontal pass's reads of the rotated
+            // tile before the copy, and the next tile rotates into it only after its staging's
+            // barrier.
             unsafe { tile.copy_halo(s.rotated) };
         }
 

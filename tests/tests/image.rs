@@ -1051,9 +1051,9 @@ fn augment_input_at_any_alignment() {
 }
 
 /// Strips of tiles through every path of the kernels: the 7-tap kernels' parts (a crop not
-/// enlarged), the wider kernels (staged and through parts), bilinear rotation, NHWC in and
-/// out, and image heights that leave the last strip of a column short. Every strip gives the
-/// bits of one tile per block.
+/// enlarged), the wider kernels (staged and through parts), bilinear rotation, the halo rows
+/// kept in a ring and copied up, NHWC in and out, and image heights that leave the last strip
+/// of a column short. Every strip gives the bits of one tile per block.
 #[test]
 fn augment_strips_match_one_tile() {
     let Some(g) = gpu() else { return };
@@ -1066,6 +1066,12 @@ fn augment_strips_match_one_tile() {
         (1, 2, 64, 32, 150, 15, false, nchw),
         (3, 4, 90, 50, 97, 7, false, (Layout::Nhwc, Layout::Nhwc)),
         (2, 1, 48, 30, 200, 63, true, (Layout::Nchw, Layout::Nhwc)),
+        // The nearest 7-tap strips that copy their halo rows up (1, 2 and 4 channels): a short
+        // last strip, the window in parts (a crop not enlarged), a kernel of fewer taps.
+        (2, 1, 100, 50, 100, 7, true, nchw),
+        (2, 2, 90, 90, 90, 7, true, (Layout::Nhwc, Layout::Nchw)),
+        (2, 4, 100, 100, 100, 7, true, nchw),
+        (2, 4, 120, 60, 150, 5, true, (Layout::Nhwc, Layout::Nhwc)),
     ];
     for (n, c, side, crop, size, k, nearest, (lin, lout)) in cases {
         let s = Shape::new(n, c, side, side);

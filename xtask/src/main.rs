@@ -106,7 +106,7 @@ const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
     ("augment_strip_c1", 16, 32, FOUR_BLOCKS),
     ("augment_strip_c2", 16, 32, FOUR_BLOCKS),
     ("augment_strip_c3", 24, 32, FOUR_BLOCKS),
-    ("augment_strip_c4", 40, 72, FOUR_BLOCKS),
+    ("augment_strip_c4", 16, 32, FOUR_BLOCKS),
     ("augment_bilinear_c1", 64, 128, FOUR_BLOCKS),
     ("augment_bilinear_c2", 64, 128, FOUR_BLOCKS),
     ("augment_bilinear_c3", 64, 224, FOUR_BLOCKS),
