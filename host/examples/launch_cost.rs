@@ -74,7 +74,8 @@ fn main() -> anyhow::Result<()> {
         )?)
     })?;
     // The same kernel launched with its parameters made once (the angles read from `x`, which
-    // holds zeros: a rotation by 0 degrees).
+    // holds zeros: a rotation by 0 degrees) on a grid of one output row per thread, where
+    // `rotate()` picks its rows per thread for the device: the host's work is the same.
     let p = {
         let (xp, _r) = x.device_ptr(&st);
         let (yp, _w) = y.device_ptr_mut(&st);
