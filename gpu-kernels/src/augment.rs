@@ -601,6 +601,9 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     unsafe fn copy_halo<T: Px>(&self, rotated: *mut T) {
         let (side, pitch) = (self.side, self.pitch);
         let cells = (side - TILE) * side;
+        // A plain walk, not `for_cells`: the fast path's side is a constant, so its quotient and
+        // remainder cost a multiply, where `for_cells`' reciprocal and running indices made the
+        // strip kernels spill (measured with `ptx-check`).
         let mut k = lane_for(true);
         while k < cells {
             let (i, j) = (k / side, k % side);
