@@ -46,6 +46,24 @@ pub const AUGMENT_CROP_TAPS: u32 = 64;
 /// Bytes at the start of `augment`'s shared memory for the per-block values one thread
 /// computes for all (rotation, crop box, window, normalisation).
 pub const AUGMENT_SETUP_BYTES: u32 = 256;
+/// Warps of a block of `augment`'s one-tile kernels (`augment_c*`, `augment_bilinear_c*`),
+/// against [`IMAGE_BLOCK_Y`] in the others: one warp fewer leaves each thread 72 registers at
+/// four blocks per SM, which their one tile per block gains from.
+pub const AUGMENT_ONE_TILE_WARPS: u32 = 7;
+
+/// The block [`augment_kernel`]`(channels, k, strip, nearest)` is launched with:
+/// [`IMAGE_BLOCK_X`] threads by [`AUGMENT_ONE_TILE_WARPS`] for the one-tile kernels, by
+/// [`IMAGE_BLOCK_Y`] for the others.
+pub const fn augment_block_dim(k: u32, strip: u32) -> (u32, u32, u32) {
+    let one_tile = augment_radius(k) == AUGMENT_FAST_RADIUS && strip <= 1;
+    let warps = if one_tile {
+        AUGMENT_ONE_TILE_WARPS
+    } else {
+        IMAGE_BLOCK_Y
+    };
+    (IMAGE_BLOCK_X, warps, 1)
+}
+
 /// Blur radius of `augment`'s fast path: kernels up to 7 taps run as 7 taps (the missing ones
 /// weighted 0) with their weights in registers.
 pub const AUGMENT_FAST_RADIUS: u32 = 3;
@@ -457,13 +475,13 @@ declare! {
     /// Seed 003's whole transform in one kernel: 1 channel, blur kernels of up to 7 taps, nearest
     /// rotation (each rotation has kernels of its own: the other's code costs a kernel
     /// registers and time even where it never runs).
-    pub const AUGMENT_C1: Kernel<AugmentParams> = Kernel::new("augment_c1").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    pub const AUGMENT_C1: Kernel<AugmentParams> = Kernel::new("augment_c1").with_bounds(IMAGE_BLOCK_X * AUGMENT_ONE_TILE_WARPS, 4);
     /// 2 channels, up to 7 taps.
-    pub const AUGMENT_C2: Kernel<AugmentParams> = Kernel::new("augment_c2").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    pub const AUGMENT_C2: Kernel<AugmentParams> = Kernel::new("augment_c2").with_bounds(IMAGE_BLOCK_X * AUGMENT_ONE_TILE_WARPS, 4);
     /// 3 channels, up to 7 taps.
-    pub const AUGMENT_C3: Kernel<AugmentParams> = Kernel::new("augment_c3").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    pub const AUGMENT_C3: Kernel<AugmentParams> = Kernel::new("augment_c3").with_bounds(IMAGE_BLOCK_X * AUGMENT_ONE_TILE_WARPS, 4);
     /// 4 channels, up to 7 taps.
-    pub const AUGMENT_C4: Kernel<AugmentParams> = Kernel::new("augment_c4").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    pub const AUGMENT_C4: Kernel<AugmentParams> = Kernel::new("augment_c4").with_bounds(IMAGE_BLOCK_X * AUGMENT_ONE_TILE_WARPS, 4);
     /// 1 channel, up to 7 taps, strips of tiles (`strip` of at least 1).
     pub const AUGMENT_STRIP_C1: Kernel<AugmentParams> = Kernel::new("augment_strip_c1").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
     /// 2 channels, up to 7 taps, strips of tiles.
@@ -473,13 +491,13 @@ declare! {
     /// 4 channels, up to 7 taps, strips of tiles.
     pub const AUGMENT_STRIP_C4: Kernel<AugmentParams> = Kernel::new("augment_strip_c4").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
     /// [`AUGMENT_C1`] with bilinear rotation.
-    pub const AUGMENT_BILINEAR_C1: Kernel<AugmentParams> = Kernel::new("augment_bilinear_c1").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    pub const AUGMENT_BILINEAR_C1: Kernel<AugmentParams> = Kernel::new("augment_bilinear_c1").with_bounds(IMAGE_BLOCK_X * AUGMENT_ONE_TILE_WARPS, 4);
     /// [`AUGMENT_C2`] with bilinear rotation.
-    pub const AUGMENT_BILINEAR_C2: Kernel<AugmentParams> = Kernel::new("augment_bilinear_c2").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    pub const AUGMENT_BILINEAR_C2: Kernel<AugmentParams> = Kernel::new("augment_bilinear_c2").with_bounds(IMAGE_BLOCK_X * AUGMENT_ONE_TILE_WARPS, 4);
     /// [`AUGMENT_C3`] with bilinear rotation.
-    pub const AUGMENT_BILINEAR_C3: Kernel<AugmentParams> = Kernel::new("augment_bilinear_c3").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    pub const AUGMENT_BILINEAR_C3: Kernel<AugmentParams> = Kernel::new("augment_bilinear_c3").with_bounds(IMAGE_BLOCK_X * AUGMENT_ONE_TILE_WARPS, 4);
     /// [`AUGMENT_C4`] with bilinear rotation.
-    pub const AUGMENT_BILINEAR_C4: Kernel<AugmentParams> = Kernel::new("augment_bilinear_c4").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    pub const AUGMENT_BILINEAR_C4: Kernel<AugmentParams> = Kernel::new("augment_bilinear_c4").with_bounds(IMAGE_BLOCK_X * AUGMENT_ONE_TILE_WARPS, 4);
     /// [`AUGMENT_STRIP_C1`] with bilinear rotation.
     pub const AUGMENT_BILINEAR_STRIP_C1: Kernel<AugmentParams> = Kernel::new("augment_bilinear_strip_c1").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
     /// [`AUGMENT_STRIP_C2`] with bilinear rotation.

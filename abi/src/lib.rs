@@ -140,6 +140,27 @@ mod tests {
         }
     }
 
+    /// The block each augmentation kernel is launched with fills its launch bounds exactly:
+    /// seven warps for the one-tile 7-tap kernels, eight for the others.
+    #[test]
+    fn augment_block_matches_each_kernels_bounds() {
+        use crate::image::{augment_block_dim, augment_kernel, AUGMENT_ONE_TILE_WARPS};
+        for c in 1..=4u32 {
+            for nearest in [true, false] {
+                for strip in [1, 2, 8] {
+                    for k in [1, 3, 7, 9, 31] {
+                        let (x, y, z) = augment_block_dim(k, strip);
+                        let kernel = augment_kernel(c, k, strip, nearest);
+                        let bounds = kernel.bounds().expect("augment kernels declare bounds");
+                        assert_eq!(x * y * z, bounds.max_threads, "{}", kernel.name());
+                        let one_tile = k <= 7 && strip == 1;
+                        assert_eq!(y == AUGMENT_ONE_TILE_WARPS, one_tile, "{}", kernel.name());
+                    }
+                }
+            }
+        }
+    }
+
     /// `FastDiv` against the integer division for divisors of every size (powers of two and
     /// their neighbours included) and numerators up to `2^31 - 1`.
     #[test]

@@ -49,7 +49,8 @@ use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 use streamline_abi::image::{
     augment_pitch, augment_radius, augment_scratch_px, augment_side, augment_taps_len,
     AugmentParams, AUGMENT_CROP_TAPS, AUGMENT_FAST_RADIUS, AUGMENT_HBUF_PITCH,
-    AUGMENT_INPUT_BUDGET, AUGMENT_NHWC_IN, AUGMENT_NHWC_OUT, AUGMENT_SETUP_BYTES, IMAGE_BLOCK_X,
+    AUGMENT_INPUT_BUDGET, AUGMENT_NHWC_IN, AUGMENT_NHWC_OUT, AUGMENT_ONE_TILE_WARPS,
+    AUGMENT_SETUP_BYTES, IMAGE_BLOCK_X,
     IMAGE_BLOCK_Y, MAX_KERNEL_SIZE, ROI_MAX_SAMPLES_PER_BIN, TILE,
 };
 use streamline_abi::image::{
@@ -64,8 +65,20 @@ use streamline_device::math::{fast_div, floor_i32};
 use streamline_device::mem::{ldg_u8, lds4, shared_addr};
 use streamline_device::thread::{block_x, sync_block, sync_block_or, thread_xy, thread_xy_fresh};
 
-/// Threads of a block.
-const THREADS: u32 = IMAGE_BLOCK_X * IMAGE_BLOCK_Y;
+/// Warps of a block: eight in the strip kernels, [`AUGMENT_ONE_TILE_WARPS`] in the one-tile ones
+/// (`STRIP` false), which then have 72 registers a thread at four blocks per SM.
+const fn warps(strip: bool) -> u32 {
+    if strip {
+        IMAGE_BLOCK_Y
+    } else {
+        AUGMENT_ONE_TILE_WARPS
+    }
+}
+
+/// Threads of a block (see [`warps`]).
+const fn threads(strip: bool) -> u32 {
+    IMAGE_BLOCK_X * warps(strip)
+}
 
 /// Side of the parts of the haloed tile when its whole window does not fit. A part spans at
 /// most 15 pixels along each axis, also after reflection at the image border, so its source
@@ -555,7 +568,7 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             let (rx, ry) = rot.row(reflect(self.top + k as i32, self.oh));
             // SAFETY: `k < side`: inside the table.
             unsafe { *tab.add(side + k) = [rx, ry] };
-            k += THREADS as usize;
+            k += threads(STRIP) as usize;
         }
     }
 
@@ -591,7 +604,7 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     /// to the top of the rotated tile, where the next tile expects its first rows: the rotation
     /// and the horizontal pass then address rows without the ring's wrap. Only where those
     /// rows do not overlap their destination (`2 r <= TILE`); each thread takes every
-    /// `THREADS`-th pixel.
+    /// `threads(STRIP)`-th pixel.
     ///
     /// # Safety
     /// `side - TILE <= TILE` (the fast path's radius: the rows read and written are apart);
@@ -613,7 +626,7 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
                 let v = *rotated.add(((TILE + i) * pitch + j) as usize);
                 *rotated.add((i * pitch + j) as usize) = v;
             }
-            k += THREADS;
+            k += threads(STRIP);
         }
     }
 
@@ -656,7 +669,7 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     /// Fills the window's resize-tap tables, and either computes every crop pixel of `win`
     /// from device memory into the scratch region (`input` is `None`), or stages the input
     /// window and the crop-tap tables for [`Tile::crop_from_input`]. Each thread takes every
-    /// `THREADS`-th entry. Returns whether one of this thread's entries breaks the step rule
+    /// `threads(STRIP)`-th entry. Returns whether one of this thread's entries breaks the step rule
     /// of [`Tile::sample_quad`] (see [`Axis::follows`]); never for a nearest rotation, which
     /// does not use it.
     ///
@@ -696,10 +709,10 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             let table = if rows { s.taps_y } else { s.taps_x };
             // SAFETY: `zrows, zcols <= taps_len`: inside the tables.
             unsafe { *table.add(i as usize) = e };
-            k += THREADS;
+            k += threads(STRIP);
         }
         let Some(iw) = input else {
-            for_cells(!STRIP, win.rows, win.cols, |_, pr, q| {
+            for_cells::<STRIP>(win.rows, win.cols, |_, pr, q| {
                 let v = crop.pixel::<C, T>(win.p0 + pr as i32, win.q0 + q as i32);
                 // SAFETY: `pr < rows`, `q < cols <= pitch`, `rows * pitch` cells fit the
                 // scratch region (`Window::pitch`, and `capped`).
@@ -721,20 +734,20 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
                     *s.ctap_x.add(j as usize) = Crop::tap(x, crop.w, (iw.c0, iw.cols, 1));
                 }
             }
-            k += THREADS;
+            k += threads(STRIP);
         }
         // The input pixels, four per thread at a time so that their loads are in flight
         // together; pixel `k` is row `r`, column `c` of the window, advanced without dividing.
         let div = SmallDiv::new(iw.cols);
         let (rows, cols) = (iw.rows.max(1), div.d);
         let total = rows * cols;
-        let (step_r, step_c) = div.divmod(THREADS);
+        let (step_r, step_c) = div.divmod(threads(STRIP));
         let (mut r, mut c) = div.divmod(lin);
         let mut k = lin;
         while k < total {
             let mut v = [0u32; 4];
             for (u, x) in v.iter_mut().enumerate() {
-                if k + u as u32 * THREADS < total {
+                if k + u as u32 * threads(STRIP) < total {
                     *x = crop.packed::<C>(iw.r0 + r as i32, iw.c0 + c as i32);
                 }
                 c += step_c;
@@ -745,13 +758,13 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
                 }
             }
             for (u, x) in v.iter().enumerate() {
-                let kk = k + u as u32 * THREADS;
+                let kk = k + u as u32 * threads(STRIP);
                 if kk < total {
                     // SAFETY: `kk < rows * cols <= AUGMENT_INPUT_BUDGET`.
                     unsafe { *s.input.add(kk as usize) = *x };
                 }
             }
-            k += 4 * THREADS;
+            k += 4 * threads(STRIP);
         }
         broken
     }
@@ -771,7 +784,7 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         s: &Shared<T>,
     ) {
         let pitch = win.pitch::<T>(self.scratch_bytes::<T>());
-        for_cells(!STRIP, win.rows, win.cols, |_, pr, q| {
+        for_cells::<STRIP>(win.rows, win.cols, |_, pr, q| {
             // SAFETY: `pr < rows`, `q < cols`: inside the tables; their offsets lie in the
             // input window (`Crop::tap`).
             let (ty, tx) = unsafe { (*s.ctap_y.add(pr as usize), *s.ctap_x.add(q as usize)) };
@@ -888,7 +901,7 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
 
     /// Writes the rotated image over the haloed tile's pixels from `part` (row, column) on,
     /// `size` (rows, columns) of them, into the rotated tile; each thread takes every
-    /// `THREADS`-th pixel. `quads` says that every tap table entry follows the one before it
+    /// `threads(STRIP)`-th pixel. `quads` says that every tap table entry follows the one before it
     /// ([`Tile::sample_quad`]).
     ///
     /// # Safety
@@ -978,7 +991,7 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     ) {
         let (side, pitch) = (self.side as usize, self.pitch as usize);
         let tab = s.table as *const [f32; 2];
-        for_cells(!STRIP, h, w, |_, i, j| {
+        for_cells::<STRIP>(h, w, |_, i, j| {
             let (ti, tj) = ((i0 + i) as usize, (j0 + j) as usize);
             // SAFETY: `ti, tj < side`: inside the table.
             let (sy, sx) = unsafe {
@@ -990,6 +1003,97 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             // SAFETY: `row, tj < side <= pitch`: inside the rotated tile; this thread's pixel.
             unsafe { *s.rotated.add(row * pitch + tj) = v };
         });
+    }
+
+    /// Step 3's vertical pass over the horizontally blurred rows in the scratch region, the
+    /// normalisation (`norm` the weights' [`Weights::norm`]) and the store of image `nu`'s
+    /// outputs (columns from `x0`): each warp takes `ROWS` consecutive output rows of the tile,
+    /// one column per thread (`tx`, `ty`). Where the warps' rows overrun the tile (the one-tile
+    /// kernels' seven warps of five), the reads past the blurred rows are clamped into them
+    /// and the sums of rows past the tile are not stored.
+    ///
+    /// # Safety
+    /// The scratch region must hold the tile's blurred rows and the setup record the block's
+    /// values, both written before the last barrier; the kernels' contract for `p`, `nu <
+    /// batch`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn vblur_store<const C: usize, T: Px, const FAST: bool, const ROWS: usize>(
+        &self,
+        p: &AugmentParams,
+        wts: &Weights<FAST>,
+        norm: f32,
+        s: &Shared<T>,
+        nu: usize,
+        (tx, ty): (usize, usize),
+        x0: i32,
+    ) {
+        let r = ((self.side - TILE) / 2) as i32;
+        let (hp, side) = (AUGMENT_HBUF_PITCH as usize, self.side as usize);
+        let first = ty * ROWS;
+        let in_rows = |row: usize| if STRIP { row } else { row.min(side - 1) };
+        let mut acc = [[0.0f32; C]; ROWS];
+        if FAST {
+            // Each blurred row read once, into the sums of every output row it reaches.
+            for u in 0..ROWS + FAST_TAPS - 1 {
+                // SAFETY: `in_rows(first + u) < TILE + 2 r = side`, `tx < TILE`: inside the
+                // blurred rows.
+                let v = unsafe { *s.scratch.add(in_rows(first + u) * hp + tx) };
+                for (i, a) in acc.iter_mut().enumerate() {
+                    if u >= i && u - i < FAST_TAPS {
+                        let wt = wts.at(u - i);
+                        for (c, x) in a.iter_mut().enumerate() {
+                            *x = fmaf(v.get(c), wt, *x);
+                        }
+                    }
+                }
+            }
+        } else {
+            for (i, a) in acc.iter_mut().enumerate() {
+                // SAFETY: `in_rows(first + i + t) < TILE + 2 r = side`, `tx < TILE`: inside the
+                // blurred rows.
+                *a = wts.dot::<C, T>(|t| unsafe {
+                    *s.scratch.add(in_rows(first + i + t) * hp + tx)
+                });
+            }
+        }
+        // Offsets inside an image fit `u32` (at most `2^32 - 1` values).
+        let (oh, ow, cu) = (p.out_h, p.out_w, C as u32);
+        let (row_o, px_o, ch_o) = if p.layout & AUGMENT_NHWC_OUT != 0 {
+            (ow * cu, cu, 1)
+        } else {
+            (ow, 1, oh * ow)
+        };
+        let dst = (p.y as *mut f32).wrapping_add(nu * C * oh as usize * ow as usize);
+        let gx = x0 as u32 + tx as u32;
+        let y0 = (self.top + r) as u32;
+        // The channels' statistics read into registers before the first store (the compiler
+        // would read them again after every store, which could alias them); then a pixel's
+        // channels one after the other, so that NHWC output fills each pixel's bytes at once.
+        // SAFETY: as above.
+        let stats: [(f32, f32); C] =
+            core::array::from_fn(|c| unsafe { ((*s.setup).mean[c], (*s.setup).inv_std[c]) });
+        // A tile wholly inside the image stores without checking each value's position.
+        let store = |checked: bool| {
+            for (i, a) in acc.iter().enumerate() {
+                let gy = y0 + (first + i) as u32;
+                let in_tile = STRIP || first + i < TILE as usize;
+                if in_tile && (!checked || (gy < oh && gx < ow)) {
+                    for (c, (mean, inv_std)) in stats.iter().enumerate() {
+                        let y = fmaf(a[c], norm, -mean) * inv_std;
+                        let at = gy * row_o + gx * px_o + c as u32 * ch_o;
+                        // SAFETY: `gy < out_h` and `gx < out_w` (checked, or the whole tile lies
+                        // inside), `c < channels`, `n < batch`: inside `p.y`.
+                        unsafe { dst.add(at as usize).write(y) };
+                    }
+                }
+            }
+        };
+        if y0 + TILE <= oh && x0 as u32 + TILE <= ow {
+            store(false);
+        } else {
+            store(true);
+        }
     }
 }
 
@@ -1045,20 +1149,20 @@ fn lane_for(fresh: bool) -> u32 {
 }
 
 /// Calls `cell(index, row, column)` for this thread's cells of a `rows x cols` rectangle, every
-/// `THREADS`-th in row-major order, the row and column advanced without dividing; this
+/// `threads(STRIP)`-th in row-major order, the row and column advanced without dividing; this
 /// thread's index read afresh with `fresh` ([`lane_for`]).
 #[inline(always)]
-fn for_cells(fresh: bool, rows: u32, cols: u32, mut cell: impl FnMut(u32, u32, u32)) {
+fn for_cells<const STRIP: bool>(rows: u32, cols: u32, mut cell: impl FnMut(u32, u32, u32)) {
     let div = SmallDiv::new(cols);
     let cols = div.d;
     let total = rows * cols;
-    let (step_r, step_c) = div.divmod(THREADS);
-    let k0 = lane_for(fresh);
+    let (step_r, step_c) = div.divmod(threads(STRIP));
+    let k0 = lane_for(!STRIP);
     let (mut r, mut c) = div.divmod(k0);
     let mut k = k0;
     while k < total {
         cell(k, r, c);
-        k += THREADS;
+        k += threads(STRIP);
         r += step_r;
         c += step_c;
         if c >= cols {
@@ -1381,7 +1485,7 @@ unsafe fn augment_block<
             // window is written by one thread and read after that barrier.
             unsafe {
                 next.tabulate::<false>(&rot(), s.table);
-                if lane() == THREADS - 1 {
+                if lane() == threads(STRIP) - 1 {
                     (*s.setup).whole = next.window(&rot(), (side - TILE, side - 1), (0, side - 1));
                 }
             }
@@ -1438,7 +1542,7 @@ unsafe fn augment_block<
                     // (`side * AUGMENT_HBUF_PITCH` pixels).
                     unsafe { *s.scratch.add(row * hp + seg * SEG + i) = out };
                 }
-                it += THREADS;
+                it += threads(STRIP);
             }
         } else {
             let mut row = ty;
@@ -1452,7 +1556,7 @@ unsafe fn augment_block<
                 }
                 // SAFETY: `row < side`, `tx < TILE`: inside the scratch region.
                 unsafe { *s.scratch.add(row * hp + tx) = out };
-                row += IMAGE_BLOCK_Y as usize;
+                row += warps(STRIP) as usize;
             }
         }
         // SAFETY: every thread of the block reaches this barrier; it publishes the rows, and
@@ -1466,67 +1570,15 @@ unsafe fn augment_block<
             unsafe { tile.copy_halo(s.rotated) };
         }
 
-        // Columns, normalisation and the store: each warp takes `ROWS` consecutive output rows
-        // of the tile, one column per thread.
-        const ROWS: usize = (TILE / IMAGE_BLOCK_Y) as usize;
-        let first = ty * ROWS;
-        let mut acc = [[0.0f32; C]; ROWS];
-        if FAST {
-            // Each blurred row read once, into the sums of every output row it reaches.
-            for u in 0..ROWS + FAST_TAPS - 1 {
-                // SAFETY: `first + u < TILE + 2 r = side`, `tx < TILE`: inside the blurred rows.
-                let v = unsafe { *s.scratch.add((first + u) * hp + tx) };
-                for (i, a) in acc.iter_mut().enumerate() {
-                    if u >= i && u - i < FAST_TAPS {
-                        let wt = wts.at(u - i);
-                        for (c, x) in a.iter_mut().enumerate() {
-                            *x = fmaf(v.get(c), wt, *x);
-                        }
-                    }
-                }
+        // Columns, normalisation and the store: each warp takes consecutive output rows of the
+        // tile, four in the strip kernels' eight warps, five in the one-tile kernels' seven.
+        // SAFETY: the blurred rows and the setup record were published by the barriers above.
+        unsafe {
+            if STRIP {
+                tile.vblur_store::<C, T, FAST, 4>(p, &wts, norm, &s, nu, (tx, ty), x0);
+            } else {
+                tile.vblur_store::<C, T, FAST, 5>(p, &wts, norm, &s, nu, (tx, ty), x0);
             }
-        } else {
-            for (i, a) in acc.iter_mut().enumerate() {
-                // SAFETY: `first + i + t < TILE + 2 r = side`, `tx < TILE`: inside the blurred
-                // rows.
-                *a = wts.dot::<C, T>(|t| unsafe { *s.scratch.add((first + i + t) * hp + tx) });
-            }
-        }
-        // Offsets inside an image fit `u32` (at most `2^32 - 1` values).
-        let (oh, ow, cu) = (p.out_h, p.out_w, C as u32);
-        let (row_o, px_o, ch_o) = if p.layout & AUGMENT_NHWC_OUT != 0 {
-            (ow * cu, cu, 1)
-        } else {
-            (ow, 1, oh * ow)
-        };
-        let dst = (p.y as *mut f32).wrapping_add(nu * C * oh as usize * ow as usize);
-        let gx = x0 as u32 + tx as u32;
-        let y0 = (tile.top + r) as u32;
-        // The channels' statistics read into registers before the first store (the compiler
-        // would read them again after every store, which could alias them); then a pixel's
-        // channels one after the other, so that NHWC output fills each pixel's bytes at once.
-        // SAFETY: as above.
-        let stats: [(f32, f32); C] =
-            core::array::from_fn(|c| unsafe { ((*s.setup).mean[c], (*s.setup).inv_std[c]) });
-        // A tile wholly inside the image stores without checking each value's position.
-        let store = |checked: bool| {
-            for (i, a) in acc.iter().enumerate() {
-                let gy = y0 + (first + i) as u32;
-                if !checked || (gy < oh && gx < ow) {
-                    for (c, (mean, inv_std)) in stats.iter().enumerate() {
-                        let y = fmaf(a[c], norm, -mean) * inv_std;
-                        let at = gy * row_o + gx * px_o + c as u32 * ch_o;
-                        // SAFETY: `gy < out_h` and `gx < out_w` (checked, or the whole tile lies
-                        // inside), `c < channels`, `n < batch`: inside `p.y`.
-                        unsafe { dst.add(at as usize).write(y) };
-                    }
-                }
-            }
-        };
-        if y0 + TILE <= oh && x0 as u32 + TILE <= ow {
-            store(false);
-        } else {
-            store(true);
         }
         tile = next;
         band += 1;

@@ -93,13 +93,14 @@ const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
         "libdevice sincosf Payne-Hanek reduction (f16 inputs never reach it)",
     ),
     // The fused augmentation's 7-tap kernels (one tile or a strip of them per block, each
-    // rotation) are bounded to 64 registers so that four blocks (their shared memory allows
-    // four) share an SM; a few block-level values kept across the steps spill (on sm_80 more
-    // than on sm_90, where `augment_strip_c3`, seed 003's kernel, spills none).
-    ("augment_c1", 32, 64, FOUR_BLOCKS),
-    ("augment_c2", 32, 64, FOUR_BLOCKS),
-    ("augment_c3", 32, 96, FOUR_BLOCKS),
-    ("augment_c4", 48, 128, FOUR_BLOCKS),
+    // rotation) are bounded so that four blocks (their shared memory allows four) share an SM:
+    // 64 registers for the strips' eight warps, 72 for the one-tile kernels' seven. A few
+    // block-level values kept across the steps may spill (on sm_80 more than on sm_90, where
+    // `augment_strip_c3`, seed 003's kernel, spills none).
+    ("augment_c1", 16, 32, FOUR_BLOCKS),
+    ("augment_c2", 16, 32, FOUR_BLOCKS),
+    ("augment_c3", 16, 32, FOUR_BLOCKS),
+    ("augment_c4", 16, 32, FOUR_BLOCKS),
     // The strip kernels (`augment_strip_*`, `augment_bilinear_strip_*`) run at seed 003's
     // batches, where their four blocks' shared memory leaves the SM little L1 for spills (they
     // go on to L2): their allowances are kept tight.
@@ -107,10 +108,10 @@ const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
     ("augment_strip_c2", 16, 32, FOUR_BLOCKS),
     ("augment_strip_c3", 24, 32, FOUR_BLOCKS),
     ("augment_strip_c4", 16, 32, FOUR_BLOCKS),
-    ("augment_bilinear_c1", 64, 128, FOUR_BLOCKS),
-    ("augment_bilinear_c2", 64, 128, FOUR_BLOCKS),
-    ("augment_bilinear_c3", 64, 224, FOUR_BLOCKS),
-    ("augment_bilinear_c4", 64, 256, FOUR_BLOCKS),
+    ("augment_bilinear_c1", 16, 32, FOUR_BLOCKS),
+    ("augment_bilinear_c2", 16, 32, FOUR_BLOCKS),
+    ("augment_bilinear_c3", 16, 32, FOUR_BLOCKS),
+    ("augment_bilinear_c4", 16, 32, FOUR_BLOCKS),
     ("augment_bilinear_strip_c1", 16, 32, FOUR_BLOCKS),
     ("augment_bilinear_strip_c2", 16, 32, FOUR_BLOCKS),
     ("augment_bilinear_strip_c3", 16, 32, FOUR_BLOCKS),

@@ -3,7 +3,7 @@
 use super::{
     check_len, check_sigma, gaussian_blur, layout_bits, normalize, resize, resize_scale, roi_align,
     roi_sampling_grid, rotate, tile_grid, to_float_relayout, to_float_scale, ChannelStats, Interp,
-    Layout, PerImage, ResizeMode, RoiBoxes, Shape, Sigma, BLOCK,
+    Layout, PerImage, ResizeMode, RoiBoxes, Shape, Sigma,
 };
 use crate::error::{DriverContext, Error, Result};
 use crate::runtime::Gpu;
@@ -11,8 +11,8 @@ use crate::spec::image::{AugmentConfig, AugmentDraw};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::Arc;
 use streamline_abi::image::{
-    augment_kernel, augment_shared_bytes, AugmentParams, AUGMENT_NHWC_IN, AUGMENT_NHWC_OUT,
-    ROI_MAX_SAMPLES_PER_BIN, TILE,
+    augment_block_dim, augment_kernel, augment_shared_bytes, AugmentParams, AUGMENT_NHWC_IN,
+    AUGMENT_NHWC_OUT, ROI_MAX_SAMPLES_PER_BIN, TILE,
 };
 
 /// An augmentation ready to run: configuration and draw validated and on the device.
@@ -250,7 +250,7 @@ impl Augment {
                 stream,
                 augment_kernel(p.channels, p.ksize, p.strip, p.nearest != 0),
                 grid,
-                BLOCK,
+                augment_block_dim(p.ksize, p.strip),
                 smem,
                 p,
             )
