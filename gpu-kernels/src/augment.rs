@@ -50,8 +50,8 @@ use streamline_abi::image::{
     augment_pitch, augment_radius, augment_scratch_px, augment_side, augment_taps_len,
     AugmentParams, AUGMENT_CROP_TAPS, AUGMENT_FAST_RADIUS, AUGMENT_HBUF_PITCH,
     AUGMENT_INPUT_BUDGET, AUGMENT_NHWC_IN, AUGMENT_NHWC_OUT, AUGMENT_ONE_TILE_WARPS,
-    AUGMENT_SETUP_BYTES, IMAGE_BLOCK_X,
-    IMAGE_BLOCK_Y, MAX_KERNEL_SIZE, ROI_MAX_SAMPLES_PER_BIN, TILE,
+    AUGMENT_SETUP_BYTES, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, MAX_KERNEL_SIZE, ROI_MAX_SAMPLES_PER_BIN,
+    TILE,
 };
 use streamline_abi::image::{
     AUGMENT_BILINEAR_C1, AUGMENT_BILINEAR_C2, AUGMENT_BILINEAR_C3, AUGMENT_BILINEAR_C4,
@@ -1052,9 +1052,8 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             for (i, a) in acc.iter_mut().enumerate() {
                 // SAFETY: `in_rows(first + i + t) < TILE + 2 r = side`, `tx < TILE`: inside the
                 // blurred rows.
-                *a = wts.dot::<C, T>(|t| unsafe {
-                    *s.scratch.add(in_rows(first + i + t) * hp + tx)
-                });
+                *a = wts
+                    .dot::<C, T>(|t| unsafe { *s.scratch.add(in_rows(first + i + t) * hp + tx) });
             }
         }
         // Offsets inside an image fit `u32` (at most `2^32 - 1` values).
