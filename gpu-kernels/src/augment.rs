@@ -80,6 +80,15 @@ const fn threads(strip: bool) -> u32 {
     IMAGE_BLOCK_X * warps(strip)
 }
 
+/// Output rows of a tile per warp in the vertical pass: the strips' eight warps share them
+/// evenly, the one-tile kernels' seven take five each (the last warp two).
+const STRIP_ROWS: usize = (TILE / IMAGE_BLOCK_Y) as usize;
+const ONE_TILE_ROWS: usize = TILE.div_ceil(AUGMENT_ONE_TILE_WARPS) as usize;
+const _: () = assert!(STRIP_ROWS * IMAGE_BLOCK_Y as usize == TILE as usize);
+const _: () = assert!(ONE_TILE_ROWS * AUGMENT_ONE_TILE_WARPS as usize >= TILE as usize);
+// The block's setup takes threads up to 160 + channels (at most 4): every block has them.
+const _: () = assert!(160 + 4 <= threads(false) && threads(false) <= threads(true));
+
 /// Side of the parts of the haloed tile when its whole window does not fit. A part spans at
 /// most 15 pixels along each axis, also after reflection at the image border, so its source
 /// points span at most `15 sqrt(2)` resized pixels whatever the angle; the window's resized rows
@@ -1570,13 +1579,13 @@ unsafe fn augment_block<
         }
 
         // Columns, normalisation and the store: each warp takes consecutive output rows of the
-        // tile, four in the strip kernels' eight warps, five in the one-tile kernels' seven.
+        // tile (`STRIP_ROWS` or `ONE_TILE_ROWS`).
         // SAFETY: the blurred rows and the setup record were published by the barriers above.
         unsafe {
             if STRIP {
-                tile.vblur_store::<C, T, FAST, 4>(p, &wts, norm, &s, nu, (tx, ty), x0);
+                tile.vblur_store::<C, T, FAST, STRIP_ROWS>(p, &wts, norm, &s, nu, (tx, ty), x0);
             } else {
-                tile.vblur_store::<C, T, FAST, 5>(p, &wts, norm, &s, nu, (tx, ty), x0);
+                tile.vblur_store::<C, T, FAST, ONE_TILE_ROWS>(p, &wts, norm, &s, nu, (tx, ty), x0);
             }
         }
         tile = next;
