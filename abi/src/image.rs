@@ -51,15 +51,13 @@ pub const AUGMENT_SETUP_BYTES: u32 = 256;
 /// four blocks per SM, which their one tile per block gains from.
 pub const AUGMENT_ONE_TILE_WARPS: u32 = 7;
 
-/// The block [`augment_kernel`]`(channels, k, strip, nearest)` is launched with:
-/// [`IMAGE_BLOCK_X`] threads by [`AUGMENT_ONE_TILE_WARPS`] for the one-tile kernels, by
-/// [`IMAGE_BLOCK_Y`] for the others.
-pub const fn augment_block_dim(k: u32, strip: u32) -> (u32, u32, u32) {
-    let one_tile = augment_radius(k) == AUGMENT_FAST_RADIUS && strip <= 1;
-    let warps = if one_tile {
-        AUGMENT_ONE_TILE_WARPS
-    } else {
-        IMAGE_BLOCK_Y
+/// The block an [`augment_kernel`] is launched with: rows of [`IMAGE_BLOCK_X`] threads up to
+/// its launch bound ([`AUGMENT_ONE_TILE_WARPS`] of them for the one-tile kernels,
+/// [`IMAGE_BLOCK_Y`] for the others).
+pub const fn augment_block_dim(kernel: Kernel<AugmentParams>) -> (u32, u32, u32) {
+    let warps = match kernel.bounds() {
+        Some(b) => b.max_threads / IMAGE_BLOCK_X,
+        None => IMAGE_BLOCK_Y,
     };
     (IMAGE_BLOCK_X, warps, 1)
 }

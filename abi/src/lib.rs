@@ -149,8 +149,8 @@ mod tests {
             for nearest in [true, false] {
                 for strip in [1, 2, 8] {
                     for k in [1, 3, 7, 9, 31] {
-                        let (x, y, z) = augment_block_dim(k, strip);
                         let kernel = augment_kernel(c, k, strip, nearest);
+                        let (x, y, z) = augment_block_dim(kernel);
                         let bounds = kernel.bounds().expect("augment kernels declare bounds");
                         assert_eq!(x * y * z, bounds.max_threads, "{}", kernel.name());
                         let one_tile = k <= 7 && strip == 1;

@@ -1619,9 +1619,9 @@ macro_rules! augment_kernels {
             /// `ceil(out_w / 32) * ceil(ceil(out_h / 32) / strip)` and `ceil(out_w / 32)`,
             /// `scale_y` and `scale_x` are `crop_h / out_h` and `crop_w / out_w`; grid
             /// `ceil(out_w / 32) * ceil(ceil(out_h / 32) / strip) * batch` blocks of 32 x 8
-            /// threads (32 x 7 for the `augment_c*` and `augment_bilinear_c*` kernels, as
-            /// `augment_block_dim` says) with `augment_shared_bytes(channels, ksize)` bytes of
-            /// dynamic shared memory.
+            /// threads (32 x 7 for the `augment_c*` and `augment_bilinear_c*` kernels:
+            /// `augment_block_dim` of the kernel) with `augment_shared_bytes(channels, ksize)`
+            /// bytes of dynamic shared memory.
             pub unsafe fn $name(p: AugmentParams) {
                 // SAFETY: forwarded.
                 unsafe { augment_block::<$c, $px, $fast, $strip, $rot, $copy>(&p) }

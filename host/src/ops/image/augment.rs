@@ -242,19 +242,11 @@ impl Augment {
                 ),
             ));
         }
+        let kernel = augment_kernel(p.channels, p.ksize, p.strip, p.nearest != 0);
         // SAFETY: every parameter was validated in `Augment::new` (channels, crop, size, kernel
         // size, per-image arrays of `n`), lengths checked above; the shared memory is what the
-        // kernel uses for these sizes.
-        unsafe {
-            gpu.launch_shared(
-                stream,
-                augment_kernel(p.channels, p.ksize, p.strip, p.nearest != 0),
-                grid,
-                augment_block_dim(p.ksize, p.strip),
-                smem,
-                p,
-            )
-        }
+        // kernel uses for these sizes, and the block fills the kernel's launch bound.
+        unsafe { gpu.launch_shared(stream, kernel, grid, augment_block_dim(kernel), smem, p) }
     }
 
     /// Runs the same transform as six separate kernels with their intermediates in `scratch`
