@@ -220,9 +220,25 @@ fn roi_align_matches_reference() {
         let rb = RoiBoxes::upload(g.stream(), &boxes).unwrap();
         let out = Shape::new(boxes.len(), s.c, o.out_h, o.out_w);
         let mut y = poisoned(out.len());
+        // A box whose adaptive sampling grid exceeds the bound is refused before any launch.
+        let too_many = boxes.iter().any(|b| {
+            let (gh, gw) = streamline::spec::image::roi_sampling_grid(b, &o);
+            gh * gw > streamline_abi::image::ROI_MAX_SAMPLES_PER_BIN as i64
+        });
         {
             let mut yv = y.slice_mut(GUARD..GUARD + out.len());
-            roi_align(g, g.stream(), s, &xd, &rb, o, &mut yv).unwrap();
+            let r = roi_align(g, g.stream(), s, &xd, &rb, o, &mut yv);
+            if too_many {
+                prop_assert!(
+                    matches!(
+                        r,
+                        Err(streamline::error::Error::InvalidArgument { arg: "boxes", .. })
+                    ),
+                    "{r:?}"
+                );
+                return Ok(());
+            }
+            r.unwrap();
         }
         let got = fetch(&y, out.len())?;
         let xs: Vec<f64> = x.iter().map(|&v| v as f64).collect();
