@@ -504,6 +504,23 @@ declare! {
     pub const AUGMENT_BILINEAR_STRIP_C3: Kernel<AugmentParams> = Kernel::new("augment_bilinear_strip_c3").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
     /// [`AUGMENT_STRIP_C4`] with bilinear rotation.
     pub const AUGMENT_BILINEAR_STRIP_C4: Kernel<AugmentParams> = Kernel::new("augment_bilinear_strip_c4").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_C1`] with the crop and resize composed in integers: for a whole-pixel crop box
+    /// of the crop's size inside the image, enlarged exactly twofold (see [`augment_dyadic`]).
+    pub const AUGMENT_DYADIC_C1: Kernel<AugmentParams> = Kernel::new("augment_dyadic_c1").with_bounds(IMAGE_BLOCK_X * AUGMENT_ONE_TILE_WARPS, 4);
+    /// [`AUGMENT_C2`], dyadic.
+    pub const AUGMENT_DYADIC_C2: Kernel<AugmentParams> = Kernel::new("augment_dyadic_c2").with_bounds(IMAGE_BLOCK_X * AUGMENT_ONE_TILE_WARPS, 4);
+    /// [`AUGMENT_C3`], dyadic.
+    pub const AUGMENT_DYADIC_C3: Kernel<AugmentParams> = Kernel::new("augment_dyadic_c3").with_bounds(IMAGE_BLOCK_X * AUGMENT_ONE_TILE_WARPS, 4);
+    /// [`AUGMENT_C4`], dyadic.
+    pub const AUGMENT_DYADIC_C4: Kernel<AugmentParams> = Kernel::new("augment_dyadic_c4").with_bounds(IMAGE_BLOCK_X * AUGMENT_ONE_TILE_WARPS, 4);
+    /// [`AUGMENT_STRIP_C1`], dyadic.
+    pub const AUGMENT_DYADIC_STRIP_C1: Kernel<AugmentParams> = Kernel::new("augment_dyadic_strip_c1").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_STRIP_C2`], dyadic.
+    pub const AUGMENT_DYADIC_STRIP_C2: Kernel<AugmentParams> = Kernel::new("augment_dyadic_strip_c2").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_STRIP_C3`], dyadic.
+    pub const AUGMENT_DYADIC_STRIP_C3: Kernel<AugmentParams> = Kernel::new("augment_dyadic_strip_c3").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_STRIP_C4`], dyadic.
+    pub const AUGMENT_DYADIC_STRIP_C4: Kernel<AugmentParams> = Kernel::new("augment_dyadic_strip_c4").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
     /// 1 channel, blur kernels of 9 taps or more (strips of tiles, `strip` of at least 1), either
     /// rotation.
     pub const AUGMENT_WIDE_C1: Kernel<AugmentParams> = Kernel::new("augment_wide_c1").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 2);
@@ -515,20 +532,60 @@ declare! {
     pub const AUGMENT_WIDE_C4: Kernel<AugmentParams> = Kernel::new("augment_wide_c4").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 2);
 }
 
+/// Whether the fused augmentation may take its dyadic kernels (`augment_dyadic_*`, nearest
+/// rotation, up to 7 taps): each crop box (`[x1, y1, x2, y2]`) has whole-pixel corners inside
+/// the `image` (height, width) and the crop's size (`crop`, height and width), and the crop is
+/// enlarged exactly twofold to `out`. Then every crop pixel is the mean of a 2 x 2 input
+/// block (or of fewer at the image's last row and column) and every resize weight a quarter,
+/// so each resized value is a sum of at most nine input bytes with weights in 64ths: exact in
+/// integers, and equal to what the f32 crop and resize give.
+pub fn augment_dyadic(
+    crop: (u32, u32),
+    out: (u32, u32),
+    image: (u32, u32),
+    boxes: &[[f32; 4]],
+) -> bool {
+    let whole = |v: f32, max: u32| v >= 0.0 && v <= max as f32 && (v as u32) as f32 == v;
+    out.0 == 2 * crop.0
+        && out.1 == 2 * crop.1
+        && boxes.iter().all(|b| {
+            whole(b[0], image.1)
+                && whole(b[1], image.0)
+                && whole(b[2], image.1)
+                && whole(b[3], image.0)
+                && b[2] - b[0] == crop.1 as f32
+                && b[3] - b[1] == crop.0 as f32
+        })
+}
+
 /// The fused augmentation's kernel for `channels` (1 to [`AUGMENT_MAX_CHANNELS`]; more take
 /// the 4-channel kernel, which the host never launches for them), blur kernel size `k`, strips
 /// of `strip` tiles ([`AugmentParams::strip`]) and nearest or bilinear rotation
-/// ([`AugmentParams::nearest`]). One kernel per channel count keeps each one's registers to its
-/// own needs, and so does the 7-tap kernels' instance for one tile per block and for each
-/// rotation; the wider kernels take strips of any length and either rotation.
+/// ([`AugmentParams::nearest`]), and for nearest rotation the dyadic kernels where `dyadic`
+/// (the draw passes [`augment_dyadic`]). One kernel per channel count keeps each one's
+/// registers to its own needs, and so does the 7-tap kernels' instance for one tile per block
+/// and for each rotation; the wider kernels take strips of any length and either rotation.
 pub const fn augment_kernel(
     channels: u32,
     k: u32,
     strip: u32,
     nearest: bool,
+    dyadic: bool,
 ) -> Kernel<AugmentParams> {
     let fast = augment_radius(k) == AUGMENT_FAST_RADIUS;
     let family = match (fast, strip > 1, nearest) {
+        (true, false, true) if dyadic => [
+            AUGMENT_DYADIC_C1,
+            AUGMENT_DYADIC_C2,
+            AUGMENT_DYADIC_C3,
+            AUGMENT_DYADIC_C4,
+        ],
+        (true, true, true) if dyadic => [
+            AUGMENT_DYADIC_STRIP_C1,
+            AUGMENT_DYADIC_STRIP_C2,
+            AUGMENT_DYADIC_STRIP_C3,
+            AUGMENT_DYADIC_STRIP_C4,
+        ],
         (true, false, true) => [AUGMENT_C1, AUGMENT_C2, AUGMENT_C3, AUGMENT_C4],
         (true, true, true) => [
             AUGMENT_STRIP_C1,

@@ -130,14 +130,78 @@ mod tests {
                 (3, false, std::format!("augment_bilinear_strip_c{cn}")),
             ] {
                 for k in [1, 3, 5, 7] {
-                    assert_eq!(augment_kernel(c, k, strip, nearest).name(), want);
+                    assert_eq!(augment_kernel(c, k, strip, nearest, false).name(), want);
                 }
                 assert_eq!(
-                    augment_kernel(c, 9, strip, nearest).name(),
+                    augment_kernel(c, 9, strip, nearest, false).name(),
                     std::format!("augment_wide_c{cn}")
                 );
             }
         }
+    }
+
+    /// The dyadic kernels: taken for nearest rotation and up to 7 taps where the draw allows
+    /// them, the others unchanged.
+    #[test]
+    fn augment_kernel_picks_dyadic_for_nearest_fast_kernels() {
+        use crate::image::augment_kernel;
+        for c in 1..=4u32 {
+            for k in [1, 3, 7] {
+                assert_eq!(
+                    augment_kernel(c, k, 1, true, true).name(),
+                    std::format!("augment_dyadic_c{c}")
+                );
+                assert_eq!(
+                    augment_kernel(c, k, 2, true, true).name(),
+                    std::format!("augment_dyadic_strip_c{c}")
+                );
+                for strip in [1, 2] {
+                    assert_eq!(
+                        augment_kernel(c, k, strip, false, true).name(),
+                        augment_kernel(c, k, strip, false, false).name()
+                    );
+                }
+            }
+            assert_eq!(
+                augment_kernel(c, 9, 2, true, true).name(),
+                std::format!("augment_wide_c{c}")
+            );
+        }
+    }
+
+    /// The dyadic path's condition: whole-pixel boxes of the crop's size inside the image, the
+    /// crop enlarged exactly twofold; anything else takes the general kernels.
+    #[test]
+    fn augment_dyadic_needs_whole_boxes_of_the_crop_enlarged_twofold() {
+        use crate::image::augment_dyadic;
+        let ok = |boxes: &[[f32; 4]], out: u32| {
+            augment_dyadic((128, 128), (out, out), (256, 256), boxes)
+        };
+        assert!(ok(
+            &[[0.0, 0.0, 128.0, 128.0], [128.0, 17.0, 256.0, 145.0]],
+            256
+        ));
+        assert!(ok(&[], 256));
+        assert!(!ok(&[[0.0, 0.0, 128.0, 128.0]], 255));
+        assert!(!ok(&[[0.0, 0.0, 128.0, 128.0]], 384));
+        assert!(!ok(&[[0.5, 0.0, 128.5, 128.0]], 256));
+        assert!(!ok(&[[0.0, 0.0, 127.0, 128.0]], 256));
+        assert!(!ok(&[[0.0, 0.0, 128.0, 127.75]], 256));
+        assert!(!ok(&[[129.0, 0.0, 257.0, 128.0]], 256));
+        assert!(!ok(&[[-1.0, 0.0, 127.0, 128.0]], 256));
+        assert!(!ok(&[[f32::NAN, 0.0, 128.0, 128.0]], 256));
+        assert!(!augment_dyadic(
+            (128, 64),
+            (256, 256),
+            (256, 256),
+            &[[0.0, 0.0, 64.0, 128.0]]
+        ));
+        assert!(augment_dyadic(
+            (128, 64),
+            (256, 128),
+            (256, 256),
+            &[[0.0, 0.0, 64.0, 128.0]]
+        ));
     }
 
     /// The block each augmentation kernel is launched with fills its launch bounds exactly:
@@ -146,10 +210,10 @@ mod tests {
     fn augment_block_matches_each_kernels_bounds() {
         use crate::image::{augment_block_dim, augment_kernel, AUGMENT_ONE_TILE_WARPS};
         for c in 1..=4u32 {
-            for nearest in [true, false] {
+            for (nearest, dyadic) in [(true, false), (false, false), (true, true)] {
                 for strip in [1, 2, 8] {
                     for k in [1, 3, 7, 9, 31] {
-                        let kernel = augment_kernel(c, k, strip, nearest);
+                        let kernel = augment_kernel(c, k, strip, nearest, dyadic);
                         let (x, y, z) = augment_block_dim(kernel);
                         let bounds = kernel.bounds().expect("augment kernels declare bounds");
                         assert_eq!(x * y * z, bounds.max_threads, "{}", kernel.name());

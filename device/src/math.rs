@@ -181,3 +181,22 @@ pub fn fabsf(x: f32) -> f32 {
     // SAFETY: a pure function of its argument.
     unsafe { __nv_fabsf(x) }
 }
+
+/// `c + a.b0 * b.b0 + a.b1 * b.b1 + a.b2 * b.b2 + a.b3 * b.b3` over the unsigned bytes of `a`
+/// and `b` (`dp4a.u32.u32`), wrapping at `2^32`: four byte products summed in one instruction.
+#[inline(always)]
+pub fn dp4a(a: u32, b: u32, c: u32) -> u32 {
+    let d: u32;
+    // SAFETY: an arithmetic instruction on registers only.
+    unsafe {
+        core::arch::asm!(
+            "dp4a.u32.u32 {d}, {a}, {b}, {c};",
+            d = out(reg32) d,
+            a = in(reg32) a,
+            b = in(reg32) b,
+            c = in(reg32) c,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+    }
+    d
+}

@@ -26,6 +26,16 @@
 //!    (where the window was), a vertical pass, then `(blurred - mean) / std` stored straight to
 //!    the output. Kernels of up to 7 taps run as 7 taps with their weights in registers.
 //!
+//! **The dyadic kernels** (`augment_dyadic_*`, nearest rotation, up to 7 taps) take the place of
+//! steps 1 and 2's crop window where the host finds every crop box whole-pixel, of the crop's
+//! size and enlarged exactly twofold (`augment_dyadic` in the ABI): then a resized value is a
+//! sum of at most 3 x 3 input bytes with weights in 64ths. The block stages the input window
+//! itself (per row and four columns, every channel's word of those columns' bytes and of the
+//! next four) with tables of the crop and resize taps composed, and each rotated pixel sums its
+//! nine bytes per channel in integers with `dp4a`, exactly, then scales by `scale / 64`: the
+//! same bits as the crop and resize in f32 for the default scale of 1 (every intermediate is
+//! exact there), one rounding otherwise. No crop window, no crop pass and its barrier.
+//!
 //! The haloed tiles of a tile and the next one below share the blur's `2 r` halo rows: the
 //! next tile keeps them and rotates only its 32 new ones. The rotated tile is either a ring of
 //! rows or, in the nearest 7-tap strips of 1, 2 and 4 channels, a plain tile whose last `2 r`
@@ -56,13 +66,15 @@ use streamline_abi::image::{
 use streamline_abi::image::{
     AUGMENT_BILINEAR_C1, AUGMENT_BILINEAR_C2, AUGMENT_BILINEAR_C3, AUGMENT_BILINEAR_C4,
     AUGMENT_BILINEAR_STRIP_C1, AUGMENT_BILINEAR_STRIP_C2, AUGMENT_BILINEAR_STRIP_C3,
-    AUGMENT_BILINEAR_STRIP_C4, AUGMENT_C1, AUGMENT_C2, AUGMENT_C3, AUGMENT_C4, AUGMENT_STRIP_C1,
+    AUGMENT_BILINEAR_STRIP_C4, AUGMENT_C1, AUGMENT_C2, AUGMENT_C3, AUGMENT_C4, AUGMENT_DYADIC_C1,
+    AUGMENT_DYADIC_C2, AUGMENT_DYADIC_C3, AUGMENT_DYADIC_C4, AUGMENT_DYADIC_STRIP_C1,
+    AUGMENT_DYADIC_STRIP_C2, AUGMENT_DYADIC_STRIP_C3, AUGMENT_DYADIC_STRIP_C4, AUGMENT_STRIP_C1,
     AUGMENT_STRIP_C2, AUGMENT_STRIP_C3, AUGMENT_STRIP_C4, AUGMENT_WIDE_C1, AUGMENT_WIDE_C2,
     AUGMENT_WIDE_C3, AUGMENT_WIDE_C4,
 };
 use streamline_device::kernel;
-use streamline_device::math::{fast_div, floor_i32};
-use streamline_device::mem::{ldg_u8, lds4, shared_addr};
+use streamline_device::math::{dp4a, fast_div, floor_i32};
+use streamline_device::mem::{ldg, ldg_u8, lds2, lds4, shared_addr};
 use streamline_device::thread::{block_x, sync_block, sync_block_or, thread_xy, thread_xy_fresh};
 
 /// Warps of a block: eight in the strip kernels, [`AUGMENT_ONE_TILE_WARPS`] in the one-tile ones
@@ -284,6 +296,76 @@ impl Crop {
             v |= (b as u32) << (8 * k);
         }
         v
+    }
+
+    /// Channel `k` of input row `r` (inside the image) at columns `c ..= c + 3`, packed little
+    /// end first; columns past the image's last read that column instead.
+    #[inline(always)]
+    fn word(&self, r: i32, c: i32, k: u32) -> u32 {
+        let (row, px, ch) = self.strides;
+        let base = r as u32 * row + k * ch;
+        let mut v = 0u32;
+        for b in 0..4 {
+            let col = (c + b).min(self.w - 1).max(0) as u32;
+            // SAFETY: `(r, col)` lies inside the image and `k < channels`: inside `p.x`.
+            let x = unsafe { ldg_u8(self.img.add((base + col * px) as usize)) };
+            v |= (x as u32) << (8 * b);
+        }
+        v
+    }
+
+    /// Whether every channel row of the input starts 4-byte aligned with one byte a pixel
+    /// (NCHW, `p.x` and the width multiples of 4), so that [`Crop::word`] of a column that is
+    /// a multiple of 4 can read its word at once ([`Crop::word_at_once`]).
+    #[inline(always)]
+    fn words_aligned(&self) -> bool {
+        let (row, px, ch) = self.strides;
+        px == 1 && row % 4 == 0 && ch % 4 == 0 && self.img as usize % 4 == 0
+    }
+
+    /// [`Crop::word`] of column `c`, a multiple of 4, with one 4-byte load where
+    /// [`Crop::words_aligned`]: columns from the image's width on read the last word instead
+    /// (the width is a multiple of 4), which callers give no weight.
+    #[inline(always)]
+    fn word_at_once(&self, r: i32, c: i32, k: u32) -> u32 {
+        let (row, _, ch) = self.strides;
+        let c = c.min(self.w - 4).max(0) as u32;
+        let off = r as u32 * row + k * ch + c;
+        // SAFETY: `(r, c ..= c + 3)` lie inside the image's row and `k < channels`: inside
+        // `p.x`; the address is 4-byte aligned (`words_aligned`).
+        unsafe { ldg(self.img.add(off as usize).cast::<f32>()).to_bits() }
+    }
+
+    /// Along one axis of `n` input pixels (`of` a crop index gives its sample point), the
+    /// resize taps `t` composed with the crop's: the first input index they read and the three
+    /// weights of it and the next two, in eighths. Exact when every weight is a multiple of
+    /// an eighth (a whole-pixel box of the crop's size, enlarged twofold, see
+    /// `augment_dyadic`): the resize's weights are quarters and the crop's halves.
+    #[inline(always)]
+    fn composed(t: LinearTaps, n: i32, of: impl Fn(u32) -> f32) -> (i32, [u32; 3]) {
+        let (a, b) = (
+            RoiTap::new(of(t.i0 as u32), n),
+            RoiTap::new(of(t.i1 as u32), n),
+        );
+        let base = a.lo;
+        // Weight `wt` (in eighths) of input index `i`, at its place among the three.
+        let at = |i: i32, wt: f32, valid: bool| {
+            let v = if valid { (8.0 * wt) as u32 } else { 0 };
+            let d = i - base;
+            [
+                if d == 0 { v } else { 0 },
+                if d == 1 { v } else { 0 },
+                if d >= 2 { v } else { 0 },
+            ]
+        };
+        let parts = [
+            at(a.lo, t.l0 * a.h, a.valid),
+            at(a.hi, t.l0 * a.l, a.valid),
+            at(b.lo, t.l1 * b.h, b.valid),
+            at(b.hi, t.l1 * b.l, b.valid),
+        ];
+        let w = core::array::from_fn(|k| parts[0][k] + parts[1][k] + parts[2][k] + parts[3][k]);
+        (base, w)
     }
 }
 
@@ -508,6 +590,8 @@ struct Shared<T> {
     /// The crop window, later the horizontally blurred tile (`side` rows of
     /// `AUGMENT_HBUF_PITCH`).
     scratch: *mut T,
+    /// Its 32-bit shared-memory address, for the dyadic path's reads.
+    scratch_at: u32,
     /// The staged input window, packed pixels.
     input: *mut u32,
 }
@@ -825,6 +909,170 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         });
     }
 
+    /// Bytes of one entry of the dyadic path's staged input window: every channel's word of
+    /// four columns and the next word ([`Tile::stage_dyadic`]), for `T` slots of `C` channels.
+    #[inline(always)]
+    fn dyadic_entry<T>() -> u32 {
+        2 * size_of::<T>() as u32
+    }
+
+    /// The dyadic path's staging (`augment_dyadic_*`): instead of the crop window, the input
+    /// window `iw` itself goes into the scratch region, one entry per row and four columns
+    /// holding every channel's word of its four columns' bytes, then every channel's word of
+    /// the next four (so that one entry serves any three consecutive columns from its own);
+    /// the resize-tap tables hold the resize and crop taps composed ([`Crop::composed`]). A row
+    /// entry: the row's byte offset and its three rows' weights; a column entry: its entry's
+    /// byte offset and the three columns' weights as bytes of the two words, in place. Returns
+    /// the bytes from one staged row to the next.
+    ///
+    /// # Safety
+    /// `s` must be the block's shared memory, the scratch region and the tap tables read by no
+    /// other thread until the next barrier.
+    #[inline(always)]
+    unsafe fn stage_dyadic<const C: usize, T: Px>(
+        &self,
+        crop: &Crop,
+        win: &Window,
+        iw: InputWindow,
+        s: &Shared<T>,
+    ) -> u32 {
+        let es = Self::dyadic_entry::<T>();
+        // The window's first column a multiple of 4, so that aligned inputs load whole words.
+        let c0 = iw.c0 & !3;
+        // Entries of a row, and the bytes from one row to the next: an odd number of 16-byte
+        // units (8 bytes for one channel), so that rows read together fall in other banks, and
+        // the entries' loads stay aligned.
+        let layout = |rows: u32, cols: u32| {
+            let entries = (cols + (iw.c0 - c0) as u32).div_ceil(4).max(1);
+            (rows.max(1), entries, entries * es + es.min(16))
+        };
+        // Reads reach two rows past the last staged one. The host launches this path only
+        // where the window fits; one pixel keeps every access in bounds otherwise.
+        let (rows, entries, pitch) = match layout(iw.rows, iw.cols) {
+            (rows, entries, pitch) if (rows + 2) * pitch <= self.scratch_bytes::<T>() => {
+                (rows, entries, pitch)
+            }
+            _ => layout(1, 1),
+        };
+        // The tables from the block's last threads, which take the fewest staging cells.
+        let mut k = threads(STRIP) - 1 - lane_for(!STRIP);
+        while k < win.zrows + win.zcols {
+            let e = if k < win.zrows {
+                let t = self.taps_y(win.zi0 + k as i32);
+                let (base, w) = Crop::composed(t, crop.h, |p| crop.roi.y_of_one(p));
+                let r = (base - iw.r0).max(0).min(rows as i32 - 1) as u32;
+                Axis {
+                    o0: r * pitch,
+                    o1: w[0],
+                    l0: f32::from_bits(w[1]),
+                    l1: f32::from_bits(w[2]),
+                }
+            } else {
+                let t = self.taps_x(win.zj0 + (k - win.zrows) as i32);
+                let (base, w) = Crop::composed(t, crop.w, |q| crop.roi.x_of_one(q));
+                let c = (base - c0).max(0).min(4 * entries as i32 - 1) as u32;
+                let packed = ((w[0] | w[1] << 8 | w[2] << 16) as u64) << (8 * (c % 4));
+                Axis {
+                    o0: (c / 4) * es,
+                    o1: 0,
+                    l0: f32::from_bits(packed as u32),
+                    l1: f32::from_bits((packed >> 32) as u32),
+                }
+            };
+            let (table, i) = if k < win.zrows {
+                (s.taps_y, k)
+            } else {
+                (s.taps_x, k - win.zrows)
+            };
+            // SAFETY: `zrows, zcols <= taps_len`: inside the tables.
+            unsafe { *table.add(i as usize) = e };
+            k += threads(STRIP);
+        }
+        // Word `u` of row `r` goes to entry `u` (first half) and entry `u - 1` (second half).
+        let scratch = s.scratch as *mut u32;
+        let aligned = crop.words_aligned();
+        for_cells::<STRIP>(rows, entries + 1, |_, r, u| {
+            let (row, col) = (iw.r0 + r as i32, c0 + 4 * u as i32);
+            let at = (r * pitch + u * es) / 4;
+            for c in 0..C {
+                let word = if aligned {
+                    crop.word_at_once(row, col, c as u32)
+                } else {
+                    crop.word(row, col, c as u32)
+                };
+                // SAFETY: `r < rows` and `u <= entries`: both halves lie inside row `r`'s
+                // `entries` entries, and the rows fit the region.
+                unsafe {
+                    if u < entries {
+                        *scratch.add((at + c as u32) as usize) = word;
+                    }
+                    if u > 0 {
+                        *scratch.add((at - es / 4 + (C + c) as u32) as usize) = word;
+                    }
+                }
+            }
+        });
+        pitch
+    }
+
+    /// The dyadic path's resized value at `(zi, zj)` from the staged input window
+    /// ([`Tile::stage_dyadic`], rows `pitch` bytes apart): per channel, the nine input bytes
+    /// times their weights (in 64ths) summed exactly in integers, then scaled by `scale / 64`.
+    ///
+    /// # Safety
+    /// [`Tile::stage_dyadic`] must have staged the window before the last barrier.
+    #[inline(always)]
+    unsafe fn sample_dyadic<const C: usize, T: Px>(
+        &self,
+        win: &Window,
+        s: &Shared<T>,
+        (zi, zj): (i32, i32),
+        pitch: u32,
+        scale: f32,
+    ) -> T {
+        let (ty, tx) = s.taps_at;
+        // SAFETY: the tables were written before the last barrier (the caller's contract).
+        let (y, x) = unsafe { (win.y_taps(ty, zi), win.x_taps(tx, zj)) };
+        let (lo_w, hi_w) = (x.l0.to_bits(), x.l1.to_bits());
+        let wy = [y.o1, y.l0.to_bits(), y.l1.to_bits()];
+        let base = s.scratch_at + y.o0 + x.o0;
+        let mut acc = [0u32; C];
+        for (k, wk) in wy.iter().enumerate() {
+            let at = base + k as u32 * pitch;
+            // The entry's `2 C` words: the channels' first words, then their second.
+            let mut w = [0u32; 8];
+            // SAFETY: the row and the entry are clamped into the staged rows (with two rows to
+            // spare) and their entries (`stage_dyadic`); entries are aligned to their loads.
+            unsafe {
+                if C == 1 {
+                    let v = lds2(at);
+                    w[0] = v[0].to_bits();
+                    w[1] = v[1].to_bits();
+                } else {
+                    w[..4].copy_from_slice(&lds4(at));
+                    if C == 3 {
+                        let v = lds2(at + 16);
+                        w[4] = v[0].to_bits();
+                        w[5] = v[1].to_bits();
+                    } else if C == 4 {
+                        w[4..].copy_from_slice(&lds4(at + 16));
+                    }
+                }
+            }
+            // Byte weights of at most 8 times row weights of at most 8: no carry between bytes.
+            let (a, b) = (lo_w.wrapping_mul(*wk), hi_w.wrapping_mul(*wk));
+            for (c, v) in acc.iter_mut().enumerate() {
+                *v = dp4a(w[C + c], b, dp4a(w[c], a, *v));
+            }
+        }
+        let f = scale * (1.0 / 64.0);
+        let mut out = T::zero();
+        for (c, v) in acc.iter().enumerate() {
+            out.set(c, *v as f32 * f);
+        }
+        out
+    }
+
     /// The resized value at resized pixel `(zi, zj)` through the window's tap tables.
     ///
     /// # Safety
@@ -981,6 +1229,34 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
                     acc
                 })
             }
+        }
+    }
+
+    /// [`Tile::rotate`] for the dyadic path: nearest rotation, each pixel's value from
+    /// [`Tile::sample_dyadic`].
+    ///
+    /// # Safety
+    /// As for [`Tile::rotate`], with the window staged by [`Tile::stage_dyadic`] (rows `pitch`
+    /// bytes apart).
+    #[inline(always)]
+    unsafe fn rotate_dyadic<const C: usize, T: Px>(
+        &self,
+        rot: &Rotation,
+        win: &Window,
+        s: &Shared<T>,
+        (part, size): ((u32, u32), (u32, u32)),
+        pitch: u32,
+        scale: f32,
+    ) {
+        // SAFETY: the window and its tables were staged before the last barrier (the caller's
+        // contract), and the value reads only them.
+        unsafe {
+            self.rotate_with(rot, s, part, size, |sy, sx| {
+                match nearest_pixel(sy, sx, self.oh, self.ow) {
+                    Some(z) => self.sample_dyadic::<C, T>(win, s, z, pitch, scale),
+                    None => T::zero(),
+                }
+            })
         }
     }
 
@@ -1249,6 +1525,10 @@ impl<const FAST: bool> Weights<FAST> {
 const NEAREST: u8 = 0;
 const BILINEAR: u8 = 1;
 const EITHER: u8 = 2;
+/// Nearest rotation with the crop and resize composed in integers (`augment_dyadic_*`): for a
+/// whole-pixel crop box of the crop's size enlarged exactly twofold, where every weight of both
+/// is a multiple of an eighth along each axis and the resized values are exact.
+const DYADIC: u8 = 3;
 
 /// One block's work for `C` channels held in slots `T`, with the fast blur path (7 taps,
 /// weights in registers) or not, over a strip of `p.strip` tiles (`STRIP`) or one tile, for
@@ -1307,7 +1587,7 @@ unsafe fn augment_block<
         oh,
         ow,
         nearest: match ROT {
-            NEAREST => true,
+            NEAREST | DYADIC => true,
             BILINEAR => false,
             _ => p.nearest != 0,
         },
@@ -1346,6 +1626,7 @@ unsafe fn augment_block<
         ctap_x,
         rotated,
         scratch,
+        scratch_at: shared_addr(scratch as *const f32),
         input,
     };
 
@@ -1452,6 +1733,42 @@ unsafe fn augment_block<
                 // SAFETY: as above.
                 let crop = Crop::new(p, nu, unsafe { (*s.setup).roi });
                 let staged = crop.input_window(&win);
+                if ROT == DYADIC {
+                    // The staging writes the scratch region, which the previous part's
+                    // rotation or the previous tile's vertical pass read.
+                    if bi + bj > 0 || band > 0 {
+                        // SAFETY: every thread of the block reaches this barrier (uniform
+                        // condition).
+                        unsafe { sync_block() };
+                    }
+                    // The host launches this path only where the window fits the input
+                    // budget; an empty window keeps every access in bounds otherwise.
+                    let iw = staged.unwrap_or(InputWindow {
+                        r0: 0,
+                        c0: 0,
+                        rows: 1,
+                        cols: 1,
+                    });
+                    // SAFETY: the region and the tables are read only after the barrier below.
+                    let pitch = unsafe { tile.stage_dyadic::<C, T>(&crop, &win, iw, &s) };
+                    // SAFETY: every thread of the block reaches this barrier; it publishes the
+                    // staged window and its tables.
+                    unsafe { sync_block() };
+                    // SAFETY: the part lies inside the haloed tile; the buffers are published
+                    // above.
+                    unsafe {
+                        tile.rotate_dyadic::<C, T>(
+                            &rot(),
+                            &win,
+                            &s,
+                            ((i0, j0), (h, w)),
+                            pitch,
+                            crop.scale,
+                        )
+                    };
+                    bj += 1;
+                    continue;
+                }
                 // The previous part's reads of the window and its tables, and the previous
                 // tile's vertical pass over the scratch region, must be done before they are
                 // overwritten. Staging from the input writes the scratch region only after the
@@ -1594,8 +1911,8 @@ unsafe fn augment_block<
 }
 
 /// The kernel entries, one per channel count and blur path, and for the 7-tap path per
-/// rotation: each is [`augment_block`] for its instance, so that each gets registers for its
-/// own needs. The last column says whether the instance copies its halo rows up (`COPY`):
+/// rotation (nearest with the crop window, nearest dyadic, bilinear): each is
+/// [`augment_block`] for its instance, so that each gets registers for its own needs. The last column says whether the instance copies its halo rows up (`COPY`):
 /// the nearest strips of 1, 2 and 4 channels, which it made faster; 3 channels were level
 /// and keep the ring, as do the bilinear strips (untimed with it; it raised the 3-channel
 /// one's spills).
@@ -1609,17 +1926,19 @@ macro_rules! augment_kernels {
             /// `batch * channels * out_h * out_w` f32, `p.boxes` `4 * batch` f32, `p.angles`
             /// and `p.sigmas` `batch` f32, `p.stats` `2 * channels` f32; `channels` as the
             /// kernel's name says, `ksize` odd, at most 7 for the `augment_c*`,
-            /// `augment_strip_c*` and `augment_bilinear_*` kernels and 9 to `MAX_KERNEL_SIZE`
-            /// for the `augment_wide_c*` ones, `strip` 1 for the `augment_c*` and
-            /// `augment_bilinear_c*` ones and at least 1 for the others, `nearest` 1 for the
-            /// 7-tap kernels without `bilinear` in their name and 0 for those with it (either
-            /// for the wide ones), `ksize / 2 <
+            /// `augment_strip_c*`, `augment_dyadic_*` and `augment_bilinear_*` kernels and 9 to
+            /// `MAX_KERNEL_SIZE` for the `augment_wide_c*` ones, `strip` 1 for the
+            /// `augment_c*`, `augment_dyadic_c*` and `augment_bilinear_c*` ones and at least 1
+            /// for the others, `nearest` 1 for the 7-tap kernels without `bilinear` in their
+            /// name and 0 for those with it (either for the wide ones), the boxes and sizes of
+            /// the `augment_dyadic_*` kernels accepted by `augment_dyadic`, `ksize / 2 <
             /// min(out_h, out_w)`, `crop_h <= out_h` and `crop_w <= out_w` (otherwise the result
             /// is wrong, though every access stays in bounds); `tiles` and `tiles_x` divide by
             /// `ceil(out_w / 32) * ceil(ceil(out_h / 32) / strip)` and `ceil(out_w / 32)`,
             /// `scale_y` and `scale_x` are `crop_h / out_h` and `crop_w / out_w`; grid
             /// `ceil(out_w / 32) * ceil(ceil(out_h / 32) / strip) * batch` blocks of 32 x 8
-            /// threads (32 x 7 for the `augment_c*` and `augment_bilinear_c*` kernels:
+            /// threads (32 x 7 for the `augment_c*`, `augment_dyadic_c*` and
+            /// `augment_bilinear_c*` kernels:
             /// `augment_block_dim` of the kernel) with `augment_shared_bytes(channels, ksize)`
             /// bytes of dynamic shared memory.
             pub unsafe fn $name(p: AugmentParams) {
@@ -1647,6 +1966,14 @@ augment_kernels! {
     AUGMENT_BILINEAR_STRIP_C2 augment_bilinear_strip_c2 2 Px2 true true BILINEAR false;
     AUGMENT_BILINEAR_STRIP_C3 augment_bilinear_strip_c3 3 Px4 true true BILINEAR false;
     AUGMENT_BILINEAR_STRIP_C4 augment_bilinear_strip_c4 4 Px4 true true BILINEAR false;
+    AUGMENT_DYADIC_C1 augment_dyadic_c1 1 Px1 true false DYADIC false;
+    AUGMENT_DYADIC_C2 augment_dyadic_c2 2 Px2 true false DYADIC false;
+    AUGMENT_DYADIC_C3 augment_dyadic_c3 3 Px4 true false DYADIC false;
+    AUGMENT_DYADIC_C4 augment_dyadic_c4 4 Px4 true false DYADIC false;
+    AUGMENT_DYADIC_STRIP_C1 augment_dyadic_strip_c1 1 Px1 true true DYADIC true;
+    AUGMENT_DYADIC_STRIP_C2 augment_dyadic_strip_c2 2 Px2 true true DYADIC true;
+    AUGMENT_DYADIC_STRIP_C3 augment_dyadic_strip_c3 3 Px4 true true DYADIC false;
+    AUGMENT_DYADIC_STRIP_C4 augment_dyadic_strip_c4 4 Px4 true true DYADIC true;
     AUGMENT_WIDE_C1 augment_wide_c1 1 Px1 false true EITHER false;
     AUGMENT_WIDE_C2 augment_wide_c2 2 Px2 false true EITHER false;
     AUGMENT_WIDE_C3 augment_wide_c3 3 Px4 false true EITHER false;

@@ -773,6 +773,11 @@ fn augment_case() -> impl Strategy<Value = (Shape, AugmentConfig, (Layout, Layou
             (64, 32, 64),
             (40, 40, 71),
             (37, 20, 33),
+            // Enlarged exactly twofold: with whole-pixel boxes, the kernels whose crop and
+            // resize are composed in integers (`augment_dyadic`), boxes at the image's last
+            // row and column included.
+            (37, 18, 36),
+            (9, 4, 8),
             // Not enlarged: a 7-tap kernel's 38 x 38 haloed tile needs more crop pixels than a
             // window holds, so it goes through them in parts, at every angle.
             (100, 100, 100),

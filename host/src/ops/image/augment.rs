@@ -11,8 +11,8 @@ use crate::spec::image::{AugmentConfig, AugmentDraw};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::Arc;
 use streamline_abi::image::{
-    augment_block_dim, augment_kernel, augment_shared_bytes, AugmentParams, AUGMENT_NHWC_IN,
-    AUGMENT_NHWC_OUT, ROI_MAX_SAMPLES_PER_BIN, TILE,
+    augment_block_dim, augment_dyadic, augment_kernel, augment_shared_bytes, AugmentParams,
+    AUGMENT_NHWC_IN, AUGMENT_NHWC_OUT, ROI_MAX_SAMPLES_PER_BIN, TILE,
 };
 
 /// An augmentation ready to run: configuration and draw validated and on the device.
@@ -31,6 +31,8 @@ pub struct Augment {
     /// Output tiles per block of the fused kernel, one above the other (`None`: see
     /// [`Augment::with_strip`]).
     strip: Option<usize>,
+    /// Whether the draw's crops allow the fused kernel's dyadic path ([`augment_dyadic`]).
+    dyadic: bool,
 }
 
 /// Where the fused kernel's arrays lie in [`Augment`]'s one buffer, in f32 from its start: the
@@ -102,6 +104,13 @@ impl Augment {
         // them; the other arrays were checked above.
         let fused = PerImage::upload(stream, "boxes", &fused)?.dev;
         let pairs: Vec<f32> = draw.sigmas.iter().flat_map(|s| [*s, *s]).collect();
+        let (crop, size) = (cfg.crop as u32, cfg.size as u32);
+        let dyadic = augment_dyadic(
+            (crop, crop),
+            (size, size),
+            (shape.h as u32, shape.w as u32),
+            &draw.boxes,
+        );
         Ok(Augment {
             cfg: cfg.clone(),
             shape,
@@ -113,6 +122,7 @@ impl Augment {
             sigma_pairs: PerImage::upload(stream, "sigma", &pairs)?,
             stats,
             strip: None,
+            dyadic,
         })
     }
 
@@ -242,7 +252,7 @@ impl Augment {
                 ),
             ));
         }
-        let kernel = augment_kernel(p.channels, p.ksize, p.strip, p.nearest != 0);
+        let kernel = augment_kernel(p.channels, p.ksize, p.strip, p.nearest != 0, self.dyadic);
         // SAFETY: every parameter was validated in `Augment::new` (channels, crop, size, kernel
         // size, per-image arrays of `n`), lengths checked above; the shared memory is what the
         // kernel uses for these sizes, and the block fills the kernel's launch bound.
