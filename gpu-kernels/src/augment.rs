@@ -909,8 +909,9 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         });
     }
 
-    /// Bytes of one entry of the dyadic path's staged input window: every channel's word of
-    /// four columns and the next word ([`Tile::stage_dyadic`]), for `T` slots of `C` channels.
+    /// Bytes of one entry of the dyadic path's staged input window ([`Tile::stage_dyadic`]):
+    /// every channel's word of four columns, then every channel's next word, in the room of
+    /// two slots `T` (16-byte and 8-byte loads for three channels, the pad lanes never read).
     #[inline(always)]
     fn dyadic_entry<T>() -> u32 {
         2 * size_of::<T>() as u32
