@@ -1,6 +1,7 @@
-//! f32 math from NVIDIA's libdevice. The kernel build links `libdevice.10.bc` into the
-//! kernels' bitcode, keeping only the functions used; the error bounds quoted are libdevice's
-//! documented ones (CUDA Math API, full range unless said otherwise).
+//! f32 math from NVIDIA's libdevice, and the byte dot product [`dp4a`]. The kernel build links
+//! `libdevice.10.bc` into the kernels' bitcode, keeping only the functions used; the error
+//! bounds quoted are libdevice's documented ones (CUDA Math API, full range unless said
+//! otherwise).
 
 extern "C" {
     fn __nv_sincosf(x: f32, sptr: *mut f32, cptr: *mut f32);
