@@ -74,7 +74,7 @@ use streamline_abi::image::{
 };
 use streamline_device::kernel;
 use streamline_device::math::{dp4a, fast_div, floor_i32};
-use streamline_device::mem::{ldg, ldg_u8, lds2, lds4, shared_addr};
+use streamline_device::mem::{ldg, ldg_u8, lds, lds2, lds4, shared_addr};
 use streamline_device::thread::{block_x, sync_block, sync_block_or, thread_xy, thread_xy_fresh};
 
 /// Warps of a block: eight in the strip kernels, [`AUGMENT_ONE_TILE_WARPS`] in the one-tile ones
@@ -191,6 +191,18 @@ struct InputWindow {
     c0: i32,
     rows: u32,
     cols: u32,
+}
+
+/// Where the dyadic path stages a tile's input window ([`Tile::stage_dyadic`]): its first row
+/// `r0` and column `c0` (a multiple of 4, so that aligned inputs load whole words), `rows`
+/// rows of `entries` entries each, `pitch` bytes from one row to the next.
+#[derive(Clone, Copy)]
+struct DyadicLayout {
+    r0: i32,
+    c0: i32,
+    rows: u32,
+    entries: u32,
+    pitch: u32,
 }
 
 impl Crop {
@@ -334,6 +346,38 @@ impl Crop {
         // SAFETY: `(r, c ..= c + 3)` lie inside the image's row and `k < channels`: inside
         // `p.x`; the address is 4-byte aligned (`words_aligned`).
         unsafe { ldg(self.img.add(off as usize).cast::<f32>()).to_bits() }
+    }
+
+    /// Whether the input is NHWC with its rows 4-byte aligned and a width that is a multiple
+    /// of 4, so that four pixels from a column that is a multiple of 4 are `C` whole words
+    /// ([`Crop::pixels_at_once`]).
+    #[inline(always)]
+    fn pixels_aligned(&self) -> bool {
+        let (_, px, ch) = self.strides;
+        ch == 1 && px > 1 && self.w % 4 == 0 && self.img as usize % 4 == 0
+    }
+
+    /// Every channel's [`Crop::word`] of column `c`, a multiple of 4, from `C` 4-byte loads of
+    /// the four NHWC pixels, regrouped by channel, where [`Crop::pixels_aligned`]; columns from
+    /// the width on read the last four pixels instead, which callers give no weight.
+    #[inline(always)]
+    fn pixels_at_once<const C: usize>(&self, r: i32, c: i32) -> [u32; C] {
+        let (row, px, _) = self.strides;
+        let c = c.min(self.w - 4).max(0) as u32;
+        let off = r as u32 * row + c * px;
+        // SAFETY: the four pixels `(r, c ..= c + 3)` lie inside the image: `4 C` bytes inside
+        // `p.x` from a 4-byte aligned address (`pixels_aligned`).
+        let w: [u32; C] = core::array::from_fn(|i| unsafe {
+            ldg(self.img.add(off as usize + 4 * i).cast::<f32>()).to_bits()
+        });
+        core::array::from_fn(|k| {
+            let mut v = 0u32;
+            for j in 0..4 {
+                let i = j * C + k;
+                v |= ((w[i / 4] >> (8 * (i % 4))) & 0xff) << (8 * j);
+            }
+            v
+        })
     }
 
     /// Along one axis of `n` input pixels (`of` a crop index gives its sample point), the
@@ -565,6 +609,8 @@ struct Setup {
     whole: Window,
     mean: [f32; 4],
     inv_std: [f32; 4],
+    /// The dyadic path's staging of `whole` ([`Tile::dyadic_layout`]).
+    layout: DyadicLayout,
 }
 
 const _: () = assert!(core::mem::size_of::<Setup>() <= AUGMENT_SETUP_BYTES as usize);
@@ -910,58 +956,87 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     }
 
     /// Bytes of one entry of the dyadic path's staged input window ([`Tile::stage_dyadic`]):
-    /// every channel's word of four columns, then every channel's next word, in the room of
-    /// two slots `T` (16-byte and 8-byte loads for three channels, the pad lanes never read).
+    /// every channel's word of four columns' bytes, in a slot `T` (one shared access).
     #[inline(always)]
     fn dyadic_entry<T>() -> u32 {
-        2 * size_of::<T>() as u32
+        size_of::<T>() as u32
     }
 
-    /// The dyadic path's staging (`augment_dyadic_*`): instead of the crop window, the input
-    /// window `iw` itself goes into the scratch region, one entry per row and four columns
-    /// holding every channel's word of its four columns' bytes, then every channel's word of
-    /// the next four (so that one entry serves any three consecutive columns from its own);
-    /// the resize-tap tables hold the resize and crop taps composed ([`Crop::composed`]). A row
-    /// entry: the row's byte offset and its three rows' weights; a column entry: its entry's
-    /// byte offset and the three columns' weights as bytes of the two words, in place. Returns
-    /// the bytes from one staged row to the next.
-    ///
-    /// # Safety
-    /// `s` must be the block's shared memory, the scratch region and the tap tables read by no
-    /// other thread until the next barrier.
+    /// Where the dyadic path stages the input window that crop window `win` reads: its rows
+    /// from the first on, and its columns from the multiple of 4 at or before its first, in
+    /// entries of four columns, one every two ([`Tile::stage_dyadic`]). One thread works it out
+    /// for the whole block, with the tile's window.
     #[inline(always)]
-    unsafe fn stage_dyadic<const C: usize, T: Px>(
-        &self,
-        crop: &Crop,
-        win: &Window,
-        iw: InputWindow,
-        s: &Shared<T>,
-    ) -> u32 {
+    fn dyadic_layout<T: Px>(&self, crop: &Crop, win: &Window) -> DyadicLayout {
         let es = Self::dyadic_entry::<T>();
-        // The window's first column a multiple of 4, so that aligned inputs load whole words.
+        // The host launches this path only where the window fits the input budget; one pixel
+        // keeps every access in bounds otherwise.
+        let iw = crop.input_window(win).unwrap_or(InputWindow {
+            r0: 0,
+            c0: 0,
+            rows: 1,
+            cols: 1,
+        });
         let c0 = iw.c0 & !3;
-        // Entries of a row, and the bytes from one row to the next: an odd number of 16-byte
-        // units (8 bytes for one channel), so that rows read together fall in other banks, and
+        // Entries of a row (two per word of four columns), and the bytes from one row to the
+        // next: an odd number of entries, so that rows read together fall in other banks, and
         // the entries' loads stay aligned.
         let layout = |rows: u32, cols: u32| {
-            let entries = (cols + (iw.c0 - c0) as u32).div_ceil(4).max(1);
-            (rows.max(1), entries, entries * es + es.min(16))
+            let entries = 2 * (cols + (iw.c0 - c0) as u32).div_ceil(4).max(1);
+            (rows.max(1), entries, (entries + 1) * es)
         };
-        // Reads reach two rows past the last staged one. The host launches this path only
-        // where the window fits; one pixel keeps every access in bounds otherwise.
+        // Reads reach two rows past the last staged one.
         let (rows, entries, pitch) = match layout(iw.rows, iw.cols) {
             (rows, entries, pitch) if (rows + 2) * pitch <= self.scratch_bytes::<T>() => {
                 (rows, entries, pitch)
             }
             _ => layout(1, 1),
         };
+        DyadicLayout {
+            r0: iw.r0,
+            c0,
+            rows,
+            entries,
+            pitch,
+        }
+    }
+
+    /// The dyadic path's staging (`augment_dyadic_*`): instead of the crop window, the input
+    /// window itself goes into the scratch region as `lay` says, one entry per row and every
+    /// second column holding every channel's word of that column's bytes and the next three
+    /// (so that one word holds any three consecutive columns: from an even one, or from the
+    /// odd one after it); the resize-tap tables hold the resize and crop taps composed
+    /// ([`Crop::composed`]). A row entry: the row's byte offset and its three rows' weights; a
+    /// column entry: its entry's byte offset and the three columns' weights as bytes of a
+    /// word, in place.
+    ///
+    /// # Safety
+    /// `lay` must be [`Tile::dyadic_layout`] of `crop` and `win`; `s` must be the block's
+    /// shared memory, the scratch region and the tap tables read by no other thread until the
+    /// next barrier.
+    #[inline(always)]
+    unsafe fn stage_dyadic<const C: usize, T: Px>(
+        &self,
+        crop: &Crop,
+        win: &Window,
+        lay: DyadicLayout,
+        s: &Shared<T>,
+    ) {
+        let es = Self::dyadic_entry::<T>();
+        let DyadicLayout {
+            r0,
+            c0,
+            rows,
+            entries,
+            pitch,
+        } = lay;
         // The tables from the block's last threads, which take the fewest staging cells.
         let mut k = threads(STRIP) - 1 - lane_for(!STRIP);
         while k < win.zrows + win.zcols {
             let e = if k < win.zrows {
                 let t = self.taps_y(win.zi0 + k as i32);
                 let (base, w) = Crop::composed(t, crop.h, |p| crop.roi.y_of_one(p));
-                let r = (base - iw.r0).max(0).min(rows as i32 - 1) as u32;
+                let r = (base - r0).max(0).min(rows as i32 - 1) as u32;
                 Axis {
                     o0: r * pitch,
                     o1: w[0],
@@ -971,13 +1046,12 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             } else {
                 let t = self.taps_x(win.zj0 + (k - win.zrows) as i32);
                 let (base, w) = Crop::composed(t, crop.w, |q| crop.roi.x_of_one(q));
-                let c = (base - c0).max(0).min(4 * entries as i32 - 1) as u32;
-                let packed = ((w[0] | w[1] << 8 | w[2] << 16) as u64) << (8 * (c % 4));
+                let c = (base - c0).max(0).min(2 * entries as i32 - 1) as u32;
                 Axis {
-                    o0: (c / 4) * es,
+                    o0: (c / 2) * es,
                     o1: 0,
-                    l0: f32::from_bits(packed as u32),
-                    l1: f32::from_bits((packed >> 32) as u32),
+                    l0: f32::from_bits((w[0] | w[1] << 8 | w[2] << 16) << (8 * (c % 2))),
+                    l1: 0.0,
                 }
             };
             let (table, i) = if k < win.zrows {
@@ -989,31 +1063,35 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             unsafe { *table.add(i as usize) = e };
             k += threads(STRIP);
         }
-        // Word `u` of row `r` goes to entry `u` (first half) and entry `u - 1` (second half).
-        let scratch = s.scratch as *mut u32;
-        let aligned = crop.words_aligned();
-        for_cells::<STRIP>(rows, entries + 1, |_, r, u| {
-            let (row, col) = (iw.r0 + r as i32, c0 + 4 * u as i32);
-            let at = (r * pitch + u * es) / 4;
+        // Word `j` of row `r` (columns `4 j ..`) goes to entry `2 j`; its last two bytes and
+        // the next word's first two to entry `2 j + 1`.
+        let scratch = s.scratch as *mut u8;
+        let (aligned, pixels) = (crop.words_aligned(), crop.pixels_aligned());
+        let words = |row: i32, col: i32| -> [u32; C] {
+            if aligned {
+                core::array::from_fn(|c| crop.word_at_once(row, col, c as u32))
+            } else if pixels {
+                crop.pixels_at_once::<C>(row, col)
+            } else {
+                core::array::from_fn(|c| crop.word(row, col, c as u32))
+            }
+        };
+        for_cells::<STRIP>(rows, entries / 2, |_, r, j| {
+            let (row, col) = (r0 + r as i32, c0 + 4 * j as i32);
+            let (a, b) = (words(row, col), words(row, col + 4));
+            let (mut even, mut odd) = (T::zero(), T::zero());
             for c in 0..C {
-                let word = if aligned {
-                    crop.word_at_once(row, col, c as u32)
-                } else {
-                    crop.word(row, col, c as u32)
-                };
-                // SAFETY: `r < rows` and `u <= entries`: both halves lie inside row `r`'s
-                // `entries` entries, and the rows fit the region.
-                unsafe {
-                    if u < entries {
-                        *scratch.add((at + c as u32) as usize) = word;
-                    }
-                    if u > 0 {
-                        *scratch.add((at - es / 4 + (C + c) as u32) as usize) = word;
-                    }
-                }
+                even.set(c, f32::from_bits(a[c]));
+                odd.set(c, f32::from_bits(a[c] >> 16 | b[c] << 16));
+            }
+            let at = (r * pitch + 2 * j * es) as usize;
+            // SAFETY: `r < rows` and `2 j + 1 < entries`: both entries lie inside row `r`, the
+            // rows fit the region, and entries are aligned to their slot `T`.
+            unsafe {
+                *scratch.add(at).cast::<T>() = even;
+                *scratch.add(at + es as usize).cast::<T>() = odd;
             }
         });
-        pitch
     }
 
     /// The dyadic path's resized value at `(zi, zj)` from the staged input window
@@ -1034,36 +1112,31 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         let (ty, tx) = s.taps_at;
         // SAFETY: the tables were written before the last barrier (the caller's contract).
         let (y, x) = unsafe { (win.y_taps(ty, zi), win.x_taps(tx, zj)) };
-        let (lo_w, hi_w) = (x.l0.to_bits(), x.l1.to_bits());
+        let xw = x.l0.to_bits();
         let wy = [y.o1, y.l0.to_bits(), y.l1.to_bits()];
         let base = s.scratch_at + y.o0 + x.o0;
         let mut acc = [0u32; C];
         for (k, wk) in wy.iter().enumerate() {
             let at = base + k as u32 * pitch;
-            // The entry's `2 C` words: the channels' first words, then their second.
-            let mut w = [0u32; 8];
+            // The entry: every channel's word.
+            let mut w = [0u32; 4];
             // SAFETY: the row and the entry are clamped into the staged rows (with two rows to
             // spare) and their entries (`stage_dyadic`); entries are aligned to their loads.
             unsafe {
                 if C == 1 {
+                    w[0] = lds(at).to_bits();
+                } else if C == 2 {
                     let v = lds2(at);
                     w[0] = v[0].to_bits();
                     w[1] = v[1].to_bits();
                 } else {
-                    w[..4].copy_from_slice(&lds4(at));
-                    if C == 3 {
-                        let v = lds2(at + 16);
-                        w[4] = v[0].to_bits();
-                        w[5] = v[1].to_bits();
-                    } else if C == 4 {
-                        w[4..].copy_from_slice(&lds4(at + 16));
-                    }
+                    w = lds4(at);
                 }
             }
             // Byte weights of at most 8 times row weights of at most 8: no carry between bytes.
-            let (a, b) = (lo_w.wrapping_mul(*wk), hi_w.wrapping_mul(*wk));
+            let a = xw.wrapping_mul(*wk);
             for (c, v) in acc.iter_mut().enumerate() {
-                *v = dp4a(w[C + c], b, dp4a(w[c], a, *v));
+                *v = dp4a(w[c], a, *v);
             }
         }
         let f = scale * (1.0 / 64.0);
@@ -1632,7 +1705,8 @@ unsafe fn augment_block<
     };
 
     // Setup: one thread finds the rotation and the window of the whole haloed tile, one the
-    // crop box's sampling rule, one per channel the normalisation, and threads 32 .. 32 + taps
+    // crop box's sampling rule (on the dyadic path the first, which also lays out the
+    // window's staging), one per channel the normalisation, and threads 32 .. 32 + taps
     // (at most 63 of them, so none of the others) write the weights (the kernel's `ksize` taps
     // centred in `taps`, zero beyond them).
     let lin = lane();
@@ -1642,15 +1716,7 @@ unsafe fn augment_block<
     // image `n`'s values, `p.stats` holds `2 * channels` f32; the setup record lies at the
     // start of the shared memory (`Setup` fits `AUGMENT_SETUP_BYTES`) and the weights after
     // it, each field written by one thread and read after the barrier below.
-    if lin == 0 {
-        let angle = unsafe { (p.angles as *const f32).add(nu).read() };
-        let rot = Rotation::new(angle, p.out_h, p.out_w);
-        let whole = tile.window(&rot, (0, side - 1), (0, side - 1));
-        unsafe {
-            (*s.setup).rot = rot;
-            (*s.setup).whole = whole;
-        }
-    } else if lin == 128 {
+    let roi = || {
         let bx = unsafe {
             let bp = (p.boxes as *const f32).add(4 * nu);
             [
@@ -1660,7 +1726,7 @@ unsafe fn augment_block<
                 bp.add(3).read(),
             ]
         };
-        let roi = Roi::new(
+        Roi::new(
             bx,
             1.0,
             false,
@@ -1668,8 +1734,28 @@ unsafe fn augment_block<
             p.crop_h,
             p.crop_w,
             ROI_MAX_SAMPLES_PER_BIN,
-        );
-        unsafe { (*s.setup).roi = roi };
+        )
+    };
+    if lin == 0 {
+        let angle = unsafe { (p.angles as *const f32).add(nu).read() };
+        let rot = Rotation::new(angle, p.out_h, p.out_w);
+        let whole = tile.window(&rot, (0, side - 1), (0, side - 1));
+        unsafe {
+            (*s.setup).rot = rot;
+            (*s.setup).whole = whole;
+        }
+        // The dyadic path's staging needs the box too: this thread works it out for the whole
+        // block, so that no warp repeats it.
+        if ROT == DYADIC {
+            let roi = roi();
+            let layout = tile.dyadic_layout::<T>(&Crop::new(p, nu, roi), &whole);
+            unsafe {
+                (*s.setup).roi = roi;
+                (*s.setup).layout = layout;
+            }
+        }
+    } else if lin == 128 && ROT != DYADIC {
+        unsafe { (*s.setup).roi = roi() };
     } else if lin >= 160 && lin < 160 + C as u32 {
         let c = lin as usize - 160;
         let stats = p.stats as *const f32;
@@ -1708,97 +1794,95 @@ unsafe fn augment_block<
     while band < tiles {
         let first = if band == 0 { 0 } else { side - TILE };
         let rows = side - first;
-        // Steps 1 and 2: the tile's new rotated rows, in one part when their window fits, else
-        // in parts of PART x PART. Every value here is the same in every thread, so the
-        // branches, loops and barriers are uniform.
-        // SAFETY: written before a barrier above (the setup's, or the previous tile's after
-        // its rotation), and not again before the next tile's.
-        let whole = unsafe { (*s.setup).whole };
-        let (part_h, part_w, parts_y, parts_x) = if whole.fits(tile.budget) {
-            (rows, side, 1, 1)
+        if ROT == DYADIC {
+            // Steps 1 and 2 in one part: the host launches this path only where the tile's
+            // window fits (where it would not, `dyadic_layout` stages one pixel and every
+            // access stays in bounds). The staging writes the scratch region, which the previous
+            // tile's vertical pass read.
+            if band > 0 {
+                // SAFETY: every thread of the block reaches this barrier (uniform condition).
+                unsafe { sync_block() };
+            }
+            // SAFETY: written before a barrier above (the setup's, or the previous tile's after
+            // its rotation), and not again before the next tile's.
+            let (win, layout, roi) =
+                unsafe { ((*s.setup).whole, (*s.setup).layout, (*s.setup).roi) };
+            let crop = Crop::new(p, nu, roi);
+            // SAFETY: `layout` is the window's (worked out with it); the region and the tables
+            // are read only after the barrier below.
+            unsafe { tile.stage_dyadic::<C, T>(&crop, &win, layout, &s) };
+            // SAFETY: every thread of the block reaches this barrier; it publishes the staged
+            // window and its tables.
+            unsafe { sync_block() };
+            // SAFETY: the tile's new rows lie inside the haloed tile; the buffers are
+            // published above.
+            unsafe {
+                tile.rotate_dyadic::<C, T>(
+                    &rot(),
+                    &win,
+                    &s,
+                    ((first, 0), (rows, side)),
+                    layout.pitch,
+                    crop.scale,
+                )
+            };
         } else {
-            (PART, PART, rows.div_ceil(PART), side.div_ceil(PART))
-        };
-        let mut bi = 0;
-        while bi < parts_y {
-            let mut bj = 0;
-            while bj < parts_x {
-                let (i0, j0) = (first + bi * part_h, bj * part_w);
-                let (h, w) = (part_h.min(side - i0), part_w.min(side - j0));
-                let win = if parts_y * parts_x == 1 {
-                    whole
-                } else {
-                    tile.window(&rot(), (i0, i0 + h - 1), (j0, j0 + w - 1))
-                        .capped(tile.budget)
-                };
-                // SAFETY: as above.
-                let crop = Crop::new(p, nu, unsafe { (*s.setup).roi });
-                let staged = crop.input_window(&win);
-                if ROT == DYADIC {
-                    // The staging writes the scratch region, which the previous part's
-                    // rotation or the previous tile's vertical pass read.
-                    if bi + bj > 0 || band > 0 {
+            // Steps 1 and 2: the tile's new rotated rows, in one part when their window fits, else
+            // in parts of PART x PART. Every value here is the same in every thread, so the
+            // branches, loops and barriers are uniform.
+            // SAFETY: written before a barrier above (the setup's, or the previous tile's after
+            // its rotation), and not again before the next tile's.
+            let whole = unsafe { (*s.setup).whole };
+            let (part_h, part_w, parts_y, parts_x) = if whole.fits(tile.budget) {
+                (rows, side, 1, 1)
+            } else {
+                (PART, PART, rows.div_ceil(PART), side.div_ceil(PART))
+            };
+            let mut bi = 0;
+            while bi < parts_y {
+                let mut bj = 0;
+                while bj < parts_x {
+                    let (i0, j0) = (first + bi * part_h, bj * part_w);
+                    let (h, w) = (part_h.min(side - i0), part_w.min(side - j0));
+                    let win = if parts_y * parts_x == 1 {
+                        whole
+                    } else {
+                        tile.window(&rot(), (i0, i0 + h - 1), (j0, j0 + w - 1))
+                            .capped(tile.budget)
+                    };
+                    // SAFETY: as above.
+                    let crop = Crop::new(p, nu, unsafe { (*s.setup).roi });
+                    let staged = crop.input_window(&win);
+                    // The previous part's reads of the window and its tables, and the previous
+                    // tile's vertical pass over the scratch region, must be done before they are
+                    // overwritten. Staging from the input writes the scratch region only after the
+                    // barrier that follows it, which every thread reaches after that pass.
+                    if bi + bj > 0 || (band > 0 && staged.is_none()) {
                         // SAFETY: every thread of the block reaches this barrier (uniform
                         // condition).
                         unsafe { sync_block() };
                     }
-                    // The host launches this path only where the window fits the input
-                    // budget; an empty window keeps every access in bounds otherwise.
-                    let iw = staged.unwrap_or(InputWindow {
-                        r0: 0,
-                        c0: 0,
-                        rows: 1,
-                        cols: 1,
-                    });
-                    // SAFETY: the region and the tables are read only after the barrier below.
-                    let pitch = unsafe { tile.stage_dyadic::<C, T>(&crop, &win, iw, &s) };
-                    // SAFETY: every thread of the block reaches this barrier; it publishes the
-                    // staged window and its tables.
-                    unsafe { sync_block() };
+                    // SAFETY: the window fits (`capped`), `staged` is its input window.
+                    let broken = unsafe { tile.stage::<C, T>(&crop, win, staged, &s) };
+                    // SAFETY: every thread of the block reaches this barrier; it publishes what
+                    // `stage` wrote (and the rotation's table), and whether any tap entry breaks
+                    // the step rule.
+                    let quads = !unsafe { sync_block_or(broken) };
+                    if staged.is_some() {
+                        // SAFETY: staged with its input window above; the barrier after it
+                        // publishes the crop window.
+                        unsafe {
+                            tile.crop_from_input::<C, T>(&crop, &win, &s);
+                            sync_block();
+                        }
+                    }
                     // SAFETY: the part lies inside the haloed tile; the buffers are published
                     // above.
-                    unsafe {
-                        tile.rotate_dyadic::<C, T>(
-                            &rot(),
-                            &win,
-                            &s,
-                            ((i0, j0), (h, w)),
-                            pitch,
-                            crop.scale,
-                        )
-                    };
+                    unsafe { tile.rotate::<C, T>(&rot(), &win, &s, (i0, j0), (h, w), quads) };
                     bj += 1;
-                    continue;
                 }
-                // The previous part's reads of the window and its tables, and the previous
-                // tile's vertical pass over the scratch region, must be done before they are
-                // overwritten. Staging from the input writes the scratch region only after the
-                // barrier that follows it, which every thread reaches after that pass.
-                if bi + bj > 0 || (band > 0 && staged.is_none()) {
-                    // SAFETY: every thread of the block reaches this barrier (uniform
-                    // condition).
-                    unsafe { sync_block() };
-                }
-                // SAFETY: the window fits (`capped`), `staged` is its input window.
-                let broken = unsafe { tile.stage::<C, T>(&crop, win, staged, &s) };
-                // SAFETY: every thread of the block reaches this barrier; it publishes what
-                // `stage` wrote (and the rotation's table), and whether any tap entry breaks
-                // the step rule.
-                let quads = !unsafe { sync_block_or(broken) };
-                if staged.is_some() {
-                    // SAFETY: staged with its input window above; the barrier after it
-                    // publishes the crop window.
-                    unsafe {
-                        tile.crop_from_input::<C, T>(&crop, &win, &s);
-                        sync_block();
-                    }
-                }
-                // SAFETY: the part lies inside the haloed tile; the buffers are published
-                // above.
-                unsafe { tile.rotate::<C, T>(&rot(), &win, &s, (i0, j0), (h, w), quads) };
-                bj += 1;
+                bi += 1;
             }
-            bi += 1;
         }
         // SAFETY: every thread of the block reaches this barrier: the rotated tile is complete
         // and the window's last reads are done before the horizontal pass overwrites it, and
@@ -1812,7 +1896,12 @@ unsafe fn augment_block<
             unsafe {
                 next.tabulate::<false>(&rot(), s.table);
                 if lane() == threads(STRIP) - 1 {
-                    (*s.setup).whole = next.window(&rot(), (side - TILE, side - 1), (0, side - 1));
+                    let whole = next.window(&rot(), (side - TILE, side - 1), (0, side - 1));
+                    (*s.setup).whole = whole;
+                    if ROT == DYADIC {
+                        let crop = Crop::new(p, nu, (*s.setup).roi);
+                        (*s.setup).layout = next.dyadic_layout::<T>(&crop, &whole);
+                    }
                 }
             }
         }
