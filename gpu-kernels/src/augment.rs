@@ -1008,7 +1008,7 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     /// odd one after it); the resize-tap tables hold the resize and crop taps composed
     /// ([`Crop::composed`]). A row entry: the row's byte offset and its three rows' weights; a
     /// column entry: its entry's byte offset and the three columns' weights as bytes of a
-    /// word, in place.
+    /// word, in place (read together, in one access).
     ///
     /// # Safety
     /// `lay` must be [`Tile::dyadic_layout`] of `crop` and `win`; `s` must be the block's
@@ -1049,8 +1049,8 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
                 let c = (base - c0).max(0).min(2 * entries as i32 - 1) as u32;
                 Axis {
                     o0: (c / 2) * es,
-                    o1: 0,
-                    l0: f32::from_bits((w[0] | w[1] << 8 | w[2] << 16) << (8 * (c % 2))),
+                    o1: (w[0] | w[1] << 8 | w[2] << 16) << (8 * (c % 2)),
+                    l0: 0.0,
                     l1: 0.0,
                 }
             };
@@ -1112,7 +1112,7 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         let (ty, tx) = s.taps_at;
         // SAFETY: the tables were written before the last barrier (the caller's contract).
         let (y, x) = unsafe { (win.y_taps(ty, zi), win.x_taps(tx, zj)) };
-        let xw = x.l0.to_bits();
+        let xw = x.o1;
         let wy = [y.o1, y.l0.to_bits(), y.l1.to_bits()];
         let base = s.scratch_at + y.o0 + x.o0;
         let mut acc = [0u32; C];

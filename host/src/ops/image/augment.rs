@@ -128,8 +128,8 @@ impl Augment {
 
     /// The same augmentation with each block of the fused kernel working down `tiles` output
     /// tiles of 32 x 32 pixels, one above the other (`None`, the default: [`DEFAULT_STRIP`]
-    /// tiles where that still gives every multiprocessor [`STRIP_MIN_BLOCKS_PER_SM`] blocks,
-    /// one otherwise).
+    /// tiles, [`DYADIC_STRIP`] for a draw that the dyadic kernels take, halved until every
+    /// multiprocessor gets [`STRIP_MIN_BLOCKS_PER_SM`] blocks, down to one).
     ///
     /// A block rotates the blur's halo rows that a tile shares with the next one once and
     /// sets up its image once per strip; the results are the same bits whatever the strip.
@@ -201,6 +201,11 @@ impl Augment {
                 out.n * out.w.div_ceil(TILE as usize),
                 tiles_y,
                 gpu.info().multiprocessors as usize,
+                if self.dyadic {
+                    DYADIC_STRIP
+                } else {
+                    DEFAULT_STRIP
+                },
             ),
         };
         let (grid, tiles, tiles_x) =
@@ -343,8 +348,14 @@ impl Augment {
 
 /// Tiles per strip of the fused kernel by default, where the GPU stays full with them (see
 /// [`Augment::with_strip`]). Longer strips share more rows and setups but leave the last
-/// wave of blocks less even, which costs more than they save on an H200.
+/// wave of blocks less even, which costs the kernels with a crop window as much as they save
+/// on an H200.
 pub const DEFAULT_STRIP: usize = 2;
+
+/// Tiles per strip of the dyadic kernels by default (a draw that `augment_dyadic` accepts,
+/// seed 003's), where the GPU stays full with them: their blocks are shorter, and on an H200
+/// the rows and setups that longer strips share outweigh the less even last wave.
+pub const DYADIC_STRIP: usize = 4;
 
 /// Blocks per multiprocessor that the default strip leaves at least (the 7-tap kernels' four
 /// resident blocks): below that the GPU would idle, and the fused kernel takes one tile per
@@ -352,15 +363,14 @@ pub const DEFAULT_STRIP: usize = 2;
 pub const STRIP_MIN_BLOCKS_PER_SM: usize = 4;
 
 /// The default strip for `columns` columns of `tiles_y` tiles (images times tiles across) on
-/// `sms` multiprocessors: [`DEFAULT_STRIP`] where that still gives every multiprocessor
-/// [`STRIP_MIN_BLOCKS_PER_SM`] blocks, one tile otherwise.
-fn default_strip(columns: usize, tiles_y: usize, sms: usize) -> usize {
-    let strip = DEFAULT_STRIP.min(tiles_y.max(1));
-    if columns * tiles_y.div_ceil(strip) >= sms.max(1) * STRIP_MIN_BLOCKS_PER_SM {
-        strip
-    } else {
-        1
+/// `sms` multiprocessors: `longest` tiles, halved until that gives every multiprocessor
+/// [`STRIP_MIN_BLOCKS_PER_SM`] blocks, down to one tile.
+fn default_strip(columns: usize, tiles_y: usize, sms: usize, longest: usize) -> usize {
+    let mut strip = longest.min(tiles_y).max(1);
+    while strip > 1 && columns * tiles_y.div_ceil(strip) < sms.max(1) * STRIP_MIN_BLOCKS_PER_SM {
+        strip /= 2;
     }
+    strip
 }
 
 /// Intermediate buffers of [`Augment::run_separate`].
@@ -373,17 +383,24 @@ pub struct AugmentScratch {
 
 #[cfg(test)]
 mod tests {
-    use super::default_strip;
+    use super::{default_strip, DEFAULT_STRIP, DYADIC_STRIP};
 
     #[test]
     fn default_strip_keeps_the_gpu_full() {
         // 256 x 256 outputs (8 x 8 tiles) on 132 SMs: b128 and b32 take strips of two tiles
         // (4096 and 1024 blocks), b8 one tile (512 blocks, fewer than 4 per SM with two).
-        assert_eq!(default_strip(128 * 8, 8, 132), 2);
-        assert_eq!(default_strip(32 * 8, 8, 132), 2);
-        assert_eq!(default_strip(8 * 8, 8, 132), 1);
-        // A column of one tile has nothing to share; a GPU of no reported SMs counts as one.
-        assert_eq!(default_strip(10_000, 1, 132), 1);
-        assert_eq!(default_strip(4, 3, 0), 2);
+        assert_eq!(default_strip(128 * 8, 8, 132, DEFAULT_STRIP), 2);
+        assert_eq!(default_strip(32 * 8, 8, 132, DEFAULT_STRIP), 2);
+        assert_eq!(default_strip(8 * 8, 8, 132, DEFAULT_STRIP), 1);
+        // The dyadic kernels: b128 strips of four (2048 blocks); b32 two (512 blocks of four
+        // would leave an SM fewer than 4); b8 one.
+        assert_eq!(default_strip(128 * 8, 8, 132, DYADIC_STRIP), 4);
+        assert_eq!(default_strip(32 * 8, 8, 132, DYADIC_STRIP), 2);
+        assert_eq!(default_strip(8 * 8, 8, 132, DYADIC_STRIP), 1);
+        // A column of one tile has nothing to share; a GPU of no reported SMs counts as one; a
+        // column shorter than the strip takes it whole.
+        assert_eq!(default_strip(10_000, 1, 132, DYADIC_STRIP), 1);
+        assert_eq!(default_strip(4, 3, 0, DEFAULT_STRIP), 2);
+        assert_eq!(default_strip(4, 3, 0, DYADIC_STRIP), 3);
     }
 }

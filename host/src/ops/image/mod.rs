@@ -23,7 +23,7 @@ pub use crate::spec::image::{
     default_sigma, roi_sampling_grid, AugmentConfig, AugmentDraw, Interp, Layout, ResizeMode,
     RoiAlign, Shape,
 };
-pub use augment::{Augment, AugmentScratch, DEFAULT_STRIP, STRIP_MIN_BLOCKS_PER_SM};
+pub use augment::{Augment, AugmentScratch, DEFAULT_STRIP, DYADIC_STRIP, STRIP_MIN_BLOCKS_PER_SM};
 pub use gaussian_blur::{gaussian_blur, Sigma};
 pub use normalize::{normalize, ChannelStats};
 pub use resize::resize;
