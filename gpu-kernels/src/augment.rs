@@ -30,11 +30,12 @@
 //! steps 1 and 2's crop window where the host finds every crop box whole-pixel, of the crop's
 //! size and enlarged exactly twofold (`augment_dyadic` in the ABI): then a resized value is a
 //! sum of at most 3 x 3 input bytes with weights in 64ths. The block stages the input window
-//! itself (per row and four columns, every channel's word of those columns' bytes and of the
-//! next four) with tables of the crop and resize taps composed, and each rotated pixel sums its
-//! nine bytes per channel in integers with `dp4a`, exactly, then scales by `scale / 64`: the
-//! same bits as the crop and resize in f32 for the default scale of 1 (every intermediate is
-//! exact there), one rounding otherwise. No crop window, no crop pass and its barrier.
+//! itself (per row and every second column, every channel's word of that column's byte and the
+//! next three's, so that one word holds any three consecutive columns) with tables of the crop
+//! and resize taps composed, and each rotated pixel sums its nine bytes per channel in integers
+//! with one `dp4a` per row, exactly, then scales by `scale / 64`: the same bits as the crop and
+//! resize in f32 for the default scale of 1 (every intermediate is exact there), one rounding
+//! otherwise. No crop window, no crop pass and its barrier.
 //!
 //! The haloed tiles of a tile and the next one below share the blur's `2 r` halo rows: the
 //! next tile keeps them and rotates only its 32 new ones. The rotated tile is either a ring of
