@@ -558,6 +558,13 @@ pub fn augment_dyadic(
         })
 }
 
+/// Whether [`augment_kernel`] takes the dyadic kernels for blur kernel size `k` and nearest
+/// (or bilinear) rotation, `dyadic` saying whether the draw passes [`augment_dyadic`]: nearest
+/// rotation and a blur of up to 7 taps.
+pub const fn augment_takes_dyadic(k: u32, nearest: bool, dyadic: bool) -> bool {
+    dyadic && nearest && augment_radius(k) == AUGMENT_FAST_RADIUS
+}
+
 /// The fused augmentation's kernel for `channels` (1 to [`AUGMENT_MAX_CHANNELS`]; more take
 /// the 4-channel kernel, which the host never launches for them), blur kernel size `k`, strips
 /// of `strip` tiles ([`AugmentParams::strip`]) and nearest or bilinear rotation
@@ -573,6 +580,7 @@ pub const fn augment_kernel(
     dyadic: bool,
 ) -> Kernel<AugmentParams> {
     let fast = augment_radius(k) == AUGMENT_FAST_RADIUS;
+    let dyadic = augment_takes_dyadic(k, nearest, dyadic);
     let family = match (fast, strip > 1, nearest) {
         (true, false, true) if dyadic => [
             AUGMENT_DYADIC_C1,

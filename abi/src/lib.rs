@@ -167,6 +167,20 @@ mod tests {
                 std::format!("augment_wide_c{c}")
             );
         }
+        // What `augment_takes_dyadic` says is what the kernel choice does.
+        use crate::image::augment_takes_dyadic;
+        for k in [1, 3, 7, 9, 15] {
+            for nearest in [false, true] {
+                for dyadic in [false, true] {
+                    let name = augment_kernel(3, k, 2, nearest, dyadic).name();
+                    assert_eq!(
+                        augment_takes_dyadic(k, nearest, dyadic),
+                        name.starts_with("augment_dyadic"),
+                        "{name}"
+                    );
+                }
+            }
+        }
     }
 
     /// The dyadic path's condition: whole-pixel boxes of the crop's size inside the image, the

@@ -349,9 +349,9 @@ impl Crop {
         unsafe { ldg(self.img.add(off as usize).cast::<f32>()).to_bits() }
     }
 
-    /// Whether the input is NHWC with its rows 4-byte aligned and a width that is a multiple
-    /// of 4, so that four pixels from a column that is a multiple of 4 are `C` whole words
-    /// ([`Crop::pixels_at_once`]).
+    /// Whether the input is NHWC of more than one channel with its rows 4-byte aligned and a
+    /// width that is a multiple of 4, so that four pixels from a column that is a multiple of 4
+    /// are `C` whole words ([`Crop::pixels_at_once`]).
     #[inline(always)]
     fn pixels_aligned(&self) -> bool {
         let (_, px, ch) = self.strides;
@@ -970,8 +970,8 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     #[inline(always)]
     fn dyadic_layout<T: Px>(&self, crop: &Crop, win: &Window) -> DyadicLayout {
         let es = Self::dyadic_entry::<T>();
-        // The host launches this path only where the window fits the input budget; one pixel
-        // keeps every access in bounds otherwise.
+        // On this path the window fits: the crop enlarged twofold (the host's `augment_dyadic`)
+        // bounds it. Outside that contract, a window of one pixel keeps every access in bounds.
         let iw = crop.input_window(win).unwrap_or(InputWindow {
             r0: 0,
             c0: 0,
@@ -1711,7 +1711,9 @@ unsafe fn augment_block<
     // (at most 63 of them, so none of the others) write the weights (the kernel's `ksize` taps
     // centred in `taps`, zero beyond them).
     let lin = lane();
-    // Each part of the setup record comes from another warp, so that they run side by side.
+    // Each part of the setup record comes from another warp, so that they run side by side
+    // (on the dyadic path the first thread also takes the box and the staging's layout, which
+    // need its window).
     const _: () = assert!(32 + 2 * MAX_KERNEL_SIZE as usize / 2 + 1 <= 128);
     // SAFETY (all four branches): `n < batch`, so `p.angles`, `p.boxes` and `p.sigmas` hold
     // image `n`'s values, `p.stats` holds `2 * channels` f32; the setup record lies at the
@@ -1796,10 +1798,10 @@ unsafe fn augment_block<
         let first = if band == 0 { 0 } else { side - TILE };
         let rows = side - first;
         if ROT == DYADIC {
-            // Steps 1 and 2 in one part: the host launches this path only where the tile's
-            // window fits (where it would not, `dyadic_layout` stages one pixel and every
-            // access stays in bounds). The staging writes the scratch region, which the previous
-            // tile's vertical pass read.
+            // Steps 1 and 2 in one part: the tile's window fits, the crop being enlarged
+            // twofold (outside that contract, `dyadic_layout` stages one row of two entries and
+            // every access stays in bounds). The staging writes the scratch region, which the
+            // previous tile's vertical pass read.
             if band > 0 {
                 // SAFETY: every thread of the block reaches this barrier (uniform condition).
                 unsafe { sync_block() };

@@ -11,8 +11,8 @@ use crate::spec::image::{AugmentConfig, AugmentDraw};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::Arc;
 use streamline_abi::image::{
-    augment_block_dim, augment_dyadic, augment_kernel, augment_shared_bytes, AugmentParams,
-    AUGMENT_NHWC_IN, AUGMENT_NHWC_OUT, ROI_MAX_SAMPLES_PER_BIN, TILE,
+    augment_block_dim, augment_dyadic, augment_kernel, augment_shared_bytes, augment_takes_dyadic,
+    AugmentParams, AUGMENT_NHWC_IN, AUGMENT_NHWC_OUT, ROI_MAX_SAMPLES_PER_BIN, TILE,
 };
 
 /// An augmentation ready to run: configuration and draw validated and on the device.
@@ -128,8 +128,8 @@ impl Augment {
 
     /// The same augmentation with each block of the fused kernel working down `tiles` output
     /// tiles of 32 x 32 pixels, one above the other (`None`, the default: [`DEFAULT_STRIP`]
-    /// tiles, [`DYADIC_STRIP`] for a draw that the dyadic kernels take, halved until every
-    /// multiprocessor gets [`STRIP_MIN_BLOCKS_PER_SM`] blocks, down to one).
+    /// tiles, [`DYADIC_STRIP`] where the dyadic kernels run, halved until every multiprocessor
+    /// gets [`STRIP_MIN_BLOCKS_PER_SM`] blocks, down to one).
     ///
     /// A block rotates the blur's halo rows that a tile shares with the next one once and
     /// sets up its image once per strip; the results are the same bits whatever the strip.
@@ -201,7 +201,11 @@ impl Augment {
                 out.n * out.w.div_ceil(TILE as usize),
                 tiles_y,
                 gpu.info().multiprocessors as usize,
-                if self.dyadic {
+                if augment_takes_dyadic(
+                    self.cfg.kernel_size as u32,
+                    self.cfg.interp == Interp::Nearest,
+                    self.dyadic,
+                ) {
                     DYADIC_STRIP
                 } else {
                     DEFAULT_STRIP
@@ -352,14 +356,14 @@ impl Augment {
 /// on an H200.
 pub const DEFAULT_STRIP: usize = 2;
 
-/// Tiles per strip of the dyadic kernels by default (a draw that `augment_dyadic` accepts,
-/// seed 003's), where the GPU stays full with them: their blocks are shorter, and on an H200
-/// the rows and setups that longer strips share outweigh the less even last wave.
+/// Tiles per strip of the dyadic kernels by default (where `augment_takes_dyadic` holds, as
+/// for seed 003's draws), where the GPU stays full with them: their blocks are shorter, and on
+/// an H200 the rows and setups that longer strips share outweigh the less even last wave.
 pub const DYADIC_STRIP: usize = 4;
 
 /// Blocks per multiprocessor that the default strip leaves at least (the 7-tap kernels' four
-/// resident blocks): below that the GPU would idle, and the fused kernel takes one tile per
-/// block.
+/// resident blocks): below that the GPU would idle, and the default strip is halved, down to
+/// one tile per block.
 pub const STRIP_MIN_BLOCKS_PER_SM: usize = 4;
 
 /// The default strip for `columns` columns of `tiles_y` tiles (images times tiles across) on
