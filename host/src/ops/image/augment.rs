@@ -31,7 +31,8 @@ pub struct Augment {
     /// Output tiles per block of the fused kernel, one above the other (`None`: see
     /// [`Augment::with_strip`]).
     strip: Option<usize>,
-    /// Whether the draw's crops allow the fused kernel's dyadic path ([`augment_dyadic`]).
+    /// Whether the fused kernel takes its dyadic kernels ([`augment_takes_dyadic`]: the draw's
+    /// crops pass [`augment_dyadic`], nearest rotation, up to 7 taps).
     dyadic: bool,
 }
 
@@ -105,11 +106,15 @@ impl Augment {
         let fused = PerImage::upload(stream, "boxes", &fused)?.dev;
         let pairs: Vec<f32> = draw.sigmas.iter().flat_map(|s| [*s, *s]).collect();
         let (crop, size) = (cfg.crop as u32, cfg.size as u32);
-        let dyadic = augment_dyadic(
-            (crop, crop),
-            (size, size),
-            (shape.h as u32, shape.w as u32),
-            &draw.boxes,
+        let dyadic = augment_takes_dyadic(
+            cfg.kernel_size as u32,
+            cfg.interp == Interp::Nearest,
+            augment_dyadic(
+                (crop, crop),
+                (size, size),
+                (shape.h as u32, shape.w as u32),
+                &draw.boxes,
+            ),
         );
         Ok(Augment {
             cfg: cfg.clone(),
@@ -201,11 +206,7 @@ impl Augment {
                 out.n * out.w.div_ceil(TILE as usize),
                 tiles_y,
                 gpu.info().multiprocessors as usize,
-                if augment_takes_dyadic(
-                    self.cfg.kernel_size as u32,
-                    self.cfg.interp == Interp::Nearest,
-                    self.dyadic,
-                ) {
+                if self.dyadic {
                     DYADIC_STRIP
                 } else {
                     DEFAULT_STRIP
