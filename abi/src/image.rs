@@ -43,6 +43,10 @@ pub const AUGMENT_CROP_BUDGET: u32 = 1024;
 pub const AUGMENT_INPUT_BUDGET: u32 = 1536;
 /// Entries of each of `augment`'s two crop-tap tables (crop rows and columns of a window).
 pub const AUGMENT_CROP_TAPS: u32 = 64;
+/// Largest output side of `augment`'s dyadic kernels ([`augment_dyadic`]): they round a rotated
+/// pixel's source point with the adder instead of a conversion, which serves coordinates below
+/// `2^22`.
+pub const AUGMENT_DYADIC_MAX_SIDE: u32 = 1 << 22;
 /// Bytes at the start of `augment`'s shared memory for the per-block values one thread
 /// computes for all (rotation, crop box, window, normalisation).
 pub const AUGMENT_SETUP_BYTES: u32 = 256;
@@ -538,7 +542,8 @@ declare! {
 /// enlarged exactly twofold to `out`. Then every crop pixel is the mean of a 2 x 2 input
 /// block (or of fewer at the image's last row and column) and every resize weight a quarter,
 /// so each resized value is a sum of at most nine input bytes with weights in 64ths: exact in
-/// integers, and equal to what the f32 crop and resize give.
+/// integers, and equal to what the f32 crop and resize give. The output's sides are at most
+/// [`AUGMENT_DYADIC_MAX_SIDE`].
 pub fn augment_dyadic(
     crop: (u32, u32),
     out: (u32, u32),
@@ -548,6 +553,8 @@ pub fn augment_dyadic(
     let whole = |v: f32, max: u32| v >= 0.0 && v <= max as f32 && (v as u32) as f32 == v;
     out.0 == 2 * crop.0
         && out.1 == 2 * crop.1
+        && out.0 <= AUGMENT_DYADIC_MAX_SIDE
+        && out.1 <= AUGMENT_DYADIC_MAX_SIDE
         && boxes.iter().all(|b| {
             whole(b[0], image.1)
                 && whole(b[1], image.0)
@@ -556,6 +563,41 @@ pub fn augment_dyadic(
                 && b[2] - b[0] == crop.1 as f32
                 && b[3] - b[1] == crop.0 as f32
         })
+}
+
+/// Along one axis of a draw that [`augment_dyadic`] accepts: the resize's taps of resized index
+/// `z` (`z < 2 crop`) composed with the crop's, for a box starting at whole input index
+/// `start` (`start + crop <= n`) in a line of `n` input pixels. Returns the first input index
+/// read and the weights of it and the next two, in eighths, which sum to 8.
+///
+/// The resize's source point `max(z / 2 - 1/4, 0)` blends crop pixels `m - 1` and `m` by 1/4
+/// and 3/4 (`z = 2m > 0`), or `m` and `m + 1` by 3/4 and 1/4 (`z = 2m + 1`, the last crop
+/// pixel standing in for the one past it; `z = 0` takes crop pixel 0 alone); crop pixel `p`
+/// samples the input at `start + p + 1/2`, the mean of input pixels `start + p` and the next,
+/// or input pixel `n - 1` alone where `start + p = n - 1` (`roi_align`'s clamp at the last
+/// pixel). The kernels tabulate this once per resized row and column.
+pub fn augment_dyadic_taps(z: u32, crop: u32, start: u32, n: u32) -> (u32, [u32; 3]) {
+    let m = z / 2;
+    let last = crop.saturating_sub(1);
+    let next = |i: u32| if i < last { i + 1 } else { i };
+    // Crop pixels `i0 <= i1` and their weights in quarters.
+    let (i0, q0, i1, q1) = if z == 0 {
+        (0, 4, 0, 0)
+    } else if z & 1 == 0 {
+        (m - 1, 1, next(m - 1), 3)
+    } else {
+        (m, 3, next(m), 1)
+    };
+    // The crop pixel on the input's last pixel, if any, gives it its whole weight.
+    let edge = n.saturating_sub(1).saturating_sub(start);
+    let split = |i: u32, q: u32| if i == edge { (2 * q, 0) } else { (q, q) };
+    let ((a0, b0), (a1, b1)) = (split(i0, q0), split(i1, q1));
+    let w = if i1 == i0 {
+        [a0 + a1, b0 + b1, 0]
+    } else {
+        [a0, b0 + a1, b1]
+    };
+    (start + i0, w)
 }
 
 /// Whether [`augment_kernel`] takes the dyadic kernels for blur kernel size `k` and nearest

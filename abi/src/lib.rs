@@ -184,7 +184,8 @@ mod tests {
     }
 
     /// The dyadic path's condition: whole-pixel boxes of the crop's size inside the image, the
-    /// crop enlarged exactly twofold; anything else takes the general kernels.
+    /// crop enlarged exactly twofold, outputs no larger than the kernels serve; anything else
+    /// takes the general kernels.
     #[test]
     fn augment_dyadic_needs_whole_boxes_of_the_crop_enlarged_twofold() {
         use crate::image::augment_dyadic;
@@ -216,6 +217,55 @@ mod tests {
             (256, 256),
             &[[0.0, 0.0, 64.0, 128.0]]
         ));
+        // Outputs up to the dyadic kernels' largest side, not beyond.
+        use crate::image::AUGMENT_DYADIC_MAX_SIDE as MAX;
+        let tall = |out: u32| augment_dyadic((out / 2, 8), (out, 16), (MAX, 8), &[]);
+        assert!(tall(MAX));
+        assert!(!tall(MAX + 2));
+    }
+
+    /// The dyadic kernels' composed taps against the resize's and the crop's sampling rules
+    /// written out in f64 (torch's bilinear resize, `align_corners=False`; torchvision's
+    /// `roi_align` sample at `start + p + 1/2`), for every crop of 1 to 160 pixels, every whole
+    /// box start in lines up to 3 pixels longer than the crop, and every resized index.
+    #[test]
+    fn augment_dyadic_taps_compose_the_resize_and_the_crop() {
+        use crate::image::augment_dyadic_taps;
+        for crop in 1..=160u32 {
+            for n in crop..=crop + 3 {
+                for start in 0..=n - crop {
+                    for z in 0..2 * crop {
+                        // Resize: source point, its two crop pixels and their weights.
+                        let src = ((z as f64 + 0.5) * 0.5 - 0.5).max(0.0);
+                        let i0 = src.floor() as u32;
+                        let i1 = (i0 + 1).min(crop - 1);
+                        let l1 = src - i0 as f64;
+                        // Every input pixel's weight, in eighths.
+                        let mut want = [0.0f64; 4];
+                        let base = start + i0;
+                        for (p, wp) in [(i0, 1.0 - l1), (i1, l1)] {
+                            // roi_align's sample of crop pixel `p`.
+                            let y = (start + p) as f64 + 0.5;
+                            let lo = y.floor() as u32;
+                            let (lo, hi, l) = if lo >= n - 1 {
+                                (n - 1, n - 1, 0.0)
+                            } else {
+                                (lo, lo + 1, y - lo as f64)
+                            };
+                            want[(lo - base) as usize] += 8.0 * wp * (1.0 - l);
+                            want[(hi - base) as usize] += 8.0 * wp * l;
+                        }
+                        let (got_base, got) = augment_dyadic_taps(z, crop, start, n);
+                        assert_eq!(want[3], 0.0, "crop {crop} n {n} start {start} z {z}");
+                        assert_eq!(
+                            (got_base, got.map(|w| w as f64)),
+                            (base, [want[0], want[1], want[2]]),
+                            "crop {crop} n {n} start {start} z {z}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     /// The block each augmentation kernel is launched with fills its launch bounds exactly:

@@ -32,10 +32,14 @@
 //! sum of at most 3 x 3 input bytes with weights in 64ths. The block stages the input window
 //! itself (per row and every second column, every channel's word of that column's byte and the
 //! next three's, so that one word holds any three consecutive columns) with tables of the crop
-//! and resize taps composed, and each rotated pixel sums its nine bytes per channel in integers
-//! with one `dp4a` per row, exactly, then scales by `scale / 64`: the same bits as the crop and
-//! resize in f32 for the default scale of 1 (every intermediate is exact there), one rounding
-//! otherwise. No crop window, no crop pass and its barrier.
+//! and resize taps composed in closed form (`augment_dyadic_taps` in the ABI, checked there
+//! against both sampling rules), and each rotated pixel sums its nine bytes per channel in
+//! integers with one `dp4a` per row, exactly, and keeps the sum: the store's normalisation
+//! factor takes the `scale / 64`, a power of two for the default scale of 1 that leaves every
+//! blurred value's bits as the f32 crop and resize give them (every intermediate is exact
+//! there), one rounding apart otherwise. The rotation rounds its source point with the adder
+//! rather than a conversion (`Rotation::finish_nearest`), and an outside pixel reads with no
+//! weight instead of branching. No crop window, no crop pass and its barrier.
 //!
 //! The haloed tiles of a tile and the next one below share the blur's `2 r` halo rows: the
 //! next tile keeps them and rotates only its 32 new ones. The rotated tile is either a ring of
@@ -54,15 +58,17 @@
 //! bounds).
 
 use crate::gaussian_blur::sum;
-use crate::sampling::{gauss, nearest_pixel, reflect, Bilinear, LinearTaps, Roi, RoiTap, Rotation};
+use crate::sampling::{
+    gauss, nearest_pixel, reflect, Bilinear, LinearTaps, Roi, RoiTap, Rotation, NEAREST_MAX_SIDE,
+};
 use core::intrinsics::fmaf32 as fmaf;
 use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 use streamline_abi::image::{
-    augment_pitch, augment_radius, augment_scratch_px, augment_side, augment_taps_len,
-    AugmentParams, AUGMENT_CROP_TAPS, AUGMENT_FAST_RADIUS, AUGMENT_HBUF_PITCH,
-    AUGMENT_INPUT_BUDGET, AUGMENT_NHWC_IN, AUGMENT_NHWC_OUT, AUGMENT_ONE_TILE_WARPS,
-    AUGMENT_SETUP_BYTES, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, MAX_KERNEL_SIZE, ROI_MAX_SAMPLES_PER_BIN,
-    TILE,
+    augment_dyadic_taps, augment_pitch, augment_radius, augment_scratch_px, augment_side,
+    augment_taps_len, AugmentParams, AUGMENT_CROP_TAPS, AUGMENT_DYADIC_MAX_SIDE,
+    AUGMENT_FAST_RADIUS, AUGMENT_HBUF_PITCH, AUGMENT_INPUT_BUDGET, AUGMENT_NHWC_IN,
+    AUGMENT_NHWC_OUT, AUGMENT_ONE_TILE_WARPS, AUGMENT_SETUP_BYTES, IMAGE_BLOCK_X, IMAGE_BLOCK_Y,
+    MAX_KERNEL_SIZE, ROI_MAX_SAMPLES_PER_BIN, TILE,
 };
 use streamline_abi::image::{
     AUGMENT_BILINEAR_C1, AUGMENT_BILINEAR_C2, AUGMENT_BILINEAR_C3, AUGMENT_BILINEAR_C4,
@@ -111,6 +117,9 @@ const PART: u32 = 16;
 
 /// Taps of the fast path's blur (`2 AUGMENT_FAST_RADIUS + 1`).
 const FAST_TAPS: usize = 2 * AUGMENT_FAST_RADIUS as usize + 1;
+
+// The dyadic kernels round their source points with `Rotation::finish_nearest`.
+const _: () = assert!(AUGMENT_DYADIC_MAX_SIDE <= NEAREST_MAX_SIDE);
 
 // The fast kernels may copy their halo rows up ([`Tile::copy_halo`]): the rows copied must
 // not overlap their destination.
@@ -380,38 +389,6 @@ impl Crop {
             v
         })
     }
-
-    /// Along one axis of `n` input pixels (`of` a crop index gives its sample point), the
-    /// resize taps `t` composed with the crop's: the first input index they read and the three
-    /// weights of it and the next two, in eighths. Exact when every weight is a multiple of
-    /// an eighth (a whole-pixel box of the crop's size, enlarged twofold, see
-    /// `augment_dyadic`): the resize's weights are quarters and the crop's halves.
-    #[inline(always)]
-    fn composed(t: LinearTaps, n: i32, of: impl Fn(u32) -> f32) -> (i32, [u32; 3]) {
-        let (a, b) = (
-            RoiTap::new(of(t.i0 as u32), n),
-            RoiTap::new(of(t.i1 as u32), n),
-        );
-        let base = a.lo;
-        // Weight `wt` (in eighths) of input index `i`, at its place among the three.
-        let at = |i: i32, wt: f32, valid: bool| {
-            let v = if valid { (8.0 * wt) as u32 } else { 0 };
-            let d = i - base;
-            [
-                if d == 0 { v } else { 0 },
-                if d == 1 { v } else { 0 },
-                if d >= 2 { v } else { 0 },
-            ]
-        };
-        let parts = [
-            at(a.lo, t.l0 * a.h, a.valid),
-            at(a.hi, t.l0 * a.l, a.valid),
-            at(b.lo, t.l1 * b.h, b.valid),
-            at(b.hi, t.l1 * b.l, b.valid),
-        ];
-        let w = core::array::from_fn(|k| parts[0][k] + parts[1][k] + parts[2][k] + parts[3][k]);
-        (base, w)
-    }
 }
 
 /// The smallest and largest value of `reflect(i, n)` over `a <= i <= b` (`a <= b`): `|i|`
@@ -518,6 +495,28 @@ impl Window {
         unsafe { Axis::load(table, zi.wrapping_sub(self.zi0), self.zrows) }
     }
 
+    /// [`Window::y_taps`] of resized row `zi` given as `u32`, the index clamped with one
+    /// unsigned minimum (an index below the table's first takes its last entry; every read
+    /// still lies in the table).
+    ///
+    /// # Safety
+    /// The table's `zrows` entries must have been written before the last barrier.
+    #[inline(always)]
+    unsafe fn y_taps_at(&self, table: u32, zi: u32) -> Axis {
+        // SAFETY: forwarded.
+        unsafe { Axis::load_at(table, zi.wrapping_sub(self.zi0 as u32), self.zrows) }
+    }
+
+    /// [`Window::x_taps`] of resized column `zj` given as `u32`, as [`Window::y_taps_at`].
+    ///
+    /// # Safety
+    /// The table's `zcols` entries must have been written before the last barrier.
+    #[inline(always)]
+    unsafe fn x_taps_at(&self, table: u32, zj: u32) -> Axis {
+        // SAFETY: forwarded.
+        unsafe { Axis::load_at(table, zj.wrapping_sub(self.zj0 as u32), self.zcols) }
+    }
+
     /// The entry of resized column `zj` in the column tap table at `table`, as
     /// [`Window::y_taps`].
     ///
@@ -538,6 +537,24 @@ impl Axis {
     #[inline(always)]
     unsafe fn load(table: u32, i: i32, len: u32) -> Axis {
         let i = i.max(0).min(len as i32 - 1) as u32;
+        // SAFETY: `i` lies in the table (the caller's contract); entries are 16-byte aligned.
+        let [o0, o1, l0, l1] = unsafe { lds4(table + 16 * i) };
+        Axis {
+            o0,
+            o1,
+            l0: f32::from_bits(l0),
+            l1: f32::from_bits(l1),
+        }
+    }
+
+    /// Entry `i`, clamped to the last of the `len` (at least 1) entries of the table at shared
+    /// address `table`.
+    ///
+    /// # Safety
+    /// The table's `len` entries must have been written before the last barrier.
+    #[inline(always)]
+    unsafe fn load_at(table: u32, i: u32, len: u32) -> Axis {
+        let i = i.min(len - 1);
         // SAFETY: `i` lies in the table (the caller's contract); entries are 16-byte aligned.
         let [o0, o1, l0, l1] = unsafe { lds4(table + 16 * i) };
         Axis {
@@ -1007,7 +1024,7 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     /// second column holding every channel's word of that column's bytes and the next three
     /// (so that one word holds any three consecutive columns: from an even one, or from the
     /// odd one after it); the resize-tap tables hold the resize and crop taps composed
-    /// ([`Crop::composed`]). A row entry: the row's byte offset and its three rows' weights; a
+    /// ([`augment_dyadic_taps`]). A row entry: the row's byte offset and its three rows' weights; a
     /// column entry: its entry's byte offset and the three columns' weights as bytes of a
     /// word, in place (read together, in one access).
     ///
@@ -1031,13 +1048,58 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             entries,
             pitch,
         } = lay;
-        // The tables from the block's last threads, which take the fewest staging cells.
-        let mut k = threads(STRIP) - 1 - lane_for(!STRIP);
+        // Word `j` of row `r` (columns `4 j ..`) goes to entry `2 j`; its last two bytes and
+        // the next word's first two to entry `2 j + 1`.
+        let scratch = s.scratch as *mut u8;
+        let (aligned, pixels) = (crop.words_aligned(), crop.pixels_aligned());
+        let words = |row: i32, col: i32| -> [u32; C] {
+            if aligned {
+                core::array::from_fn(|c| crop.word_at_once(row, col, c as u32))
+            } else if pixels {
+                crop.pixels_at_once::<C>(row, col)
+            } else {
+                core::array::from_fn(|c| crop.word(row, col, c as u32))
+            }
+        };
+        // Cell `(r, j)`: the two words of the entries `2 j` and `2 j + 1` of row `r`.
+        let load = |r: u32, j: u32| {
+            let (row, col) = (r0 + r as i32, c0 + 4 * j as i32);
+            (words(row, col), words(row, col + 4))
+        };
+        let put = |r: u32, j: u32, (a, b): ([u32; C], [u32; C])| {
+            let (mut even, mut odd) = (T::zero(), T::zero());
+            for c in 0..C {
+                even.set(c, f32::from_bits(a[c]));
+                odd.set(c, f32::from_bits(a[c] >> 16 | b[c] << 16));
+            }
+            let at = (r * pitch + 2 * j * es) as usize;
+            // SAFETY: `r < rows` and `2 j + 1 < entries`: both entries lie inside row `r`, the
+            // rows fit the region, and entries are aligned to their slot `T`.
+            unsafe {
+                *scratch.add(at).cast::<T>() = even;
+                *scratch.add(at + es as usize).cast::<T>() = odd;
+            }
+        };
+        let div = SmallDiv::new(entries / 2);
+        let cells = rows * div.d;
+        let lin = lane_for(!STRIP);
+        // This thread's first cell is loaded before the tables are worked out, so that the
+        // loads' latency passes under that work instead of after it.
+        let (r, j) = div.divmod(lin);
+        let first = if lin < cells {
+            load(r, j)
+        } else {
+            ([0; C], [0; C])
+        };
+        // The tables from the block's last threads, which take the fewest staging cells. The
+        // box starts at whole input pixels (`augment_dyadic`).
+        let (y1, x1) = (crop.roi.start_y as u32, crop.roi.start_x as u32);
+        let mut k = threads(STRIP) - 1 - lin;
         while k < win.zrows + win.zcols {
             let e = if k < win.zrows {
-                let t = self.taps_y(win.zi0 + k as i32);
-                let (base, w) = Crop::composed(t, crop.h, |p| crop.roi.y_of_one(p));
-                let r = (base - r0).max(0).min(rows as i32 - 1) as u32;
+                let zi = (win.zi0 + k as i32) as u32;
+                let (base, w) = augment_dyadic_taps(zi, self.crop_h, y1, crop.h as u32);
+                let r = (base as i32 - r0).max(0).min(rows as i32 - 1) as u32;
                 Axis {
                     o0: r * pitch,
                     o1: w[0],
@@ -1045,9 +1107,9 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
                     l1: f32::from_bits(w[2]),
                 }
             } else {
-                let t = self.taps_x(win.zj0 + (k - win.zrows) as i32);
-                let (base, w) = Crop::composed(t, crop.w, |q| crop.roi.x_of_one(q));
-                let c = (base - c0).max(0).min(2 * entries as i32 - 1) as u32;
+                let zj = (win.zj0 + (k - win.zrows) as i32) as u32;
+                let (base, w) = augment_dyadic_taps(zj, self.crop_w, x1, crop.w as u32);
+                let c = (base as i32 - c0).max(0).min(2 * entries as i32 - 1) as u32;
                 Axis {
                     o0: (c / 2) * es,
                     o1: (w[0] | w[1] << 8 | w[2] << 16) << (8 * (c % 2)),
@@ -1064,40 +1126,24 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             unsafe { *table.add(i as usize) = e };
             k += threads(STRIP);
         }
-        // Word `j` of row `r` (columns `4 j ..`) goes to entry `2 j`; its last two bytes and
-        // the next word's first two to entry `2 j + 1`.
-        let scratch = s.scratch as *mut u8;
-        let (aligned, pixels) = (crop.words_aligned(), crop.pixels_aligned());
-        let words = |row: i32, col: i32| -> [u32; C] {
-            if aligned {
-                core::array::from_fn(|c| crop.word_at_once(row, col, c as u32))
-            } else if pixels {
-                crop.pixels_at_once::<C>(row, col)
-            } else {
-                core::array::from_fn(|c| crop.word(row, col, c as u32))
-            }
-        };
-        for_cells::<STRIP>(rows, entries / 2, |_, r, j| {
-            let (row, col) = (r0 + r as i32, c0 + 4 * j as i32);
-            let (a, b) = (words(row, col), words(row, col + 4));
-            let (mut even, mut odd) = (T::zero(), T::zero());
-            for c in 0..C {
-                even.set(c, f32::from_bits(a[c]));
-                odd.set(c, f32::from_bits(a[c] >> 16 | b[c] << 16));
-            }
-            let at = (r * pitch + 2 * j * es) as usize;
-            // SAFETY: `r < rows` and `2 j + 1 < entries`: both entries lie inside row `r`, the
-            // rows fit the region, and entries are aligned to their slot `T`.
-            unsafe {
-                *scratch.add(at).cast::<T>() = even;
-                *scratch.add(at + es as usize).cast::<T>() = odd;
-            }
-        });
+        if lin < cells {
+            put(r, j, first);
+        }
+        // The other cells, every `threads(STRIP)`-th.
+        let mut k = lin + threads(STRIP);
+        while k < cells {
+            let (r, j) = div.divmod(k);
+            put(r, j, load(r, j));
+            k += threads(STRIP);
+        }
     }
 
     /// The dyadic path's resized value at `(zi, zj)` from the staged input window
-    /// ([`Tile::stage_dyadic`], rows `pitch` bytes apart): per channel, the nine input bytes
-    /// times their weights (in 64ths) summed exactly in integers, then scaled by `scale / 64`.
+    /// ([`Tile::stage_dyadic`], rows `pitch` bytes apart), where `inside`, else 0: per channel,
+    /// the nine input bytes times their weights (in 64ths) summed exactly in integers, and
+    /// left in 64ths of the input's units (the store's factor takes `scale / 64`, see
+    /// [`augment_block`]). An outside pixel reads like any other, with no weight: one select
+    /// instead of a branch.
     ///
     /// # Safety
     /// [`Tile::stage_dyadic`] must have staged the window before the last barrier.
@@ -1106,14 +1152,14 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         &self,
         win: &Window,
         s: &Shared<T>,
-        (zi, zj): (i32, i32),
+        (zi, zj): (u32, u32),
+        inside: bool,
         pitch: u32,
-        scale: f32,
     ) -> T {
         let (ty, tx) = s.taps_at;
         // SAFETY: the tables were written before the last barrier (the caller's contract).
-        let (y, x) = unsafe { (win.y_taps(ty, zi), win.x_taps(tx, zj)) };
-        let xw = x.o1;
+        let (y, x) = unsafe { (win.y_taps_at(ty, zi), win.x_taps_at(tx, zj)) };
+        let xw = if inside { x.o1 } else { 0 };
         let wy = [y.o1, y.l0.to_bits(), y.l1.to_bits()];
         let base = s.scratch_at + y.o0 + x.o0;
         let mut acc = [0u32; C];
@@ -1140,10 +1186,10 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
                 *v = dp4a(w[c], a, *v);
             }
         }
-        let f = scale * (1.0 / 64.0);
+        // At most 255 * 64: exact.
         let mut out = T::zero();
         for (c, v) in acc.iter().enumerate() {
-            out.set(c, *v as f32 * f);
+            out.set(c, *v as f32);
         }
         out
     }
@@ -1253,7 +1299,8 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             // SAFETY: the window and its tables were staged before the last barrier (the
             // caller's contract), and `value` reads only them.
             unsafe {
-                self.rotate_with(rot, s, part, size, |sy, sx| {
+                self.rotate_with(s, part, size, |gx, gy| {
+                    let (sy, sx) = rot.finish(gx, gy);
                     match nearest_pixel(sy, sx, self.oh, self.ow) {
                         Some((zi, zj)) => self.sample::<C, T>(win, s, zi, zj),
                         None => T::zero(),
@@ -1265,7 +1312,8 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             // spills more than doubled), so they read sixteen.
             // SAFETY: as above, and every tap entry follows the one before (`quads`).
             unsafe {
-                self.rotate_with(rot, s, part, size, |sy, sx| {
+                self.rotate_with(s, part, size, |gx, gy| {
+                    let (sy, sx) = rot.finish(gx, gy);
                     // The neighbours inside the image added from 0 in torch's order, as below.
                     let bl = Bilinear::new(sy, sx, self.oh, self.ow);
                     let v = self.sample_quad::<C, T>(win, s, bl.y0, bl.x0);
@@ -1283,7 +1331,8 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         } else {
             // SAFETY: as above.
             unsafe {
-                self.rotate_with(rot, s, part, size, |sy, sx| {
+                self.rotate_with(s, part, size, |gx, gy| {
+                    let (sy, sx) = rot.finish(gx, gy);
                     // From 0, add each neighbour inside the image in torch's order:
                     // north-west, north-east, south-west, south-east.
                     let bl = Bilinear::new(sy, sx, self.oh, self.ow);
@@ -1308,7 +1357,7 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     }
 
     /// [`Tile::rotate`] for the dyadic path: nearest rotation, each pixel's value from
-    /// [`Tile::sample_dyadic`].
+    /// [`Tile::sample_dyadic`] in 64ths of the input's units (see there).
     ///
     /// # Safety
     /// As for [`Tile::rotate`], with the window staged by [`Tile::stage_dyadic`] (rows `pitch`
@@ -1321,29 +1370,29 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         s: &Shared<T>,
         (part, size): ((u32, u32), (u32, u32)),
         pitch: u32,
-        scale: f32,
     ) {
+        // Sides of at most `AUGMENT_DYADIC_MAX_SIDE` (`augment_dyadic`), which
+        // `finish_nearest` serves.
+        let (oh, ow) = (self.oh as u32, self.ow as u32);
         // SAFETY: the window and its tables were staged before the last barrier (the caller's
         // contract), and the value reads only them.
         unsafe {
-            self.rotate_with(rot, s, part, size, |sy, sx| {
-                match nearest_pixel(sy, sx, self.oh, self.ow) {
-                    Some(z) => self.sample_dyadic::<C, T>(win, s, z, pitch, scale),
-                    None => T::zero(),
-                }
+            self.rotate_with(s, part, size, |gx, gy| {
+                let (yi, xi) = rot.finish_nearest(gx, gy);
+                self.sample_dyadic::<C, T>(win, s, (yi, xi), yi < oh && xi < ow, pitch)
             })
         }
     }
 
-    /// [`Tile::rotate`] with `value(sy, sx)` the rotated value at source point `(sy, sx)`, one
-    /// loop per interpolation so that the choice is made once, not per pixel.
+    /// [`Tile::rotate`] with `value(gx, gy)` the rotated value at the normalised source point
+    /// `(gx, gy)` ([`Rotation::finish`] gives it in pixels), one loop per interpolation so that
+    /// the choice is made once, not per pixel.
     ///
     /// # Safety
     /// As for [`Tile::rotate`], and `value` reads only what was staged.
     #[inline(always)]
     unsafe fn rotate_with<T: Px>(
         &self,
-        rot: &Rotation,
         s: &Shared<T>,
         (i0, j0): (u32, u32),
         (h, w): (u32, u32),
@@ -1354,11 +1403,11 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         for_cells::<STRIP>(h, w, |_, i, j| {
             let (ti, tj) = ((i0 + i) as usize, (j0 + j) as usize);
             // SAFETY: `ti, tj < side`: inside the table.
-            let (sy, sx) = unsafe {
+            let (gx, gy) = unsafe {
                 let (c, r) = (*tab.add(tj), *tab.add(side + ti));
-                rot.finish(c[0] + r[0], c[1] + r[1])
+                (c[0] + r[0], c[1] + r[1])
             };
-            let v = value(sy, sx);
+            let v = value(gx, gy);
             let row = self.slot(ti as u32) as usize;
             // SAFETY: `row, tj < side <= pitch`: inside the rotated tile; this thread's pixel.
             unsafe { *s.rotated.add(row * pitch + tj) = v };
@@ -1826,7 +1875,6 @@ unsafe fn augment_block<
                     &s,
                     ((first, 0), (rows, side)),
                     layout.pitch,
-                    crop.scale,
                 )
             };
         } else {
@@ -1914,7 +1962,14 @@ unsafe fn augment_block<
         // strip, they made the kernel spill more).
         // SAFETY: the weights were written before the setup's barrier and not since.
         let wts = unsafe { Weights::<FAST>::new(s.wts, taps) };
-        let norm = wts.norm();
+        // The dyadic path's rotated values are in 64ths of the input's units, scaled here once
+        // instead of for each rotated pixel: by a power of two for the default scale of 1, so
+        // that every blurred and normalised value keeps its bits; one rounding apart otherwise.
+        let norm = if ROT == DYADIC {
+            wts.norm() * (p.scale * (1.0 / 64.0))
+        } else {
+            wts.norm()
+        };
         // The thread's indices read afresh for each tile: what the blur and the store derive
         // from them is recomputed here instead of held (and spilled) across the strip's steps.
         let (tx, ty) = thread_xy_fresh();

@@ -355,7 +355,33 @@ impl Rotation {
         let y = ((gy + 1.0) * self.hf - 1.0) * 0.5;
         (y, x)
     }
+
+    /// The nearest pixel to [`Rotation::finish`]'s source point, as [`nearest_pixel`] rounds
+    /// it, for planes of at most [`NEAREST_MAX_SIDE`] rows and columns and with no conversion
+    /// instruction: `(yi, xi)`, each the rounded coordinate (ties to even) where that lies in
+    /// `0 .. NEAREST_MAX_SIDE`, and `NEAREST_MAX_SIDE` or more otherwise (NaN included), so
+    /// that `yi < h && xi < w` says whether the pixel lies inside an `h x w` plane.
+    #[inline(always)]
+    pub fn finish_nearest(&self, gx: f32, gy: f32) -> (u32, u32) {
+        // `t / 2` is exact, and adding `1.5 * 2^23` rounds it to an integer (ties to even, as
+        // the adder rounds) held in the low bits: the sum's bits less the constant's are that
+        // integer while the sum stays in `[2^23, 2^24)`. A rounded value of `2^22` or more
+        // leaves that range upwards (bits of `2^24` and more: a difference of `2^22` or more),
+        // a negative one downwards (a negative difference, or a sign bit: `2^31` and more as
+        // `u32`), and so does NaN (whose bits lie above those of infinity).
+        const MAGIC: f32 = 12582912.0;
+        let half = |g: f32, n: f32| {
+            let t = (g + 1.0) * n - 1.0;
+            fmaf32(t, 0.5, MAGIC)
+                .to_bits()
+                .wrapping_sub(MAGIC.to_bits())
+        };
+        (half(gy, self.hf), half(gx, self.wf))
+    }
 }
+
+/// The largest side of a plane that [`Rotation::finish_nearest`] serves.
+pub const NEAREST_MAX_SIDE: u32 = 1 << 22;
 
 /// Bounds on the input columns that a rotated output rectangle's bilinear reads make in each
 /// input row ([`Rotation::column_spans`]): the reads lie between the larger of two lower lines and
