@@ -2060,10 +2060,11 @@ unsafe fn augment_block<
 
 /// The kernel entries, one per channel count and blur path, and for the 7-tap path per
 /// rotation (nearest with the crop window, nearest dyadic, bilinear): each is
-/// [`augment_block`] for its instance, so that each gets registers for its own needs. The last column says whether the instance copies its halo rows up (`COPY`):
-/// the nearest strips of 1, 2 and 4 channels, which it made faster; 3 channels were level
-/// and keep the ring, as do the bilinear strips (untimed with it; it raised the 3-channel
-/// one's spills).
+/// [`augment_block`] for its instance, so that each gets registers for its own needs. The last
+/// column says whether the instance copies its halo rows up (`COPY`): the nearest strips of 1,
+/// 2 and 4 channels, which it made faster; 3 channels keep the ring (the copy made the crop
+/// window's strip no faster and the dyadic one slower), as do the bilinear strips (untimed with
+/// it; it raised the 3-channel one's spills).
 macro_rules! augment_kernels {
     ($($decl:ident $name:ident $c:literal $px:ident $fast:literal $strip:literal $rot:ident
         $copy:literal;)*) => {$(
