@@ -536,15 +536,8 @@ impl Axis {
     /// The table's `len` entries must have been written before the last barrier.
     #[inline(always)]
     unsafe fn load(table: u32, i: i32, len: u32) -> Axis {
-        let i = i.max(0).min(len as i32 - 1) as u32;
-        // SAFETY: `i` lies in the table (the caller's contract); entries are 16-byte aligned.
-        let [o0, o1, l0, l1] = unsafe { lds4(table + 16 * i) };
-        Axis {
-            o0,
-            o1,
-            l0: f32::from_bits(l0),
-            l1: f32::from_bits(l1),
-        }
+        // SAFETY: forwarded; the index is clamped into the table.
+        unsafe { Axis::read(table, i.max(0).min(len as i32 - 1) as u32) }
     }
 
     /// Entry `i`, clamped to the last of the `len` (at least 1) entries of the table at shared
@@ -554,7 +547,16 @@ impl Axis {
     /// The table's `len` entries must have been written before the last barrier.
     #[inline(always)]
     unsafe fn load_at(table: u32, i: u32, len: u32) -> Axis {
-        let i = i.min(len - 1);
+        // SAFETY: forwarded; the index is clamped into the table.
+        unsafe { Axis::read(table, i.min(len - 1)) }
+    }
+
+    /// Entry `i` of the table at shared address `table`.
+    ///
+    /// # Safety
+    /// Entry `i` must lie in the table and have been written before the last barrier.
+    #[inline(always)]
+    unsafe fn read(table: u32, i: u32) -> Axis {
         // SAFETY: `i` lies in the table (the caller's contract); entries are 16-byte aligned.
         let [o0, o1, l0, l1] = unsafe { lds4(table + 16 * i) };
         Axis {
