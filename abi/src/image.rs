@@ -47,6 +47,13 @@ pub const AUGMENT_CROP_TAPS: u32 = 64;
 /// pixel's source point with the adder instead of a conversion, which serves coordinates below
 /// `2^22`.
 pub const AUGMENT_DYADIC_MAX_SIDE: u32 = 1 << 22;
+/// Bytes of the region where `augment`'s dyadic strips stage the input window of a strip's
+/// later tiles (the first stages in the scratch region, free then), apart from the horizontally
+/// blurred rows, so that a tile's window is staged while the tile before is blurred. The
+/// window of a later tile's 32 new rows (any angle, 7 taps) needs at most the bytes
+/// [`augment_dyadic_stage_bound`] gives; four blocks of the 3- and 4-channel strips fit an SM
+/// with it.
+pub const AUGMENT_DYADIC_STAGE_BYTES: u32 = 10112;
 /// Bytes at the start of `augment`'s shared memory for the per-block values one thread
 /// computes for all (rotation, crop box, window, normalisation).
 pub const AUGMENT_SETUP_BYTES: u32 = 256;
@@ -780,15 +787,45 @@ pub const fn augment_taps_len(k: u32) -> u32 {
 /// this order: the per-block values ([`AUGMENT_SETUP_BYTES`]), the weights (padded to 16
 /// bytes), the rotation's terms of each row and column of the rotated tile, the two resize-tap
 /// and the two crop-tap tables (16 bytes an entry), the rotated tile, one region holding first
-/// the crop window and then the horizontally blurred tile, and the staged input window.
-pub const fn augment_shared_bytes(channels: u32, k: u32) -> u32 {
+/// the crop window and then the horizontally blurred tile, and the staged input window. The
+/// dyadic kernels (`dyadic`, see [`augment_takes_dyadic`]) have no crop-tap tables, and in
+/// place of the input window the later tiles' staging ([`AUGMENT_DYADIC_STAGE_BYTES`]).
+pub const fn augment_shared_bytes(channels: u32, k: u32, dyadic: bool) -> u32 {
     let px = 4 * augment_px_lanes(channels);
     let side = augment_side(k);
     let weights = 4 * (2 * augment_radius(k) + 1).next_multiple_of(4);
+    let (crop_taps, input) = if dyadic {
+        (0, AUGMENT_DYADIC_STAGE_BYTES)
+    } else {
+        (AUGMENT_CROP_TAPS, 4 * AUGMENT_INPUT_BUDGET)
+    };
     AUGMENT_SETUP_BYTES
         + weights
         + 4 * 4 * side
-        + 2 * 16 * (augment_taps_len(k) + AUGMENT_CROP_TAPS)
+        + 2 * 16 * (augment_taps_len(k) + crop_taps)
         + px * (side * augment_pitch(k) + augment_scratch_px(k))
-        + 4 * AUGMENT_INPUT_BUDGET
+        + input
+}
+
+/// An upper bound on the bytes that `augment`'s dyadic strips stage for a later tile of a strip
+/// (its `TILE` new rows of the haloed tile, 7 taps) rotated by an angle of sine `sin` and cosine
+/// `cos`, with entries of `entry` bytes. The new rows' source points span at most `31 |sin| +
+/// 37 |cos|` resized rows (and `37 |sin| + 31 |cos|` columns), widened by the window's margins
+/// (one resized line before, two after, and one for the rounding of the computed points); each
+/// crop line covers two resized ones (one more for where the halves fall) and takes one more
+/// input line; the columns start at a multiple of 4, entries come two per word of four columns
+/// plus one a row, and the reads reach two rows past the last.
+pub fn augment_dyadic_stage_bound(sin: f64, cos: f64, entry: u32) -> u32 {
+    let span = |a: f64, b: f64| {
+        let (i, j) = ((TILE - 1) as f64, (augment_side(7) - 1) as f64);
+        // Resized lines `z0 ..= z1`: `z1 - z0 <= floor(extent) + 1` between the points' floors,
+        // one more for their rounding, and the margins' three.
+        let z = (i * a.abs() + j * b.abs()) as u32 + 5;
+        // Crop lines `p0 ..= p1` with `p1 - p0 <= z / 2 + 2`, input lines one more.
+        z / 2 + 4
+    };
+    let rows = span(cos, sin);
+    let cols = span(sin, cos) + 3;
+    let entries = 2 * cols.div_ceil(4);
+    (rows + 2) * (entries + 1) * entry
 }

@@ -224,6 +224,31 @@ mod tests {
         assert!(!tall(MAX + 2));
     }
 
+    /// The dyadic strips' later tiles stage within their region at every angle, in every
+    /// channel count's entries, and four blocks of every dyadic strip fit an SM's 228 KiB
+    /// (each block also takes 1 KiB that the driver reserves).
+    #[test]
+    fn augment_dyadic_stage_fits_its_region() {
+        use crate::image::{augment_dyadic_stage_bound, augment_shared_bytes};
+        use crate::image::{AUGMENT_DYADIC_STAGE_BYTES, AUGMENT_FAST_RADIUS};
+        let mut most = 0;
+        // Steps of a thousandth of a degree: the bound moves by whole lines only.
+        for step in 0..=360_000 {
+            let (s, c) = (step as f64 / 1000.0).to_radians().sin_cos();
+            for entry in [4, 8, 16] {
+                most = most.max(augment_dyadic_stage_bound(s, c, entry));
+            }
+        }
+        assert!(most <= AUGMENT_DYADIC_STAGE_BYTES, "{most}");
+        let k = 2 * AUGMENT_FAST_RADIUS + 1;
+        for c in 1..=4 {
+            assert!(
+                4 * (augment_shared_bytes(c, k, true) + 1024) <= 228 * 1024,
+                "{c}"
+            );
+        }
+    }
+
     /// The dyadic kernels' composed taps against the resize's and the crop's sampling rules
     /// written out in f64 (torch's bilinear resize, `align_corners=False`; torchvision's
     /// `roi_align` sample at `start + p + 1/2`), for every crop of 1 to 160 pixels, every whole

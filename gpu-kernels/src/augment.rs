@@ -39,7 +39,11 @@
 //! blurred value's bits as the f32 crop and resize give them (every intermediate is exact
 //! there), one rounding apart otherwise. The rotation rounds its source point with the adder
 //! rather than a conversion (`Rotation::finish_nearest`), and an outside pixel reads with no
-//! weight instead of branching. No crop window, no crop pass and its barrier.
+//! weight instead of branching. No crop window, no crop pass and its barrier. A dyadic strip
+//! also keeps the tile before's last `2 r` horizontally blurred rows (copied to the top) rather
+//! than its rotated ones, so that a later tile rotates and blurs only its 32 new rows; and it
+//! stages the next tile's window in a region of its own while the tile is blurred, three
+//! barriers a tile instead of four.
 //!
 //! The haloed tiles of a tile and the next one below share the blur's `2 r` halo rows: the
 //! next tile keeps them and rotates only its 32 new ones. The rotated tile is either a ring of
@@ -66,9 +70,9 @@ use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 use streamline_abi::image::{
     augment_dyadic_taps, augment_pitch, augment_radius, augment_scratch_px, augment_side,
     augment_taps_len, AugmentParams, AUGMENT_CROP_TAPS, AUGMENT_DYADIC_MAX_SIDE,
-    AUGMENT_FAST_RADIUS, AUGMENT_HBUF_PITCH, AUGMENT_INPUT_BUDGET, AUGMENT_NHWC_IN,
-    AUGMENT_NHWC_OUT, AUGMENT_ONE_TILE_WARPS, AUGMENT_SETUP_BYTES, IMAGE_BLOCK_X, IMAGE_BLOCK_Y,
-    MAX_KERNEL_SIZE, ROI_MAX_SAMPLES_PER_BIN, TILE,
+    AUGMENT_DYADIC_STAGE_BYTES, AUGMENT_FAST_RADIUS, AUGMENT_HBUF_PITCH, AUGMENT_INPUT_BUDGET,
+    AUGMENT_NHWC_IN, AUGMENT_NHWC_OUT, AUGMENT_ONE_TILE_WARPS, AUGMENT_SETUP_BYTES, IMAGE_BLOCK_X,
+    IMAGE_BLOCK_Y, MAX_KERNEL_SIZE, ROI_MAX_SAMPLES_PER_BIN, TILE,
 };
 use streamline_abi::image::{
     AUGMENT_BILINEAR_C1, AUGMENT_BILINEAR_C2, AUGMENT_BILINEAR_C3, AUGMENT_BILINEAR_C4,
@@ -982,12 +986,25 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         size_of::<T>() as u32
     }
 
+    /// Where the dyadic path stages a tile's input window, in bytes from the start of the
+    /// scratch region: at its start, or for a strip's `later` tiles past its end (their windows
+    /// are staged while the tile before's blurred rows are in it).
+    #[inline(always)]
+    fn dyadic_at<T>(&self, later: bool) -> u32 {
+        if later {
+            self.scratch_bytes::<T>()
+        } else {
+            0
+        }
+    }
+
     /// Where the dyadic path stages the input window that crop window `win` reads: its rows
     /// from the first on, and its columns from the multiple of 4 at or before its first, in
-    /// entries of four columns, one every two ([`Tile::stage_dyadic`]). One thread works it out
-    /// for the whole block, with the tile's window.
+    /// entries of four columns, one every two ([`Tile::stage_dyadic`]); in the scratch region,
+    /// or for a strip's `later` tiles in the region after it ([`AUGMENT_DYADIC_STAGE_BYTES`]).
+    /// One thread works it out for the whole block, with the tile's window.
     #[inline(always)]
-    fn dyadic_layout<T: Px>(&self, crop: &Crop, win: &Window) -> DyadicLayout {
+    fn dyadic_layout<T: Px>(&self, crop: &Crop, win: &Window, later: bool) -> DyadicLayout {
         let es = Self::dyadic_entry::<T>();
         // On this path the window fits: the crop enlarged twofold (the host's `augment_dyadic`)
         // bounds it. Outside that contract, a window of one pixel keeps every access in bounds.
@@ -1005,11 +1022,14 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             let entries = 2 * (cols + (iw.c0 - c0) as u32).div_ceil(4).max(1);
             (rows.max(1), entries, (entries + 1) * es)
         };
+        let room = if later {
+            AUGMENT_DYADIC_STAGE_BYTES
+        } else {
+            self.scratch_bytes::<T>()
+        };
         // Reads reach two rows past the last staged one.
         let (rows, entries, pitch) = match layout(iw.rows, iw.cols) {
-            (rows, entries, pitch) if (rows + 2) * pitch <= self.scratch_bytes::<T>() => {
-                (rows, entries, pitch)
-            }
+            (rows, entries, pitch) if (rows + 2) * pitch <= room => (rows, entries, pitch),
             _ => layout(1, 1),
         };
         DyadicLayout {
@@ -1022,7 +1042,7 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     }
 
     /// The dyadic path's staging (`augment_dyadic_*`): instead of the crop window, the input
-    /// window itself goes into the scratch region as `lay` says, one entry per row and every
+    /// window itself goes where `lay` says, one entry per row and every
     /// second column holding every channel's word of that column's bytes and the next three
     /// (so that one word holds any three consecutive columns: from an even one, or from the
     /// odd one after it); the resize-tap tables hold the resize and crop taps composed
@@ -1031,15 +1051,16 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     /// word, in place (read together, in one access).
     ///
     /// # Safety
-    /// `lay` must be [`Tile::dyadic_layout`] of `crop` and `win`; `s` must be the block's
-    /// shared memory, the scratch region and the tap tables read by no other thread until the
-    /// next barrier.
+    /// `lay` must be [`Tile::dyadic_layout`] of `crop`, `win` and `later`; `s` must be the block's
+    /// shared memory, the region `lay` stages into and the tap tables read by no other thread
+    /// until the next barrier.
     #[inline(always)]
     unsafe fn stage_dyadic<const C: usize, T: Px>(
         &self,
         crop: &Crop,
         win: &Window,
         lay: DyadicLayout,
+        later: bool,
         s: &Shared<T>,
     ) {
         let es = Self::dyadic_entry::<T>();
@@ -1050,9 +1071,10 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             entries,
             pitch,
         } = lay;
+        let at = self.dyadic_at::<T>(later);
         // Word `j` of row `r` (columns `4 j ..`) goes to entry `2 j`; its last two bytes and
         // the next word's first two to entry `2 j + 1`.
-        let scratch = s.scratch as *mut u8;
+        let scratch = (s.scratch as *mut u8).wrapping_add(at as usize);
         let (aligned, pixels) = (crop.words_aligned(), crop.pixels_aligned());
         let words = |row: i32, col: i32| -> [u32; C] {
             if aligned {
@@ -1076,7 +1098,8 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             }
             let at = (r * pitch + 2 * j * es) as usize;
             // SAFETY: `r < rows` and `2 j + 1 < entries`: both entries lie inside row `r`, the
-            // rows fit the region, and entries are aligned to their slot `T`.
+            // rows fit their region (the scratch region or the one after it, whose size is a
+            // multiple of 16 as the scratch region's is), and entries are aligned to their slot.
             unsafe {
                 *scratch.add(at).cast::<T>() = even;
                 *scratch.add(at + es as usize).cast::<T>() = odd;
@@ -1141,7 +1164,8 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     }
 
     /// The dyadic path's resized value at `(zi, zj)` from the staged input window
-    /// ([`Tile::stage_dyadic`], rows `pitch` bytes apart), where `inside`, else 0: per channel,
+    /// ([`Tile::stage_dyadic`], at shared address `base`, rows `pitch` bytes apart), where
+    /// `inside`, else 0: per channel,
     /// the nine input bytes times their weights (in 64ths) summed exactly in integers, and
     /// left in 64ths of the input's units (the store's factor takes `scale / 64`, see
     /// [`augment_block`]). An outside pixel reads like any other, with no weight: one select
@@ -1156,14 +1180,14 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         s: &Shared<T>,
         (zi, zj): (u32, u32),
         inside: bool,
-        pitch: u32,
+        (base, pitch): (u32, u32),
     ) -> T {
         let (ty, tx) = s.taps_at;
         // SAFETY: the tables were written before the last barrier (the caller's contract).
         let (y, x) = unsafe { (win.y_taps_at(ty, zi), win.x_taps_at(tx, zj)) };
         let xw = if inside { x.o1 } else { 0 };
         let wy = [y.o1, y.l0.to_bits(), y.l1.to_bits()];
-        let base = s.scratch_at + y.o0 + x.o0;
+        let base = base + y.o0 + x.o0;
         let mut acc = [0u32; C];
         for (k, wk) in wy.iter().enumerate() {
             let at = base + k as u32 * pitch;
@@ -1362,8 +1386,8 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     /// [`Tile::sample_dyadic`] in 64ths of the input's units (see there).
     ///
     /// # Safety
-    /// As for [`Tile::rotate`], with the window staged by [`Tile::stage_dyadic`] (rows `pitch`
-    /// bytes apart).
+    /// As for [`Tile::rotate`], with the window staged by [`Tile::stage_dyadic`] as `lay` and
+    /// `later` say.
     #[inline(always)]
     unsafe fn rotate_dyadic<const C: usize, T: Px>(
         &self,
@@ -1371,8 +1395,9 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         win: &Window,
         s: &Shared<T>,
         (part, size): ((u32, u32), (u32, u32)),
-        pitch: u32,
+        (lay, later): (DyadicLayout, bool),
     ) {
+        let staged = (s.scratch_at + self.dyadic_at::<T>(later), lay.pitch);
         // Sides of at most `AUGMENT_DYADIC_MAX_SIDE` (`augment_dyadic`), which
         // `finish_nearest` serves.
         let (oh, ow) = (self.oh as u32, self.ow as u32);
@@ -1381,7 +1406,7 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         unsafe {
             self.rotate_with(s, part, size, |gx, gy| {
                 let (yi, xi) = rot.finish_nearest(gx, gy);
-                self.sample_dyadic::<C, T>(win, s, (yi, xi), yi < oh && xi < ow, pitch)
+                self.sample_dyadic::<C, T>(win, s, (yi, xi), yi < oh && xi < ow, staged)
             })
         }
     }
@@ -1646,6 +1671,28 @@ impl<const FAST: bool> Weights<FAST> {
     }
 }
 
+/// Copies the dyadic strips' last `2 r` horizontally blurred rows of a tile (rows `TILE ..
+/// side` of the scratch region) to its top, where the next tile's vertical pass expects its
+/// halo: that tile then rotates and blurs horizontally only its `TILE` new rows, and its window
+/// can be staged while the rows are still in use. One pixel per thread.
+///
+/// # Safety
+/// `scratch` must hold the blurred rows (`side` rows of `AUGMENT_HBUF_PITCH` pixels, `side -
+/// TILE <= 2 AUGMENT_FAST_RADIUS`), each read by this tile for the last time before a barrier,
+/// and the copied rows read only after the next.
+#[inline(always)]
+unsafe fn copy_blurred_halo<T: Px>(scratch: *mut T, side: usize) {
+    const { assert!(2 * AUGMENT_FAST_RADIUS * TILE <= threads(true)) };
+    let (hp, tile) = (AUGMENT_HBUF_PITCH as usize, TILE as usize);
+    let k = lane() as usize;
+    if k < (side - tile) * tile {
+        let (i, j) = (k / tile, k % tile);
+        // SAFETY: `i < side - TILE <= TILE` and `j < TILE`: both pixels inside the blurred
+        // rows, and apart.
+        unsafe { *scratch.add(i * hp + j) = *scratch.add((tile + i) * hp + j) };
+    }
+}
+
 /// Which rotations a kernel instance computes: one of them only (the other's code left out), or
 /// either as `AugmentParams::nearest` says.
 const NEAREST: u8 = 0;
@@ -1675,8 +1722,10 @@ unsafe fn augment_block<
 >(
     p: &AugmentParams,
 ) {
-    // Copying the halo rows up needs them apart from their destination: the fast path's.
+    // Copying the halo rows up needs them apart from their destination: the fast path's. The
+    // dyadic strips copy their blurred halo rows up and address the rotated rows directly.
     const { assert!(!COPY || FAST) };
+    const { assert!(ROT != DYADIC || !STRIP || COPY) };
     // The block's image and strip, by divisions the host prepared.
     let (n, t) = p.tiles.divmod(block_x());
     let (sy, tx) = p.tiles_x.divmod(t);
@@ -1725,8 +1774,14 @@ unsafe fn augment_block<
         budget: augment_scratch_px(kg),
     };
 
-    // Shared memory as `augment_shared_bytes` lays it out.
+    // Shared memory as `augment_shared_bytes` lays it out (the dyadic kernels without the
+    // crop-tap tables).
     let taps = 2 * r as usize + 1;
+    let crop_taps = if ROT == DYADIC {
+        0
+    } else {
+        AUGMENT_CROP_TAPS as usize
+    };
     let smem = gpu_launch_sized_workgroup_mem::<f32>();
     let wts = smem.wrapping_add(AUGMENT_SETUP_BYTES as usize / 4);
     let table = wts.wrapping_add(taps.next_multiple_of(4));
@@ -1734,8 +1789,8 @@ unsafe fn augment_block<
     let taps_y = table.wrapping_add(2 * side as usize) as *mut Axis;
     let taps_x = taps_y.wrapping_add(tile.taps_len as usize);
     let ctap_y = taps_x.wrapping_add(tile.taps_len as usize) as *mut CropTap;
-    let ctap_x = ctap_y.wrapping_add(AUGMENT_CROP_TAPS as usize);
-    let rotated = ctap_x.wrapping_add(AUGMENT_CROP_TAPS as usize) as *mut T;
+    let ctap_x = ctap_y.wrapping_add(crop_taps);
+    let rotated = ctap_x.wrapping_add(crop_taps) as *mut T;
     let scratch = rotated.wrapping_add((side * tile.pitch) as usize);
     let input = scratch.wrapping_add(tile.budget as usize) as *mut u32;
     let s = Shared {
@@ -1802,7 +1857,7 @@ unsafe fn augment_block<
         // block, so that no warp repeats it.
         if ROT == DYADIC {
             let roi = roi();
-            let layout = tile.dyadic_layout::<T>(&Crop::new(p, nu, roi), &whole);
+            let layout = tile.dyadic_layout::<T>(&Crop::new(p, nu, roi), &whole, false);
             unsafe {
                 (*s.setup).roi = roi;
                 (*s.setup).layout = layout;
@@ -1840,43 +1895,52 @@ unsafe fn augment_block<
     // SAFETY: as above; the table is `2 * side` pairs, read after the barriers that follow the
     // staging. The columns' terms serve every tile of the strip.
     unsafe { tile.tabulate::<true>(&rot(), s.table) };
+    if ROT == DYADIC {
+        // The first tile's window, staged in the scratch region: steps 1 and 2 in one part,
+        // the tile's window fitting, the crop being enlarged twofold (outside that contract,
+        // `dyadic_layout` stages one row of two entries and every access stays in bounds).
+        // SAFETY: the setup record was published by the barrier above; `layout` is the
+        // window's (worked out with it), and the region and the tables are read only after the
+        // barrier that starts the tile's rotation.
+        unsafe {
+            let (win, layout, roi) = ((*s.setup).whole, (*s.setup).layout, (*s.setup).roi);
+            tile.stage_dyadic::<C, T>(&Crop::new(p, nu, roi), &win, layout, false, &s);
+        }
+    }
 
     // The strip's tiles one after the other. The first rotates its whole haloed tile; each
     // later one only its `TILE` new rows, the rows above being the previous tile's last ones,
-    // kept in the ring or copied up (`COPY`).
+    // kept in the ring or copied up (`COPY`). The dyadic strips keep the previous tile's last
+    // blurred rows instead (see below), and stage each later tile's window while the tile
+    // before is blurred.
     let mut band = 0;
     while band < tiles {
         let first = if band == 0 { 0 } else { side - TILE };
         let rows = side - first;
         if ROT == DYADIC {
-            // Steps 1 and 2 in one part: the tile's window fits, the crop being enlarged
-            // twofold (outside that contract, `dyadic_layout` stages one row of two entries and
-            // every access stays in bounds). The staging writes the scratch region, which the
-            // previous tile's vertical pass read.
-            if band > 0 {
-                // SAFETY: every thread of the block reaches this barrier (uniform condition).
-                unsafe { sync_block() };
-            }
-            // SAFETY: written before a barrier above (the setup's, or the previous tile's after
-            // its rotation), and not again before the next tile's.
-            let (win, layout, roi) =
-                unsafe { ((*s.setup).whole, (*s.setup).layout, (*s.setup).roi) };
-            let crop = Crop::new(p, nu, roi);
-            // SAFETY: `layout` is the window's (worked out with it); the region and the tables
-            // are read only after the barrier below.
-            unsafe { tile.stage_dyadic::<C, T>(&crop, &win, layout, &s) };
-            // SAFETY: every thread of the block reaches this barrier; it publishes the staged
-            // window and its tables.
+            // SAFETY: every thread of the block reaches this barrier; it publishes the tile's
+            // staged window and its tables (staged before the loop, or at the end of the tile
+            // before), and orders the vertical pass of the tile before ahead of the copy below.
             unsafe { sync_block() };
+            if STRIP && band > 0 {
+                // SAFETY: the tile before's horizontally blurred rows are complete and its
+                // vertical pass done (the barrier above); this tile's horizontal pass writes
+                // only rows below the copied ones, after the barrier that ends its rotation.
+                unsafe { copy_blurred_halo(s.scratch, side as usize) };
+            }
+            // SAFETY: written before the barrier above (by the setup, or during the tile
+            // before's horizontal pass), and not again before the barrier after the rotation.
+            let (win, layout) = unsafe { ((*s.setup).whole, (*s.setup).layout) };
             // SAFETY: the tile's new rows lie inside the haloed tile; the buffers are
-            // published above.
+            // published above. With `COPY` (every dyadic strip) the rows are addressed
+            // directly: the rows above the new ones are not read again.
             unsafe {
                 tile.rotate_dyadic::<C, T>(
                     &rot(),
                     &win,
                     &s,
                     ((first, 0), (rows, side)),
-                    layout.pitch,
+                    (layout, band > 0),
                 )
             };
         } else {
@@ -1953,7 +2017,7 @@ unsafe fn augment_block<
                     (*s.setup).whole = whole;
                     if ROT == DYADIC {
                         let crop = Crop::new(p, nu, (*s.setup).roi);
-                        (*s.setup).layout = next.dyadic_layout::<T>(&crop, &whole);
+                        (*s.setup).layout = next.dyadic_layout::<T>(&crop, &whole, true);
                     }
                 }
             }
@@ -1988,12 +2052,15 @@ unsafe fn augment_block<
             // once into every sum it reaches; consecutive threads take consecutive rows (odd
             // pitches: distinct banks).
             const SEG: usize = 8;
-            let items = (side * (TILE as usize / SEG)) as u32;
-            let by_side = SmallDiv::new(side as u32);
+            // The dyadic strips' later tiles blur only their new rows (see
+            // `copy_blurred_halo`).
+            let hfirst = if ROT == DYADIC { first as usize } else { 0 };
+            let items = ((side - hfirst) * (TILE as usize / SEG)) as u32;
+            let by_side = SmallDiv::new((side - hfirst) as u32);
             let mut it = lane_for(true);
             while it < items {
                 let (seg, row) = by_side.divmod(it);
-                let (row, seg) = (row as usize, seg as usize);
+                let (row, seg) = (hfirst + row as usize, seg as usize);
                 let src = at_row(row) + seg * SEG;
                 let mut acc = [[0.0f32; C]; SEG];
                 for u in 0..SEG + FAST_TAPS - 1 {
@@ -2037,7 +2104,7 @@ unsafe fn augment_block<
         // SAFETY: every thread of the block reaches this barrier; it publishes the rows, and
         // the next tile's row terms and window.
         unsafe { sync_block() };
-        if STRIP && COPY && band + 1 < tiles {
+        if STRIP && COPY && ROT != DYADIC && band + 1 < tiles {
             // SAFETY: `COPY` only on the fast path (asserted above), whose halo is `2 r = 6 <=
             // TILE` rows; the barrier above orders the horizontal pass's reads of the rotated
             // tile before the copy, and the next tile rotates into it only after its staging's
@@ -2045,6 +2112,18 @@ unsafe fn augment_block<
             unsafe { tile.copy_halo(s.rotated) };
         }
 
+        if ROT == DYADIC && band + 1 < tiles {
+            // The next tile's window, staged past the scratch region before this tile's
+            // vertical pass (staged after it, the strip's 3-channel kernel spilled and lost).
+            // SAFETY: the next tile's window and layout were published by the barrier after
+            // the horizontal pass; this tile's rotation read the region and the tables for
+            // the last time before that pass, and the next tile reads them after the barrier
+            // that starts its rotation.
+            unsafe {
+                let (win, layout, roi) = ((*s.setup).whole, (*s.setup).layout, (*s.setup).roi);
+                next.stage_dyadic::<C, T>(&Crop::new(p, nu, roi), &win, layout, true, &s);
+            }
+        }
         // Columns, normalisation and the store: each warp takes consecutive output rows of the
         // tile (`STRIP_ROWS` or `ONE_TILE_ROWS`).
         // SAFETY: the blurred rows and the setup record were published by the barriers above.
@@ -2065,8 +2144,9 @@ unsafe fn augment_block<
 /// [`augment_block`] for its instance, so that each gets registers for its own needs. The last
 /// column says whether the instance copies its halo rows up (`COPY`): the nearest strips of 1,
 /// 2 and 4 channels, which it made faster; 3 channels keep the ring (the copy made the crop
-/// window's strip no faster and the dyadic one slower), as do the bilinear strips (untimed with
-/// it; it raised the 3-channel one's spills).
+/// window's strip no faster), as do the bilinear strips (untimed with it; it raised the
+/// 3-channel one's spills). Every dyadic strip copies its horizontally blurred halo rows up
+/// instead of its rotated ones ([`copy_blurred_halo`]).
 macro_rules! augment_kernels {
     ($($decl:ident $name:ident $c:literal $px:ident $fast:literal $strip:literal $rot:ident
         $copy:literal;)*) => {$(
@@ -2090,8 +2170,9 @@ macro_rules! augment_kernels {
             /// `ceil(out_w / 32) * ceil(ceil(out_h / 32) / strip) * batch` blocks of 32 x 8
             /// threads (32 x 7 for the `augment_c*`, `augment_dyadic_c*` and
             /// `augment_bilinear_c*` kernels:
-            /// `augment_block_dim` of the kernel) with `augment_shared_bytes(channels, ksize)`
-            /// bytes of dynamic shared memory.
+            /// `augment_block_dim` of the kernel) with `augment_shared_bytes(channels, ksize,
+            /// dyadic)` bytes of dynamic shared memory (`dyadic` for the `augment_dyadic_*`
+            /// kernels).
             pub unsafe fn $name(p: AugmentParams) {
                 // SAFETY: forwarded.
                 unsafe { augment_block::<$c, $px, $fast, $strip, $rot, $copy>(&p) }
@@ -2123,7 +2204,7 @@ augment_kernels! {
     AUGMENT_DYADIC_C4 augment_dyadic_c4 4 Px4 true false DYADIC false;
     AUGMENT_DYADIC_STRIP_C1 augment_dyadic_strip_c1 1 Px1 true true DYADIC true;
     AUGMENT_DYADIC_STRIP_C2 augment_dyadic_strip_c2 2 Px2 true true DYADIC true;
-    AUGMENT_DYADIC_STRIP_C3 augment_dyadic_strip_c3 3 Px4 true true DYADIC false;
+    AUGMENT_DYADIC_STRIP_C3 augment_dyadic_strip_c3 3 Px4 true true DYADIC true;
     AUGMENT_DYADIC_STRIP_C4 augment_dyadic_strip_c4 4 Px4 true true DYADIC true;
     AUGMENT_WIDE_C1 augment_wide_c1 1 Px1 false true EITHER false;
     AUGMENT_WIDE_C2 augment_wide_c2 2 Px2 false true EITHER false;

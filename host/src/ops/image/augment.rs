@@ -247,13 +247,14 @@ impl Augment {
             pad: 0,
         };
         let (c, k) = (self.shape.c as u32, self.cfg.kernel_size as u32);
-        let smem = augment_shared_bytes(c, k);
+        let dyadic = augment_takes_dyadic(k, p.nearest != 0, self.dyadic);
+        let smem = augment_shared_bytes(c, k, dyadic);
         let max = gpu.info().limits.max_shared_per_block;
         if smem > max {
             let fits = (1..=k)
                 .rev()
                 .step_by(2)
-                .find(|&k| augment_shared_bytes(c, k) <= max)
+                .find(|&k| augment_shared_bytes(c, k, false) <= max)
                 .unwrap_or(1);
             return Err(Error::arg(
                 "kernel_size",
