@@ -34,10 +34,12 @@
 //! next three's, so that one word holds any three consecutive columns) with tables of the crop
 //! and resize taps composed in closed form (`augment_dyadic_taps` in the ABI, checked there
 //! against both sampling rules), and each rotated pixel sums its nine bytes per channel in
-//! integers with one `dp4a` per row, exactly, and keeps the sum: the store's normalisation
-//! factor takes the `scale / 64`, a power of two for the default scale of 1 that leaves every
-//! blurred value's bits as the f32 crop and resize give them (every intermediate is exact
-//! there), one rounding apart otherwise. The rotation rounds its source point with the adder
+//! integers with one `dp4a` per row, exactly, and keeps the sum (two channels to a word in
+//! 16-bit halves, which halves the rotated tile's shared-memory traffic): the store's
+//! normalisation factor takes the `scale / 64`, a power of two for the default scale of 1 that
+//! leaves every blurred value's bits as the f32 crop and resize give them (every intermediate
+//! is exact there), one rounding apart otherwise. A column's tap entry is 8 bytes (its offset
+//! and its weights), a row's 16. The rotation rounds its source point with the adder
 //! rather than a conversion (`Rotation::finish_nearest`), and an outside pixel reads with no
 //! weight instead of branching. No crop window, no crop pass and its barrier. A dyadic strip
 //! also keeps the tile before's last `2 r` horizontally blurred rows (copied to the top) rather
@@ -131,25 +133,34 @@ const _: () = assert!(2 * AUGMENT_FAST_RADIUS <= TILE);
 
 /// The channels of one pixel in shared memory, in a slot padded to a power of two so that one
 /// shared access moves them all.
-trait Px: Copy {
+trait Px: Slot {
+    /// The slot of the dyadic kernels' rotated tile for as many channels.
+    type Sums: SumSlot;
     fn zero() -> Self;
-    fn get(&self, c: usize) -> f32;
     fn set(&mut self, c: usize, v: f32);
 }
 
+/// A pixel's channels as the horizontal pass reads them from the rotated tile.
+trait Slot: Copy {
+    fn get(&self, c: usize) -> f32;
+}
+
 macro_rules! px {
-    ($name:ident, $lanes:literal, $align:literal) => {
+    ($name:ident, $lanes:literal, $align:literal, $sums:ident) => {
         #[repr(C, align($align))]
         #[derive(Clone, Copy)]
         struct $name([f32; $lanes]);
-        impl Px for $name {
-            #[inline(always)]
-            fn zero() -> Self {
-                $name([0.0; $lanes])
-            }
+        impl Slot for $name {
             #[inline(always)]
             fn get(&self, c: usize) -> f32 {
                 self.0[c]
+            }
+        }
+        impl Px for $name {
+            type Sums = $sums;
+            #[inline(always)]
+            fn zero() -> Self {
+                $name([0.0; $lanes])
             }
             #[inline(always)]
             fn set(&mut self, c: usize, v: f32) {
@@ -158,9 +169,69 @@ macro_rules! px {
         }
     };
 }
-px!(Px1, 1, 4);
-px!(Px2, 2, 8);
-px!(Px4, 4, 16);
+px!(Px1, 1, 4, Px1);
+px!(Px2, 2, 8, Sums2);
+px!(Px4, 4, 16, Sums4);
+
+/// The dyadic kernels' rotated values (integers below `2^16`, in 64ths of the input's units)
+/// of up to two channels, or of up to four, packed as 16-bit halves: half the shared-memory
+/// traffic of f32 slots for the rotation's stores and the horizontal pass's reads. One channel
+/// keeps its f32 slot (`Px1`), which is as small as a word.
+#[repr(C, align(4))]
+#[derive(Clone, Copy)]
+struct Sums2(u32);
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+struct Sums4([u32; 2]);
+
+/// The channels' 16-bit half `c` of `w`, exactly as f32.
+#[inline(always)]
+fn half(w: u32, c: usize) -> f32 {
+    (if c % 2 == 0 { w & 0xffff } else { w >> 16 }) as f32
+}
+
+impl Slot for Sums2 {
+    #[inline(always)]
+    fn get(&self, c: usize) -> f32 {
+        half(self.0, c)
+    }
+}
+
+impl Slot for Sums4 {
+    #[inline(always)]
+    fn get(&self, c: usize) -> f32 {
+        half(self.0[c / 2], c)
+    }
+}
+
+/// A slot of the dyadic path's rotated tile.
+trait SumSlot: Slot {
+    /// The slot of a rotated value from its channels' sums (each below `2^16`).
+    fn from_sums<const C: usize>(acc: [u32; C]) -> Self;
+}
+
+impl SumSlot for Px1 {
+    #[inline(always)]
+    fn from_sums<const C: usize>(acc: [u32; C]) -> Self {
+        Px1([acc[0] as f32])
+    }
+}
+
+impl SumSlot for Sums2 {
+    #[inline(always)]
+    fn from_sums<const C: usize>(acc: [u32; C]) -> Self {
+        let at = |c: usize| if c < C { acc[c] } else { 0 };
+        Sums2(at(0) | at(1) << 16)
+    }
+}
+
+impl SumSlot for Sums4 {
+    #[inline(always)]
+    fn from_sums<const C: usize>(acc: [u32; C]) -> Self {
+        let at = |c: usize| if c < C { acc[c] } else { 0 };
+        Sums4([at(0) | at(1) << 16, at(2) | at(3) << 16])
+    }
+}
 
 /// One resize tap pair along an axis: offsets (in bytes) into the window, and weights. Row
 /// entries hold row offsets (`row * cols` slots), column entries column offsets; a pixel's
@@ -519,6 +590,20 @@ impl Window {
     unsafe fn x_taps_at(&self, table: u32, zj: u32) -> Axis {
         // SAFETY: forwarded.
         unsafe { Axis::load_at(table, zj.wrapping_sub(self.zj0 as u32), self.zcols) }
+    }
+
+    /// The dyadic path's entry of resized column `zj` in the column tap table at `table`
+    /// ([`Tile::stage_dyadic`]: 8 bytes, an offset and the weights), clamped into the table as
+    /// [`Window::x_taps_at`].
+    ///
+    /// # Safety
+    /// The table's `zcols` entries must have been written before the last barrier.
+    #[inline(always)]
+    unsafe fn x_pair_at(&self, table: u32, zj: u32) -> (u32, u32) {
+        let i = zj.wrapping_sub(self.zj0 as u32).min(self.zcols - 1);
+        // SAFETY: `i < zcols`: inside the table, whose entries are 8-byte aligned.
+        let [o, w] = unsafe { lds2(table + 8 * i) };
+        (o.to_bits(), w.to_bits())
     }
 
     /// The entry of resized column `zj` in the column tap table at `table`, as
@@ -1047,8 +1132,8 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     /// (so that one word holds any three consecutive columns: from an even one, or from the
     /// odd one after it); the resize-tap tables hold the resize and crop taps composed
     /// ([`augment_dyadic_taps`]). A row entry: the row's byte offset and its three rows' weights; a
-    /// column entry: its entry's byte offset and the three columns' weights as bytes of a
-    /// word, in place (read together, in one access).
+    /// column entry (8 bytes, [`Window::x_pair_at`]): its entry's byte offset and the three
+    /// columns' weights as bytes of a word, in place (read together, in one access).
     ///
     /// # Safety
     /// `lay` must be [`Tile::dyadic_layout`] of `crop`, `win` and `later`; `s` must be the block's
@@ -1142,13 +1227,15 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
                     l1: 0.0,
                 }
             };
-            let (table, i) = if k < win.zrows {
-                (s.taps_y, k)
-            } else {
-                (s.taps_x, k - win.zrows)
-            };
-            // SAFETY: `zrows, zcols <= taps_len`: inside the tables.
-            unsafe { *table.add(i as usize) = e };
+            // SAFETY: `zrows, zcols <= taps_len`: inside the tables (a column entry takes half
+            // of an `Axis`).
+            unsafe {
+                if k < win.zrows {
+                    *s.taps_y.add(k as usize) = e;
+                } else {
+                    *(s.taps_x as *mut [u32; 2]).add((k - win.zrows) as usize) = [e.o0, e.o1];
+                }
+            }
             k += threads(STRIP);
         }
         if lin < cells {
@@ -1181,13 +1268,13 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         (zi, zj): (u32, u32),
         inside: bool,
         (base, pitch): (u32, u32),
-    ) -> T {
+    ) -> T::Sums {
         let (ty, tx) = s.taps_at;
         // SAFETY: the tables were written before the last barrier (the caller's contract).
-        let (y, x) = unsafe { (win.y_taps_at(ty, zi), win.x_taps_at(tx, zj)) };
-        let xw = if inside { x.o1 } else { 0 };
+        let (y, (xo, xw)) = unsafe { (win.y_taps_at(ty, zi), win.x_pair_at(tx, zj)) };
+        let xw = if inside { xw } else { 0 };
         let wy = [y.o1, y.l0.to_bits(), y.l1.to_bits()];
-        let base = base + y.o0 + x.o0;
+        let base = base + y.o0 + xo;
         let mut acc = [0u32; C];
         for (k, wk) in wy.iter().enumerate() {
             let at = base + k as u32 * pitch;
@@ -1212,12 +1299,8 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
                 *v = dp4a(w[c], a, *v);
             }
         }
-        // At most 255 * 64: exact.
-        let mut out = T::zero();
-        for (c, v) in acc.iter().enumerate() {
-            out.set(c, *v as f32);
-        }
-        out
+        // At most 255 * 64: below 2^16.
+        T::Sums::from_sums(acc)
     }
 
     /// The resized value at resized pixel `(zi, zj)` through the window's tap tables.
@@ -1418,12 +1501,12 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     /// # Safety
     /// As for [`Tile::rotate`], and `value` reads only what was staged.
     #[inline(always)]
-    unsafe fn rotate_with<T: Px>(
+    unsafe fn rotate_with<T: Px, V: Slot>(
         &self,
         s: &Shared<T>,
         (i0, j0): (u32, u32),
         (h, w): (u32, u32),
-        value: impl Fn(f32, f32) -> T,
+        value: impl Fn(f32, f32) -> V,
     ) {
         let (side, pitch) = (self.side as usize, self.pitch as usize);
         let tab = s.table as *const [f32; 2];
@@ -1436,8 +1519,9 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             };
             let v = value(gx, gy);
             let row = self.slot(ti as u32) as usize;
-            // SAFETY: `row, tj < side <= pitch`: inside the rotated tile; this thread's pixel.
-            unsafe { *s.rotated.add(row * pitch + tj) = v };
+            // SAFETY: `row, tj < side <= pitch`: inside the rotated tile (whose slots `T` are at
+            // least as large as `V`, and as aligned); this thread's pixel.
+            unsafe { *(s.rotated as *mut V).add(row * pitch + tj) = v };
         });
     }
 
@@ -2064,13 +2148,22 @@ unsafe fn augment_block<
                 let src = at_row(row) + seg * SEG;
                 let mut acc = [[0.0f32; C]; SEG];
                 for u in 0..SEG + FAST_TAPS - 1 {
-                    // SAFETY: `row < side`, `SEG seg + u < TILE + 2 r = side <= pitch`.
-                    let v = unsafe { *s.rotated.add(src + u) };
+                    // SAFETY: `row < side`, `SEG seg + u < TILE + 2 r = side <= pitch`; the
+                    // dyadic path's rotated tile holds `T::Sums` (`rotate_dyadic`).
+                    let v: [f32; C] = unsafe {
+                        if ROT == DYADIC {
+                            let v = *(s.rotated as *const T::Sums).add(src + u);
+                            core::array::from_fn(|c| v.get(c))
+                        } else {
+                            let v = *s.rotated.add(src + u);
+                            core::array::from_fn(|c| v.get(c))
+                        }
+                    };
                     for (i, a) in acc.iter_mut().enumerate() {
                         if u >= i && u - i < FAST_TAPS {
                             let wt = wts.at(u - i);
                             for (c, x) in a.iter_mut().enumerate() {
-                                *x = fmaf(v.get(c), wt, *x);
+                                *x = fmaf(v[c], wt, *x);
                             }
                         }
                     }
