@@ -50,7 +50,8 @@
 //! The haloed tiles of a tile and the next one below share the blur's `2 r` halo rows: the
 //! next tile keeps them and rotates only its 32 new ones. The rotated tile is either a ring of
 //! rows or, in the nearest 7-tap strips of 1, 2 and 4 channels, a plain tile whose last `2 r`
-//! rows are copied to its top for the next tile (see the kernel table at the end). The block's
+//! rows are copied to its top for the next tile (see the kernel table at the end); the dyadic
+//! strips copy their last `2 r` horizontally blurred rows instead. The block's
 //! setup (the image's rotation, crop box, weights and statistics, the columns' rotation terms)
 //! serves the whole strip.
 //!
@@ -1127,10 +1128,10 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     }
 
     /// The dyadic path's staging (`augment_dyadic_*`): instead of the crop window, the input
-    /// window itself goes where `lay` says, one entry per row and every
-    /// second column holding every channel's word of that column's bytes and the next three
-    /// (so that one word holds any three consecutive columns: from an even one, or from the
-    /// odd one after it); the resize-tap tables hold the resize and crop taps composed
+    /// window itself goes where `lay` and `later` say ([`Tile::dyadic_at`]), one entry per row
+    /// and every second column holding every channel's word of that column's bytes and the
+    /// next three (so that one word holds any three consecutive columns: from an even one, or
+    /// from the odd one after it); the resize-tap tables hold the resize and crop taps composed
     /// ([`augment_dyadic_taps`]). A row entry: the row's byte offset and its three rows' weights; a
     /// column entry (8 bytes, [`Window::x_pair_at`]): its entry's byte offset and the three
     /// columns' weights as bytes of a word, in place (read together, in one access).
@@ -1183,8 +1184,9 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             }
             let at = (r * pitch + 2 * j * es) as usize;
             // SAFETY: `r < rows` and `2 j + 1 < entries`: both entries lie inside row `r`, the
-            // rows fit their region (the scratch region or the one after it, whose size is a
-            // multiple of 16 as the scratch region's is), and entries are aligned to their slot.
+            // rows fit their region (the scratch region, or the one after it, which starts at a
+            // multiple of the slot's size as the scratch region's size is one), and entries are
+            // aligned to their slot.
             unsafe {
                 *scratch.add(at).cast::<T>() = even;
                 *scratch.add(at + es as usize).cast::<T>() = odd;
@@ -1252,9 +1254,8 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
 
     /// The dyadic path's resized value at `(zi, zj)` from the staged input window
     /// ([`Tile::stage_dyadic`], at shared address `base`, rows `pitch` bytes apart), where
-    /// `inside`, else 0: per channel,
-    /// the nine input bytes times their weights (in 64ths) summed exactly in integers, and
-    /// left in 64ths of the input's units (the store's factor takes `scale / 64`, see
+    /// `inside`, else 0: per channel, the nine input bytes times their weights (in 64ths)
+    /// summed exactly in integers, and left in 64ths of the input's units (the store's factor takes `scale / 64`, see
     /// [`augment_block`]). An outside pixel reads like any other, with no weight: one select
     /// instead of a branch.
     ///
@@ -1499,7 +1500,9 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     /// the choice is made once, not per pixel.
     ///
     /// # Safety
-    /// As for [`Tile::rotate`], and `value` reads only what was staged.
+    /// As for [`Tile::rotate`], and `value` reads only what was staged; the slots `V` it gives
+    /// are no larger and no more aligned than `T` (the rotated tile holds `V` slots `pitch` to a
+    /// row).
     #[inline(always)]
     unsafe fn rotate_with<T: Px, V: Slot>(
         &self,
