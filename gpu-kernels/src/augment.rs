@@ -45,7 +45,8 @@
 //! also keeps the tile before's last `2 r` horizontally blurred rows (copied to the top) rather
 //! than its rotated ones, so that a later tile rotates and blurs only its 32 new rows; and it
 //! stages the next tile's window in a region of its own while the tile is blurred, three
-//! barriers a tile instead of four.
+//! barriers a tile instead of four. With three channels it keeps the horizontally blurred rows
+//! as one f32 plane per channel rather than 16-byte slots with a word of padding.
 //!
 //! The haloed tiles of a tile and the next one below share the blur's `2 r` halo rows: the
 //! next tile keeps them and rotates only its 32 new ones. The rotated tile is either a ring of
@@ -121,6 +122,19 @@ const _: () = assert!(160 + 4 <= threads(false) && threads(false) <= threads(tru
 /// `zi0 ..= zi1` then have `zi1 - zi0 < 15 sqrt(2) + 4`, and with a scale `crop / out <= 1`
 /// the crop rows number fewer than `15 sqrt(2) + 7 < 29`: `28 * 28 <= AUGMENT_CROP_BUDGET`.
 const PART: u32 = 16;
+
+/// Row pitch, in f32, of the horizontally blurred rows held as one plane per channel (the
+/// dyadic 3-channel kernels, [`planes`]): a multiple of 4 for 16-byte stores, an odd number of
+/// 16-byte units so that consecutive rows fall in other banks.
+const PLANE_PITCH: usize = 36;
+const _: () = assert!(PLANE_PITCH >= TILE as usize && PLANE_PITCH % 8 == 4);
+
+/// Whether a kernel instance keeps its horizontally blurred rows as one f32 plane per channel
+/// instead of one padded slot per pixel: the dyadic kernels with three channels, whose slots
+/// would move a fourth word for nothing through the busiest pipe (shared memory).
+const fn planes(rot: u8, c: usize) -> bool {
+    rot == DYADIC && c == 3
+}
 
 /// Taps of the fast path's blur (`2 AUGMENT_FAST_RADIUS + 1`).
 const FAST_TAPS: usize = 2 * AUGMENT_FAST_RADIUS as usize + 1;
@@ -1541,7 +1555,13 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     /// batch`.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn vblur_store<const C: usize, T: Px, const FAST: bool, const ROWS: usize>(
+    unsafe fn vblur_store<
+        const C: usize,
+        T: Px,
+        const FAST: bool,
+        const ROWS: usize,
+        const ROT: u8,
+    >(
         &self,
         p: &AugmentParams,
         wts: &Weights<FAST>,
@@ -1551,6 +1571,8 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         (tx, ty): (usize, usize),
         x0: i32,
     ) {
+        // The planes are read on the fast path only (the dyadic kernels').
+        const { assert!(!planes(ROT, C) || FAST) };
         let r = ((self.side - TILE) / 2) as i32;
         let (hp, side) = (AUGMENT_HBUF_PITCH as usize, self.side as usize);
         let first = ty * ROWS;
@@ -1561,12 +1583,22 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             for u in 0..ROWS + FAST_TAPS - 1 {
                 // SAFETY: `in_rows(first + u) < TILE + 2 r = side`, `tx < TILE`: inside the
                 // blurred rows.
-                let v = unsafe { *s.scratch.add(in_rows(first + u) * hp + tx) };
+                // With `planes`, one plane per channel (`side * PLANE_PITCH` f32 each).
+                let v: [f32; C] = unsafe {
+                    let row = in_rows(first + u);
+                    if planes(ROT, C) {
+                        let f = s.scratch as *const f32;
+                        core::array::from_fn(|c| *f.add((c * side + row) * PLANE_PITCH + tx))
+                    } else {
+                        let v = *s.scratch.add(row * hp + tx);
+                        core::array::from_fn(|c| v.get(c))
+                    }
+                };
                 for (i, a) in acc.iter_mut().enumerate() {
                     if u >= i && u - i < FAST_TAPS {
                         let wt = wts.at(u - i);
                         for (c, x) in a.iter_mut().enumerate() {
-                            *x = fmaf(v.get(c), wt, *x);
+                            *x = fmaf(v[c], wt, *x);
                         }
                     }
                 }
@@ -1768,10 +1800,23 @@ impl<const FAST: bool> Weights<FAST> {
 /// TILE <= 2 AUGMENT_FAST_RADIUS`), each read by this tile for the last time before a barrier,
 /// and the copied rows read only after the next.
 #[inline(always)]
-unsafe fn copy_blurred_halo<T: Px>(scratch: *mut T, side: usize) {
+unsafe fn copy_blurred_halo<const C: usize, T: Px>(scratch: *mut T, side: usize) {
     const { assert!(2 * AUGMENT_FAST_RADIUS * TILE <= threads(true)) };
     let (hp, tile) = (AUGMENT_HBUF_PITCH as usize, TILE as usize);
     let k = lane() as usize;
+    if planes(DYADIC, C) {
+        // Three planes' rows, 16 bytes per thread.
+        let (f, q) = (scratch as *mut [f32; 4], tile / 4);
+        if k < 3 * (side - tile) * q {
+            let (cr, j) = (k / q, k % q);
+            let (c, i) = (cr / (side - tile), cr % (side - tile));
+            let at = |row: usize| (c * side + row) * (PLANE_PITCH / 4) + j;
+            // SAFETY: `c < 3`, `i < side - TILE <= TILE`, `4 j < TILE`: both chunks inside the
+            // planes, and apart.
+            unsafe { *f.add(at(i)) = *f.add(at(tile + i)) };
+        }
+        return;
+    }
     if k < (side - tile) * tile {
         let (i, j) = (k / tile, k % tile);
         // SAFETY: `i < side - TILE <= TILE` and `j < TILE`: both pixels inside the blurred
@@ -2013,7 +2058,7 @@ unsafe fn augment_block<
                 // SAFETY: the tile before's horizontally blurred rows are complete and its
                 // vertical pass done (the barrier above); this tile's horizontal pass writes
                 // only rows below the copied ones, after the barrier that ends its rotation.
-                unsafe { copy_blurred_halo(s.scratch, side as usize) };
+                unsafe { copy_blurred_halo::<C, T>(s.scratch, side as usize) };
             }
             // SAFETY: written before the barrier above (by the setup, or during the tile
             // before's horizontal pass), and not again before the barrier after the rotation.
@@ -2171,14 +2216,31 @@ unsafe fn augment_block<
                         }
                     }
                 }
-                for (i, a) in acc.iter().enumerate() {
-                    let mut out = T::zero();
-                    for (c, x) in a.iter().enumerate() {
-                        out.set(c, *x);
+                if planes(ROT, C) {
+                    // Each channel's `SEG` values in 16-byte stores.
+                    let f = s.scratch as *mut [f32; 4];
+                    for c in 0..C {
+                        for h in 0..SEG / 4 {
+                            let at = ((c * side + row) * PLANE_PITCH + seg * SEG) / 4 + h;
+                            // SAFETY: `row < side`, `SEG seg + 4 h + 3 < TILE <= PLANE_PITCH`,
+                            // `c < 3`: inside the scratch region (`3 side PLANE_PITCH` f32 fit
+                            // its `side * AUGMENT_HBUF_PITCH` slots of 16 bytes), 16-byte
+                            // aligned (`PLANE_PITCH` and `SEG` multiples of 4).
+                            unsafe {
+                                *f.add(at) = core::array::from_fn(|k| acc[4 * h + k][c]);
+                            }
+                        }
                     }
-                    // SAFETY: `row < side`, `SEG seg + i < TILE`: inside the scratch region
-                    // (`side * AUGMENT_HBUF_PITCH` pixels).
-                    unsafe { *s.scratch.add(row * hp + seg * SEG + i) = out };
+                } else {
+                    for (i, a) in acc.iter().enumerate() {
+                        let mut out = T::zero();
+                        for (c, x) in a.iter().enumerate() {
+                            out.set(c, *x);
+                        }
+                        // SAFETY: `row < side`, `SEG seg + i < TILE`: inside the scratch region
+                        // (`side * AUGMENT_HBUF_PITCH` pixels).
+                        unsafe { *s.scratch.add(row * hp + seg * SEG + i) = out };
+                    }
                 }
                 it += threads(STRIP);
             }
@@ -2225,9 +2287,25 @@ unsafe fn augment_block<
         // SAFETY: the blurred rows and the setup record were published by the barriers above.
         unsafe {
             if STRIP {
-                tile.vblur_store::<C, T, FAST, STRIP_ROWS>(p, &wts, norm, &s, nu, (tx, ty), x0);
+                tile.vblur_store::<C, T, FAST, STRIP_ROWS, ROT>(
+                    p,
+                    &wts,
+                    norm,
+                    &s,
+                    nu,
+                    (tx, ty),
+                    x0,
+                );
             } else {
-                tile.vblur_store::<C, T, FAST, ONE_TILE_ROWS>(p, &wts, norm, &s, nu, (tx, ty), x0);
+                tile.vblur_store::<C, T, FAST, ONE_TILE_ROWS, ROT>(
+                    p,
+                    &wts,
+                    norm,
+                    &s,
+                    nu,
+                    (tx, ty),
+                    x0,
+                );
             }
         }
         tile = next;
