@@ -2284,28 +2284,13 @@ unsafe fn augment_block<
         }
         // Columns, normalisation and the store: each warp takes consecutive output rows of the
         // tile (`STRIP_ROWS` or `ONE_TILE_ROWS`).
+        let at = (tx, ty);
         // SAFETY: the blurred rows and the setup record were published by the barriers above.
         unsafe {
             if STRIP {
-                tile.vblur_store::<C, T, FAST, STRIP_ROWS, ROT>(
-                    p,
-                    &wts,
-                    norm,
-                    &s,
-                    nu,
-                    (tx, ty),
-                    x0,
-                );
+                tile.vblur_store::<C, T, FAST, STRIP_ROWS, ROT>(p, &wts, norm, &s, nu, at, x0);
             } else {
-                tile.vblur_store::<C, T, FAST, ONE_TILE_ROWS, ROT>(
-                    p,
-                    &wts,
-                    norm,
-                    &s,
-                    nu,
-                    (tx, ty),
-                    x0,
-                );
+                tile.vblur_store::<C, T, FAST, ONE_TILE_ROWS, ROT>(p, &wts, norm, &s, nu, at, x0);
             }
         }
         tile = next;
