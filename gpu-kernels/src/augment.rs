@@ -597,19 +597,9 @@ impl Window {
         unsafe { Axis::load_at(table, zi.wrapping_sub(self.zi0 as u32), self.zrows) }
     }
 
-    /// [`Window::x_taps`] of resized column `zj` given as `u32`, as [`Window::y_taps_at`].
-    ///
-    /// # Safety
-    /// The table's `zcols` entries must have been written before the last barrier.
-    #[inline(always)]
-    unsafe fn x_taps_at(&self, table: u32, zj: u32) -> Axis {
-        // SAFETY: forwarded.
-        unsafe { Axis::load_at(table, zj.wrapping_sub(self.zj0 as u32), self.zcols) }
-    }
-
     /// The dyadic path's entry of resized column `zj` in the column tap table at `table`
-    /// ([`Tile::stage_dyadic`]: 8 bytes, an offset and the weights), clamped into the table as
-    /// [`Window::x_taps_at`].
+    /// ([`Tile::stage_dyadic`]: 8 bytes, an offset and the weights), given as `u32` and clamped
+    /// into the table as [`Window::y_taps_at`] does.
     ///
     /// # Safety
     /// The table's `zcols` entries must have been written before the last barrier.
@@ -1086,15 +1076,16 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         size_of::<T>() as u32
     }
 
-    /// Where the dyadic path stages a tile's input window, in bytes from the start of the
-    /// scratch region: at its start, or for a strip's `later` tiles past its end (their windows
-    /// are staged while the tile before's blurred rows are in it).
+    /// Where the dyadic path stages a tile's input window, as its offset in bytes from the
+    /// start of the scratch region and its room in bytes: the scratch region itself, or for a
+    /// strip's `later` tiles the region past its end (their windows are staged while the tile
+    /// before's blurred rows are in it).
     #[inline(always)]
-    fn dyadic_at<T>(&self, later: bool) -> u32 {
+    fn dyadic_region<T>(&self, later: bool) -> (u32, u32) {
         if later {
-            self.scratch_bytes::<T>()
+            (self.scratch_bytes::<T>(), AUGMENT_DYADIC_STAGE_BYTES)
         } else {
-            0
+            (0, self.scratch_bytes::<T>())
         }
     }
 
@@ -1122,11 +1113,7 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             let entries = 2 * (cols + (iw.c0 - c0) as u32).div_ceil(4).max(1);
             (rows.max(1), entries, (entries + 1) * es)
         };
-        let room = if later {
-            AUGMENT_DYADIC_STAGE_BYTES
-        } else {
-            self.scratch_bytes::<T>()
-        };
+        let (_, room) = self.dyadic_region::<T>(later);
         // Reads reach two rows past the last staged one.
         let (rows, entries, pitch) = match layout(iw.rows, iw.cols) {
             (rows, entries, pitch) if (rows + 2) * pitch <= room => (rows, entries, pitch),
@@ -1142,7 +1129,7 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
     }
 
     /// The dyadic path's staging (`augment_dyadic_*`): instead of the crop window, the input
-    /// window itself goes where `lay` and `later` say ([`Tile::dyadic_at`]), one entry per row
+    /// window itself goes where `lay` and `later` say ([`Tile::dyadic_region`]), one entry per row
     /// and every second column holding every channel's word of that column's bytes and the
     /// next three (so that one word holds any three consecutive columns: from an even one, or
     /// from the odd one after it); the resize-tap tables hold the resize and crop taps composed
@@ -1171,7 +1158,7 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
             entries,
             pitch,
         } = lay;
-        let at = self.dyadic_at::<T>(later);
+        let (at, _) = self.dyadic_region::<T>(later);
         // Word `j` of row `r` (columns `4 j ..`) goes to entry `2 j`; its last two bytes and
         // the next word's first two to entry `2 j + 1`.
         let scratch = (s.scratch as *mut u8).wrapping_add(at as usize);
@@ -1495,7 +1482,7 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         (part, size): ((u32, u32), (u32, u32)),
         (lay, later): (DyadicLayout, bool),
     ) {
-        let staged = (s.scratch_at + self.dyadic_at::<T>(later), lay.pitch);
+        let staged = (s.scratch_at + self.dyadic_region::<T>(later).0, lay.pitch);
         // Sides of at most `AUGMENT_DYADIC_MAX_SIDE` (`augment_dyadic`), which
         // `finish_nearest` serves.
         let (oh, ow) = (self.oh as u32, self.ow as u32);
