@@ -444,7 +444,52 @@ impl FastDiv {
     }
 }
 
+/// The fused augmentation's random draw on the device ([`AUGMENT_DRAW`]): one block draws every
+/// image's crop box, angle and sigma from Philox4x32-10 and then advances the generator's
+/// counter, so each launch (and each replay of a graph that holds it) draws anew.
+///
+/// Image `i` of the draw made at counter value `t` takes the four words of
+/// `philox4x32_10([t_lo, t_hi, i, 0], [seed_lo, seed_hi])`: the crop's top is
+/// `below(w0, max_top + 1)` and its left `below(w1, max_left + 1)`, the angle
+/// `fma(2 degrees, unit(w2), -degrees)`, the sigma `fma(sigma_span, unit(w3), sigma_lo)` (with
+/// image 0's `w3` for every image unless `per_image_sigma`); see `streamline_device::random`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct AugmentDrawParams {
+    /// Device address of the generator's state, four u32: the seed (low word first), then the
+    /// number of draws made so far (low word first), which the kernel advances by one.
+    pub state: u64,
+    /// Device address of the draw: `batch` boxes `[x1, y1, x2, y2]`, then `batch` angles, then
+    /// `batch` sigmas (f32), as [`AugmentParams`] reads them.
+    pub draw: u64,
+    /// Images.
+    pub batch: u32,
+    /// Crop height and width.
+    pub crop_h: u32,
+    pub crop_w: u32,
+    /// Largest top and left of a crop (`height - crop_h`, `width - crop_w`).
+    pub max_top: u32,
+    pub max_left: u32,
+    /// Angles are drawn from `[-degrees, degrees)` (0: no rotation).
+    pub degrees: f32,
+    /// Sigmas are drawn from `[sigma_lo, sigma_lo + sigma_span)` (`sigma_span` 0: always
+    /// `sigma_lo`).
+    pub sigma_lo: f32,
+    pub sigma_span: f32,
+    /// 1: a sigma per image; 0: one sigma for the batch.
+    pub per_image_sigma: u32,
+    /// Zero (keeps the struct free of implicit padding).
+    pub pad: u32,
+}
+
+/// Threads of the one block of [`AUGMENT_DRAW`].
+pub const AUGMENT_DRAW_BLOCK: u32 = 256;
+
 declare! {
+    /// The fused augmentation's random draw on the device: one block of
+    /// [`AUGMENT_DRAW_BLOCK`] threads.
+    pub const AUGMENT_DRAW: Kernel<AugmentDrawParams> = Kernel::new("augment_draw").with_bounds(AUGMENT_DRAW_BLOCK, 1);
     /// uint8 to f32.
     pub const TO_FLOAT: Kernel<ToFloatParams> = Kernel::new("to_float");
     /// uint8 to f32 from one layout to the other (NHWC to NCHW or back).

@@ -56,6 +56,7 @@ pub mod atomic;
 pub mod math;
 #[cfg(target_arch = "nvptx64")]
 pub mod mem;
+pub mod random;
 #[cfg(target_arch = "nvptx64")]
 pub mod shared;
 #[cfg(target_arch = "nvptx64")]

@@ -14,6 +14,7 @@
 #![allow(internal_features)]
 
 pub mod augment;
+pub mod augment_draw;
 mod channels;
 pub mod gaussian_blur;
 pub mod heavy;

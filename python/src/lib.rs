@@ -17,14 +17,15 @@ use pyo3::prelude::*;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use streamline::engine::External;
+use streamline::engine::{params, External};
 use streamline::error::DriverContext;
 use streamline::ops::heavy::heavy as heavy_op;
 use streamline::ops::image::{
-    self, Augment, AugmentConfig, AugmentDraw, ChannelStats, Interp, Layout, PerImage, ResizeMode,
-    RoiAlign, RoiBoxes, Shape, Sigma,
+    self, Augment, AugmentConfig, AugmentDraw, ChannelStats, DeviceRng, Interp, Layout, PerImage,
+    ResizeMode, RoiAlign, RoiBoxes, Shape, Sigma,
 };
 use streamline::ops::matmul::{self, Gemm};
+use streamline::reference::image::augment_device_draw;
 use streamline::{Error, Gpu, LaunchConfig, Module};
 
 create_exception!(
@@ -85,11 +86,17 @@ fn gpu(ordinal: usize) -> streamline::Result<Arc<Gpu>> {
         return Ok(g.clone());
     }
     let ptx = std::env::var_os("STREAMLINE_PTX").map(PathBuf::from);
-    let g = Arc::new(Gpu::new(ordinal, ptx.as_deref())?);
+    // The first call may come while torch captures a graph: loading the kernels is no part of
+    // it.
+    let g = Arc::new(params::outside_capture(|| {
+        Gpu::new(ordinal, ptx.as_deref())
+    })?);
     // SAFETY: every buffer this module allocates (per-call parameters: angles, boxes, sigmas,
-    // means) is allocated, used by one launch and freed on the one stream of that call, so
-    // stream order alone keeps each use after its upload and before its (stream-ordered)
-    // free; the caller's tensors are not cudarc buffers and were never tracked.
+    // means; an augmentation's generator state) is uploaded on the stream of the call that
+    // first uses it (or, during a capture, before the call returns) and then used only by
+    // launches on the caller's streams, which the caller orders as for torch's own operations;
+    // its (stream-ordered) free follows its uses on that stream. The caller's tensors are not
+    // cudarc buffers and were never tracked.
     unsafe { g.context().disable_event_tracking() };
     if devices.len() <= ordinal {
         devices.resize(ordinal + 1, None);
@@ -387,7 +394,8 @@ fn augment(
     seed: u64,
     per_image_sigma: bool,
     draw: Option<Draw>,
-) -> PyResult<Draw> {
+    rng: Option<Bound<'_, AugmentRng>>,
+) -> PyResult<Option<Draw>> {
     let sh = shape(nchw);
     let cfg = AugmentConfig {
         crop,
@@ -403,7 +411,22 @@ fn augment(
     let src = layout("layout", &layouts.0).map_err(to_py)?;
     let dst = layout("output_layout", &layouts.1).map_err(to_py)?;
     cfg.check(sh).map_err(to_py)?;
+    let rng = rng.as_ref().map(|r| r.get());
+    if rng.is_some_and(|r| r.device != io.0) {
+        return Err(PyValueError::new_err(format!(
+            "inpt: is on cuda:{} but the augmentation's generator is on cuda:{}",
+            io.0,
+            rng.map_or(0, |r| r.device)
+        )));
+    }
     io.run(py, |g, s, x, y| {
+        if let Some(rng) = rng {
+            let rng = rng.on(s)?;
+            Augment::drawn_on_device(s, sh, &cfg, &rng, per_image_sigma)?
+                .with_layouts(src, dst)
+                .run_fused(g, s, x, y)?;
+            return Ok(None);
+        }
         let draw = match draw {
             Some((boxes, angles, sigmas)) => AugmentDraw {
                 boxes,
@@ -416,8 +439,76 @@ fn augment(
         Augment::new(s, sh, &cfg, &draw)?
             .with_layouts(src, dst)
             .run_fused(g, s, x, y)?;
-        Ok((draw.boxes, draw.angles, draw.sigmas))
+        Ok(Some((draw.boxes, draw.angles, draw.sigmas)))
     })
+}
+
+/// The generator of an augmentation drawn on the device: a seed, and on first use the
+/// device's state (seed and draws made), which every run advances.
+#[pyclass(frozen, module = "streamline._native")]
+struct AugmentRng {
+    device: usize,
+    seed: u64,
+    rng: Mutex<Option<Arc<DeviceRng>>>,
+}
+
+impl AugmentRng {
+    /// The device state, made on `s` at the first use.
+    fn on(&self, s: &Arc<CudaStream>) -> streamline::Result<Arc<DeviceRng>> {
+        let mut r = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+        if r.is_none() {
+            *r = Some(DeviceRng::new(s, self.seed)?);
+        }
+        Ok(r.as_ref().expect("made above").clone())
+    }
+}
+
+#[pymethods]
+impl AugmentRng {
+    #[new]
+    fn new(device: usize, seed: u64) -> AugmentRng {
+        AugmentRng {
+            device,
+            seed,
+            rng: Mutex::new(None),
+        }
+    }
+
+    /// The draws made so far, once the work queued on `stream` has finished (0 before the
+    /// first use).
+    fn draws(&self, py: Python<'_>, stream: u64) -> PyResult<u64> {
+        let Some(rng) = self.rng.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
+            return Ok(0);
+        };
+        on_stream(py, self.device, stream, &[], |_, s| rng.draws(s))
+    }
+}
+
+/// The draw that a generator of `seed` that has made `draws` draws makes next for `n` images
+/// of `h x w` (the device's formula, computed on the host).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn augment_device_draw_at(
+    nhw: (usize, usize, usize),
+    crop: usize,
+    size: usize,
+    degrees: f32,
+    sigma: (f32, f32),
+    seed: u64,
+    draws: u64,
+    per_image_sigma: bool,
+) -> PyResult<Draw> {
+    let cfg = AugmentConfig {
+        crop,
+        size,
+        degrees,
+        sigma,
+        ..AugmentConfig::seed003(size, 1)
+    };
+    let (n, h, w) = nhw;
+    cfg.check(Shape { n, c: 1, h, w }).map_err(to_py)?;
+    let d = augment_device_draw(&cfg, nhw, seed, draws, per_image_sigma);
+    Ok((d.boxes, d.angles, d.sigmas))
 }
 
 /// Seed 000's `y = x^2 + x^3 sin(x) cos(x) + tan(x)` over the elements of `x`, of `dtype`
@@ -556,6 +647,8 @@ impl KernelModule {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NoGpuError", m.py().get_type::<NoGpuError>())?;
     m.add_class::<KernelModule>()?;
+    m.add_class::<AugmentRng>()?;
+    m.add_function(wrap_pyfunction!(augment_device_draw_at, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_status, m)?)?;
     m.add_function(wrap_pyfunction!(device_info, m)?)?;
     m.add_function(wrap_pyfunction!(to_float, m)?)?;

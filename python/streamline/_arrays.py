@@ -38,6 +38,12 @@ def _torch():
     return sys.modules.get("torch")
 
 
+def capturing():
+    """Whether PyTorch is capturing a CUDA graph on its current stream."""
+    torch = _torch()
+    return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+
+
 def _torch_dtype_name(t):
     torch = _torch()
     return {torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16"}.get(t)

@@ -12,7 +12,7 @@ Where torchvision takes one value per call (``rotate``'s ``angle``, ``gaussian_b
 import numbers
 
 from . import _native
-from ._arrays import array, device_of, disjoint, output, stream_handle
+from ._arrays import array, capturing, device_of, disjoint, output, stream_handle
 
 _IMAGE = (3, 4)
 
@@ -77,12 +77,24 @@ def _io(dev, s, x, y):
     return dev, s, (x.ptr, x.size), (y.ptr, y.size)
 
 
+def _host_values(value, arg):
+    """``value``'s numbers on the host: ``value.tolist()`` for a tensor or array. A CUDA
+    tensor cannot be read while the current stream is being captured into a CUDA graph (the
+    graph would keep the values of the capture, not of each replay): that is refused."""
+    if not hasattr(value, "tolist"):
+        return value
+    if getattr(value, "is_cuda", False) and capturing():
+        raise ValueError(
+            f"{arg}: a CUDA tensor cannot be read by the host while a CUDA graph is being captured; "
+            "pass a number, a list or a CPU tensor (the graph keeps a device copy of its values)")
+    return value.tolist()
+
+
 def _per_image(value, n, arg):
     """One float per image from a number, a sequence or a CPU tensor of ``n`` values."""
     if isinstance(value, numbers.Real):
         return [float(value)] * n
-    if hasattr(value, "tolist"):
-        value = value.tolist()
+    value = _host_values(value, arg)
     try:
         values = [float(v) for v in value]
     except (TypeError, ValueError):
@@ -109,7 +121,8 @@ def normalize(inpt, mean, std, inplace=False, *, out=None, stream=None, device=N
             raise ValueError("out: cannot be given with inplace=True")
         out = inpt
     x, out, y, dev, s = _image_io(inpt, out, stream, device, elementwise=True)
-    mean, std = list(map(float, mean)), list(map(float, std))
+    mean = list(map(float, _host_values(mean, "mean")))
+    std = list(map(float, _host_values(std, "std")))
     _native.normalize(_io(dev, s, x, y), _nchw(x), mean, std)
     return out
 
@@ -197,8 +210,7 @@ def gaussian_blur(inpt, kernel_size, sigma=None, *, out=None, stream=None, devic
     if sigma is None:
         sig = [0.3 * ((v - 1) * 0.5 - 1) + 0.8 for v in k]
     else:
-        if hasattr(sigma, "tolist"):
-            sigma = sigma.tolist()
+        sigma = _host_values(sigma, "sigma")
         if not isinstance(sigma, numbers.Real) and len(sigma) > 0 and not isinstance(sigma[0], numbers.Real):
             pairs = [_pair(p, "sigma") for p in sigma]
             if len(pairs) != nchw[0]:
@@ -216,12 +228,12 @@ def _boxes(boxes):
     if isinstance(boxes, (list, tuple)) and boxes and hasattr(boxes[0], "tolist"):
         out = []
         for i, b in enumerate(boxes):
-            for row in b.tolist():
+            for row in _host_values(b, "boxes"):
                 if len(row) != 4:
                     raise ValueError(f"boxes: image {i}'s boxes need 4 values each, got {len(row)}")
                 out.append([float(i)] + [float(v) for v in row])
         return out
-    rows = boxes.tolist() if hasattr(boxes, "tolist") else list(boxes)
+    rows = list(_host_values(boxes, "boxes"))
     out = []
     for r in rows:
         r = list(r)
@@ -251,7 +263,8 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, a
 
 def augment(inpt, size, crop=None, degrees=45.0, interpolation="nearest", kernel_size=7, sigma=(0.1, 2.0),
             scale=False, mean=None, std=None, layout="NCHW", output_layout="NCHW", seed=0,
-            per_image_sigma=True, draw=None, *, out=None, stream=None, device=None, return_draw=False):
+            per_image_sigma=True, draw=None, *, out=None, stream=None, device=None, return_draw=False,
+            _rng=None):
     """Seed 003's whole batch transform in one kernel: uint8 in, float32 out.
 
     Per image: ``ToDtype(float32, scale)``, a random ``crop x crop`` crop (default
@@ -260,7 +273,11 @@ def augment(inpt, size, crop=None, degrees=45.0, interpolation="nearest", kernel
     batch as torchvision does with ``per_image_sigma=False``), ``Normalize(mean, std)``
     (default 0 and 1). The random values come from ``seed``; ``draw=(boxes, angles, sigmas)``
     gives them instead (boxes ``[x1, y1, x2, y2]``). ``layout``/``output_layout``: ``NCHW`` or
-    ``NHWC`` each. Returns the output, and the draw with ``return_draw``."""
+    ``NHWC`` each. Returns the output, and the draw with ``return_draw``.
+
+    The draw is made on the host, so a call captured in a CUDA graph replays the draw of the
+    capture: the same seed, the same output. :class:`streamline.Augment` draws on the device
+    instead, anew at every call and every replay."""
     src, dst = _layout(layout, "layout"), _layout(output_layout, "output_layout")
     x = array(inpt, "inpt", ("uint8",), (4,))
     dev = device_of([("inpt", x)], device)
@@ -278,9 +295,10 @@ def augment(inpt, size, crop=None, degrees=45.0, interpolation="nearest", kernel
     if draw is not None:
         boxes, angles, sigmas = draw
         draw = ([[float(v) for v in b] for b in boxes], _per_image(angles, n, "draw"), _per_image(sigmas, n, "draw"))
+    rng = None if _rng is None else _rng(dev)
     got = _native.augment(_io(dev, s, x, y), nchw, (src, dst), crop, size, float(degrees),
                           _mode(interpolation), int(kernel_size), (float(lo), float(hi)), bool(scale),
-                          mean, std, int(seed) & (2**64 - 1), bool(per_image_sigma), draw)
+                          mean, std, int(seed) & (2**64 - 1), bool(per_image_sigma), draw, rng)
     return (out, got) if return_draw else out
 
 

@@ -10,6 +10,8 @@
 //!   later writer waits for only one of them. These buffers close that gap.
 //! - [`external`]: device memory another library owns (a PyTorch tensor), taken by the same
 //!   launchers and ordered by the stream it is used on.
+//! - [`params`]: per-call parameter arrays on the device, copied in stream order, or while
+//!   the stream is being captured into a CUDA graph, into memory the graph keeps alive.
 //! - [`loader`]: a data loader, host threads filling page-locked slots with batches ahead of
 //!   the pipeline, each slot owned by one side at a time.
 //! - [`interrupt`]: a process-wide stop request (Ctrl-C) that pipelines check between
@@ -26,6 +28,7 @@ pub mod external;
 pub mod interrupt;
 pub mod loader;
 pub mod memory;
+pub mod params;
 pub mod pipeline;
 pub mod pool;
 pub mod schedule;

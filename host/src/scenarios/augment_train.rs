@@ -703,7 +703,8 @@ fn verify(
     let cfg = aug.config();
     let vmax = 1.0; // scaled to [0, 1]
     let (delta, tol) = refimg::augment_bound(cfg);
-    let (want, amb) = refimg::augment(&images, shape, cfg, aug.draw(), delta);
+    let draw = aug.last_draw(model_s)?;
+    let (want, amb) = refimg::augment(&images, shape, cfg, &draw, delta);
     let mut bad = 0;
     let mut worst = (0, 0);
     for i in 0..want.len() {

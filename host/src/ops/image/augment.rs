@@ -5,6 +5,7 @@ use super::{
     roi_sampling_grid, rotate, tile_grid, to_float_relayout, to_float_scale, ChannelStats, Interp,
     Layout, PerImage, ResizeMode, RoiBoxes, Shape, Sigma,
 };
+use crate::engine::params;
 use crate::error::{DriverContext, Error, Result};
 use crate::runtime::Gpu;
 use crate::spec::image::{AugmentConfig, AugmentDraw};
@@ -12,7 +13,8 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::Arc;
 use streamline_abi::image::{
     augment_block_dim, augment_dyadic, augment_kernel, augment_shared_bytes, augment_takes_dyadic,
-    AugmentParams, AUGMENT_NHWC_IN, AUGMENT_NHWC_OUT, ROI_MAX_SAMPLES_PER_BIN, TILE,
+    AugmentDrawParams, AugmentParams, AUGMENT_DRAW, AUGMENT_DRAW_BLOCK, AUGMENT_NHWC_IN,
+    AUGMENT_NHWC_OUT, ROI_MAX_SAMPLES_PER_BIN, TILE,
 };
 
 /// An augmentation ready to run: configuration and draw validated and on the device.
@@ -20,10 +22,12 @@ pub struct Augment {
     cfg: AugmentConfig,
     shape: Shape,
     layouts: (Layout, Layout),
-    draw: AugmentDraw,
+    /// The host's draw; for a draw made on the device ([`Augment::drawn_on_device`]), its
+    /// generator and whether each image gets its own sigma.
+    draw: Drawn,
     /// The fused kernel's per-call arrays in one allocation ([`FusedArrays`]): one buffer to
     /// order against the stream per run instead of four.
-    fused: CudaSlice<f32>,
+    fused: Arc<params::DeviceParams<f32>>,
     roi_boxes: RoiBoxes,
     angles: PerImage,
     sigma_pairs: PerImage,
@@ -63,6 +67,46 @@ impl FusedArrays {
         v.extend_from_slice(&cfg.mean);
         v.extend_from_slice(&cfg.std);
         v
+    }
+}
+
+/// Where an [`Augment`]'s random parameters come from.
+enum Drawn {
+    Host(AugmentDraw),
+    Device {
+        rng: Arc<DeviceRng>,
+        per_image_sigma: bool,
+    },
+}
+
+/// The generator of augmentations drawn on the device ([`Augment::drawn_on_device`]): a seed
+/// and the number of draws made so far, in device memory, where every run of the fused kernel
+/// (eager, or a replay of a graph that captured it) draws from it and advances it. The same
+/// seed gives the same sequence of draws, however the runs are launched.
+pub struct DeviceRng {
+    state: Arc<params::DeviceParams<u32>>,
+    seed: u64,
+}
+
+impl DeviceRng {
+    /// A generator with `seed` that has made no draw, in device memory of `stream`'s context
+    /// (made before this returns, during a capture too: see [`params::upload_kept`]). Runs
+    /// that use it on several streams must be ordered by the caller, as they draw in turn.
+    pub fn new(stream: &Arc<CudaStream>, seed: u64) -> Result<Arc<DeviceRng>> {
+        let state = params::upload_kept(stream, &[seed as u32, (seed >> 32) as u32, 0, 0])?;
+        Ok(Arc::new(DeviceRng { state, seed }))
+    }
+
+    /// The seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The draws made so far, once the work queued on `stream` has finished (the host waits).
+    pub fn draws(&self, stream: &Arc<CudaStream>) -> Result<u64> {
+        let v = stream.clone_dtoh(&*self.state).op("cuMemcpyDtoHAsync")?;
+        stream.synchronize().op("cuStreamSynchronize")?;
+        Ok((v[3] as u64) << 32 | v[2] as u64)
     }
 }
 
@@ -120,12 +164,76 @@ impl Augment {
             cfg: cfg.clone(),
             shape,
             layouts: (Layout::Nchw, Layout::Nchw),
-            draw: draw.clone(),
+            draw: Drawn::Host(draw.clone()),
             fused,
             roi_boxes,
             angles,
             sigma_pairs: PerImage::upload(stream, "sigma", &pairs)?,
             stats,
+            strip: None,
+            dyadic,
+        })
+    }
+
+    /// An augmentation of uint8 input of `shape` whose random parameters are drawn on the
+    /// device from `rng` at every run of the fused kernel, anew each time: in a captured CUDA
+    /// graph, every replay draws the next batch's crops, angles and sigmas, as the same
+    /// sequence of eager runs would. The crops are whole-pixel boxes of `cfg.crop` inside the
+    /// image, the angles in `[-degrees, degrees)`, the sigmas in the configured range (one per
+    /// image with `per_image_sigma`, else one per batch); `streamline_abi::image::
+    /// AugmentDrawParams` gives the exact formula, and the CPU reference
+    /// [`crate::reference::image::augment_device_draw`] reproduces it bit for bit.
+    ///
+    /// Only the fused kernel runs it ([`Augment::run_separate`] needs a host draw).
+    pub fn drawn_on_device(
+        stream: &Arc<CudaStream>,
+        shape: Shape,
+        cfg: &AugmentConfig,
+        rng: &Arc<DeviceRng>,
+        per_image_sigma: bool,
+    ) -> Result<Augment> {
+        cfg.check(shape)?;
+        let (crop, size) = (cfg.crop as u32, cfg.size as u32);
+        let c = cfg.crop as f32;
+        let o = cfg.crop_options();
+        // Every box the device draws has this size: one check covers them all.
+        let (gh, gw) = roi_sampling_grid(&[0.0, 0.0, 0.0, c, c], &o);
+        if gh * gw > ROI_MAX_SAMPLES_PER_BIN as i64 {
+            return Err(Error::arg(
+                "crop",
+                format!("{crop} needs more than {ROI_MAX_SAMPLES_PER_BIN} samples per bin"),
+            ));
+        }
+        let n = shape.n;
+        let mut fused = vec![0.0f32; FusedArrays::of(n).stats];
+        fused.extend_from_slice(&cfg.mean);
+        fused.extend_from_slice(&cfg.std);
+        let fused = params::upload(stream, &fused)?;
+        let dyadic = augment_takes_dyadic(
+            cfg.kernel_size as u32,
+            cfg.interp == Interp::Nearest,
+            augment_dyadic(
+                (crop, crop),
+                (size, size),
+                (shape.h as u32, shape.w as u32),
+                &[[0.0, 0.0, c, c]],
+            ),
+        );
+        // The separate chain's arrays are not used: it refuses device draws.
+        let none = PerImage::upload(stream, "angles", &[0.0])?;
+        Ok(Augment {
+            cfg: cfg.clone(),
+            shape,
+            layouts: (Layout::Nchw, Layout::Nchw),
+            draw: Drawn::Device {
+                rng: rng.clone(),
+                per_image_sigma,
+            },
+            fused,
+            roi_boxes: RoiBoxes::upload(stream, &[[0.0, 0.0, 0.0, c, c]])?,
+            angles: PerImage::upload(stream, "angles", &[0.0])?,
+            sigma_pairs: none,
+            stats: ChannelStats::upload(stream, &cfg.mean, &cfg.std)?,
             strip: None,
             dyadic,
         })
@@ -182,9 +290,73 @@ impl Augment {
         &self.cfg
     }
 
-    /// The random parameters.
-    pub fn draw(&self) -> &AugmentDraw {
-        &self.draw
+    /// The random parameters drawn on the host ([`Augment::new`]); `None` where they are
+    /// drawn on the device at every run (see [`Augment::last_draw`]).
+    pub fn draw(&self) -> Option<&AugmentDraw> {
+        match &self.draw {
+            Drawn::Host(d) => Some(d),
+            Drawn::Device { .. } => None,
+        }
+    }
+
+    /// The random parameters of the last run queued on `stream`: the host's draw, or a copy of
+    /// the device's last draw (the host waits for `stream`).
+    pub fn last_draw(&self, stream: &Arc<CudaStream>) -> Result<AugmentDraw> {
+        if let Drawn::Host(d) = &self.draw {
+            return Ok(d.clone());
+        }
+        let n = self.shape.n;
+        let at = FusedArrays::of(n);
+        let v = stream.clone_dtoh(&*self.fused).op("cuMemcpyDtoHAsync")?;
+        stream.synchronize().op("cuStreamSynchronize")?;
+        Ok(AugmentDraw {
+            boxes: v[..at.angles]
+                .chunks_exact(4)
+                .map(|b| [b[0], b[1], b[2], b[3]])
+                .collect(),
+            angles: v[at.angles..at.sigmas].to_vec(),
+            sigmas: v[at.sigmas..at.stats].to_vec(),
+        })
+    }
+
+    /// Queues the device draw of this run into the fused arrays, if the draw is the device's.
+    fn draw_on_device(&self, gpu: &Gpu, stream: &CudaStream) -> Result<()> {
+        let Drawn::Device {
+            rng,
+            per_image_sigma,
+        } = &self.draw
+        else {
+            return Ok(());
+        };
+        let (sp, _s) = rng.state.device_ptr(stream);
+        let (dp, _d) = self.fused.device_ptr(stream);
+        let (lo, hi) = self.cfg.sigma;
+        let p = AugmentDrawParams {
+            state: sp,
+            draw: dp,
+            batch: self.shape.n as u32,
+            crop_h: self.cfg.crop as u32,
+            crop_w: self.cfg.crop as u32,
+            max_top: (self.shape.h - self.cfg.crop) as u32,
+            max_left: (self.shape.w - self.cfg.crop) as u32,
+            degrees: self.cfg.degrees,
+            sigma_lo: lo,
+            sigma_span: if hi > lo { hi - lo } else { 0.0 },
+            per_image_sigma: *per_image_sigma as u32,
+            pad: 0,
+        };
+        // SAFETY: the state holds four u32 and the fused arrays `6 n` values before the
+        // statistics; one block of the kernel's size; nothing else uses them meanwhile (work
+        // on them is ordered by `stream`).
+        unsafe {
+            gpu.launch(
+                stream,
+                AUGMENT_DRAW,
+                (1, 1, 1),
+                (AUGMENT_DRAW_BLOCK, 1, 1),
+                p,
+            )
+        }
     }
 
     /// Runs the fused kernel: `x` uint8 of [`Augment::input_shape`], `y` f32 of
@@ -264,6 +436,7 @@ impl Augment {
             ));
         }
         let kernel = augment_kernel(p.channels, p.ksize, p.strip, p.nearest != 0, self.dyadic);
+        self.draw_on_device(gpu, stream)?;
         // SAFETY: every parameter was validated in `Augment::new` (channels, crop, size, kernel
         // size, per-image arrays of `n`), lengths checked above; the shared memory is what the
         // kernel uses for these sizes, and the block fills the kernel's launch bound.
@@ -284,6 +457,12 @@ impl Augment {
         let out = self.output_shape();
         check_len("x", x.len(), self.shape)?;
         check_len("y", y.len(), out)?;
+        if matches!(self.draw, Drawn::Device { .. }) {
+            return Err(Error::arg(
+                "draw",
+                "the separate chain takes a host draw (Augment::new); a device draw runs the fused kernel",
+            ));
+        }
         if self.layouts.1 != Layout::Nchw {
             return Err(Error::arg(
                 "output layout",

@@ -23,7 +23,9 @@ pub use crate::spec::image::{
     default_sigma, roi_sampling_grid, AugmentConfig, AugmentDraw, Interp, Layout, ResizeMode,
     RoiAlign, Shape,
 };
-pub use augment::{Augment, AugmentScratch, DEFAULT_STRIP, DYADIC_STRIP, STRIP_MIN_BLOCKS_PER_SM};
+pub use augment::{
+    Augment, AugmentScratch, DeviceRng, DEFAULT_STRIP, DYADIC_STRIP, STRIP_MIN_BLOCKS_PER_SM,
+};
 pub use gaussian_blur::{gaussian_blur, Sigma};
 pub use normalize::{normalize, ChannelStats};
 pub use resize::resize;
@@ -31,9 +33,10 @@ pub use roi_align::{roi_align, RoiBoxes};
 pub use rotate::{rotate, rotate_relayout};
 pub use to_float::{to_float, to_float_relayout, to_float_scale};
 
-use crate::error::{DriverContext, Error, Result};
+use crate::engine::params;
+use crate::error::{Error, Result};
 use crate::runtime::Gpu;
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::CudaStream;
 use std::sync::Arc;
 use streamline_abi::image::{FastDiv, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, MAX_ROWS_PER_THREAD};
 
@@ -128,7 +131,7 @@ fn grid_of(arg: &'static str, per: usize, count: usize) -> Result<(u32, u32, u32
 /// Per-image f32 parameters on the device (angles, sigmas), checked finite on upload; the host
 /// copy is kept for later checks and for references.
 pub struct PerImage {
-    dev: CudaSlice<f32>,
+    dev: Arc<params::DeviceParams<f32>>,
     host: Vec<f32>,
 }
 
@@ -142,7 +145,7 @@ impl PerImage {
         if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
             return Err(Error::arg(arg, format!("value {i} is {v}; must be finite")));
         }
-        let dev = stream.clone_htod(values).op("cuMemcpyHtoDAsync")?;
+        let dev = params::upload(stream, values)?;
         Ok(PerImage {
             dev,
             host: values.to_vec(),

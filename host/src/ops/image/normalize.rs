@@ -1,16 +1,17 @@
 //! `normalize`: per-channel normalisation, and its statistics on the device.
 
 use super::{check_len, grid_of, Shape};
-use crate::error::{DriverContext, Error, Result};
+use crate::engine::params;
+use crate::error::{Error, Result};
 use crate::runtime::Gpu;
 use crate::spec::image::check_mean_std;
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::Arc;
 use streamline_abi::image::{NormalizeParams, ELEMENTWISE_BLOCK, NORMALIZE};
 
 /// Per-channel mean and standard deviation on the device.
 pub struct ChannelStats {
-    pub(super) dev: CudaSlice<f32>,
+    pub(super) dev: Arc<params::DeviceParams<f32>>,
     mean: Vec<f32>,
     std: Vec<f32>,
 }
@@ -21,7 +22,7 @@ impl ChannelStats {
         check_mean_std(mean, std, None)?;
         let mut both = mean.to_vec();
         both.extend_from_slice(std);
-        let dev = stream.clone_htod(&both).op("cuMemcpyHtoDAsync")?;
+        let dev = params::upload(stream, &both)?;
         Ok(ChannelStats {
             dev,
             mean: mean.to_vec(),

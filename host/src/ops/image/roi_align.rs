@@ -1,16 +1,17 @@
 //! `roi_align`: its boxes, options and checks.
 
 use super::{check_len, column_grid, Shape, BLOCK};
-use crate::error::{DriverContext, Result};
+use crate::engine::params;
+use crate::error::Result;
 use crate::runtime::Gpu;
 use crate::spec::image::{check_boxes, check_roi_boxes, check_roi_options, RoiAlign};
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::{Arc, Mutex};
 use streamline_abi::image::{RoiAlignParams, ROI_ALIGN, ROI_ALIGN_ONE_SAMPLE};
 
 /// Boxes of `roi_align`, `[batch_index, x1, y1, x2, y2]` each, on the device.
 pub struct RoiBoxes {
-    dev: CudaSlice<f32>,
+    dev: Arc<params::DeviceParams<f32>>,
     host: Vec<[f32; 5]>,
     /// The outcome of the last call's box checks ([`RoiBoxes::against`]) and what it depended
     /// on: a pipeline calls with the same batch size and options every time, and then the
@@ -28,7 +29,7 @@ impl RoiBoxes {
     pub fn upload(stream: &Arc<CudaStream>, boxes: &[[f32; 5]]) -> Result<RoiBoxes> {
         Self::check(boxes)?;
         let flat: Vec<f32> = boxes.iter().flatten().copied().collect();
-        let dev = stream.clone_htod(&flat).op("cuMemcpyHtoDAsync")?;
+        let dev = params::upload(stream, &flat)?;
         Ok(RoiBoxes {
             dev,
             host: boxes.to_vec(),

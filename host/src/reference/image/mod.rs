@@ -16,6 +16,7 @@
 //! correct answer; [`rotate`] reports those pixels with every value they may take.
 
 mod augment;
+mod augment_draw;
 mod gaussian_blur;
 mod normalize;
 mod resize;
@@ -24,6 +25,7 @@ mod rotate;
 mod to_float;
 
 pub use augment::{augment, augment_bound};
+pub use augment_draw::{augment_device_draw, philox4x32};
 pub use gaussian_blur::{gaussian_blur, gaussian_weights, reflect};
 pub use normalize::normalize;
 pub use resize::{resize, resize_taps};

@@ -1,0 +1,268 @@
+//! Per-call parameter arrays on the device (angles, boxes, sigmas, means, a generator's
+//! state), correct when the stream of the call is being captured into a CUDA graph: by
+//! [`StreamPool::begin_capture`](super::StreamPool::begin_capture), by `torch.cuda.graph`, or
+//! by any other capture.
+//!
+//! A host-to-device copy queued on a capturing stream is not run but recorded: every replay of
+//! the graph copies from the same host address again, long after the call returned and freed
+//! its host values, and the kernels then read whatever lies there. So on a capturing stream the
+//! values are copied now, outside the capture (on a private stream of the same context, which
+//! the host waits for), into device memory that the graph keeps alive (a CUDA user object the
+//! graph retains, released once the graph and every executable graph made from it are
+//! destroyed). The graph then holds only the kernels that read them, and every replay reads
+//! the values of the captured call. Outside a capture the copy is the ordinary stream-ordered
+//! one, and the host does not wait.
+
+use crate::error::{DriverContext, Error, Result};
+use cudarc::driver::sys::{
+    self, CUgraph, CUstreamCaptureMode, CUstreamCaptureStatus, CUuserObject,
+    CUuserObjectRetain_flags, CUuserObject_flags,
+};
+use cudarc::driver::{
+    result, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DeviceSlice, SyncOnDrop,
+};
+use std::any::Any;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Whether `stream` is being captured: `Some(graph)` with the graph being built, `None`
+/// otherwise. A capture that an earlier call invalidated is an error: the work would be lost.
+pub fn capturing(stream: &CudaStream) -> Result<Option<CUgraph>> {
+    let mut status = CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    let mut id = 0u64;
+    let mut graph: CUgraph = std::ptr::null_mut();
+    let mut deps: *const sys::CUgraphNode = std::ptr::null();
+    let mut edges: *const sys::CUgraphEdgeData = std::ptr::null();
+    let mut n = 0usize;
+    // SAFETY: `stream` is a live stream handle; every out-pointer addresses a local of the
+    // type the driver writes.
+    unsafe {
+        sys::cuStreamGetCaptureInfo_v3(
+            stream.cu_stream(),
+            &mut status,
+            &mut id,
+            &mut graph,
+            &mut deps,
+            &mut edges,
+            &mut n,
+        )
+    }
+    .result()
+    .op("cuStreamGetCaptureInfo")?;
+    match status {
+        CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE => Ok(None),
+        CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE => Ok(Some(graph)),
+        _ => Err(Error::Capture {
+            during: "queue work on the stream",
+            reason: "its capture was invalidated by an earlier call; end the capture and \
+                     capture again",
+        }),
+    }
+}
+
+/// Runs `f` with this thread's capture mode relaxed, so that calls a capture in progress
+/// would refuse (allocating, synchronizing another stream) are allowed for `f`, as PyTorch's
+/// own allocator does while a graph is captured. `f` must not touch a capturing stream.
+pub fn outside_capture<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
+    let mut mode = CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+    // SAFETY: exchanges this thread's capture mode with a local; restored below.
+    unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) }
+        .result()
+        .op("cuThreadExchangeStreamCaptureMode")?;
+    let r = f();
+    // SAFETY: puts back the mode the thread had.
+    let restored = unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) }
+        .result()
+        .op("cuThreadExchangeStreamCaptureMode");
+    let r = r?;
+    restored?;
+    Ok(r)
+}
+
+/// Parameter values on the device (see the module documentation): a buffer of cudarc's, with
+/// its events as the context tracks them, or, when uploaded during a capture, memory of no
+/// stream order that the graph keeps alive with the owners of this value.
+pub struct DeviceParams<T> {
+    inner: Inner<T>,
+}
+
+enum Inner<T> {
+    Ordered(CudaSlice<T>),
+    Kept {
+        ptr: sys::CUdeviceptr,
+        len: usize,
+        /// The private stream that filled it, which frees it.
+        stream: Arc<CudaStream>,
+    },
+}
+
+// SAFETY: the kept variant's pointer is device memory that this value alone frees; nothing
+// in it is tied to a host thread.
+unsafe impl<T> Send for DeviceParams<T> {}
+// SAFETY: shared access only reads the pointer and length.
+unsafe impl<T> Sync for DeviceParams<T> {}
+
+impl<T> DeviceSlice<T> for DeviceParams<T> {
+    fn len(&self) -> usize {
+        match &self.inner {
+            Inner::Ordered(s) => s.len(),
+            Inner::Kept { len, .. } => *len,
+        }
+    }
+
+    fn stream(&self) -> &Arc<CudaStream> {
+        match &self.inner {
+            Inner::Ordered(s) => s.stream(),
+            Inner::Kept { stream, .. } => stream,
+        }
+    }
+}
+
+impl<T> DevicePtr<T> for DeviceParams<T> {
+    fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> (sys::CUdeviceptr, SyncOnDrop<'a>) {
+        match &self.inner {
+            Inner::Ordered(s) => s.device_ptr(stream),
+            // Filled before the upload returned; no event to wait on or record (an event
+            // recorded outside a capture cannot be waited on inside it).
+            Inner::Kept { ptr, .. } => (*ptr, SyncOnDrop::Sync(None)),
+        }
+    }
+}
+
+impl<T> Drop for DeviceParams<T> {
+    fn drop(&mut self) {
+        if let Inner::Kept { ptr, stream, .. } = &self.inner {
+            // SAFETY: `ptr` was allocated on `stream` by `upload` and is freed once, here,
+            // after every graph that used it let go of this value.
+            let freed = unsafe { result::free_async(*ptr, stream.cu_stream()) };
+            stream.context().record_err(freed);
+        }
+    }
+}
+
+/// `values` on the device for work queued on `stream`: copied in stream order, or, while
+/// `stream` is being captured, copied now into memory the graph keeps alive (see the module
+/// documentation). The buffer is freed when the last of its owners lets go.
+pub fn upload<T: DeviceRepr + Send + Sync + 'static>(
+    stream: &Arc<CudaStream>,
+    values: &[T],
+) -> Result<Arc<DeviceParams<T>>> {
+    release_pending(stream)?;
+    let Some(graph) = capturing(stream)? else {
+        let dev = stream.clone_htod(values).op("cuMemcpyHtoDAsync")?;
+        return Ok(Arc::new(DeviceParams {
+            inner: Inner::Ordered(dev),
+        }));
+    };
+    let dev = Arc::new(outside_capture(|| kept(stream, values))?);
+    give_to_graph(graph, Box::new(dev.clone()))?;
+    Ok(dev)
+}
+
+/// [`upload`] for values that an object keeps across calls (a generator's state) rather than
+/// one call's: copied now, the host waiting, into memory that carries no events, so that work
+/// captured later reads it as well as eager work does. Work on it from several streams must
+/// be ordered by the caller (the streams' own order, `wait_stream`).
+pub fn upload_kept<T: DeviceRepr + Send + Sync + 'static>(
+    stream: &Arc<CudaStream>,
+    values: &[T],
+) -> Result<Arc<DeviceParams<T>>> {
+    release_pending(stream)?;
+    let graph = capturing(stream)?;
+    let dev = Arc::new(outside_capture(|| kept(stream, values))?);
+    if let Some(graph) = graph {
+        give_to_graph(graph, Box::new(dev.clone()))?;
+    }
+    Ok(dev)
+}
+
+/// `values` in new device memory of `stream`'s context, filled on a private stream that the
+/// host waits for (no capture involves it).
+fn kept<T: DeviceRepr>(stream: &CudaStream, values: &[T]) -> Result<DeviceParams<T>> {
+    let side = stream.context().new_stream().op("cuStreamCreate")?;
+    let bytes = std::mem::size_of_val(values).max(1);
+    // SAFETY: a new allocation on `side`, which no capture involves.
+    let ptr = unsafe { result::malloc_async(side.cu_stream(), bytes) }.op("cuMemAllocAsync")?;
+    let kept = DeviceParams {
+        inner: Inner::Kept {
+            ptr,
+            len: values.len(),
+            stream: side.clone(),
+        },
+    };
+    // SAFETY: `ptr` holds `bytes >= size_of_val(values)` bytes; the host waits for the copy
+    // below, before `values` can go.
+    unsafe { result::memcpy_htod_async(ptr, values, side.cu_stream()) }.op("cuMemcpyHtoDAsync")?;
+    side.synchronize().op("cuStreamSynchronize")?;
+    Ok(kept)
+}
+
+/// Values whose graphs were destroyed, waiting to be dropped: the driver calls a user
+/// object's destructor where no CUDA call may be made, so it only hands the value over, and
+/// the next upload drops it.
+static RELEASED: Mutex<Vec<Box<dyn Any + Send>>> = Mutex::new(Vec::new());
+static ANY_RELEASED: AtomicBool = AtomicBool::new(false);
+
+fn release_pending(stream: &CudaStream) -> Result<()> {
+    if !ANY_RELEASED.swap(false, Ordering::AcqRel) {
+        return Ok(());
+    }
+    let done = std::mem::take(&mut *RELEASED.lock().unwrap_or_else(|p| p.into_inner()));
+    stream.context().bind_to_thread().op("cuCtxSetCurrent")?;
+    drop(done);
+    Ok(())
+}
+
+/// The destructor of a user object made by [`give_to_graph`].
+unsafe extern "C" fn release(value: *mut c_void) {
+    // SAFETY: `value` is the pointer `give_to_graph` made with `Box::into_raw` for this user
+    // object, which the driver destroys once.
+    let value = unsafe { Box::from_raw(value as *mut Box<dyn Any + Send>) };
+    RELEASED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(*value);
+    ANY_RELEASED.store(true, Ordering::Release);
+}
+
+/// Makes `graph` (being captured) own `value` until it and its executable graphs are
+/// destroyed.
+fn give_to_graph(graph: CUgraph, value: Box<dyn Any + Send>) -> Result<()> {
+    let raw = Box::into_raw(Box::new(value)) as *mut c_void;
+    let mut object: CUuserObject = std::ptr::null_mut();
+    // SAFETY: `raw` stays valid until `release` takes it back; the flag is the one the driver
+    // requires.
+    let made = unsafe {
+        sys::cuUserObjectCreate(
+            &mut object,
+            raw,
+            Some(release),
+            1,
+            CUuserObject_flags::CU_USER_OBJECT_NO_DESTRUCTOR_SYNC as u32,
+        )
+    }
+    .result();
+    if let Err(e) = made {
+        // SAFETY: the driver did not take `raw`; it is ours to reclaim.
+        drop(unsafe { Box::from_raw(raw as *mut Box<dyn Any + Send>) });
+        return Err(e).op("cuUserObjectCreate");
+    }
+    // SAFETY: `graph` is the graph of a capture in progress (from `capturing`); the object's one
+    // reference moves to it.
+    unsafe {
+        sys::cuGraphRetainUserObject(
+            graph,
+            object,
+            1,
+            CUuserObjectRetain_flags::CU_GRAPH_USER_OBJECT_MOVE as u32,
+        )
+    }
+    .result()
+    .inspect_err(|_| {
+        // SAFETY: the reference was not moved; dropping it destroys the object, whose
+        // destructor queues the value for release.
+        let _ = unsafe { sys::cuUserObjectRelease(object, 1) };
+    })
+    .op("cuGraphRetainUserObject")
+}
