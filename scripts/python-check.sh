@@ -3,7 +3,8 @@
 # bundle`: installs the Python wheel into a private folder, runs its pytest suite (CPU and GPU
 # tests), the host-overhead measurement, seed 003's training loop with torchvision's and
 # Streamline's augmentation (with the anchors folder given, also the seed's own PyTorch script
-# in the same run), then compute-sanitizer memcheck and racecheck over a small GPU test run.
+# in the same run), then compute-sanitizer memcheck, racecheck and synccheck over a small GPU test
+# run and over the CUDA graph tests.
 #
 #   ./python-check.sh [ANCHORS_DIR] [RESULTS_DIR]
 set -u -o pipefail
@@ -38,14 +39,22 @@ if [ -n "$anchors" ] && [ -f "$anchors/seed003_train.py" ]; then
   python3 "$anchors/seed003_train.py" ${SEED003_ANCHOR_BATCHES:-32} 2>&1 | tee "$out/seed003-anchor.jsonl" || status=1
 fi
 
-for tool in memcheck racecheck; do
+sanitize() {  # TOOL NAME [ENV...] -- PYTEST ARGS...
+  local tool=$1 name=$2; shift 2
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+  env "${envs[@]}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    python3 -m pytest -q -p no:cacheprovider "$@" > "$out/sanitizer-$name.txt" 2>&1
+  local rc=$?
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$out/sanitizer-$name.txt" | tail -3
+  [ $rc -eq 0 ] || { echo "compute-sanitizer $name: FAILED (rc $rc)"; grep -E "Invalid|Race|hazard|in kernel|^=+ +at" "$out/sanitizer-$name.txt" | head -20; status=1; }
+}
+for tool in memcheck racecheck synccheck; do
   step "compute-sanitizer $tool (small GPU tests; torch's caching allocator off)"
-  SL_TEST_SMALL=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool $tool --error-exitcode 9 \
-    python3 -m pytest -q -p no:cacheprovider python/tests/test_gpu.py -k "not stream and not schedules" \
-    > "$out/sanitizer-$tool.txt" 2>&1
-  rc=$?
-  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$out/sanitizer-$tool.txt" | tail -3
-  [ $rc -eq 0 ] || { echo "compute-sanitizer $tool: FAILED (rc $rc)"; grep -E "Invalid|Race|hazard|in kernel|^=+ +at" "$out/sanitizer-$tool.txt" | head -20; status=1; }
+  sanitize $tool $tool SL_TEST_SMALL=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 -- \
+    python/tests/test_gpu.py -k "not stream and not schedules"
+  step "compute-sanitizer $tool (captured and replayed in CUDA graphs)"
+  sanitize $tool graphs-$tool SL_TEST_SMALL=1 -- python/tests/test_graphs.py
 done
 
 [ $status -eq 0 ] && echo "python-check: all passed" || echo "python-check: FAILED"

@@ -2,7 +2,8 @@
 """Host time a Python call adds over the same call made from Rust: `normalize` on a small batch
 (the GPU work is tiny, so host time is what is measured), called N times from Python (through
 the torch-tensor checks, the stream lookup and PyO3) and N times from a Rust loop in the same
-process on the same tensors. Prints JSON lines (microseconds per call, medians of rounds)."""
+process on the same tensors, and N times through the custom operator (the path of compiled
+graphs). Prints JSON lines (microseconds per call, medians of rounds)."""
 import json
 import statistics
 import time
@@ -40,6 +41,18 @@ def rust_call():
     return dt
 
 
+def op_call():
+    """The same call through the custom operator (``torch.ops.streamline.normalize``), the
+    path ``torch.compile``'s graphs take."""
+    op = torch.ops.streamline.normalize
+    t = time.perf_counter()
+    for _ in range(N):
+        op(x, mean, std)
+    dt = (time.perf_counter() - t) / N
+    torch.cuda.synchronize()
+    return dt
+
+
 def torch_call():
     t = time.perf_counter()
     for _ in range(N):
@@ -51,13 +64,16 @@ def torch_call():
 
 for f in (py_call, rust_call):  # warm-up: module load, allocator
     f(False) if f is py_call else f()
-rows = {"rust_us": [], "python_out_us": [], "python_alloc_us": [], "torch_sub_div_us": []}
+op_call()
+rows = {"rust_us": [], "python_out_us": [], "python_alloc_us": [], "custom_op_us": [], "torch_sub_div_us": []}
 for _ in range(ROUNDS):
     rows["rust_us"].append(rust_call() * 1e6)
     rows["python_out_us"].append(py_call(False) * 1e6)
     rows["python_alloc_us"].append(py_call(True) * 1e6)
+    rows["custom_op_us"].append(op_call() * 1e6)
     rows["torch_sub_div_us"].append(torch_call() * 1e6)
 med = {k: round(statistics.median(v), 2) for k, v in rows.items()}
 med["python_over_rust_us"] = round(med["python_out_us"] - med["rust_us"], 2)
 med["python_alloc_over_rust_us"] = round(med["python_alloc_us"] - med["rust_us"], 2)
+med["custom_op_over_python_alloc_us"] = round(med["custom_op_us"] - med["python_alloc_us"], 2)
 print(json.dumps({"case": "host_overhead_normalize", "gpu": torch.cuda.get_device_name(), **med}))

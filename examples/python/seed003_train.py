@@ -140,6 +140,60 @@ def run(aug, pipelined, batch, pinned=False):
     return ACTIVE / (time.perf_counter() - t0)
 
 
+def run_whole_step(batch, how):
+    """Steps per second of the seed's serial loop with Streamline's augmentation, the whole step
+    (augmentation, forward, loss, backward, SGD) either compiled (``how="compiled"``:
+    ``torch.compile`` of augmentation and forward, the augmentation a custom operator inside the
+    compiled graph) or captured once in a CUDA graph and replayed for every batch
+    (``how="graphed"``; the loader's batch is copied into the graph's input). The augmentation
+    draws on the device, anew at every step, in both."""
+    aug = sl.Augment(img_size, seed=3)
+    m = model().to(dev).train()
+    crit = nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(m.parameters())
+    loader = DataLoader(Fake(), batch_size=batch, num_workers=WORKERS, persistent_workers=False)
+    total = WARMUP + ACTIVE
+    if how == "compiled":
+        forward = torch.compile(lambda x8: m(aug(x8)))
+
+        def step(x, y):
+            opt.zero_grad()
+            crit(forward(x), y).backward()
+            opt.step()
+    else:
+        sx = torch.zeros((batch, 3, img_size, img_size), dtype=torch.uint8, device=dev)
+        sy = torch.zeros((batch,), dtype=torch.int64, device=dev)
+
+        def body():
+            opt.zero_grad(set_to_none=False)
+            crit(m(aug(sx)), sy).backward()
+            opt.step()
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                body()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            body()
+
+        def step(x, y):
+            sx.copy_(x, non_blocking=True)
+            sy.copy_(y, non_blocking=True)
+            graph.replay()
+    for idx, (x, y) in enumerate(loader):
+        step(x.to(dev, non_blocking=True), y.to(dev, non_blocking=True).squeeze())
+        if idx == WARMUP:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+        if idx == total:
+            break
+    torch.cuda.synchronize()
+    return ACTIVE / (time.perf_counter() - t0)
+
+
 def gpu_ms(fn, reps=30):
     for _ in range(5):
         fn()
@@ -182,6 +236,12 @@ if __name__ == "__main__":
                 mode = f"{aug}{'-pipelined' if pipelined else ''}{'-pinned' if pinned else ''}"
                 sps[mode] = run(aug, pipelined, b, pinned)
                 print(json.dumps({"batch": b, "mode": mode, "steps_per_s": round(sps[mode], 2)}), flush=True)
+        for how in ("compiled", "graphed"):
+            sps[f"streamline-{how}"] = run_whole_step(b, how)
+            print(json.dumps({"batch": b, "mode": f"streamline-{how}", "steps_per_s": round(sps[f"streamline-{how}"], 2)}),
+                  flush=True)
         print(json.dumps({"batch": b, "speedup_vs_torchvision": {
             k: round(sps[f"streamline{k}"] / sps[f"torchvision{k}"], 3)
             for k in ("", "-pipelined", "-pipelined-pinned")}}), flush=True)
+        print(json.dumps({"batch": b, "whole_step_vs_streamline_eager": {
+            k: round(sps[f"streamline-{k}"] / sps["streamline"], 3) for k in ("compiled", "graphed")}}), flush=True)

@@ -340,7 +340,8 @@ fn gaussian_blur(
 }
 
 /// `torchvision.ops.roi_align` of f32 NCHW `x` with `boxes` (`[i, x1, y1, x2, y2]` each) into
-/// `y` (`boxes x c x out_h x out_w`).
+/// `y` (`boxes x c x out_h x out_w`): checked host values, or an array of five f32 per box on
+/// the device, read by the kernel alone (no copy, no wait, safe under capture).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 fn roi_align(
@@ -348,6 +349,7 @@ fn roi_align(
     io: Io,
     nchw: Nchw,
     boxes: Vec<[f32; 5]>,
+    device_boxes: Option<Array>,
     out: (usize, usize),
     spatial_scale: f32,
     sampling_ratio: i32,
@@ -362,9 +364,16 @@ fn roi_align(
         aligned,
     };
     const NAMES: Names = &[("x", "input"), ("y", "out")];
-    image::check_roi_align(sh, &boxes, &o).map_err(|e| to_py_as(e, NAMES))?;
+    if device_boxes.is_none() {
+        image::check_roi_align(sh, &boxes, &o).map_err(|e| to_py_as(e, NAMES))?;
+    }
     io.run_as(py, NAMES, |g, s, x, y| {
-        let boxes = RoiBoxes::upload(s, &boxes)?;
+        let boxes = match device_boxes {
+            // SAFETY: the Python layer took the array from a CUDA float32 tensor of this device
+            // that the caller holds for the call; work on it is ordered by the caller's stream.
+            Some(b) => unsafe { RoiBoxes::on_device(&b.on::<f32>(s), s)? },
+            None => RoiBoxes::upload(s, &boxes)?,
+        };
         image::roi_align(g, s, sh, x, &boxes, o, y)
     })
 }
@@ -394,7 +403,7 @@ fn augment(
     seed: u64,
     per_image_sigma: bool,
     draw: Option<Draw>,
-    rng: Option<Bound<'_, AugmentRng>>,
+    state: Option<Array>,
 ) -> PyResult<Option<Draw>> {
     let sh = shape(nchw);
     let cfg = AugmentConfig {
@@ -411,20 +420,15 @@ fn augment(
     let src = layout("layout", &layouts.0).map_err(to_py)?;
     let dst = layout("output_layout", &layouts.1).map_err(to_py)?;
     cfg.check(sh).map_err(to_py)?;
-    let rng = rng.as_ref().map(|r| r.get());
-    if rng.is_some_and(|r| r.device != io.0) {
-        return Err(PyValueError::new_err(format!(
-            "inpt: is on cuda:{} but the augmentation's generator is on cuda:{}",
-            io.0,
-            rng.map_or(0, |r| r.device)
-        )));
-    }
     io.run(py, |g, s, x, y| {
-        if let Some(rng) = rng {
-            let rng = rng.on(s)?;
-            Augment::drawn_on_device(s, sh, &cfg, &rng, per_image_sigma)?
-                .with_layouts(src, dst)
-                .run_fused(g, s, x, y)?;
+        if let Some(state) = state {
+            // SAFETY: the Python layer took `state` from a CUDA int32 tensor of four values on
+            // this device (the augmentation's generator), which it keeps; runs on it are
+            // ordered by the caller's stream.
+            let aug = unsafe {
+                Augment::drawn_on_device_at(s, sh, &cfg, &state.on::<u32>(s), per_image_sigma)?
+            };
+            aug.with_layouts(src, dst).run_fused(g, s, x, y)?;
             return Ok(None);
         }
         let draw = match draw {
@@ -443,44 +447,38 @@ fn augment(
     })
 }
 
-/// The generator of an augmentation drawn on the device: a seed, and on first use the
-/// device's state (seed and draws made), which every run advances.
+/// The state of an augmentation's generator on the device (a seed and the draws made), made
+/// at once, during a capture too, and shown to PyTorch through `__cuda_array_interface__`.
 #[pyclass(frozen, module = "streamline._native")]
 struct AugmentRng {
-    device: usize,
-    seed: u64,
-    rng: Mutex<Option<Arc<DeviceRng>>>,
-}
-
-impl AugmentRng {
-    /// The device state, made on `s` at the first use.
-    fn on(&self, s: &Arc<CudaStream>) -> streamline::Result<Arc<DeviceRng>> {
-        let mut r = self.rng.lock().unwrap_or_else(|p| p.into_inner());
-        if r.is_none() {
-            *r = Some(DeviceRng::new(s, self.seed)?);
-        }
-        Ok(r.as_ref().expect("made above").clone())
-    }
+    rng: Arc<DeviceRng>,
 }
 
 #[pymethods]
 impl AugmentRng {
     #[new]
-    fn new(device: usize, seed: u64) -> AugmentRng {
-        AugmentRng {
-            device,
-            seed,
-            rng: Mutex::new(None),
-        }
+    fn new(py: Python<'_>, device: usize, stream: u64, seed: u64) -> PyResult<AugmentRng> {
+        on_stream(py, device, stream, &[], |_, s| {
+            Ok(AugmentRng {
+                rng: DeviceRng::new(s, seed)?,
+            })
+        })
     }
 
-    /// The draws made so far, once the work queued on `stream` has finished (0 before the
-    /// first use).
-    fn draws(&self, py: Python<'_>, stream: u64) -> PyResult<u64> {
-        let Some(rng) = self.rng.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
-            return Ok(0);
-        };
-        on_stream(py, self.device, stream, &[], |_, s| rng.draws(s))
+    /// Four int32: the seed (low word first), then the draws made (low word first).
+    #[getter]
+    fn __cuda_array_interface__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        let d = pyo3::types::PyDict::new(py);
+        d.set_item("shape", (4,))?;
+        d.set_item("typestr", "<i4")?;
+        d.set_item("data", (self.rng.state_ptr(), false))?;
+        d.set_item("version", 3)?;
+        d.set_item("strides", py.None())?;
+        d.set_item("stream", py.None())?;
+        Ok(d)
     }
 }
 

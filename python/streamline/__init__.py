@@ -7,7 +7,9 @@ streams.
 
 Importing needs no GPU; calling a GPU function without one raises :class:`NoGpuError`.
 """
-from . import functional, transforms
+import importlib.util
+
+from . import _ops, functional, transforms
 from ._kernels import KernelModule, load_module
 from ._native import NoGpuError
 from .functional import augment, gaussian_blur, heavy, normalize, resize, roi_align, rotate, sgemm, to_float
@@ -33,3 +35,15 @@ def device_info(device=0):
     from ._native import device_info as info
 
     return info(int(device))
+
+
+def _register_operators():
+    """``torch.ops.streamline.*``, where torch is installed (see ``streamline._ops``)."""
+    if importlib.util.find_spec("torch") is None:
+        return
+    import torch
+
+    _ops.register(torch)
+
+
+_register_operators()

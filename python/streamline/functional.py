@@ -11,10 +11,34 @@ Where torchvision takes one value per call (``rotate``'s ``angle``, ``gaussian_b
 """
 import numbers
 
-from . import _native
+from . import _native, _ops
 from ._arrays import array, capturing, device_of, disjoint, output, stream_handle
 
 _IMAGE = (3, 4)
+
+
+def _tracing():
+    """Whether ``torch.compile`` is tracing this call: then it goes through Streamline's custom
+    operator (``torch.ops.streamline``), which the compiled graph calls."""
+    torch = _ops.TORCH
+    return torch is not None and torch.compiler.is_compiling()
+
+
+def _traced(name, out, stream, *args):
+    """The custom operator ``name`` on ``args``, copied into ``out`` if given."""
+    if stream is not None:
+        raise ValueError("stream: cannot be given under torch.compile; use torch.cuda.stream(...) around the call")
+    y = _ops.op(name)(*args)
+    if out is None:
+        return y
+    out.copy_(y)
+    return out
+
+
+def _sigma_arg(flat):
+    """A flat sigma list (two values, or two per image) as ``gaussian_blur`` takes it."""
+    flat = [float(v) for v in flat]
+    return flat if len(flat) == 2 else [flat[i:i + 2] for i in range(0, len(flat), 2)]
 
 
 def _mode(interpolation, arg="interpolation"):
@@ -109,6 +133,8 @@ def to_float(inpt, scale=False, layout="NCHW", output_layout="NCHW", *, out=None
     ``inpt`` is ``(N, C, H, W)`` or ``(N, H, W, C)`` (as image decoders produce), and
     ``output_layout`` which one to write, converted in the same pass."""
     src, dst = _layout(layout, "layout"), _layout(output_layout, "output_layout")
+    if _tracing():
+        return _traced("to_float", out, stream, inpt, bool(scale), src, dst)
     x, nchw, out, y, dev, s = _relayout_io(inpt, "uint8", src, dst, out, stream, device)
     _native.to_float(_io(dev, s, x, y), nchw, src, dst, bool(scale))
     return out
@@ -120,6 +146,9 @@ def normalize(inpt, mean, std, inplace=False, *, out=None, stream=None, device=N
         if out is not None:
             raise ValueError("out: cannot be given with inplace=True")
         out = inpt
+    if _tracing():
+        mean, std = [float(v) for v in mean], [float(v) for v in std]
+        return _traced("normalize", out, stream, inpt, mean, std)
     x, out, y, dev, s = _image_io(inpt, out, stream, device, elementwise=True)
     mean = list(map(float, _host_values(mean, "mean")))
     std = list(map(float, _host_values(std, "std")))
@@ -153,6 +182,9 @@ def resize(inpt, size, interpolation="bilinear", max_size=None, antialias=True, 
     """torchvision's ``resize``: bilinear (with its antialiasing when shrinking, unless
     ``antialias=False``) or nearest."""
     mode = _mode(interpolation)
+    if _tracing():
+        oh, ow = _resized_size(size, inpt.shape[-2], inpt.shape[-1], max_size)
+        return _traced("resize", out, stream, inpt, [oh, ow], mode, bool(antialias))
     x = array(inpt, "inpt", ("float32",), _IMAGE)
     oh, ow = _resized_size(size, x.shape[-2], x.shape[-1], max_size)
     x, out, y, dev, s = _image_io(inpt, out, stream, device, out_hw=(oh, ow))
@@ -180,9 +212,12 @@ def rotate(inpt, angle, interpolation="nearest", expand=False, center=None, fill
         if not values or any(v != values[0] for v in values):
             raise ValueError(f"fill: {fill!r}; one value for every channel is supported")
         fill = values[0]
+    fill = None if fill is None else float(fill)
+    if _tracing():
+        n = (inpt.shape[0] if inpt.dim() == 4 else 1)
+        return _traced("rotate", out, stream, inpt, _per_image(angle, n, "angle"), mode, fill, src, dst)
     x, nchw, out, y, dev, s = _relayout_io(inpt, "float32", src, dst, out, stream, device)
     angles = _per_image(angle, nchw[0], "angle")
-    fill = None if fill is None else float(fill)
     _native.rotate(_io(dev, s, x, y), nchw, angles, mode, fill, src, dst)
     return out
 
@@ -205,21 +240,28 @@ def gaussian_blur(inpt, kernel_size, sigma=None, *, out=None, stream=None, devic
     k = _pair(kernel_size, "kernel_size")
     if any(not isinstance(v, numbers.Integral) for v in k):
         raise TypeError(f"kernel_size: {kernel_size!r}; must be integers")
+    if _tracing():
+        n = inpt.shape[0] if inpt.dim() == 4 else 1
+        sig = _sigma_values(sigma, k, n)
+        return _traced("gaussian_blur", out, stream, inpt, [int(v) for v in k], sig)
     x, out, y, dev, s = _image_io(inpt, out, stream, device)
     nchw = _nchw(x)
-    if sigma is None:
-        sig = [0.3 * ((v - 1) * 0.5 - 1) + 0.8 for v in k]
-    else:
-        sigma = _host_values(sigma, "sigma")
-        if not isinstance(sigma, numbers.Real) and len(sigma) > 0 and not isinstance(sigma[0], numbers.Real):
-            pairs = [_pair(p, "sigma") for p in sigma]
-            if len(pairs) != nchw[0]:
-                raise ValueError(f"sigma: has {len(pairs)} pairs; needs one per image ({nchw[0]})")
-            sig = [float(v) for p in pairs for v in p]
-        else:
-            sig = [float(v) for v in _pair(sigma, "sigma")]
+    sig = _sigma_values(sigma, k, nchw[0])
     _native.gaussian_blur(_io(dev, s, x, y), nchw, (int(k[0]), int(k[1])), sig)
     return out
+
+
+def _sigma_values(sigma, k, n):
+    """``gaussian_blur``'s sigma as a flat list: ``[sx, sy]``, or ``[sx, sy]`` per image."""
+    if sigma is None:
+        return [0.3 * ((v - 1) * 0.5 - 1) + 0.8 for v in k]
+    sigma = _host_values(sigma, "sigma")
+    if not isinstance(sigma, numbers.Real) and len(sigma) > 0 and not isinstance(sigma[0], numbers.Real):
+        pairs = [_pair(p, "sigma") for p in sigma]
+        if len(pairs) != n:
+            raise ValueError(f"sigma: has {len(pairs)} pairs; needs one per image ({n})")
+        return [float(v) for p in pairs for v in p]
+    return [float(v) for v in _pair(sigma, "sigma")]
 
 
 def _boxes(boxes):
@@ -243,20 +285,69 @@ def _boxes(boxes):
     return out
 
 
+def _device_boxes(boxes, dev):
+    """``boxes`` as one ``(K, 5)`` float32 CUDA tensor on ``dev`` when they are CUDA tensors (a
+    ``(K, 5)`` tensor or a list of ``(L, 4)`` tensors, one per image), assembled on the device;
+    else ``None``."""
+    torch = _ops.TORCH
+    if torch is None:
+        return None
+    if isinstance(boxes, torch.Tensor):
+        if not boxes.is_cuda:
+            return None
+        if boxes.dim() != 2 or boxes.shape[1] != 5:
+            raise ValueError(f"boxes: has shape {tuple(boxes.shape)}; needs (K, 5): [batch_index, x1, y1, x2, y2]")
+        b = boxes
+    elif isinstance(boxes, (list, tuple)) and boxes and all(isinstance(b, torch.Tensor) and b.is_cuda for b in boxes):
+        for i, b in enumerate(boxes):
+            if b.dim() != 2 or b.shape[1] != 4:
+                raise ValueError(f"boxes: image {i}'s boxes have shape {tuple(b.shape)}; need (L, 4)")
+        b = torch.cat([torch.cat([torch.full_like(b[:, :1], i), b], 1) for i, b in enumerate(boxes)])
+    else:
+        return None
+    if b.get_device() != dev:
+        raise ValueError(f"boxes: are on cuda:{b.get_device()}; the input is on cuda:{dev}")
+    if b.shape[0] == 0:
+        raise ValueError("boxes: needs at least one box")
+    return b.to(torch.float32).contiguous()
+
+
 def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False, *, out=None, stream=None, device=None):
     """``torchvision.ops.roi_align``: a ``(K, C, out_h, out_w)`` crop per box.
 
-    ``boxes`` are read on the host to check them; a CUDA tensor of boxes is copied back first
-    (which waits for it), a CPU tensor or a list costs nothing."""
+    ``boxes`` on the host (a list or a CPU tensor) are checked first: a batch index outside
+    the batch or a box needing over 2^16 samples per bin raises ``ValueError``. Boxes on the
+    GPU (a ``(K, 5)`` CUDA tensor, or a list of ``(L, 4)`` ones per image) are read by the
+    kernel alone, with no copy to the host and no wait, as torchvision reads them: a batch
+    index outside the batch gives zeros there."""
+    if _tracing():
+        torch = _ops.TORCH
+        if isinstance(boxes, (list, tuple)) and boxes and isinstance(boxes[0], torch.Tensor):
+            boxes = torch.cat([torch.cat([torch.full_like(b[:, :1], i), b], 1) for i, b in enumerate(boxes)])
+        elif not isinstance(boxes, torch.Tensor):
+            boxes = torch.tensor(_boxes(boxes), dtype=torch.float32)
+        oh, ow = _pair(output_size, "output_size")
+        return _traced("roi_align", out, stream, input, boxes.float(), [int(oh), int(ow)], float(spatial_scale),
+                       int(sampling_ratio), bool(aligned))
     x = array(input, "input", ("float32",), (4,))
     dev = device_of([("input", x)], device)
     oh, ow = _pair(output_size, "output_size")
-    rows = _boxes(boxes)
-    shape = (len(rows), x.shape[1], int(oh), int(ow))
+    on_device = _device_boxes(boxes, dev)
+    if on_device is not None:
+        b = array(on_device, "boxes", ("float32",), (2,))
+        rows, count, device_boxes = [], keep.shape[0], (b.ptr, b.size)
+    else:
+        rows = _boxes(boxes)
+        count, device_boxes = len(rows), None
+    shape = (count, x.shape[1], int(oh), int(ow))
     out, y = output(out, [("input", x)], shape, "float32", dev)
     disjoint("out", y, [("input", x)])
     s = stream_handle(stream, dev, [("input", x), ("out", y)])
-    _native.roi_align(_io(dev, s, x, y), x.shape, rows, (int(oh), int(ow)),
+    if on_device is not None and on_device is not boxes and stream is not None:
+        # Made here on the current stream and read on `stream`: its memory must not be handed
+        # out again before that read.
+        on_device.record_stream(_ops.TORCH.cuda.ExternalStream(s, device=dev))
+    _native.roi_align(_io(dev, s, x, y), x.shape, rows, device_boxes, (int(oh), int(ow)),
                       float(spatial_scale), int(sampling_ratio), bool(aligned))
     return out
 
@@ -264,7 +355,7 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, a
 def augment(inpt, size, crop=None, degrees=45.0, interpolation="nearest", kernel_size=7, sigma=(0.1, 2.0),
             scale=False, mean=None, std=None, layout="NCHW", output_layout="NCHW", seed=0,
             per_image_sigma=True, draw=None, *, out=None, stream=None, device=None, return_draw=False,
-            _rng=None):
+            _state=None):
     """Seed 003's whole batch transform in one kernel: uint8 in, float32 out.
 
     Per image: ``ToDtype(float32, scale)``, a random ``crop x crop`` crop (default
@@ -279,13 +370,24 @@ def augment(inpt, size, crop=None, degrees=45.0, interpolation="nearest", kernel
     capture: the same seed, the same output. :class:`streamline.Augment` draws on the device
     instead, anew at every call and every replay."""
     src, dst = _layout(layout, "layout"), _layout(output_layout, "output_layout")
+    size = int(size)
+    crop = size // 2 if crop is None else int(crop)
+    lo, hi = _pair(sigma, "sigma")
+    if _tracing():
+        if draw is not None or return_draw:
+            raise ValueError("draw: a given draw and return_draw are not supported under torch.compile")
+        c = inpt.shape[1] if src == "NCHW" else inpt.shape[3]
+        mean = [0.0] * c if mean is None else [float(v) for v in mean]
+        std = [1.0] * c if std is None else [float(v) for v in std]
+        cfg = (size, crop, float(degrees), _mode(interpolation), int(kernel_size), [float(lo), float(hi)],
+               bool(scale), mean, std, src, dst)
+        if _state is not None:
+            return _traced("augment_drawn", out, stream, inpt, _state, *cfg, bool(per_image_sigma))
+        return _traced("augment", out, stream, inpt, *cfg, _ops.signed(int(seed)), bool(per_image_sigma))
     x = array(inpt, "inpt", ("uint8",), (4,))
     dev = device_of([("inpt", x)], device)
     nchw = x.shape if src == "NCHW" else _nhwc_as_nchw(x)
     n, c = nchw[0], nchw[1]
-    size = int(size)
-    crop = size // 2 if crop is None else int(crop)
-    lo, hi = _pair(sigma, "sigma")
     mean = [0.0] * c if mean is None else [float(v) for v in mean]
     std = [1.0] * c if std is None else [float(v) for v in std]
     shape = (n, c, size, size) if dst == "NCHW" else (n, size, size, c)
@@ -295,16 +397,23 @@ def augment(inpt, size, crop=None, degrees=45.0, interpolation="nearest", kernel
     if draw is not None:
         boxes, angles, sigmas = draw
         draw = ([[float(v) for v in b] for b in boxes], _per_image(angles, n, "draw"), _per_image(sigmas, n, "draw"))
-    rng = None if _rng is None else _rng(dev)
+    state = None
+    if _state is not None:
+        st = array(_state, "state", ("int32",), (1,), writable=True)
+        if st.size != 4 or device_of([("inpt", x), ("state", st)], dev) != dev:
+            raise ValueError("state: needs the generator's four int32 on the input's device")
+        state = (st.ptr, st.size)
     got = _native.augment(_io(dev, s, x, y), nchw, (src, dst), crop, size, float(degrees),
                           _mode(interpolation), int(kernel_size), (float(lo), float(hi)), bool(scale),
-                          mean, std, int(seed) & (2**64 - 1), bool(per_image_sigma), draw, rng)
+                          mean, std, int(seed) & (2**64 - 1), bool(per_image_sigma), draw, state)
     return (out, got) if return_draw else out
 
 
 def heavy(x, *, out=None, stream=None, device=None):
     """Seed 000's ``x**2 + x**3 * sin(x) * cos(x) + tan(x)``, elementwise, float32 or float16
     (computed in float32, rounded once), any shape."""
+    if _tracing():
+        return _traced("heavy", out, stream, x)
     a = array(x, "x", ("float32", "float16"), range(0, 33))
     dev = device_of([("x", a)], device)
     out, y = output(out, [("x", a)], a.shape, a.dtype, dev)
@@ -318,6 +427,9 @@ def sgemm(a, b, out=None, alpha=1.0, beta=0.0, *, stream=None, device=None):
     """``out = alpha * a @ b + beta * out`` in FP32 (no TF32): ``a`` is ``(m, k)``, ``b``
     ``(k, n)``, row-major; rows may be padded (a row stride above the row length). With
     ``beta == 0`` ``out`` is only written and may be omitted."""
+    if _tracing():
+        c = None if beta == 0 else out
+        return _traced("sgemm", out, stream, a, b, c, float(alpha), float(beta))
     A = array(a, "a", ("float32",), (2,), row_strided=True)
     B = array(b, "b", ("float32",), (2,), row_strided=True)
     m, k = A.shape

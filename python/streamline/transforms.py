@@ -3,6 +3,7 @@ import random
 
 from . import _native
 from . import functional as F
+from ._arrays import _torch, capturing
 
 
 class Augment:
@@ -34,19 +35,43 @@ class Augment:
         #: the generator's seed
         self.seed = (random.getrandbits(64) if seed is None else int(seed)) & (2**64 - 1)
         self._rng = random.Random(self.seed)
-        self._device_rngs = {}
+        #: device ordinal -> the generator's state there: a CUDA int32 tensor of four values
+        #: (the seed, low word first, then the draws made, low word first)
+        self.states = {}
         #: the draw ``(boxes, angles, sigmas)`` of the last call (host draws only)
         self.last_draw = None
+        torch = _torch()
+        if draw_on == "device" and torch is not None and torch.cuda.is_available():
+            self._state(torch.cuda.current_device(), None)
 
-    def _device_rng(self, device):
-        rng = self._device_rngs.get(device)
-        if rng is None:
-            rng = self._device_rngs[device] = _native.AugmentRng(int(device), self.seed)
-        return rng
+    def _state(self, device, stream):
+        """The generator's state on ``device``, made on first use: by torch, or while a CUDA
+        graph is being captured by Streamline, in memory made outside the capture (a tensor
+        made by torch there would be initialised by the graph, at every replay)."""
+        state = self.states.get(device)
+        if state is None:
+            torch = _torch()
+            words = [self.seed & 0xFFFFFFFF, self.seed >> 32, 0, 0]
+            if capturing():
+                from ._kernels import _stream
+
+                rng = _native.AugmentRng(int(device), _stream(stream, int(device)), self.seed)
+                state = torch.as_tensor(rng, device=torch.device("cuda", device))
+            else:
+                signed = [w - (1 << 32) if w >= 1 << 31 else w for w in words]
+                state = torch.tensor(signed, dtype=torch.int32, device=torch.device("cuda", device))
+            self.states[device] = state
+        return state
 
     def __call__(self, inpt, *, out=None, stream=None):
         if self.draw_on == "device":
-            return F.augment(inpt, out=out, stream=stream, _rng=self._device_rng, **self.kwargs)
+            torch = _torch()
+            if torch is None or not isinstance(inpt, torch.Tensor):
+                raise TypeError("inpt: draws on the device need a torch CUDA tensor; pass draw_on='host' otherwise")
+            dev = inpt.get_device()
+            if dev < 0:
+                raise TypeError(f"inpt: must be a CUDA tensor, got a tensor on {inpt.device}")
+            return F.augment(inpt, out=out, stream=stream, _state=self._state(dev, stream), **self.kwargs)
         y, self.last_draw = F.augment(inpt, seed=self._rng.getrandbits(64), out=out, stream=stream,
                                       return_draw=True, **self.kwargs)
         return y
@@ -56,12 +81,14 @@ class Augment:
     def draws(self, device=0, stream=None):
         """How many draws the generator on ``device`` has made, once the work queued on
         ``stream`` (PyTorch's current stream) has finished; the host waits."""
-        rng = self._device_rngs.get(int(device))
-        if rng is None:
+        state = self.states.get(int(device))
+        if state is None:
             return 0
-        from ._kernels import _stream
-
-        return rng.draws(_stream(stream, int(device)))
+        torch = _torch()
+        if stream is not None:
+            stream.synchronize() if hasattr(stream, "synchronize") else torch.cuda.synchronize(int(device))
+        lo, hi = (v & 0xFFFFFFFF for v in state.tolist()[2:])
+        return lo | hi << 32
 
     def device_draw(self, k, shape):
         """The draw ``(boxes, angles, sigmas)`` that the ``k``-th call (from 0) on a batch of

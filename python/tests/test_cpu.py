@@ -187,6 +187,22 @@ def test_augment_transform_repr_and_draw_sequence():
     assert repr(a).startswith("Augment(size=256")
     b = sl.Augment(256, seed=7)
     assert [a._rng.getrandbits(64) for _ in range(3)] == [b._rng.getrandbits(64) for _ in range(3)]
+    with pytest.raises(ValueError, match="draw_on"):
+        sl.Augment(256, draw_on="gpu")
+
+
+def test_augment_device_draw_is_computed_on_the_host():
+    a, b = sl.Augment(64, seed=7, per_image_sigma=False), sl.Augment(64, seed=7, per_image_sigma=False)
+    d0 = a.device_draw(0, (5, 3, 50, 70))
+    assert d0 == b.device_draw(0, (5, 3, 50, 70))
+    assert d0 != a.device_draw(1, (5, 3, 50, 70))
+    boxes, angles, sigmas = d0
+    assert len(boxes) == len(angles) == len(sigmas) == 5
+    assert len(set(sigmas)) == 1 and 0.1 <= sigmas[0] < 2.0
+    assert all(-45 <= t < 45 for t in angles)
+    assert all(b[2] - b[0] == 32 and b[3] - b[1] == 32 and b[2] <= 70 and b[3] <= 50 for b in boxes)
+    nhwc = sl.Augment(64, seed=7, per_image_sigma=False, layout="NHWC")
+    assert nhwc.device_draw(0, (5, 50, 70, 3)) == d0
 
 
 def test_ctypes_struct_bytes_match_repr_c():

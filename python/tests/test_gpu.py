@@ -257,13 +257,16 @@ def test_augment_matches_torchvision_chain(c, interp):
 
 def test_augment_transform_draws_per_image_and_repeats():
     x8 = images(8, 3, 64, 64, seed=9)
-    a, b = sl.Augment(64, seed=5), sl.Augment(64, seed=5)
-    y1, y2 = a(x8), b(x8)
-    assert torch.equal(y1, y2)
-    boxes, angles, sigmas = a.last_draw
-    assert len(set(sigmas)) > 1 and len(set(angles)) > 1
-    assert all(0.1 <= s <= 2.0 for s in sigmas) and all(-45 <= t <= 45 for t in angles)
-    assert not torch.equal(a(x8), y1)  # the next batch draws anew
+    for draw_on in ["device", "host"]:
+        a, b = sl.Augment(64, seed=5, draw_on=draw_on), sl.Augment(64, seed=5, draw_on=draw_on)
+        y1, y2 = a(x8), b(x8)
+        assert torch.equal(y1, y2)
+        boxes, angles, sigmas = a.last_draw if draw_on == "host" else a.device_draw(0, x8.shape)
+        assert torch.equal(y1, sl.augment(x8, 64, draw=(boxes, angles, sigmas)))
+        assert len(set(sigmas)) > 1 and len(set(angles)) > 1
+        assert all(0.1 <= s <= 2.0 for s in sigmas) and all(-45 <= t <= 45 for t in angles)
+        assert all(b[2] - b[0] == 32 and b[3] - b[1] == 32 and 0 <= b[0] <= 32 and 0 <= b[1] <= 32 for b in boxes)
+        assert not torch.equal(a(x8), y1)  # the next batch draws anew
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])

@@ -126,13 +126,29 @@ def test_roi_align_captured_with_host_boxes():
     check_replays(ins, lambda x: sl.roi_align(x, [b[:, 1:] for b in (boxes[:1], boxes[1:])], 5), fresh)
 
 
+def test_roi_align_captured_with_device_boxes():
+    """Boxes on the GPU are read by the kernel: they are graph inputs like the image."""
+    x = f32((2, 3, 40, 40), 0)
+
+    def boxes(r):
+        b = torch.tensor([[0, 1.5 + r, 2.0, 30.0, 20.5], [1, 0.0, 0.0, 39.0, 39.0 - r], [1, 10.0, 5.0 + r, 12.0, 30.0]])
+        return b.to(DEV)
+
+    check_replays([x, boxes(0)], lambda x, b: sl.roi_align(x, b, [7, 9], sampling_ratio=2, aligned=True),
+                  lambda r: [f32((2, 3, 40, 40), 20 + r), boxes(r + 1)])
+    per_image = [torch.tensor([[1.0, 2.0, 20.0, 30.0]], device=DEV), torch.tensor([[0.0, 0.0, 5.0, 5.0]], device=DEV)]
+    check_replays([x], lambda x: sl.roi_align(x, per_image, 5), lambda r: [f32((2, 3, 40, 40), 30 + r)])
+
+
 def test_cuda_parameters_are_refused_while_capturing():
     x = f32((2, 3, 16, 16), 1)
+    angles = torch.tensor([1.0, 2.0], device=DEV)
+    sigmas = torch.tensor([[1.0, 1.0], [2.0, 2.0]], device=DEV)
+    means = torch.zeros(3, device=DEV)
     cases = [
-        ("boxes", lambda: sl.roi_align(x, torch.tensor([[0, 1.0, 1.0, 9.0, 9.0]], device=DEV), 4)),
-        ("angle", lambda: sl.rotate(x, torch.tensor([1.0, 2.0], device=DEV))),
-        ("sigma", lambda: sl.gaussian_blur(x, 3, torch.tensor([[1.0, 1.0], [2.0, 2.0]], device=DEV))),
-        ("mean", lambda: sl.normalize(x, torch.zeros(3, device=DEV), [1.0, 1.0, 1.0])),
+        ("angle", lambda: sl.rotate(x, angles)),
+        ("sigma", lambda: sl.gaussian_blur(x, 3, sigmas)),
+        ("mean", lambda: sl.normalize(x, means, [1.0, 1.0, 1.0])),
     ]
     for arg, call in cases:
         call()  # eager: read on the host, fine
@@ -142,12 +158,14 @@ def test_cuda_parameters_are_refused_while_capturing():
                 call()
 
 
+def randn(shape, seed):
+    return torch.randn(shape, generator=torch.Generator(device="cpu").manual_seed(seed)).to(DEV)
+
+
 def test_heavy_and_sgemm_captured():
-    x = torch.rand(100_003, device=DEV) * 2 - 1
-    check_replays([x], sl.heavy, lambda r: [torch.rand(100_003, device=DEV) * 2 - 1])
-    a, b = torch.randn(65, 33, device=DEV), torch.randn(33, 47, device=DEV)
-    check_replays([a, b], lambda a, b: sl.sgemm(a, b), lambda r: [torch.randn(65, 33, device=DEV) + r,
-                                                                  torch.randn(33, 47, device=DEV)])
+    check_replays([randn(100_003, 0)], sl.heavy, lambda r: [randn(100_003, 1 + r)])
+    check_replays([randn((65, 33), 0), randn((33, 47), 1)], lambda a, b: sl.sgemm(a, b),
+                  lambda r: [randn((65, 33), 10 + r), randn((33, 47), 20 + r)])
 
 
 def test_augment_functional_captured_replays_its_draw():

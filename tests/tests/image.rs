@@ -1432,7 +1432,17 @@ fn uploads_inside_a_capture_replay_as_eager_calls() {
                 aligned: false,
             };
             let aug_len = cfg.size * cfg.size * 3 * n;
-            let lens = [s.len(), s.len(), s.len(), n * 3 * 30, aug_len, aug_len];
+            let lens = [
+                s.len(),
+                s.len(),
+                s.len(),
+                n * 3 * 30,
+                aug_len,
+                aug_len,
+                n * 3 * 30,
+            ];
+            let flat: Vec<f32> = boxes.iter().flatten().copied().collect();
+            let on_device = DeviceBuffer::from_slice(&pool, 0, &flat).unwrap();
             let calls = |x: &DeviceBuffer<f32>,
                          x8: &DeviceBuffer<u8>,
                          rng: &std::sync::Arc<DeviceRng>,
@@ -1447,7 +1457,11 @@ fn uploads_inside_a_capture_replay_as_eager_calls() {
                 let b = RoiBoxes::upload(st, &boxes)?;
                 roi_align(g, st, s, x, &b, o, &mut y[3])?;
                 Augment::new(st, s, &cfg, &draw)?.run_fused(g, st, x8, &mut y[4])?;
-                Augment::drawn_on_device(st, s, &cfg, rng, true)?.run_fused(g, st, x8, &mut y[5])
+                Augment::drawn_on_device(st, s, &cfg, rng, true)?
+                    .run_fused(g, st, x8, &mut y[5])?;
+                // SAFETY: `on_device` outlives every launch and graph of this test.
+                let d = unsafe { RoiBoxes::on_device(&on_device, st)? };
+                roi_align(g, st, s, x, &d, o, &mut y[6])
             };
             let data = |r: u64| {
                 (
@@ -1501,6 +1515,12 @@ fn uploads_inside_a_capture_replay_as_eager_calls() {
             }
             prop_assert_eq!(captured_rng.draws(st).unwrap(), 3);
             prop_assert_eq!(eager_rng.draws(st).unwrap(), 3);
+            // The boxes on the device give the uploaded boxes' results.
+            let (a, b) = (want[3].to_vec(st).unwrap(), want[6].to_vec(st).unwrap());
+            prop_assert!(
+                bitwise_eq(&a, &b),
+                "boxes on the device differ from uploaded ones"
+            );
             Ok(())
         },
     );
@@ -1533,7 +1553,7 @@ fn device_draws_match_the_reference() {
             let rng = DeviceRng::new(st, seed).unwrap();
             let aug = Augment::drawn_on_device(st, s, &cfg, &rng, per_image).unwrap();
             let x: CudaSlice<u8> = st.clone_htod(&bytes(s.len(), seed)).unwrap();
-            let mut y = poisoned(aug.output_shape().len());
+            let mut y: CudaSlice<f32> = st.alloc_zeros(aug.output_shape().len()).unwrap();
             for k in 0..3u64 {
                 aug.run_fused(g, st, &x, &mut y).unwrap();
                 let got = aug.last_draw(st).unwrap();

@@ -65,6 +65,7 @@ pub fn capturing(stream: &CudaStream) -> Result<Option<CUgraph>> {
 /// would refuse (allocating, synchronizing another stream) are allowed for `f`, as PyTorch's
 /// own allocator does while a graph is captured. `f` must not touch a capturing stream.
 pub fn outside_capture<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
+    crate::runtime::driver_present()?;
     let mut mode = CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
     // SAFETY: exchanges this thread's capture mode with a local; restored below.
     unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) }

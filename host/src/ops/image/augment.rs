@@ -9,7 +9,7 @@ use crate::engine::params;
 use crate::error::{DriverContext, Error, Result};
 use crate::runtime::Gpu;
 use crate::spec::image::{AugmentConfig, AugmentDraw};
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice};
 use std::sync::Arc;
 use streamline_abi::image::{
     augment_block_dim, augment_dyadic, augment_kernel, augment_shared_bytes, augment_takes_dyadic,
@@ -74,7 +74,10 @@ impl FusedArrays {
 enum Drawn {
     Host(AugmentDraw),
     Device {
-        rng: Arc<DeviceRng>,
+        /// Device address of the generator's state.
+        state: u64,
+        /// Its owner, where the augmentation keeps it alive.
+        _rng: Option<Arc<DeviceRng>>,
         per_image_sigma: bool,
     },
 }
@@ -100,6 +103,13 @@ impl DeviceRng {
     /// The seed.
     pub fn seed(&self) -> u64 {
         self.seed
+    }
+
+    /// Device address of the state: the seed (two u32, low word first), then the draws made
+    /// (two u32, low word first).
+    pub fn state_ptr(&self) -> u64 {
+        let (p, _) = self.state.device_ptr(self.state.stream());
+        p
     }
 
     /// The draws made so far, once the work queued on `stream` has finished (the host waits).
@@ -192,6 +202,49 @@ impl Augment {
         rng: &Arc<DeviceRng>,
         per_image_sigma: bool,
     ) -> Result<Augment> {
+        let state = rng.state_ptr();
+        let mut aug = Self::drawn_from(stream, shape, cfg, state, per_image_sigma)?;
+        if let Drawn::Device { _rng, .. } = &mut aug.draw {
+            *_rng = Some(rng.clone());
+        }
+        Ok(aug)
+    }
+
+    /// [`Augment::drawn_on_device`] with a generator whose state lies in memory of the
+    /// caller's (a PyTorch tensor of four int32: the seed, low word first, then the draws made,
+    /// low word first), which every run reads and advances.
+    ///
+    /// # Safety
+    /// `state` must address four u32 of device memory in `stream`'s context that stay
+    /// allocated while runs of this augmentation are queued, and no other work may use them
+    /// concurrently with a run (ordering them is the caller's, as for [`crate::engine::External`]).
+    pub unsafe fn drawn_on_device_at(
+        stream: &Arc<CudaStream>,
+        shape: Shape,
+        cfg: &AugmentConfig,
+        state: &impl DevicePtr<u32>,
+        per_image_sigma: bool,
+    ) -> Result<Augment> {
+        if state.len() < 4 {
+            return Err(Error::arg(
+                "state",
+                format!(
+                    "holds {} values; the generator's state needs 4",
+                    state.len()
+                ),
+            ));
+        }
+        let (ptr, _) = state.device_ptr(stream);
+        Self::drawn_from(stream, shape, cfg, ptr, per_image_sigma)
+    }
+
+    fn drawn_from(
+        stream: &Arc<CudaStream>,
+        shape: Shape,
+        cfg: &AugmentConfig,
+        state: u64,
+        per_image_sigma: bool,
+    ) -> Result<Augment> {
         cfg.check(shape)?;
         let (crop, size) = (cfg.crop as u32, cfg.size as u32);
         let c = cfg.crop as f32;
@@ -226,7 +279,8 @@ impl Augment {
             shape,
             layouts: (Layout::Nchw, Layout::Nchw),
             draw: Drawn::Device {
-                rng: rng.clone(),
+                state,
+                _rng: None,
                 per_image_sigma,
             },
             fused,
@@ -322,13 +376,14 @@ impl Augment {
     /// Queues the device draw of this run into the fused arrays, if the draw is the device's.
     fn draw_on_device(&self, gpu: &Gpu, stream: &CudaStream) -> Result<()> {
         let Drawn::Device {
-            rng,
+            state: sp,
             per_image_sigma,
+            ..
         } = &self.draw
         else {
             return Ok(());
         };
-        let (sp, _s) = rng.state.device_ptr(stream);
+        let sp = *sp;
         let (dp, _d) = self.fused.device_ptr(stream);
         let (lo, hi) = self.cfg.sigma;
         let p = AugmentDrawParams {

@@ -2,17 +2,20 @@
 
 use super::{check_len, column_grid, Shape, BLOCK};
 use crate::engine::params;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::runtime::Gpu;
 use crate::spec::image::{check_boxes, check_roi_boxes, check_roi_options, RoiAlign};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::{Arc, Mutex};
 use streamline_abi::image::{RoiAlignParams, ROI_ALIGN, ROI_ALIGN_ONE_SAMPLE};
 
-/// Boxes of `roi_align`, `[batch_index, x1, y1, x2, y2]` each, on the device.
+/// Boxes of `roi_align`, `[batch_index, x1, y1, x2, y2]` each, on the device: uploaded from
+/// the host and checked, or in the caller's device memory ([`RoiBoxes::on_device`]).
 pub struct RoiBoxes {
-    dev: Arc<params::DeviceParams<f32>>,
-    host: Vec<[f32; 5]>,
+    dev: On,
+    /// The boxes as uploaded; `None` for the caller's device memory, which the host never reads.
+    host: Option<Vec<[f32; 5]>>,
+    count: usize,
     /// The outcome of the last call's box checks ([`RoiBoxes::against`]) and what it depended
     /// on: a pipeline calls with the same batch size and options every time, and then the
     /// checks, a pass over every box, are not repeated before each launch.
@@ -31,10 +34,47 @@ impl RoiBoxes {
         let flat: Vec<f32> = boxes.iter().flatten().copied().collect();
         let dev = params::upload(stream, &flat)?;
         Ok(RoiBoxes {
-            dev,
-            host: boxes.to_vec(),
+            dev: On::Uploaded(dev),
+            host: Some(boxes.to_vec()),
+            count: boxes.len(),
             checked: Mutex::new(None),
         })
+    }
+
+    /// Boxes already on the device (five f32 each), read by the kernel alone: no copy and no
+    /// wait, so a CUDA graph capture or a detection model's boxes cost nothing on the host. The
+    /// host cannot check them: a box whose batch index is outside the batch gives zeros, and a
+    /// bin's sampling grid is capped at `ROI_MAX_SAMPLES_PER_BIN` points (the kernel stays
+    /// inside the input whatever the boxes hold).
+    ///
+    /// # Safety
+    /// `boxes` must stay allocated, and unwritten by other work, until the launches that read
+    /// it have run (their order is the caller's, as for [`crate::engine::External`]).
+    pub unsafe fn on_device(boxes: &impl DevicePtr<f32>, stream: &CudaStream) -> Result<RoiBoxes> {
+        let n = boxes.len();
+        if n == 0 || !n.is_multiple_of(5) {
+            return Err(Error::arg(
+                "boxes",
+                format!("holds {n} values; needs five per box and at least one box"),
+            ));
+        }
+        let (ptr, _) = boxes.device_ptr(stream);
+        Ok(RoiBoxes {
+            dev: On::Caller(ptr),
+            host: None,
+            count: n / 5,
+            checked: Mutex::new(None),
+        })
+    }
+
+    /// Number of boxes.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether there are none (never: at least one is required).
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
     }
 
     /// [`check_against`] for these boxes, a batch of `n` images and options `o`, remembering
@@ -48,15 +88,25 @@ impl RoiBoxes {
                 return Ok(one);
             }
         }
-        let one = check_roi_boxes(&self.host, n, o)?;
+        let Some(host) = &self.host else {
+            // Boxes the host cannot read take the general kernel.
+            return Ok(false);
+        };
+        let one = check_roi_boxes(host, n, o)?;
         *last = Some((n, *o, one));
         Ok(one)
     }
 
-    /// The boxes as uploaded.
-    pub fn boxes(&self) -> &[[f32; 5]] {
-        &self.host
+    /// The boxes as uploaded (`None` for boxes on the device, [`RoiBoxes::on_device`]).
+    pub fn boxes(&self) -> Option<&[[f32; 5]]> {
+        self.host.as_deref()
     }
+}
+
+/// Where [`RoiBoxes`] lie.
+enum On {
+    Uploaded(Arc<params::DeviceParams<f32>>),
+    Caller(u64),
 }
 
 /// `torchvision.ops.roi_align(x, boxes, (out_h, out_w), spatial_scale, sampling_ratio,
@@ -71,21 +121,18 @@ pub fn roi_align(
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<()> {
     // The boxes were checked when uploaded; what depends on this call is checked here.
-    let out = check_roi_options(shape, boxes.host.len(), &o)?;
+    let out = check_roi_options(shape, boxes.count, &o)?;
     let one_sample = boxes.against(shape.n, &o)?;
     check_len("x", x.len(), shape)?;
     check_len("y", y.len(), out)?;
     // A box's setup costs as much as several bins, so far fewer threads per row pay (measured
     // on an H200).
-    let (grid, rows) = column_grid(
-        gpu,
-        "output_size",
-        (o.out_h, o.out_w),
-        boxes.host.len(),
-        128,
-    )?;
+    let (grid, rows) = column_grid(gpu, "output_size", (o.out_h, o.out_w), boxes.count, 128)?;
     let (xp, _r) = x.device_ptr(stream);
-    let (bp, _b) = boxes.dev.device_ptr(stream);
+    let (bp, _b) = match &boxes.dev {
+        On::Uploaded(d) => d.device_ptr(stream),
+        On::Caller(p) => (*p, cudarc::driver::SyncOnDrop::Sync(None)),
+    };
     let (yp, _w) = y.device_ptr_mut(stream);
     let p = RoiAlignParams {
         x: xp,
@@ -95,7 +142,7 @@ pub fn roi_align(
         channels: shape.c as u32,
         height: shape.h as u32,
         width: shape.w as u32,
-        num_boxes: boxes.host.len() as u32,
+        num_boxes: boxes.count as u32,
         out_h: o.out_h as u32,
         out_w: o.out_w as u32,
         sampling_ratio: o.sampling_ratio,
@@ -112,6 +159,7 @@ pub fn roi_align(
         ROI_ALIGN
     };
     // SAFETY: lengths checked against the shapes; the boxes were validated (batch index in
-    // range, bounded sampling grid); the grid covers every output.
+    // range, bounded sampling grid), or, on the device, the kernel reads zeros for a batch index
+    // outside the batch and caps the grid; the grid covers every output.
     unsafe { gpu.launch(stream, kernel, grid, BLOCK, p) }
 }
