@@ -32,6 +32,9 @@ grep -qE "passed" "$out/pytest.txt" && ! grep -qE "[0-9]+ (failed|error)" "$out/
 step "host time of a Python call over the Rust call"
 python3 python/examples/host_overhead.py 2>&1 | tee "$out/host-overhead.jsonl" || status=1
 
+step "roi_align forward and backward against torchvision"
+python3 python/examples/roi_align_bench.py 2>&1 | tee "$out/roi-align.jsonl" || status=1
+
 step "seed 003's training loop: torchvision vs Streamline augmentation, serial and pipelined"
 python3 python/examples/seed003_train.py ${SEED003_BATCHES:-8 32 64 128} 2>&1 | tee "$out/seed003.jsonl" || status=1
 if [ -n "$anchors" ] && [ -f "$anchors/seed003_train.py" ]; then

@@ -188,6 +188,44 @@ pub struct RoiAlignParams {
     pub pad: u32,
 }
 
+/// The gradient of `roi_align` with respect to its input ([`ROI_ALIGN_BACKWARD`] and
+/// [`ROI_ALIGN_BACKWARD_DETERMINISTIC`]): every bin's gradient spread over the pixels its
+/// samples read, with the forward's bilinear weights divided by the bin's sample count.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct RoiAlignBackwardParams {
+    /// Device address of the output's gradient, `num_boxes x channels x out_h x out_w` f32.
+    pub grad_y: u64,
+    /// Device address of the boxes, `num_boxes x 5` f32.
+    pub boxes: u64,
+    /// Device address of the input's gradient, `batch x channels x height x width` f32.
+    pub grad_x: u64,
+    /// Images in the input.
+    pub batch: u32,
+    /// Channels per image.
+    pub channels: u32,
+    /// Input height.
+    pub height: u32,
+    /// Input width.
+    pub width: u32,
+    /// Number of boxes.
+    pub num_boxes: u32,
+    /// Output height.
+    pub out_h: u32,
+    /// Output width.
+    pub out_w: u32,
+    /// Samples per bin along each axis; `<= 0` means adaptive, as in the forward.
+    pub sampling_ratio: i32,
+    /// Factor from box coordinates to input pixels.
+    pub spatial_scale: f32,
+    /// 1: `aligned=True`, 0: not.
+    pub aligned: u32,
+}
+
+/// Threads per block of the `roi_align` backward kernels.
+pub const ROI_ALIGN_BACKWARD_BLOCK: u32 = 256;
+
 /// `rotate_nearest` / `rotate_bilinear` (NCHW in and out) and their `_relayout` twins (the
 /// layouts `layout` names): each image rotated by its own angle about its centre.
 #[repr(C)]
@@ -500,6 +538,13 @@ declare! {
     pub const ROI_ALIGN: Kernel<RoiAlignParams> = Kernel::new("roi_align").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
     /// ROI-align when every box has one sampling point per bin (the host checks).
     pub const ROI_ALIGN_ONE_SAMPLE: Kernel<RoiAlignParams> = Kernel::new("roi_align_one_sample").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// `roi_align`'s input gradient as torchvision computes it: one thread per output
+    /// gradient value, added to the input gradient's pixels with atomic adds (the host zeroes
+    /// it first), so the order of the additions, and the last bits, vary from run to run.
+    pub const ROI_ALIGN_BACKWARD: Kernel<RoiAlignBackwardParams> = Kernel::new("roi_align_backward").with_bounds(ROI_ALIGN_BACKWARD_BLOCK, 1);
+    /// `roi_align`'s input gradient without atomics: one thread per input gradient value sums
+    /// what every box's bins give it in a fixed order, the same bits on every run.
+    pub const ROI_ALIGN_BACKWARD_DETERMINISTIC: Kernel<RoiAlignBackwardParams> = Kernel::new("roi_align_backward_deterministic").with_bounds(ROI_ALIGN_BACKWARD_BLOCK, 1);
     /// Rotation, nearest neighbour.
     pub const ROTATE_NEAREST: Kernel<RotateParams> = Kernel::new("rotate_nearest");
     /// Rotation, bilinear.

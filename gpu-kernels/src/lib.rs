@@ -22,6 +22,7 @@ pub mod matmul;
 pub mod normalize;
 pub mod resize;
 pub mod roi_align;
+pub mod roi_align_backward;
 pub mod rotate;
 mod sampling;
 pub mod spin;

@@ -378,6 +378,45 @@ fn roi_align(
     })
 }
 
+/// The gradient of `roi_align` with respect to its input: `y` (the input's gradient, shape
+/// `nchw`) from `x` (the output's gradient, `boxes x c x out_h x out_w`), the boxes given as
+/// in [`roi_align`]; `deterministic`: without atomics, the same bits on every run.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn roi_align_backward(
+    py: Python<'_>,
+    io: Io,
+    nchw: Nchw,
+    boxes: Vec<[f32; 5]>,
+    device_boxes: Option<Array>,
+    out: (usize, usize),
+    spatial_scale: f32,
+    sampling_ratio: i32,
+    aligned: bool,
+    deterministic: bool,
+) -> PyResult<()> {
+    let sh = shape(nchw);
+    let o = RoiAlign {
+        out_h: out.0,
+        out_w: out.1,
+        spatial_scale,
+        sampling_ratio,
+        aligned,
+    };
+    const NAMES: Names = &[("grad_y", "grad"), ("grad_x", "out")];
+    if device_boxes.is_none() {
+        image::check_roi_align(sh, &boxes, &o).map_err(|e| to_py_as(e, NAMES))?;
+    }
+    io.run_as(py, NAMES, |g, s, gy, gx| {
+        let boxes = match device_boxes {
+            // SAFETY: as in `roi_align`.
+            Some(b) => unsafe { RoiBoxes::on_device(&b.on::<f32>(s), s)? },
+            None => RoiBoxes::upload(s, &boxes)?,
+        };
+        image::roi_align_backward(g, s, sh, gy, &boxes, o, gx, deterministic)
+    })
+}
+
 /// One batch's random crop boxes (`[x1, y1, x2, y2]`), angles and sigmas.
 type Draw = (Vec<[f32; 4]>, Vec<f32>, Vec<f32>);
 
@@ -655,6 +694,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rotate, m)?)?;
     m.add_function(wrap_pyfunction!(gaussian_blur, m)?)?;
     m.add_function(wrap_pyfunction!(roi_align, m)?)?;
+    m.add_function(wrap_pyfunction!(roi_align_backward, m)?)?;
     m.add_function(wrap_pyfunction!(augment, m)?)?;
     m.add_function(wrap_pyfunction!(heavy, m)?)?;
     m.add_function(wrap_pyfunction!(sgemm, m)?)?;

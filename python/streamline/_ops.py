@@ -66,6 +66,13 @@ OPS = {
         lambda x, boxes, size, scale, ratio, aligned: F.roi_align(x, boxes, list(size), scale, ratio, aligned),
         lambda x, boxes, size, scale, ratio, aligned: _new(x, (boxes.shape[0], x.shape[1]) + tuple(size)),
     ),
+    "roi_align_backward": (
+        "(Tensor grad, Tensor boxes, int[] input_shape, int[] output_size, float spatial_scale, int sampling_ratio, "
+        "bool aligned, bool deterministic) -> Tensor",
+        lambda g, boxes, shape, size, scale, ratio, aligned, det: F.roi_align_backward(
+            g, boxes, list(shape), list(size), scale, ratio, aligned, det),
+        lambda g, boxes, shape, size, scale, ratio, aligned, det: _new(g, tuple(shape)),
+    ),
     "augment": (
         "(Tensor inpt, int size, int crop, float degrees, str interpolation, int kernel_size, float[] sigma, "
         "bool scale, float[] mean, float[] std, str layout, str output_layout, int seed, bool per_image_sigma) "
@@ -104,6 +111,19 @@ def _augment_shape(x, size, src, dst):
     return (n, c, size, size) if dst == "NCHW" else (n, size, size, c)
 
 
+def _roi_align_context(ctx, inputs, output):
+    x, boxes, size, scale, ratio, aligned = inputs
+    ctx.save_for_backward(boxes)
+    ctx.args = (list(x.shape), list(size), scale, ratio, aligned, TORCH.are_deterministic_algorithms_enabled())
+
+
+def _roi_align_backward(ctx, grad):
+    (boxes,) = ctx.saved_tensors
+    shape, size, scale, ratio, aligned, det = ctx.args
+    gx = op("roi_align_backward")(grad.contiguous(), boxes, shape, size, scale, ratio, aligned, det)
+    return gx, None, None, None, None, None
+
+
 _registered = False
 
 
@@ -117,6 +137,8 @@ def register(torch):
         lib.define(name + schema)
         lib.impl(name, real, "CUDA")
         torch.library.register_fake(f"{LIB}::{name}", fake, lib=lib)
+    torch.library.register_autograd(f"{LIB}::roi_align", _roi_align_backward, setup_context=_roi_align_context,
+                                    lib=lib)
     # The library must outlive this function: torch drops the definitions with it.
     register.lib = lib
     _registered = True

@@ -27,7 +27,7 @@ def _tracing():
 def _traced(name, out, stream, *args):
     """The custom operator ``name`` on ``args``, copied into ``out`` if given."""
     if stream is not None:
-        raise ValueError("stream: cannot be given under torch.compile; use torch.cuda.stream(...) around the call")
+        raise ValueError("stream: cannot be given under torch.compile or to a call that records gradients; use torch.cuda.stream(...) around the call")
     y = _ops.op(name)(*args)
     if out is None:
         return y
@@ -319,8 +319,14 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, a
     the batch or a box needing over 2^16 samples per bin raises ``ValueError``. Boxes on the
     GPU (a ``(K, 5)`` CUDA tensor, or a list of ``(L, 4)`` ones per image) are read by the
     kernel alone, with no copy to the host and no wait, as torchvision reads them: a batch
-    index outside the batch gives zeros there."""
-    if _tracing():
+    index outside the batch gives zeros there.
+
+    Differentiable: with ``input.requires_grad`` the call goes through the custom operator,
+    whose backward (:func:`roi_align_backward`) is Streamline's; under
+    ``torch.use_deterministic_algorithms(True)`` it is the deterministic one."""
+    torch = _ops.TORCH
+    if _tracing() or (torch is not None and isinstance(input, torch.Tensor) and input.requires_grad
+                      and torch.is_grad_enabled()):
         torch = _ops.TORCH
         if isinstance(boxes, (list, tuple)) and boxes and isinstance(boxes[0], torch.Tensor):
             boxes = torch.cat([torch.cat([torch.full_like(b[:, :1], i), b], 1) for i, b in enumerate(boxes)])
@@ -349,6 +355,37 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, a
         on_device.record_stream(_ops.TORCH.cuda.ExternalStream(s, device=dev))
     _native.roi_align(_io(dev, s, x, y), x.shape, rows, device_boxes, (int(oh), int(ow)),
                       float(spatial_scale), int(sampling_ratio), bool(aligned))
+    return out
+
+
+def roi_align_backward(grad, boxes, input_shape, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False,
+                       deterministic=False, *, out=None, stream=None, device=None):
+    """The gradient of :func:`roi_align` with respect to its input (of ``input_shape``), from
+    the output's gradient ``grad`` (``(K, C, out_h, out_w)``), as torchvision's backward
+    defines it. ``deterministic``: without atomic adds, the same bits on every run (torchvision
+    has no such mode); otherwise torchvision's atomic scatter, whose last bits vary."""
+    if _tracing():
+        raise ValueError("roi_align_backward: call torch.ops.streamline.roi_align_backward under torch.compile")
+    g = array(grad, "grad", ("float32",), (4,))
+    dev = device_of([("grad", g)], device)
+    oh, ow = _pair(output_size, "output_size")
+    n, c, h, w = (int(v) for v in input_shape)
+    if g.shape[1:] != (c, int(oh), int(ow)):
+        raise ValueError(f"grad: has shape {g.shape}; needs (K, {c}, {int(oh)}, {int(ow)})")
+    on_device = _device_boxes(boxes, dev)
+    if on_device is not None:
+        b = array(on_device, "boxes", ("float32",), (2,))
+        rows, count, device_boxes = [], on_device.shape[0], (b.ptr, b.size)
+    else:
+        rows = _boxes(boxes)
+        count, device_boxes = len(rows), None
+    if count != g.shape[0]:
+        raise ValueError(f"grad: has {g.shape[0]} boxes' gradients; boxes has {count}")
+    out, y = output(out, [("grad", g)], (n, c, h, w), "float32", dev)
+    disjoint("out", y, [("grad", g)])
+    s = stream_handle(stream, dev, [("grad", g), ("out", y)])
+    _native.roi_align_backward(_io(dev, s, g, y), (n, c, h, w), rows, device_boxes, (int(oh), int(ow)),
+                               float(spatial_scale), int(sampling_ratio), bool(aligned), bool(deterministic))
     return out
 
 

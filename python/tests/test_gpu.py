@@ -447,3 +447,40 @@ def test_tensor_argument_errors():
     with pytest.raises(ValueError):
         sl.rotate(x, float("nan"), out=y)
     assert torch.equal(y, torch.full_like(x, 5.0)), "a refused call wrote its output"
+
+
+def roi_grad_bound(x, boxes, out_size, aligned, g):
+    """Twice the written bound for a gradient value: ``(shares + 16) u`` times the sum of the
+    magnitudes of its shares, that sum being torchvision's float64 backward of ``|g|`` (the
+    weights are nonnegative) and ``shares`` at most 512 here."""
+    xd = x.detach().double().requires_grad_()
+    y = ops.roi_align(xd, boxes.to(DEV).double(), out_size, aligned=aligned)
+    (mags,) = torch.autograd.grad(y, xd, g.double().abs())
+    return 2 * (512 + 16) * U * mags + 1e-30
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+@pytest.mark.parametrize("on_gpu", [False, True])
+def test_roi_align_backward_matches_torchvision(aligned, on_gpu):
+    x = images(2, 3, 40, 44, seed=12).float().requires_grad_()
+    boxes = torch.tensor([[0, 1.5, 2.0, 30.0, 20.5], [1, 0.0, 0.0, 43.0, 39.0], [1, 10.0, 5.0, 12.0, 30.0],
+                          [0, -3.0, -2.0, 50.0, 45.0], [1, 20.0, 20.0, 20.5, 21.0]])
+    y = sl.roi_align(x, boxes.to(DEV) if on_gpu else boxes, [7, 9], aligned=aligned)
+    g = torch.randn(y.shape, generator=torch.Generator().manual_seed(3)).to(DEV)
+    (ours,) = torch.autograd.grad(y, x, g)
+    xd = x.detach().double().requires_grad_()
+    (exact,) = torch.autograd.grad(ops.roi_align(xd, boxes.to(DEV).double(), [7, 9], aligned=aligned), xd, g.double())
+    x2 = x.detach().clone().requires_grad_()
+    (theirs,) = torch.autograd.grad(ops.roi_align(x2, boxes.to(DEV), [7, 9], aligned=aligned), x2, g)
+    bound = roi_grad_bound(x, boxes, [7, 9], aligned, g)
+    assert ((ours.double() - exact).abs() <= bound).all(), "ours outside the bound"
+    assert ((theirs.double() - exact).abs() <= bound).all(), "torchvision outside the bound"
+    torch.use_deterministic_algorithms(True)
+    try:
+        runs = [torch.autograd.grad(sl.roi_align(x, boxes, [7, 9], aligned=aligned), x, g)[0] for _ in range(3)]
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert all(torch.equal(r, runs[0]) for r in runs), "the deterministic backward changed bits"
+    assert ((runs[0].double() - exact).abs() <= bound).all()
+    direct = sl.roi_align_backward(g, boxes, x.shape, [7, 9], aligned=aligned, deterministic=True)
+    assert torch.equal(direct, runs[0])

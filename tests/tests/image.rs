@@ -247,6 +247,72 @@ fn roi_align_matches_reference() {
     });
 }
 
+/// `roi_align`'s input gradient, atomic and deterministic, against the reference's: each
+/// value within `(shares + 16) u` of the sum of its shares' magnitudes (the reference's
+/// analysis) plus the coordinate term of [`roi_tolerance`]; every value written; the
+/// deterministic kernel the same bits twice, with boxes uploaded or read on the device.
+#[test]
+fn roi_align_backward_matches_reference() {
+    gpu_property(48, (roi_case(), any::<u64>()), |((s, boxes, o), seed)| {
+        let g = gpu().unwrap();
+        let too_many = boxes.iter().any(|b| {
+            let (gh, gw) = streamline::spec::image::roi_sampling_grid(b, &o);
+            gh * gw > streamline_abi::image::ROI_MAX_SAMPLES_PER_BIN as i64
+        });
+        if too_many {
+            return Ok(());
+        }
+        let out = Shape::new(boxes.len(), s.c, o.out_h, o.out_w);
+        let gy = values(out.len(), seed);
+        let gyd = upload(&gy);
+        let rb = RoiBoxes::upload(g.stream(), &boxes).unwrap();
+        let gyf: Vec<f64> = gy.iter().map(|&v| v as f64).collect();
+        let (want, shares, mags) = reference::roi_align_backward(&gyf, s, &boxes, &o);
+        let big = (3 * (s.h + s.w)) as f64 / o.spatial_scale as f64 + 8.0;
+        let delta = 8.0 * U * big;
+        let mut runs = Vec::new();
+        for deterministic in [false, true, true] {
+            let mut gx = poisoned(s.len());
+            {
+                let mut v = gx.slice_mut(GUARD..GUARD + s.len());
+                roi_align_backward(g, g.stream(), s, &gyd, &rb, o, &mut v, deterministic).unwrap();
+            }
+            let got = fetch(&gx, s.len())?;
+            for i in 0..got.len() {
+                let tol = ((shares[i] as f64 + 16.0) * U + 2.0 * delta) * mags[i] + 1e-30;
+                prop_assert!(
+                    (got[i] as f64 - want[i]).abs() <= tol,
+                    "deterministic {}: value {} is {} but the reference gives {} (tolerance {})",
+                    deterministic,
+                    i,
+                    got[i],
+                    want[i],
+                    tol
+                );
+            }
+            runs.push(got);
+        }
+        prop_assert!(
+            bitwise_eq(&runs[1], &runs[2]),
+            "the deterministic kernel changed bits"
+        );
+        let flat: Vec<f32> = boxes.iter().flatten().copied().collect();
+        let bd = upload(&flat);
+        // SAFETY: `bd` outlives the launch, which the fetch below waits for.
+        let on = unsafe { RoiBoxes::on_device(&bd, g.stream()) }.unwrap();
+        let mut gx = poisoned(s.len());
+        {
+            let mut v = gx.slice_mut(GUARD..GUARD + s.len());
+            roi_align_backward(g, g.stream(), s, &gyd, &on, o, &mut v, true).unwrap();
+        }
+        prop_assert!(
+            bitwise_eq(&fetch(&gx, s.len())?, &runs[1]),
+            "boxes on the device differ"
+        );
+        Ok(())
+    });
+}
+
 /// Tolerance of `roi_align` against the reference for input `x` of shape `s`.
 ///
 /// The reference computes the sample coordinates in f32 in torchvision's order, as the kernels

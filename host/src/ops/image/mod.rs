@@ -29,7 +29,7 @@ pub use augment::{
 pub use gaussian_blur::{gaussian_blur, Sigma};
 pub use normalize::{normalize, ChannelStats};
 pub use resize::resize;
-pub use roi_align::{roi_align, RoiBoxes};
+pub use roi_align::{roi_align, roi_align_backward, RoiBoxes};
 pub use rotate::{rotate, rotate_relayout};
 pub use to_float::{to_float, to_float_relayout, to_float_scale};
 

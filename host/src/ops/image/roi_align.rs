@@ -7,7 +7,10 @@ use crate::runtime::Gpu;
 use crate::spec::image::{check_boxes, check_roi_boxes, check_roi_options, RoiAlign};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::{Arc, Mutex};
-use streamline_abi::image::{RoiAlignParams, ROI_ALIGN, ROI_ALIGN_ONE_SAMPLE};
+use streamline_abi::image::{
+    RoiAlignBackwardParams, RoiAlignParams, ROI_ALIGN, ROI_ALIGN_BACKWARD,
+    ROI_ALIGN_BACKWARD_BLOCK, ROI_ALIGN_BACKWARD_DETERMINISTIC, ROI_ALIGN_ONE_SAMPLE,
+};
 
 /// Boxes of `roi_align`, `[batch_index, x1, y1, x2, y2]` each, on the device: uploaded from
 /// the host and checked, or in the caller's device memory ([`RoiBoxes::on_device`]).
@@ -162,4 +165,81 @@ pub fn roi_align(
     // range, bounded sampling grid), or, on the device, the kernel reads zeros for a batch index
     // outside the batch and caps the grid; the grid covers every output.
     unsafe { gpu.launch(stream, kernel, grid, BLOCK, p) }
+}
+
+/// The gradient of [`roi_align`] with respect to its input: `grad_x` (`shape`) from the
+/// output's gradient `grad_y` (`boxes x c x out_h x out_w`), as torchvision's backward
+/// defines it. With `deterministic`, without atomics: the same bits on every run (torchvision
+/// has no such mode); otherwise torchvision's atomic scatter, whose last bits depend on the
+/// order the additions land in.
+#[allow(clippy::too_many_arguments)]
+pub fn roi_align_backward(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    shape: Shape,
+    grad_y: &impl DevicePtr<f32>,
+    boxes: &RoiBoxes,
+    o: RoiAlign,
+    grad_x: &mut impl DevicePtrMut<f32>,
+    deterministic: bool,
+) -> Result<()> {
+    let out = check_roi_options(shape, boxes.count, &o)?;
+    boxes.against(shape.n, &o)?;
+    check_len("grad_y", grad_y.len(), out)?;
+    check_len("grad_x", grad_x.len(), shape)?;
+    if boxes.count > u32::MAX as usize {
+        return Err(Error::arg("boxes", "more than 2^32 - 1 boxes"));
+    }
+    let (gyp, _r) = grad_y.device_ptr(stream);
+    let (bp, _b) = match &boxes.dev {
+        On::Uploaded(d) => d.device_ptr(stream),
+        On::Caller(p) => (*p, cudarc::driver::SyncOnDrop::Sync(None)),
+    };
+    let (gxp, _w) = grad_x.device_ptr_mut(stream);
+    if !deterministic {
+        // SAFETY: `gxp` addresses `shape.len()` f32 (checked above), written on `stream` only.
+        unsafe {
+            cudarc::driver::result::memset_d8_async(gxp, 0, shape.len() * 4, stream.cu_stream())
+        }
+        .map_err(|e| Error::Driver {
+            op: "cuMemsetD8Async",
+            source: e,
+        })?;
+    }
+    let p = RoiAlignBackwardParams {
+        grad_y: gyp,
+        boxes: bp,
+        grad_x: gxp,
+        batch: shape.n as u32,
+        channels: shape.c as u32,
+        height: shape.h as u32,
+        width: shape.w as u32,
+        num_boxes: boxes.count as u32,
+        out_h: o.out_h as u32,
+        out_w: o.out_w as u32,
+        sampling_ratio: o.sampling_ratio,
+        spatial_scale: o.spatial_scale,
+        aligned: o.aligned as u32,
+    };
+    let (kernel, items) = if deterministic {
+        (ROI_ALIGN_BACKWARD_DETERMINISTIC, shape.len())
+    } else {
+        (ROI_ALIGN_BACKWARD, out.len())
+    };
+    let blocks = items
+        .div_ceil(ROI_ALIGN_BACKWARD_BLOCK as usize)
+        .min(gpu.info().multiprocessors as usize * 32)
+        .max(1);
+    // SAFETY: lengths checked against the shapes; the boxes were validated, or, on the device,
+    // the kernels skip a batch index outside the batch and cap the grid; the grid-stride loops
+    // cover every item; the atomic kernel's output was zeroed above on the same stream.
+    unsafe {
+        gpu.launch(
+            stream,
+            kernel,
+            (blocks as u32, 1, 1),
+            (ROI_ALIGN_BACKWARD_BLOCK, 1, 1),
+            p,
+        )
+    }
 }

@@ -29,7 +29,7 @@ pub use augment_draw::{augment_device_draw, philox4x32};
 pub use gaussian_blur::{gaussian_blur, gaussian_weights, reflect};
 pub use normalize::normalize;
 pub use resize::{resize, resize_taps};
-pub use roi_align::roi_align;
+pub use roi_align::{roi_align, roi_align_backward};
 pub use rotate::{rotate, rotation_source, Rotated};
 pub use to_float::to_float;
 

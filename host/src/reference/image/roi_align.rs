@@ -91,3 +91,84 @@ pub fn roi_align(x: &[f64], s: Shape, boxes: &[[f32; 5]], o: &RoiAlign) -> Vec<f
     }
     y
 }
+
+/// The gradient of [`roi_align`] with respect to its input, for the output gradient `gy`
+/// (`boxes x c x out_h x out_w`): every sample of bin `(ph, pw)` of box `k` adds
+/// `gy[k, c, ph, pw] w / count` to each of the four pixels [`roi_point`] blends, `w` being
+/// that pixel's weight there (torchvision's `roi_align_backward`; a box whose batch index is
+/// outside the batch adds nothing). The geometry is computed in f32 as in [`roi_align`], the
+/// weights and sums in f64.
+///
+/// Returns the gradient, and per input value the number of shares it received and the sum of
+/// their magnitudes, from which a result computed in f32 is bounded: within
+/// `(shares + 16) u sum` of the exact value (each share rounds a product and a quotient, and
+/// the sum adds one rounding per share).
+pub fn roi_align_backward(
+    gy: &[f64],
+    s: Shape,
+    boxes: &[[f32; 5]],
+    o: &RoiAlign,
+) -> (Vec<f64>, Vec<u32>, Vec<f64>) {
+    let out = Shape::new(boxes.len(), s.c, o.out_h, o.out_w);
+    let mut gx = vec![0.0; s.len()];
+    let mut shares = vec![0u32; s.len()];
+    let mut mags = vec![0.0; s.len()];
+    let sc = o.spatial_scale;
+    let off = if o.aligned { 0.5f32 } else { 0.0 };
+    for (k, b) in boxes.iter().enumerate() {
+        if b[0] < 0.0 || b[0] as usize >= s.n {
+            continue;
+        }
+        let n = b[0] as usize;
+        let sx = b[1] * sc - off;
+        let sy = b[2] * sc - off;
+        let mut rw = (b[3] * sc - off) - sx;
+        let mut rh = (b[4] * sc - off) - sy;
+        if !o.aligned {
+            rw = rw.max(1.0);
+            rh = rh.max(1.0);
+        }
+        let bh = rh / o.out_h as f32;
+        let bw = rw / o.out_w as f32;
+        let grid = |r: f32, out: usize| {
+            if o.sampling_ratio > 0 {
+                o.sampling_ratio as usize
+            } else {
+                (r / out as f32).ceil().max(0.0) as usize
+            }
+        };
+        let (gh, gw) = (grid(rh, o.out_h), grid(rw, o.out_w));
+        let count = (gh * gw).max(1) as f64;
+        for c in 0..s.c {
+            for ph in 0..o.out_h {
+                for pw in 0..o.out_w {
+                    let g = gy[idx(out, k, c, ph, pw)] / count;
+                    for iy in 0..gh {
+                        let yy = sy + ph as f32 * bh + (iy as f32 + 0.5) * bh / gh as f32;
+                        for ix in 0..gw {
+                            let xx = sx + pw as f32 * bw + (ix as f32 + 0.5) * bw / gw as f32;
+                            let (y, x) = (yy as f64, xx as f64);
+                            if y < -1.0 || y > s.h as f64 || x < -1.0 || x > s.w as f64 {
+                                continue;
+                            }
+                            let (y0, y1, ly) = roi_axis(y, s.h);
+                            let (x0, x1, lx) = roi_axis(x, s.w);
+                            for (a, bb, wt) in [
+                                (y0, x0, (1.0 - ly) * (1.0 - lx)),
+                                (y0, x1, (1.0 - ly) * lx),
+                                (y1, x0, ly * (1.0 - lx)),
+                                (y1, x1, ly * lx),
+                            ] {
+                                let i = idx(s, n, c, a, bb);
+                                gx[i] += g * wt;
+                                shares[i] += 1;
+                                mags[i] += (g * wt).abs();
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (gx, shares, mags)
+}
