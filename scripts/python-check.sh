@@ -23,6 +23,8 @@ export PYTHONPATH="$site" PYTHONUNBUFFERED=1
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 export STREAMLINE_SAXPY_PTX="$here/python/saxpy/sm_$cc/saxpy_kernels.ptx"
 [ -f "$STREAMLINE_SAXPY_PTX" ] || export STREAMLINE_SAXPY_PTX="$here/python/saxpy/sm_90/saxpy_kernels.ptx"
+export STREAMLINE_DOCS_PTX="$here/python/docs-kernel/sm_$cc/my_op_kernels.ptx"
+[ -f "$STREAMLINE_DOCS_PTX" ] || export STREAMLINE_DOCS_PTX="$here/python/docs-kernel/sm_90/my_op_kernels.ptx"
 cd "$here"
 
 step "pytest (CPU and GPU tests)"

@@ -4,7 +4,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use streamline_device::KernelRecord;
+use streamline_device::{params, KernelRecord};
 
 /// One parameter of a kernel entry as declared in the PTX.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,6 +25,20 @@ pub struct BoundsInfo {
     pub min_blocks: u32,
 }
 
+/// One field of a kernel's parameter struct, for structs declared with
+/// `streamline_device::params!`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldInfo {
+    /// Field name.
+    pub name: String,
+    /// Byte offset in the struct.
+    pub offset: usize,
+    /// Size in bytes.
+    pub size: usize,
+    /// `u8` .. `u64`, `i8` .. `i64`, `f32`, `f64`, or `bytes` (arrays and other types).
+    pub kind: String,
+}
+
 /// One `.entry` of a PTX module.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EntryInfo {
@@ -35,6 +49,9 @@ pub struct EntryInfo {
     /// Launch bounds written into the PTX, if the kernel declares them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bounds: Option<BoundsInfo>,
+    /// The parameter struct's fields, where it was declared with `params!`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fields: Option<Vec<FieldInfo>>,
 }
 
 /// What was built: written as `NAME.manifest.json` beside `NAME.ptx`.
@@ -76,6 +93,7 @@ pub fn parse_entries(ptx: &str) -> Vec<EntryInfo> {
             name,
             params,
             bounds,
+            fields: None,
         });
     }
     out
@@ -134,6 +152,99 @@ fn parse_bounds(head: &str) -> Option<BoundsInfo> {
     })
 }
 
+/// The parameter-struct records (`streamline_device::params`) in raw PTX: each struct's
+/// record by name, each kernel's parameter type name by kernel, and the PTX without them.
+#[allow(clippy::type_complexity)]
+pub fn take_param_records(
+    ptx: &str,
+) -> Result<(Vec<(String, Vec<u32>)>, Vec<(String, Vec<u32>)>, String)> {
+    let mut structs = Vec::new();
+    let mut types = Vec::new();
+    let mut rest = String::with_capacity(ptx.len());
+    for line in ptx.lines() {
+        let (prefix, words, into) = if line.contains(params::PARAMS_PREFIX) {
+            (params::PARAMS_PREFIX, params::RECORD_WORDS, &mut structs)
+        } else if line.contains(params::TYPE_PREFIX) {
+            (params::TYPE_PREFIX, params::NAME_WORDS + 1, &mut types)
+        } else {
+            rest.push_str(line);
+            rest.push('\n');
+            continue;
+        };
+        let (name, w) = global_words(line, prefix, words)?;
+        into.push((name, w));
+    }
+    Ok((structs, types, rest))
+}
+
+/// The name after `prefix` and the `words` little-endian u32 of a `.b8` global's initialiser
+/// on `line` (missing trailing bytes are zeros).
+fn global_words(line: &str, prefix: &str, words: usize) -> Result<(String, Vec<u32>)> {
+    let at = line.find(prefix).context("no record on the line")?;
+    let tail = &line[at + prefix.len()..];
+    let name_end = tail.find('[').context("a record without its size")?;
+    let name = tail[..name_end].to_string();
+    let size: usize = tail[name_end + 1..]
+        .split(']')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .with_context(|| format!("record of `{name}`: bad size"))?;
+    let mut bytes: Vec<u8> = match (tail.find('{'), tail.find('}')) {
+        (Some(a), Some(b)) if a < b => tail[a + 1..b]
+            .split(',')
+            .map(|v| v.trim().parse::<u8>())
+            .collect::<Result<_, _>>()
+            .with_context(|| format!("record of `{name}`: bad bytes"))?,
+        _ => Vec::new(),
+    };
+    if !line.contains(".b8") || size != words * 4 || bytes.len() > size {
+        bail!("record of `{name}` is not {} bytes", words * 4);
+    }
+    bytes.resize(size, 0);
+    let w = bytes
+        .chunks(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    Ok((name, w))
+}
+
+/// The fields of a parameter-struct record, checked to lie in order inside a struct of `size`
+/// bytes; `kernel` names the kernel in errors.
+pub fn decode_fields(words: &[u32], size: usize, kernel: &str) -> Result<Vec<FieldInfo>> {
+    if words.len() != params::RECORD_WORDS || words[0] != params::VERSION {
+        bail!("kernel `{kernel}`: its parameter record is of another streamline-device version");
+    }
+    let n = words[1] as usize;
+    if n > params::MAX_FIELDS {
+        bail!("kernel `{kernel}`: its parameter record has {n} fields");
+    }
+    let mut out: Vec<FieldInfo> = Vec::with_capacity(n);
+    for f in 0..n {
+        let at = 2 + f * params::FIELD_WORDS;
+        let (offset, fsize) = (words[at] as usize, words[at + 1] as usize);
+        let kind = params::FieldKind::from_code(words[at + 2])
+            .with_context(|| format!("kernel `{kernel}`: field {f} has an unknown kind"))?;
+        let name = params::name_of(&words[at + 3..at + 3 + params::NAME_WORDS + 1])
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .with_context(|| format!("kernel `{kernel}`: field {f} has a bad name"))?
+            .to_string();
+        let prev_end = out.last().map_or(0, |p| p.offset + p.size);
+        if offset < prev_end || offset + fsize > size {
+            bail!(
+                "kernel `{kernel}`: field `{name}` (bytes {offset}..{}) overlaps another or lies outside the {size}-byte struct",
+                offset + fsize
+            );
+        }
+        out.push(FieldInfo {
+            name,
+            offset,
+            size: fsize,
+            kind: kind.name().to_string(),
+        });
+    }
+    Ok(out)
+}
+
 /// The declaration records (`streamline_device::KernelRecord`) in raw PTX, by kernel name,
 /// and the PTX without them.
 pub fn take_records(ptx: &str) -> Result<(Vec<(String, KernelRecord)>, String)> {
@@ -186,7 +297,8 @@ pub fn take_records(ptx: &str) -> Result<(Vec<(String, KernelRecord)>, String)> 
 /// kernel's launch bounds into the PTX, and removes the records. Returns the PTX and its
 /// entries.
 pub fn finish_ptx(raw: &str) -> Result<(String, Vec<EntryInfo>)> {
-    let (records, mut ptx) = take_records(raw)?;
+    let (structs, types, raw) = take_param_records(raw)?;
+    let (records, mut ptx) = take_records(&raw)?;
     let entries = parse_entries(&ptx);
     for e in &entries {
         if !records.iter().any(|(n, _)| *n == e.name) {
@@ -228,7 +340,19 @@ pub fn finish_ptx(raw: &str) -> Result<(String, Vec<EntryInfo>)> {
             );
         }
     }
-    let entries = parse_entries(&ptx);
+    let mut entries = parse_entries(&ptx);
+    for e in &mut entries {
+        let Some((_, ty)) = types.iter().find(|(k, _)| *k == e.name) else {
+            continue;
+        };
+        let Some(ty) = params::name_of(ty).and_then(|b| std::str::from_utf8(b).ok()) else {
+            continue;
+        };
+        if let Some((_, words)) = structs.iter().find(|(s, _)| s == ty) {
+            let size = e.params.first().map_or(0, |p| p.size);
+            e.fields = Some(decode_fields(words, size, &e.name)?);
+        }
+    }
     Ok((ptx, entries))
 }
 
@@ -354,5 +478,85 @@ mod record_tests {
         let raw = RAW.replace("{1, 0, 0, 0, 24,", "{1, 0, 0, 0, 16,");
         let e = finish_ptx(&raw).unwrap_err().to_string();
         assert!(e.contains("kernel `k` takes"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod field_tests {
+    use super::*;
+    use streamline_device::params::{encode, type_record, FieldInfo as F, FieldKind};
+
+    /// A `.b8` global as LLVM writes it, with `words` as its bytes.
+    fn global(prefix: &str, name: &str, words: &[u32]) -> String {
+        let bytes: Vec<String> = words
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .map(|b| b.to_string())
+            .collect();
+        format!(
+            ".visible .global .align 4 .b8 {prefix}{name}[{}] = {{{}}};\n",
+            words.len() * 4,
+            bytes.join(", ")
+        )
+    }
+
+    const FIELDS: &[F] = &[
+        F {
+            name: "x",
+            offset: 0,
+            size: 8,
+            kind: FieldKind::U64,
+        },
+        F {
+            name: "n",
+            offset: 8,
+            size: 4,
+            kind: FieldKind::U32,
+        },
+        F {
+            name: "scale",
+            offset: 12,
+            size: 4,
+            kind: FieldKind::F32,
+        },
+    ];
+
+    fn ptx(fields: &[F]) -> String {
+        format!(
+            ".version 8.0\n{}{}{}.visible .entry k(\n\t.param .align 8 .b8 k_param_0[16]\n)\n{{\n\tret;\n}}\n",
+            global(KernelRecord::PREFIX, "k", &[1, 16, 8, 0, 0]),
+            global(params::PARAMS_PREFIX, "KParams", &encode(fields)),
+            global(params::TYPE_PREFIX, "k", &type_record("crate :: KParams")),
+        )
+    }
+
+    #[test]
+    fn fields_reach_the_manifest_and_leave_the_ptx() {
+        let (out, entries) = finish_ptx(&ptx(FIELDS)).unwrap();
+        assert!(!out.contains("__streamline"));
+        let f = entries[0].fields.as_ref().unwrap();
+        let got: Vec<_> = f
+            .iter()
+            .map(|f| (f.name.as_str(), f.offset, f.size, f.kind.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("x", 0, 8, "u64"),
+                ("n", 8, 4, "u32"),
+                ("scale", 12, 4, "f32")
+            ]
+        );
+    }
+
+    #[test]
+    fn fields_outside_the_struct_are_refused() {
+        let mut wide = FIELDS.to_vec();
+        wide[2].offset = 14;
+        let e = finish_ptx(&ptx(&wide)).unwrap_err().to_string();
+        assert!(e.contains("field `scale`"), "{e}");
+        // A kernel whose struct has no record keeps no fields.
+        let plain = ptx(FIELDS).replace("__streamline_params_KParams", "__streamline_params_Other");
+        assert_eq!(finish_ptx(&plain).unwrap().1[0].fields, None);
     }
 }

@@ -56,6 +56,7 @@ pub mod atomic;
 pub mod math;
 #[cfg(target_arch = "nvptx64")]
 pub mod mem;
+pub mod params;
 pub mod random;
 #[cfg(target_arch = "nvptx64")]
 pub mod shared;
@@ -67,7 +68,7 @@ pub mod warp;
 /// What a kernel file needs: the macros and [`Kernel`] on both targets, and the device helpers
 /// when compiling for the GPU.
 pub mod prelude {
-    pub use crate::{declare, device, kernel, Kernel, LaunchBounds};
+    pub use crate::{declare, device, kernel, params, Kernel, LaunchBounds};
 
     #[cfg(target_arch = "nvptx64")]
     pub use crate::{
@@ -332,6 +333,10 @@ macro_rules! __kernel_here {
             #[export_name = concat!("__streamline_kernel_", stringify!($name))]
             #[used]
             static RECORD: [u32; $crate::KernelRecord::WORDS] = $crate::Kernel::<$P>::record(&$decl);
+            #[export_name = concat!("__streamline_ptype_", stringify!($name))]
+            #[used]
+            static PTYPE: [u32; $crate::params::NAME_WORDS + 1] =
+                $crate::params::type_record(stringify!($P));
         };
 
         #[cfg(target_arch = "nvptx64")]
@@ -349,6 +354,53 @@ macro_rules! __or_one {
     };
     ($e:expr) => {
         $e
+    };
+}
+
+/// Declares a kernel's parameter struct (`#[repr(C)]` is added) and records its fields for the
+/// manifest: each field's name, offset, size and kind ([`params::FieldKind`]; arrays and other
+/// types pass as bytes), so that a caller holding only the built module, such as Python's
+/// `sl.load_module`, can fill it by field name with each value checked.
+///
+/// ```ignore
+/// params! {
+///     /// Parameters of `saxpy`.
+///     #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+///     pub struct SaxpyParams { pub x: u64, pub y: u64, pub n: u64, pub a: f32, pub pad: u32 }
+/// }
+/// ```
+///
+/// At most 32 fields, names of at most 32 bytes (a longer one fails the build).
+#[macro_export]
+macro_rules! params {
+    (
+        $(#[$attr:meta])*
+        $vis:vis struct $name:ident {
+            $( $(#[$fattr:meta])* $fvis:vis $field:ident : $ty:ty ),* $(,)?
+        }
+    ) => {
+        $(#[$attr])*
+        #[repr(C)]
+        $vis struct $name { $( $(#[$fattr])* $fvis $field: $ty ),* }
+
+        impl $crate::params::ParamFields for $name {
+            const FIELDS: &'static [$crate::params::FieldInfo] = &[
+                $( $crate::params::FieldInfo {
+                    name: stringify!($field),
+                    offset: ::core::mem::offset_of!($name, $field),
+                    size: ::core::mem::size_of::<$ty>(),
+                    kind: <$ty as $crate::params::Field>::KIND,
+                } ),*
+            ];
+        }
+
+        #[cfg(target_arch = "nvptx64")]
+        const _: () = {
+            #[export_name = concat!("__streamline_params_", stringify!($name))]
+            #[used]
+            static FIELDS: [u32; $crate::params::RECORD_WORDS] =
+                $crate::params::encode(<$name as $crate::params::ParamFields>::FIELDS);
+        };
     };
 }
 

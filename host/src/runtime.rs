@@ -156,8 +156,30 @@ impl KernelImage {
     /// Refuses PTX whose entry points, parameter layouts or launch bounds differ from its
     /// manifest (PTX edited or swapped behind it).
     pub fn validate(&self) -> Result<()> {
-        if parse_entries(&self.ptx) != self.manifest.kernels {
+        let ptx = parse_entries(&self.ptx);
+        let same = ptx.len() == self.manifest.kernels.len()
+            && ptx
+                .iter()
+                .zip(&self.manifest.kernels)
+                .all(|(p, m)| p.name == m.name && p.params == m.params && p.bounds == m.bounds);
+        if !same {
             return self.fail("the PTX's entry points differ from its manifest".into());
+        }
+        // A parameter struct's fields (where the manifest has them) lie in order inside it.
+        for e in &self.manifest.kernels {
+            let (Some(fields), Some(p)) = (&e.fields, e.params.first()) else {
+                continue;
+            };
+            let mut end = 0;
+            for f in fields {
+                if f.offset < end || f.offset + f.size > p.size {
+                    return self.fail(format!(
+                        "kernel `{}`: field `{}` overlaps another or lies outside its {}-byte parameters",
+                        e.name, f.name, p.size
+                    ));
+                }
+                end = f.offset + f.size;
+            }
         }
         Ok(())
     }

@@ -640,9 +640,19 @@ impl KernelModule {
         .map_err(to_py)
     }
 
-    /// `(name, parameter size, parameter alignment, declared max threads or None)` of every
-    /// kernel, in the manifest's order.
-    fn kernels(&self) -> Vec<(String, usize, usize, Option<u32>)> {
+    /// `(name, parameter size, parameter alignment, declared max threads or None, fields or
+    /// None)` of every kernel, in the manifest's order; `fields` lists `(name, offset, size,
+    /// kind)` for parameter structs declared with `params!`.
+    #[allow(clippy::type_complexity)]
+    fn kernels(
+        &self,
+    ) -> Vec<(
+        String,
+        usize,
+        usize,
+        Option<u32>,
+        Option<Vec<(String, usize, usize, String)>>,
+    )> {
         self.module
             .image()
             .manifest
@@ -650,7 +660,18 @@ impl KernelModule {
             .iter()
             .map(|e| {
                 let (size, align) = e.params.first().map_or((0, 0), |p| (p.size, p.align));
-                (e.name.clone(), size, align, e.bounds.map(|b| b.max_threads))
+                let fields = e.fields.as_ref().map(|f| {
+                    f.iter()
+                        .map(|f| (f.name.clone(), f.offset, f.size, f.kind.clone()))
+                        .collect()
+                });
+                (
+                    e.name.clone(),
+                    size,
+                    align,
+                    e.bounds.map(|b| b.max_threads),
+                    fields,
+                )
             })
             .collect()
     }

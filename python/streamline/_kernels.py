@@ -1,6 +1,8 @@
 """Your own Streamline kernels, launched on PyTorch tensors and streams (as CuPy's
 ``RawKernel`` launches CUDA C++)."""
 import ctypes
+import numbers
+import struct
 
 from . import _native
 from ._arrays import _torch
@@ -13,8 +15,22 @@ class KernelModule:
     def __init__(self, ptx, device=0):
         self.device = int(device)
         self._m = _native.KernelModule(self.device, str(ptx))
+        listed = self._m.kernels()
         #: name -> (parameter size, parameter alignment, declared max threads per block or None)
-        self.kernels = {name: (size, align, bound) for name, size, align, bound in self._m.kernels()}
+        self.kernels = {name: (size, align, bound) for name, size, align, bound, _ in listed}
+        #: name -> the kernel called by field name, for kernels whose parameter struct was
+        #: declared with ``params!`` (also reachable as ``module.NAME``)
+        self.typed = {name: TypedKernel(self, name, size, align, fields)
+                      for name, size, align, _, fields in listed if fields is not None}
+
+    def __getattr__(self, name):
+        typed = self.__dict__.get("typed", {})
+        if name in typed:
+            return typed[name]
+        if name in self.__dict__.get("kernels", {}):
+            raise AttributeError(f"{name}: its parameter struct records no fields; declare it with "
+                                 f"streamline_device::params! to call it by field name, or use launch()")
+        raise AttributeError(f"{name}: no kernel of that name in this module")
 
     def launch(self, name, grid, block, params, shared_mem=0, stream=None):
         """Queues kernel ``name`` with ``params``, its one parameter struct: a
@@ -58,3 +74,86 @@ def _stream(stream, device):
 def load_module(ptx, device=0):
     """Loads your kernel module from ``DIR/NAME.ptx`` (with its manifest) on ``device``."""
     return KernelModule(ptx, device)
+
+
+_PACK = {"u8": "<B", "u16": "<H", "u32": "<I", "u64": "<Q", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q",
+         "f32": "<f", "f64": "<d"}
+
+
+class TypedKernel:
+    """A kernel called with its parameter struct's fields by name:
+    ``m.saxpy(grid, block, x=x, y=y, n=n, a=2.0)``. Each value is checked against its field's
+    type in the manifest (an unknown or missing name, or a value of the wrong type, raises
+    ``TypeError`` naming the field; an integer out of its field's range ``ValueError``). A
+    ``u64`` field also takes a CUDA tensor (or ``__cuda_array_interface__`` object) of the
+    module's device: its address. Fields named ``pad...`` or ``_...`` default to zero. The
+    launch queues on PyTorch's current stream (or ``stream``), checked like
+    :meth:`KernelModule.launch`; a tensor passed on another stream than its own is recorded
+    on it, so its memory is not reused before the kernel ran."""
+
+    def __init__(self, module, name, size, align, fields):
+        self.module, self.name, self.size, self.align = module, name, size, align
+        #: ``(name, offset, size, kind)`` of each field, in order
+        self.fields = [tuple(f) for f in fields]
+
+    def __repr__(self):
+        args = ", ".join(f"{n}: {k}" for n, _, _, k in self.fields)
+        return f"<kernel {self.name}({args})>"
+
+    def __call__(self, grid, block, *, shared_mem=0, stream=None, **values):
+        names = [f[0] for f in self.fields]
+        for k in values:
+            if k not in names:
+                raise TypeError(f"{self.name}: no field {k!r}; its fields are {', '.join(names)}")
+        data = bytearray(self.size)
+        tensors = []
+        for fname, off, size, kind in self.fields:
+            if fname not in values:
+                if fname.startswith(("pad", "_")):
+                    continue
+                raise TypeError(f"{self.name}: field {fname!r} ({kind}) is missing")
+            v = values[fname]
+            if kind == "bytes":
+                if not isinstance(v, (bytes, bytearray, memoryview)) or len(bytes(v)) != size:
+                    raise TypeError(f"{self.name}: field {fname!r} takes {size} bytes, got {v!r}")
+                data[off:off + size] = bytes(v)
+                continue
+            if kind == "u64" and not isinstance(v, numbers.Integral):
+                v = self._address(fname, v, tensors)
+            if kind.startswith("f"):
+                if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                    raise TypeError(f"{self.name}: field {fname!r} ({kind}) takes a number, got {type(v).__name__}")
+                struct.pack_into(_PACK[kind], data, off, float(v))
+                continue
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise TypeError(f"{self.name}: field {fname!r} ({kind}) takes an integer, got {type(v).__name__}")
+            bits = int(kind[1:])
+            lo, hi = (0, 2**bits - 1) if kind[0] == "u" else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+            if not lo <= int(v) <= hi:
+                raise ValueError(f"{self.name}: field {fname!r} ({kind}) is {int(v)}; allowed {lo}..={hi}")
+            struct.pack_into(_PACK[kind], data, off, int(v))
+        s = _stream(stream, self.module.device)
+        self.module._m.launch(s, self.name, _dim3(grid, "grid"), _dim3(block, "block"), int(shared_mem),
+                              bytes(data), self.align)
+        torch = _torch()
+        if stream is not None and torch is not None:
+            for t in tensors:
+                if isinstance(t, torch.Tensor):
+                    t.record_stream(torch.cuda.ExternalStream(s, device=self.module.device))
+
+    def _address(self, fname, v, tensors):
+        """The device address of a tensor or ``__cuda_array_interface__`` object for field
+        ``fname``, checked to be on the module's device."""
+        torch = _torch()
+        if torch is not None and isinstance(v, torch.Tensor):
+            if not v.is_cuda or v.get_device() != self.module.device:
+                raise ValueError(f"{self.name}: field {fname!r} takes a tensor on cuda:{self.module.device}, "
+                                 f"got one on {v.device}")
+            tensors.append(v)
+            return v.data_ptr()
+        cai = getattr(v, "__cuda_array_interface__", None)
+        if cai is not None:
+            tensors.append(v)
+            return int(cai["data"][0])
+        raise TypeError(f"{self.name}: field {fname!r} (u64) takes an integer or a CUDA tensor, "
+                        f"got {type(v).__name__}")

@@ -63,7 +63,7 @@ OPS = {
     ),
     "roi_align": (
         "(Tensor input, Tensor boxes, int[] output_size, float spatial_scale, int sampling_ratio, bool aligned) -> Tensor",
-        lambda x, boxes, size, scale, ratio, aligned: F.roi_align(x, boxes, list(size), scale, ratio, aligned),
+        lambda x, boxes, size, scale, ratio, aligned: _no_grad(F.roi_align, x, boxes, list(size), scale, ratio, aligned),
         lambda x, boxes, size, scale, ratio, aligned: _new(x, (boxes.shape[0], x.shape[1]) + tuple(size)),
     ),
     "roi_align_backward": (
@@ -104,6 +104,13 @@ OPS = {
         lambda a, b, c, alpha, beta: _new(a, (a.shape[0], b.shape[1])),
     ),
 }
+
+
+def _no_grad(f, *args):
+    """``f(*args)`` with gradients off: the operator's own implementation, which must not
+    dispatch to the operator again."""
+    with TORCH.no_grad():
+        return f(*args)
 
 
 def _augment_shape(x, size, src, dst):

@@ -341,7 +341,7 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, a
     on_device = _device_boxes(boxes, dev)
     if on_device is not None:
         b = array(on_device, "boxes", ("float32",), (2,))
-        rows, count, device_boxes = [], keep.shape[0], (b.ptr, b.size)
+        rows, count, device_boxes = [], on_device.shape[0], (b.ptr, b.size)
     else:
         rows = _boxes(boxes)
         count, device_boxes = len(rows), None

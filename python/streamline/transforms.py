@@ -60,6 +60,10 @@ class Augment:
             else:
                 signed = [w - (1 << 32) if w >= 1 << 31 else w for w in words]
                 state = torch.tensor(signed, dtype=torch.int32, device=torch.device("cuda", device))
+            # Under torch.compile(mode="reduce-overhead") a tensor the graph mutates must keep its
+            # address for the graph's replays to run (as torch's compiled optimizers mark their
+            # state).
+            torch._dynamo.mark_static_address(state)
             self.states[device] = state
         return state
 

@@ -236,3 +236,54 @@ def test_in_place_normalize_and_one_row_operands_reach_the_gpu():
     row = Cai((1, 5), strides=(4, 4))
     with pytest.raises(sl.NoGpuError):
         sl.sgemm(row, img(5, 6), out=img(1, 6))
+
+
+class _Recorder:
+    """Stands in for a loaded module: records what a typed call would launch."""
+
+    device = 0
+
+    def __init__(self):
+        self.calls = []
+        self._m = self
+
+    def launch(self, stream, name, grid, block, shared, data, align):
+        self.calls.append((stream, name, grid, block, shared, data, align))
+
+
+SAXPY_FIELDS = [("x", 0, 8, "u64"), ("y", 8, 8, "u64"), ("n", 16, 8, "u64"), ("a", 24, 4, "f32"),
+                ("pad", 28, 4, "u32")]
+
+
+def test_typed_kernel_packs_fields_by_name_as_repr_c():
+    from streamline._kernels import TypedKernel
+
+    class SaxpyParams(ctypes.Structure):
+        _fields_ = [("x", ctypes.c_uint64), ("y", ctypes.c_uint64), ("n", ctypes.c_uint64),
+                    ("a", ctypes.c_float), ("pad", ctypes.c_uint32)]
+
+    rec = _Recorder()
+    k = TypedKernel(rec, "saxpy", 32, 8, SAXPY_FIELDS)
+    assert repr(k) == "<kernel saxpy(x: u64, y: u64, n: u64, a: f32, pad: u32)>"
+    k(4, (256,), x=0x7000_0000, y=0x7000_1000, n=1000, a=2.5)  # pad defaults to 0
+    (stream, name, grid, block, shared, data, align), = rec.calls
+    assert (name, grid, block, shared, align) == ("saxpy", (4, 1, 1), (256, 1, 1), 0, 8)
+    assert data == bytes(SaxpyParams(0x7000_0000, 0x7000_1000, 1000, 2.5, 0))
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(x=1, y=2, n=3, a=1.0, b=4), TypeError, "saxpy: no field 'b'; its fields are x, y, n, a, pad"),
+    (dict(x=1, y=2, a=1.0), TypeError, "saxpy: field 'n' \\(u64\\) is missing"),
+    (dict(x=1, y=2, n=3, a="2"), TypeError, "saxpy: field 'a' \\(f32\\) takes a number, got str"),
+    (dict(x=1, y=2, n=3.5, a=1.0), TypeError, "saxpy: field 'n' \\(u64\\) takes an integer or a CUDA tensor"),
+    (dict(x=1, y=2, n=-1, a=1.0), ValueError, "saxpy: field 'n' \\(u64\\) is -1; allowed 0..="),
+    (dict(x=1, y=2, n=3, a=1.0, pad=2**32), ValueError, "saxpy: field 'pad' \\(u32\\) is 4294967296"),
+    (dict(x=1, y=2, n=3, a=True), TypeError, "saxpy: field 'a' \\(f32\\) takes a number, got bool"),
+])
+def test_typed_kernel_refuses_wrong_fields_naming_them(kwargs, error, match):
+    from streamline._kernels import TypedKernel
+
+    rec = _Recorder()
+    with pytest.raises(error, match=match):
+        TypedKernel(rec, "saxpy", 32, 8, SAXPY_FIELDS)(1, 32, **kwargs)
+    assert rec.calls == []

@@ -428,6 +428,32 @@ def test_user_kernel_layout_and_config_checked():
         m.launch("saxpy", 1, 4096, SaxpyParams())
 
 
+def test_user_kernels_called_by_field_name():
+    """The saxpy example's kernel and the one docs/writing-kernels.md writes (built by
+    tests/tests/out_of_tree.rs), each called from Python with its fields by name, tensors for
+    addresses, against torch; wrong fields refused before any launch."""
+    m = sl.load_module(saxpy_ptx())
+    assert repr(m.saxpy) == "<kernel saxpy(x: u64, y: u64, n: u64, a: f32, pad: u32)>"
+    n = 1_000_003
+    x, y = torch.randn(n, device=DEV), torch.randn(n, device=DEV)
+    want = (2.5 * x.double() + y.double()).float()
+    m.saxpy((n + 255) // 256, 256, x=x, y=y, n=n, a=2.5)
+    assert torch.equal(y, want)
+    with pytest.raises(TypeError, match="saxpy: field 'n' \\(u64\\) is missing"):
+        m.saxpy(1, 32, x=x, y=y, a=1.0)
+    with pytest.raises(ValueError, match="saxpy: field 'x' takes a tensor on cuda:0, got one on cpu"):
+        m.saxpy(1, 32, x=x.cpu(), y=y, n=n, a=1.0)
+    docs = os.environ.get("STREAMLINE_DOCS_PTX")
+    if not docs or not os.path.exists(docs):
+        pytest.skip("STREAMLINE_DOCS_PTX names no built my_op_kernels.ptx (tests/tests/out_of_tree.rs)")
+    d = sl.load_module(docs)
+    out = torch.full_like(x, float("nan"))
+    d.relu_scale((n + 255) // 256, 256, x=x, y=out, n=n, scale=3.0)
+    assert torch.equal(out, torch.relu(x) * 3.0)
+    with pytest.raises(TypeError, match="relu_scale: no field 'sclae'"):
+        d.relu_scale(1, 32, x=x, y=out, n=n, sclae=3.0)
+
+
 # ---- errors with real tensors ----
 
 
@@ -451,12 +477,15 @@ def test_tensor_argument_errors():
 
 def roi_grad_bound(x, boxes, out_size, aligned, g):
     """Twice the written bound for a gradient value: ``(shares + 16) u`` times the sum of the
-    magnitudes of its shares, that sum being torchvision's float64 backward of ``|g|`` (the
-    weights are nonnegative) and ``shares`` at most 512 here."""
+    magnitudes of its shares (torchvision's float64 backward of ``|g|``: the weights are
+    nonnegative; ``shares`` at most 512 here), plus the coordinate term of ``bound`` (float64
+    places the samples a few ulp of their coordinates away from float32, moving each weight by
+    up to twice that: ``delta = 8 u (3 (h + w) + 8)`` for boxes within three image sizes)."""
     xd = x.detach().double().requires_grad_()
     y = ops.roi_align(xd, boxes.to(DEV).double(), out_size, aligned=aligned)
     (mags,) = torch.autograd.grad(y, xd, g.double().abs())
-    return 2 * (512 + 16) * U * mags + 1e-30
+    delta = 8 * U * (3 * (x.shape[-2] + x.shape[-1]) + 8)
+    return 2 * ((512 + 16) * U + 2 * delta) * mags + 1e-30
 
 
 @pytest.mark.parametrize("aligned", [False, True])

@@ -63,6 +63,40 @@ fn a_project_written_from_the_docs_builds_and_passes_its_tests() {
         tests.len() >= 2,
         "expected the lib and relu_scale tests: {tests:?}"
     );
+    // The kernel's PTX and manifest, for the Python test that calls it by field name (kept in
+    // `target/out-of-tree/ptx/sm_XX/` for `cargo xtask bundle`); its fields reached the manifest.
+    let ptx_dir = target.join("ptx");
+    let mut manifests = 0;
+    for entry in std::fs::read_dir(target.join("target/debug/build"))
+        .unwrap()
+        .flatten()
+    {
+        let out = entry.path().join("out/streamline");
+        let Ok(archs) = std::fs::read_dir(&out) else {
+            continue;
+        };
+        for arch in archs.flatten() {
+            let manifest = arch.path().join("my_op_kernels.manifest.json");
+            let Ok(text) = std::fs::read_to_string(&manifest) else {
+                continue;
+            };
+            let m: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let fields: Vec<&str> = m["kernels"][0]["fields"]
+                .as_array()
+                .expect("the docs' kernel's manifest records its fields")
+                .iter()
+                .map(|f| f["name"].as_str().unwrap())
+                .collect();
+            assert_eq!(fields, ["x", "y", "n", "scale", "pad"]);
+            let dest = ptx_dir.join(arch.file_name());
+            std::fs::create_dir_all(&dest).unwrap();
+            for f in ["my_op_kernels.ptx", "my_op_kernels.manifest.json"] {
+                std::fs::copy(arch.path().join(f), dest.join(f)).unwrap();
+            }
+            manifests += 1;
+        }
+    }
+    assert!(manifests > 0, "no manifest of the docs' kernel was built");
     let bin = target.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     for exe in &tests {

@@ -364,6 +364,17 @@ fn bundle() -> Result<()> {
         std::fs::copy(&b.ptx, d.join("saxpy_kernels.ptx"))?;
         std::fs::copy(&b.manifest_path, d.join("saxpy_kernels.manifest.json"))?;
     }
+    // The kernel of docs/writing-kernels.md, as `tests/tests/out_of_tree.rs` built it here, for
+    // the Python test that calls it by field name.
+    if let Ok(archs) = std::fs::read_dir(target_dir().join("out-of-tree/ptx")) {
+        for a in archs.flatten() {
+            let d = py.join("docs-kernel").join(a.file_name());
+            std::fs::create_dir_all(&d)?;
+            for f in ["my_op_kernels.ptx", "my_op_kernels.manifest.json"] {
+                std::fs::copy(a.path().join(f), d.join(f))?;
+            }
+        }
+    }
     std::fs::copy(
         ws.join("scripts/python-check.sh"),
         dir.join("python-check.sh"),

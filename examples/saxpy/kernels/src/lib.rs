@@ -4,20 +4,22 @@
 
 use streamline_device::prelude::*;
 
-/// Parameters of [`saxpy`].
-#[repr(C)]
-#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct SaxpyParams {
-    /// Device address of the `n` f32 of `x`.
-    pub x: u64,
-    /// Device address of the `n` f32 of `y`, read and overwritten.
-    pub y: u64,
-    /// Number of elements.
-    pub n: u64,
-    /// The scale of `x`.
-    pub a: f32,
-    /// Padding (zero), so the struct has no hidden bytes.
-    pub pad: u32,
+params! {
+    /// Parameters of [`saxpy`] (`params!` makes it `#[repr(C)]` and records its fields, so
+    /// Python can call `m.saxpy(grid, block, x=x, y=y, n=n, a=2.0)` by name).
+    #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+    pub struct SaxpyParams {
+        /// Device address of the `n` f32 of `x`.
+        pub x: u64,
+        /// Device address of the `n` f32 of `y`, read and overwritten.
+        pub y: u64,
+        /// Number of elements.
+        pub n: u64,
+        /// The scale of `x`.
+        pub a: f32,
+        /// Padding (zero), so the struct has no hidden bytes.
+        pub pad: u32,
+    }
 }
 
 kernel! {
