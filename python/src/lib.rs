@@ -339,81 +339,76 @@ fn gaussian_blur(
     })
 }
 
-/// `torchvision.ops.roi_align` of f32 NCHW `x` with `boxes` (`[i, x1, y1, x2, y2]` each) into
-/// `y` (`boxes x c x out_h x out_w`): checked host values, or an array of five f32 per box on
-/// the device, read by the kernel alone (no copy, no wait, safe under capture).
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn roi_align(
-    py: Python<'_>,
-    io: Io,
-    nchw: Nchw,
-    boxes: Vec<[f32; 5]>,
-    device_boxes: Option<Array>,
-    out: (usize, usize),
-    spatial_scale: f32,
-    sampling_ratio: i32,
-    aligned: bool,
-) -> PyResult<()> {
-    let sh = shape(nchw);
-    let o = RoiAlign {
-        out_h: out.0,
-        out_w: out.1,
-        spatial_scale,
-        sampling_ratio,
-        aligned,
-    };
-    const NAMES: Names = &[("x", "input"), ("y", "out")];
-    if device_boxes.is_none() {
-        image::check_roi_align(sh, &boxes, &o).map_err(|e| to_py_as(e, NAMES))?;
-    }
-    io.run_as(py, NAMES, |g, s, x, y| {
-        let boxes = match device_boxes {
-            // SAFETY: the Python layer took the array from a CUDA float32 tensor of this device
-            // that the caller holds for the call; work on it is ordered by the caller's stream.
-            Some(b) => unsafe { RoiBoxes::on_device(&b.on::<f32>(s), s)? },
-            None => RoiBoxes::upload(s, &boxes)?,
+/// What a `roi_align` call takes besides its two arrays: `(shape of the input, boxes on the
+/// host, boxes on the device, output size, spatial scale, sampling ratio, aligned)`. The boxes
+/// are `[i, x1, y1, x2, y2]` each: checked host values, or an array of five f32 per box on the
+/// device, read by the kernel alone (no copy, no wait, safe under capture).
+#[derive(FromPyObject)]
+struct RoiCall(
+    Nchw,
+    Vec<[f32; 5]>,
+    Option<Array>,
+    (usize, usize),
+    f32,
+    i32,
+    bool,
+);
+
+impl RoiCall {
+    /// Runs `f` with the input's shape, the boxes and the options on `io`'s stream, after the
+    /// host boxes' checks; errors name the arguments as `names` says.
+    fn run<F>(self, py: Python<'_>, io: Io, names: Names, f: F) -> PyResult<()>
+    where
+        F: FnOnce(
+                &Gpu,
+                &Arc<CudaStream>,
+                (Shape, &RoiBoxes, RoiAlign),
+                &External<f32>,
+                &mut External<f32>,
+            ) -> streamline::Result<()>
+            + Send,
+    {
+        let RoiCall(nchw, boxes, device_boxes, out, spatial_scale, sampling_ratio, aligned) = self;
+        let sh = shape(nchw);
+        let o = RoiAlign {
+            out_h: out.0,
+            out_w: out.1,
+            spatial_scale,
+            sampling_ratio,
+            aligned,
         };
-        image::roi_align(g, s, sh, x, &boxes, o, y)
+        if device_boxes.is_none() {
+            image::check_roi_align(sh, &boxes, &o).map_err(|e| to_py_as(e, names))?;
+        }
+        io.run_as(py, names, |g, s, x, y| {
+            let boxes = match device_boxes {
+                // SAFETY: the Python layer took the array from a CUDA float32 tensor of this
+                // device that the caller holds for the call; work on it is ordered by the
+                // caller's stream.
+                Some(b) => unsafe { RoiBoxes::on_device(&b.on::<f32>(s), s)? },
+                None => RoiBoxes::upload(s, &boxes)?,
+            };
+            f(g, s, (sh, &boxes, o), x, y)
+        })
+    }
+}
+
+/// `torchvision.ops.roi_align` of f32 NCHW `x` into `y` (`boxes x c x out_h x out_w`).
+#[pyfunction]
+fn roi_align(py: Python<'_>, io: Io, call: RoiCall) -> PyResult<()> {
+    const NAMES: Names = &[("x", "input"), ("y", "out")];
+    call.run(py, io, NAMES, |g, s, (sh, boxes, o), x, y| {
+        image::roi_align(g, s, sh, x, boxes, o, y)
     })
 }
 
-/// The gradient of `roi_align` with respect to its input: `y` (the input's gradient, shape
-/// `nchw`) from `x` (the output's gradient, `boxes x c x out_h x out_w`), the boxes given as
-/// in [`roi_align`]; `deterministic`: without atomics, the same bits on every run.
+/// The gradient of `roi_align` with respect to its input: `y` (the input's gradient) from `x`
+/// (the output's gradient); `deterministic`: without atomics, the same bits on every run.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn roi_align_backward(
-    py: Python<'_>,
-    io: Io,
-    nchw: Nchw,
-    boxes: Vec<[f32; 5]>,
-    device_boxes: Option<Array>,
-    out: (usize, usize),
-    spatial_scale: f32,
-    sampling_ratio: i32,
-    aligned: bool,
-    deterministic: bool,
-) -> PyResult<()> {
-    let sh = shape(nchw);
-    let o = RoiAlign {
-        out_h: out.0,
-        out_w: out.1,
-        spatial_scale,
-        sampling_ratio,
-        aligned,
-    };
+fn roi_align_backward(py: Python<'_>, io: Io, call: RoiCall, deterministic: bool) -> PyResult<()> {
     const NAMES: Names = &[("grad_y", "grad"), ("grad_x", "out")];
-    if device_boxes.is_none() {
-        image::check_roi_align(sh, &boxes, &o).map_err(|e| to_py_as(e, NAMES))?;
-    }
-    io.run_as(py, NAMES, |g, s, gy, gx| {
-        let boxes = match device_boxes {
-            // SAFETY: as in `roi_align`.
-            Some(b) => unsafe { RoiBoxes::on_device(&b.on::<f32>(s), s)? },
-            None => RoiBoxes::upload(s, &boxes)?,
-        };
-        image::roi_align_backward(g, s, sh, gy, &boxes, o, gx, deterministic)
+    call.run(py, io, NAMES, |g, s, (sh, boxes, o), gy, gx| {
+        image::roi_align_backward(g, s, sh, gy, boxes, o, gx, deterministic)
     })
 }
 

@@ -353,8 +353,8 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, a
         # Made here on the current stream and read on `stream`: its memory must not be handed
         # out again before that read.
         on_device.record_stream(_ops.TORCH.cuda.ExternalStream(s, device=dev))
-    _native.roi_align(_io(dev, s, x, y), x.shape, rows, device_boxes, (int(oh), int(ow)),
-                      float(spatial_scale), int(sampling_ratio), bool(aligned))
+    _native.roi_align(_io(dev, s, x, y), (x.shape, rows, device_boxes, (int(oh), int(ow)),
+                                          float(spatial_scale), int(sampling_ratio), bool(aligned)))
     return out
 
 
@@ -384,8 +384,9 @@ def roi_align_backward(grad, boxes, input_shape, output_size, spatial_scale=1.0,
     out, y = output(out, [("grad", g)], (n, c, h, w), "float32", dev)
     disjoint("out", y, [("grad", g)])
     s = stream_handle(stream, dev, [("grad", g), ("out", y)])
-    _native.roi_align_backward(_io(dev, s, g, y), (n, c, h, w), rows, device_boxes, (int(oh), int(ow)),
-                               float(spatial_scale), int(sampling_ratio), bool(aligned), bool(deterministic))
+    _native.roi_align_backward(_io(dev, s, g, y), ((n, c, h, w), rows, device_boxes, (int(oh), int(ow)),
+                                                   float(spatial_scale), int(sampling_ratio), bool(aligned)),
+                               bool(deterministic))
     return out
 
 

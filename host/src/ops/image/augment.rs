@@ -159,17 +159,7 @@ impl Augment {
         // them; the other arrays were checked above.
         let fused = PerImage::upload(stream, "boxes", &fused)?.dev;
         let pairs: Vec<f32> = draw.sigmas.iter().flat_map(|s| [*s, *s]).collect();
-        let (crop, size) = (cfg.crop as u32, cfg.size as u32);
-        let dyadic = augment_takes_dyadic(
-            cfg.kernel_size as u32,
-            cfg.interp == Interp::Nearest,
-            augment_dyadic(
-                (crop, crop),
-                (size, size),
-                (shape.h as u32, shape.w as u32),
-                &draw.boxes,
-            ),
-        );
+        let dyadic = takes_dyadic(cfg, shape, &draw.boxes);
         Ok(Augment {
             cfg: cfg.clone(),
             shape,
@@ -246,7 +236,7 @@ impl Augment {
         per_image_sigma: bool,
     ) -> Result<Augment> {
         cfg.check(shape)?;
-        let (crop, size) = (cfg.crop as u32, cfg.size as u32);
+        let crop = cfg.crop as u32;
         let c = cfg.crop as f32;
         let o = cfg.crop_options();
         // Every box the device draws has this size: one check covers them all.
@@ -262,16 +252,8 @@ impl Augment {
         fused.extend_from_slice(&cfg.mean);
         fused.extend_from_slice(&cfg.std);
         let fused = params::upload(stream, &fused)?;
-        let dyadic = augment_takes_dyadic(
-            cfg.kernel_size as u32,
-            cfg.interp == Interp::Nearest,
-            augment_dyadic(
-                (crop, crop),
-                (size, size),
-                (shape.h as u32, shape.w as u32),
-                &[[0.0, 0.0, c, c]],
-            ),
-        );
+        // Every box the device draws is a whole-pixel `crop x crop` inside the image.
+        let dyadic = takes_dyadic(cfg, shape, &[[0.0, 0.0, c, c]]);
         // The separate chain's arrays are not used: it refuses device draws.
         let none = PerImage::upload(stream, "angles", &[0.0])?;
         Ok(Augment {
@@ -584,6 +566,22 @@ impl Augment {
         )?;
         normalize(gpu, stream, out, &s.a, &self.stats, y)
     }
+}
+
+/// Whether the fused kernel takes its dyadic kernels for `cfg` on input of `shape` and crop
+/// `boxes` ([`augment_takes_dyadic`]).
+fn takes_dyadic(cfg: &AugmentConfig, shape: Shape, boxes: &[[f32; 4]]) -> bool {
+    let (crop, size) = (cfg.crop as u32, cfg.size as u32);
+    augment_takes_dyadic(
+        cfg.kernel_size as u32,
+        cfg.interp == Interp::Nearest,
+        augment_dyadic(
+            (crop, crop),
+            (size, size),
+            (shape.h as u32, shape.w as u32),
+            boxes,
+        ),
+    )
 }
 
 /// Tiles per strip of the fused kernel by default, where the GPU stays full with them (see

@@ -5,7 +5,7 @@ use crate::engine::params;
 use crate::error::{Error, Result};
 use crate::runtime::Gpu;
 use crate::spec::image::{check_boxes, check_roi_boxes, check_roi_options, RoiAlign};
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 use std::sync::{Arc, Mutex};
 use streamline_abi::image::{
     RoiAlignBackwardParams, RoiAlignParams, ROI_ALIGN, ROI_ALIGN_BACKWARD,
@@ -106,6 +106,16 @@ impl RoiBoxes {
     }
 }
 
+impl RoiBoxes {
+    /// The boxes' device address for work on `stream`.
+    fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>) {
+        match &self.dev {
+            On::Uploaded(d) => d.device_ptr(stream),
+            On::Caller(p) => (*p, SyncOnDrop::Sync(None)),
+        }
+    }
+}
+
 /// Where [`RoiBoxes`] lie.
 enum On {
     Uploaded(Arc<params::DeviceParams<f32>>),
@@ -132,10 +142,7 @@ pub fn roi_align(
     // on an H200).
     let (grid, rows) = column_grid(gpu, "output_size", (o.out_h, o.out_w), boxes.count, 128)?;
     let (xp, _r) = x.device_ptr(stream);
-    let (bp, _b) = match &boxes.dev {
-        On::Uploaded(d) => d.device_ptr(stream),
-        On::Caller(p) => (*p, cudarc::driver::SyncOnDrop::Sync(None)),
-    };
+    let (bp, _b) = boxes.device_ptr(stream);
     let (yp, _w) = y.device_ptr_mut(stream);
     let p = RoiAlignParams {
         x: xp,
@@ -191,10 +198,7 @@ pub fn roi_align_backward(
         return Err(Error::arg("boxes", "more than 2^32 - 1 boxes"));
     }
     let (gyp, _r) = grad_y.device_ptr(stream);
-    let (bp, _b) = match &boxes.dev {
-        On::Uploaded(d) => d.device_ptr(stream),
-        On::Caller(p) => (*p, cudarc::driver::SyncOnDrop::Sync(None)),
-    };
+    let (bp, _b) = boxes.device_ptr(stream);
     let (gxp, _w) = grad_x.device_ptr_mut(stream);
     if !deterministic {
         // SAFETY: `gxp` addresses `shape.len()` f32 (checked above), written on `stream` only.

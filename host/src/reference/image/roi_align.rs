@@ -33,6 +33,57 @@ fn roi_axis(v: f64, n: usize) -> (usize, usize, f64) {
     }
 }
 
+/// A box's start, bin sizes and sampling grid, computed in f32 in torchvision's order (see
+/// [`roi_align`]).
+struct Geometry {
+    sx: f32,
+    sy: f32,
+    bh: f32,
+    bw: f32,
+    gh: usize,
+    gw: usize,
+}
+
+impl Geometry {
+    fn of(b: &[f32; 5], o: &RoiAlign) -> Geometry {
+        let sc = o.spatial_scale;
+        let off = if o.aligned { 0.5f32 } else { 0.0 };
+        let sx = b[1] * sc - off;
+        let sy = b[2] * sc - off;
+        let mut rw = (b[3] * sc - off) - sx;
+        let mut rh = (b[4] * sc - off) - sy;
+        if !o.aligned {
+            rw = rw.max(1.0);
+            rh = rh.max(1.0);
+        }
+        let grid = |r: f32, out: usize| {
+            if o.sampling_ratio > 0 {
+                o.sampling_ratio as usize
+            } else {
+                (r / out as f32).ceil().max(0.0) as usize
+            }
+        };
+        Geometry {
+            sx,
+            sy,
+            bh: rh / o.out_h as f32,
+            bw: rw / o.out_w as f32,
+            gh: grid(rh, o.out_h),
+            gw: grid(rw, o.out_w),
+        }
+    }
+
+    /// Row coordinate of sample `iy` of output row `ph`, in torchvision's f32 arithmetic.
+    fn y(&self, ph: usize, iy: usize) -> f32 {
+        self.sy + ph as f32 * self.bh + (iy as f32 + 0.5) * self.bh / self.gh as f32
+    }
+
+    /// Column coordinate of sample `ix` of output column `pw`.
+    fn x(&self, pw: usize, ix: usize) -> f32 {
+        self.sx + pw as f32 * self.bw + (ix as f32 + 0.5) * self.bw / self.gw as f32
+    }
+}
+
 /// `torchvision.ops.roi_align`: for box `[b, x1, y1, x2, y2]`, with `off = 0.5` if `aligned`
 /// else 0, the box starts at `(x1 s - off, y1 s - off)` (`s` the spatial scale) and has size
 /// `(x2 s - off) - (x1 s - off)` by the same in y, each at least 1 when not aligned. Bin
@@ -48,39 +99,19 @@ fn roi_axis(v: f64, n: usize) -> (usize, usize, f64) {
 pub fn roi_align(x: &[f64], s: Shape, boxes: &[[f32; 5]], o: &RoiAlign) -> Vec<f64> {
     let out = Shape::new(boxes.len(), s.c, o.out_h, o.out_w);
     let mut y = vec![0.0; out.len()];
-    let sc = o.spatial_scale;
-    let off = if o.aligned { 0.5f32 } else { 0.0 };
     for (k, b) in boxes.iter().enumerate() {
         let n = b[0] as usize;
-        let sx = b[1] * sc - off;
-        let sy = b[2] * sc - off;
-        let mut rw = (b[3] * sc - off) - sx;
-        let mut rh = (b[4] * sc - off) - sy;
-        if !o.aligned {
-            rw = rw.max(1.0);
-            rh = rh.max(1.0);
-        }
-        let bh = rh / o.out_h as f32;
-        let bw = rw / o.out_w as f32;
-        let gh = if o.sampling_ratio > 0 {
-            o.sampling_ratio as usize
-        } else {
-            (rh / o.out_h as f32).ceil() as usize
-        };
-        let gw = if o.sampling_ratio > 0 {
-            o.sampling_ratio as usize
-        } else {
-            (rw / o.out_w as f32).ceil() as usize
-        };
+        let geo = Geometry::of(b, o);
+        let (gh, gw) = (geo.gh, geo.gw);
         let count = (gh * gw).max(1) as f64;
         for c in 0..s.c {
             for ph in 0..o.out_h {
                 for pw in 0..o.out_w {
                     let mut acc = 0.0;
                     for iy in 0..gh {
-                        let yy = sy + ph as f32 * bh + (iy as f32 + 0.5) * bh / gh as f32;
+                        let yy = geo.y(ph, iy);
                         for ix in 0..gw {
-                            let xx = sx + pw as f32 * bw + (ix as f32 + 0.5) * bw / gw as f32;
+                            let xx = geo.x(pw, ix);
                             acc += roi_point(x, s, n, c, yy as f64, xx as f64);
                         }
                     }
@@ -113,40 +144,22 @@ pub fn roi_align_backward(
     let mut gx = vec![0.0; s.len()];
     let mut shares = vec![0u32; s.len()];
     let mut mags = vec![0.0; s.len()];
-    let sc = o.spatial_scale;
-    let off = if o.aligned { 0.5f32 } else { 0.0 };
     for (k, b) in boxes.iter().enumerate() {
         if b[0] < 0.0 || b[0] as usize >= s.n {
             continue;
         }
         let n = b[0] as usize;
-        let sx = b[1] * sc - off;
-        let sy = b[2] * sc - off;
-        let mut rw = (b[3] * sc - off) - sx;
-        let mut rh = (b[4] * sc - off) - sy;
-        if !o.aligned {
-            rw = rw.max(1.0);
-            rh = rh.max(1.0);
-        }
-        let bh = rh / o.out_h as f32;
-        let bw = rw / o.out_w as f32;
-        let grid = |r: f32, out: usize| {
-            if o.sampling_ratio > 0 {
-                o.sampling_ratio as usize
-            } else {
-                (r / out as f32).ceil().max(0.0) as usize
-            }
-        };
-        let (gh, gw) = (grid(rh, o.out_h), grid(rw, o.out_w));
+        let geo = Geometry::of(b, o);
+        let (gh, gw) = (geo.gh, geo.gw);
         let count = (gh * gw).max(1) as f64;
         for c in 0..s.c {
             for ph in 0..o.out_h {
                 for pw in 0..o.out_w {
                     let g = gy[idx(out, k, c, ph, pw)] / count;
                     for iy in 0..gh {
-                        let yy = sy + ph as f32 * bh + (iy as f32 + 0.5) * bh / gh as f32;
+                        let yy = geo.y(ph, iy);
                         for ix in 0..gw {
-                            let xx = sx + pw as f32 * bw + (ix as f32 + 0.5) * bw / gw as f32;
+                            let xx = geo.x(pw, ix);
                             let (y, x) = (yy as f64, xx as f64);
                             if y < -1.0 || y > s.h as f64 || x < -1.0 || x > s.w as f64 {
                                 continue;
