@@ -616,6 +616,13 @@ fn normalize_host_time(
     })
 }
 
+/// Parameter uploads made during CUDA graph captures so far (see `streamline::engine::params`):
+/// how a test sees that a call was captured rather than run.
+#[pyfunction]
+fn uploads_into_graphs() -> u64 {
+    params::uploads_into_graphs()
+}
+
 /// A user's kernel module (PTX and manifest built by `streamline_builder`), loaded on a device.
 #[pyclass(frozen, module = "streamline._native")]
 struct KernelModule {
@@ -702,6 +709,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<KernelModule>()?;
     m.add_class::<AugmentRng>()?;
     m.add_function(wrap_pyfunction!(augment_device_draw_at, m)?)?;
+    m.add_function(wrap_pyfunction!(uploads_into_graphs, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_status, m)?)?;
     m.add_function(wrap_pyfunction!(device_info, m)?)?;
     m.add_function(wrap_pyfunction!(to_float, m)?)?;

@@ -170,13 +170,21 @@ def stream_handle(stream, device, arrays):
         raise TypeError(f"stream: must be a torch.cuda.Stream, an object with cuda_stream or ptr, or a handle; got {stream!r}")
     torch = _torch()
     if torch is not None and any(a.is_torch for _, a in arrays):
-        return torch._C._cuda_getCurrentRawStream(device)
+        return current_stream(torch, device)
     for _, a in arrays:
         if a.stream is not None:
             # CUDA array interface v3: 1 is the legacy default stream, 2 the per-thread one;
             # the driver takes both values as those streams' handles.
             return int(a.stream)
     return 0
+
+
+def current_stream(torch, device):
+    """The handle of PyTorch's current stream on ``device``: read with torch's own C++ accessor
+    where this torch has it (a few hundred nanoseconds), else through
+    ``torch.cuda.current_stream`` (a Python object per call)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
 
 
 def empty_like_torch(arrays, shape, dtype, device, arg="out"):

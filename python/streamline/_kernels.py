@@ -5,7 +5,7 @@ import numbers
 import struct
 
 from . import _native
-from ._arrays import _torch
+from ._arrays import _torch, current_stream
 
 
 class KernelModule:
@@ -68,7 +68,7 @@ def _stream(stream, device):
             raise TypeError(f"stream: {stream!r} is not a stream")
         return h
     torch = _torch()
-    return torch._C._cuda_getCurrentRawStream(device) if torch is not None else 0
+    return current_stream(torch, device) if torch is not None else 0
 
 
 def load_module(ptx, device=0):

@@ -23,7 +23,7 @@ use cudarc::driver::{
 };
 use std::any::Any;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Whether `stream` is being captured: `Some(graph)` with the graph being built, `None`
@@ -199,6 +199,14 @@ fn kept<T: DeviceRepr>(stream: &CudaStream, values: &[T]) -> Result<DeviceParams
     Ok(kept)
 }
 
+/// Uploads made into memory a graph keeps, since the process started: how a caller (a test)
+/// sees that work was captured rather than run.
+pub fn uploads_into_graphs() -> u64 {
+    INTO_GRAPHS.load(Ordering::Relaxed)
+}
+
+static INTO_GRAPHS: AtomicU64 = AtomicU64::new(0);
+
 /// Values whose graphs were destroyed, waiting to be dropped: the driver calls a user
 /// object's destructor where no CUDA call may be made, so it only hands the value over, and
 /// the next upload drops it.
@@ -230,6 +238,7 @@ unsafe extern "C" fn release(value: *mut c_void) {
 /// Makes `graph` (being captured) own `value` until it and its executable graphs are
 /// destroyed.
 fn give_to_graph(graph: CUgraph, value: Box<dyn Any + Send>) -> Result<()> {
+    INTO_GRAPHS.fetch_add(1, Ordering::Relaxed);
     let raw = Box::into_raw(Box::new(value)) as *mut c_void;
     let mut object: CUuserObject = std::ptr::null_mut();
     // SAFETY: `raw` stays valid until `release` takes it back; the flag is the one the driver
