@@ -1,7 +1,7 @@
 //! Building a kernel crate for a set of architectures: [`Builder`].
 
 use crate::link::{run_if_invoked_as_linker, ENV_LIBDEVICE, ENV_LINK, ENV_LLVM_BIN};
-use crate::manifest::{finish_ptx, hash_files, Manifest};
+use crate::manifest::{finish_ptx, hash_files, ptx_hash, Manifest};
 use crate::tools::{clean_command, ensure_nightly, find_libdevice, NIGHTLY};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -256,6 +256,7 @@ impl Builder {
                 arch: arch.clone(),
                 source_hash: source_hash.clone(),
                 kernels,
+                ptx_sha256: Some(ptx_hash(&ptx)),
             };
             let dir = out_dir.join(arch);
             std::fs::create_dir_all(&dir)?;

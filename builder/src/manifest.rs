@@ -63,6 +63,17 @@ pub struct Manifest {
     pub source_hash: String,
     /// The kernel entry points and their parameter lists.
     pub kernels: Vec<EntryInfo>,
+    /// [`ptx_hash`] of the PTX written beside it: a PTX edited after the build is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ptx_sha256: Option<String>,
+}
+
+/// SHA-256 of a PTX text, in hex.
+pub fn ptx_hash(ptx: &str) -> String {
+    Sha256::digest(ptx.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Parses the `.entry` declarations of a PTX module (`.visible .entry NAME( .param … )`) and

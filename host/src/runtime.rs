@@ -165,6 +165,13 @@ impl KernelImage {
         if !same {
             return self.fail("the PTX's entry points differ from its manifest".into());
         }
+        if let Some(want) = &self.manifest.ptx_sha256 {
+            if streamline_builder::manifest::ptx_hash(&self.ptx) != *want {
+                return self.fail(
+                    "the PTX is not the one its manifest was written for (edited or replaced after the build): rebuild it".into(),
+                );
+            }
+        }
         // A parameter struct's fields (where the manifest has them) lie in order inside it.
         for e in &self.manifest.kernels {
             let (Some(fields), Some(p)) = (&e.fields, e.params.first()) else {

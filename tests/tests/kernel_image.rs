@@ -63,6 +63,7 @@ fn changed_parameter_layout_is_refused() {
         .ptx
         .replace(&from, &format!(".param .align 8 .b8 {name}_param_0[16]"));
     img.manifest.kernels = streamline_builder::manifest::parse_entries(&img.ptx);
+    img.manifest.ptx_sha256 = Some(streamline_builder::manifest::ptx_hash(&img.ptx));
     img.validate().unwrap();
     let e = img.entry(HEAVY_F32).unwrap_err().to_string();
     assert!(e.contains(name) && e.contains("size: 16"), "{e}");
@@ -121,5 +122,29 @@ fn ptx_file_without_manifest_is_an_error() {
     std::fs::write(&p, image().ptx).unwrap();
     let e = KernelImage::from_file(&p).unwrap_err().to_string();
     assert!(e.contains("k.manifest.json"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_line_appended_to_the_ptx_is_refused_and_the_built_one_loads() {
+    let img = image();
+    assert!(img.manifest.ptx_sha256.is_some());
+    img.validate().unwrap();
+    let dir = std::env::temp_dir().join(format!("streamline-ptx-append-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("k.ptx");
+    std::fs::write(&p, &img.ptx).unwrap();
+    std::fs::write(
+        dir.join("k.manifest.json"),
+        serde_json::to_string(&img.manifest).unwrap(),
+    )
+    .unwrap();
+    KernelImage::from_file(&p).unwrap();
+    std::fs::write(&p, format!("{}// appended after the build\n", img.ptx)).unwrap();
+    let e = KernelImage::from_file(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("not the one its manifest was written for"),
+        "{e}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -14,6 +14,13 @@ pub fn run(device: usize, ptx: Option<&Path>) -> Result<()> {
     println!("CUDA driver: {major}.{minor}");
     let count = device_count()?;
     println!("devices: {count}");
+    if device >= count {
+        return Err(streamline::Error::NoDevice {
+            ordinal: device,
+            reason: format!("--device must be in 0..{count} on this machine"),
+        }
+        .into());
+    }
     for ordinal in 0..count {
         let gpu = Gpu::new(ordinal, if ordinal == device { ptx } else { None })?;
         let i = gpu.info();
