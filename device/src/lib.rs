@@ -358,8 +358,8 @@ macro_rules! __or_one {
 }
 
 /// Declares a kernel's parameter struct (`#[repr(C)]` is added) and records its fields for the
-/// manifest: each field's name, offset, size and kind ([`params::FieldKind`]; arrays and other
-/// types pass as bytes), so that a caller holding only the built module, such as Python's
+/// manifest: each field's name, offset, size and kind ([`params::FieldKind`]: integers, floats,
+/// and arrays, which pass as bytes), so that a caller holding only the built module, such as Python's
 /// `sl.load_module`, can fill it by field name with each value checked.
 ///
 /// ```ignore

@@ -2,7 +2,8 @@
 //! offset, size and kind, so that a caller who has only the built module (Python's
 //! `sl.load_module`) can fill the struct by field name, with each value checked against its
 //! field's type. Declare the struct with [`params!`](crate::params!); structs declared without
-//! it still work everywhere, with only their size and alignment recorded.
+//! it still work everywhere, with only their size and alignment recorded. A field is an
+//! integer, a float or an array of them.
 
 /// Kind of a parameter field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,7 +19,7 @@ pub enum FieldKind {
     I64 = 8,
     F32 = 9,
     F64 = 10,
-    /// Anything else (arrays, nested structs): passed as its bytes.
+    /// An array: passed as its bytes.
     Bytes = 11,
 }
 

@@ -227,6 +227,9 @@ unsafe fn may_reach(p: &RoiAlignBackwardParams, k: usize, n: u32, yy: i32, xx: i
             r = 1.0;
         }
         let (lo, hi) = if r < 0.0 { (s + r, s) } else { (s, s + r) };
+        if (s + r).is_nan() {
+            return false;
+        }
         let v = v as f32;
         v < floorf(lo.min(last as f32)) - 2.0 || v > hi + 2.0
     };
@@ -242,9 +245,15 @@ fn bins_near(v: i32, start: f32, bin: f32, bins: u32) -> (u32, u32) {
     if !(bin > 0.0) {
         return (0, last as u32);
     }
-    let first = trunc_i32(floorf((v as f32 - 2.0 - start) / bin)) - 1;
-    let end = trunc_i32(floorf((v as f32 + 2.0 - start) / bin)) + 1;
-    (first.clamp(0, last) as u32, end.clamp(0, last) as u32)
+    // Clamped in f32 before the conversion, so no bin index can overflow.
+    let at = |d: f32| {
+        let b = floorf((v as f32 + d - start) / bin);
+        trunc_i32(b.max(-1.0).min(bins as f32))
+    };
+    (
+        (at(-2.0) - 1).clamp(0, last) as u32,
+        (at(2.0) + 1).clamp(0, last) as u32,
+    )
 }
 
 /// The weight that a sample's tap along one axis gives pixel `v` of that axis: the low

@@ -123,7 +123,10 @@ class TypedKernel:
             if kind.startswith("f"):
                 if isinstance(v, bool) or not isinstance(v, numbers.Real):
                     raise TypeError(f"{self.name}: field {fname!r} ({kind}) takes a number, got {type(v).__name__}")
-                struct.pack_into(_PACK[kind], data, off, float(v))
+                try:
+                    struct.pack_into(_PACK[kind], data, off, float(v))
+                except (OverflowError, struct.error):
+                    raise ValueError(f"{self.name}: field {fname!r} ({kind}) cannot hold {v!r}") from None
                 continue
             if isinstance(v, bool) or not isinstance(v, numbers.Integral):
                 raise TypeError(f"{self.name}: field {fname!r} ({kind}) takes an integer, got {type(v).__name__}")

@@ -384,6 +384,9 @@ def roi_align_backward(grad, boxes, input_shape, output_size, spatial_scale=1.0,
     out, y = output(out, [("grad", g)], (n, c, h, w), "float32", dev)
     disjoint("out", y, [("grad", g)])
     s = stream_handle(stream, dev, [("grad", g), ("out", y)])
+    if on_device is not None and on_device is not boxes and stream is not None:
+        # Made here on the current stream and read on `stream` (see `roi_align`).
+        on_device.record_stream(_ops.TORCH.cuda.ExternalStream(s, device=dev))
     _native.roi_align_backward(_io(dev, s, g, y), ((n, c, h, w), rows, device_boxes, (int(oh), int(ow)),
                                                    float(spatial_scale), int(sampling_ratio), bool(aligned)),
                                bool(deterministic))

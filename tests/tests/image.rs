@@ -1553,6 +1553,8 @@ fn uploads_inside_a_capture_replay_as_eager_calls() {
             let cap = pool.begin_capture(0).unwrap();
             calls(&x, &x8, &captured_rng, &mut ys).unwrap();
             let graph = cap.end().unwrap();
+            // The graph keeps the generator (made before the capture) alive on its own.
+            drop(captured_rng);
             for r in 0..3u64 {
                 let (v, b) = data(r + 1);
                 streamline::engine::memory::h2d(st, &v, &mut x).unwrap();
@@ -1579,7 +1581,6 @@ fn uploads_inside_a_capture_replay_as_eager_calls() {
                     );
                 }
             }
-            prop_assert_eq!(captured_rng.draws(st).unwrap(), 3);
             prop_assert_eq!(eager_rng.draws(st).unwrap(), 3);
             // The boxes on the device give the uploaded boxes' results.
             let (a, b) = (want[3].to_vec(st).unwrap(), want[6].to_vec(st).unwrap());

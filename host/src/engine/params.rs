@@ -67,23 +67,30 @@ pub fn capturing(stream: &CudaStream) -> Result<Option<CUgraph>> {
 pub fn outside_capture<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
     crate::runtime::driver_present()?;
     let mut mode = CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
-    // SAFETY: exchanges this thread's capture mode with a local; restored below.
+    // SAFETY: exchanges this thread's capture mode with a local; the guard puts it back.
     unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) }
         .result()
         .op("cuThreadExchangeStreamCaptureMode")?;
-    let r = f();
-    // SAFETY: puts back the mode the thread had.
-    let restored = unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) }
-        .result()
-        .op("cuThreadExchangeStreamCaptureMode");
-    let r = r?;
-    restored?;
-    Ok(r)
+    /// Puts the thread's capture mode back, also if `f` panics.
+    struct Restore(CUstreamCaptureMode);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            // SAFETY: puts back the mode the thread had before `outside_capture`.
+            let _ = unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut self.0) };
+        }
+    }
+    let _restore = Restore(mode);
+    f()
 }
 
 /// Parameter values on the device (see the module documentation): a buffer of cudarc's, with
-/// its events as the context tracks them, or, when uploaded during a capture, memory of no
-/// stream order that the graph keeps alive with the owners of this value.
+/// its events as the context tracks them, or memory that carries no events ([`upload_kept`],
+/// and every upload during a capture, which the graph keeps alive with the owners of this
+/// value).
+///
+/// Memory made during a capture is freed only after the host has waited for the context's
+/// work (eager work may have used it too), at the next upload outside a capture; memory made
+/// outside one is freed in order on the stream it was made on.
 pub struct DeviceParams<T> {
     inner: Inner<T>,
 }
@@ -93,8 +100,11 @@ enum Inner<T> {
     Kept {
         ptr: sys::CUdeviceptr,
         len: usize,
-        /// The private stream that filled it, which frees it.
+        /// The stream that filled it, which frees it: the caller's, or during a capture a
+        /// private one.
         stream: Arc<CudaStream>,
+        /// Made during a capture: freed after the context's work, by [`release_pending`].
+        captured: bool,
     },
 }
 
@@ -133,12 +143,44 @@ impl<T> DevicePtr<T> for DeviceParams<T> {
 
 impl<T> Drop for DeviceParams<T> {
     fn drop(&mut self) {
-        if let Inner::Kept { ptr, stream, .. } = &self.inner {
-            // SAFETY: `ptr` was allocated on `stream` by `upload` and is freed once, here,
-            // after every graph that used it let go of this value.
-            let freed = unsafe { result::free_async(*ptr, stream.cu_stream()) };
-            stream.context().record_err(freed);
+        let Inner::Kept {
+            ptr,
+            stream,
+            captured,
+            ..
+        } = &self.inner
+        else {
+            return;
+        };
+        if *captured {
+            // Eager work on any stream may still read it: freed once the host has waited for
+            // the context (see `release_pending`).
+            queue_release(Box::new(Unfreed {
+                ptr: *ptr,
+                stream: stream.clone(),
+            }));
+            return;
         }
+        // SAFETY: `ptr` was allocated on `stream` by `kept` and is freed once, here, in order
+        // after the work queued on `stream` (its users order other streams' work before the
+        // drop, as the type's contract says).
+        let freed = unsafe { result::free_async(*ptr, stream.cu_stream()) };
+        stream.context().record_err(freed);
+    }
+}
+
+/// Device memory made during a capture, waiting for [`release_pending`] to free it.
+struct Unfreed {
+    ptr: sys::CUdeviceptr,
+    stream: Arc<CudaStream>,
+}
+
+impl Drop for Unfreed {
+    fn drop(&mut self) {
+        // SAFETY: dropped only by `release_pending`, after the context's work finished, so no
+        // kernel reads `ptr` any more; freed once.
+        let freed = unsafe { result::free_async(self.ptr, self.stream.cu_stream()) };
+        self.stream.context().record_err(freed);
     }
 }
 
@@ -149,16 +191,26 @@ pub fn upload<T: DeviceRepr + Send + Sync + 'static>(
     stream: &Arc<CudaStream>,
     values: &[T],
 ) -> Result<Arc<DeviceParams<T>>> {
-    release_pending(stream)?;
     let Some(graph) = capturing(stream)? else {
+        release_pending(stream)?;
         let dev = stream.clone_htod(values).op("cuMemcpyHtoDAsync")?;
         return Ok(Arc::new(DeviceParams {
             inner: Inner::Ordered(dev),
         }));
     };
-    let dev = Arc::new(outside_capture(|| kept(stream, values))?);
+    let dev = Arc::new(outside_capture(|| kept(stream, values, true))?);
     give_to_graph(graph, Box::new(dev.clone()))?;
     Ok(dev)
+}
+
+/// Makes the graph being captured on `stream`, if any, keep `value` alive until it and its
+/// executable graphs are destroyed: for what a captured launch reads that was made before the
+/// capture (a generator, an augmentation's arrays), whose owner may go before the graph does.
+pub fn keep_in_capture(stream: &CudaStream, value: Box<dyn Any + Send>) -> Result<()> {
+    match capturing(stream)? {
+        Some(graph) => give_to_graph(graph, value),
+        None => Ok(()),
+    }
 }
 
 /// [`upload`] for values that an object keeps across calls (a generator's state) rather than
@@ -169,33 +221,46 @@ pub fn upload_kept<T: DeviceRepr + Send + Sync + 'static>(
     stream: &Arc<CudaStream>,
     values: &[T],
 ) -> Result<Arc<DeviceParams<T>>> {
-    release_pending(stream)?;
-    let graph = capturing(stream)?;
-    let dev = Arc::new(outside_capture(|| kept(stream, values))?);
-    if let Some(graph) = graph {
-        give_to_graph(graph, Box::new(dev.clone()))?;
-    }
+    let Some(graph) = capturing(stream)? else {
+        release_pending(stream)?;
+        return Ok(Arc::new(kept(stream, values, false)?));
+    };
+    let dev = Arc::new(outside_capture(|| kept(stream, values, true))?);
+    give_to_graph(graph, Box::new(dev.clone()))?;
     Ok(dev)
 }
 
-/// `values` in new device memory of `stream`'s context, filled on a private stream that the
-/// host waits for (no capture involves it).
-fn kept<T: DeviceRepr>(stream: &CudaStream, values: &[T]) -> Result<DeviceParams<T>> {
-    let side = stream.context().new_stream().op("cuStreamCreate")?;
+/// `values` in new device memory of `stream`'s context, carrying no events: during a capture
+/// (`captured`) filled on a private stream that the host waits for; otherwise allocated and
+/// filled in order on `stream` itself, which frees it in order too.
+fn kept<T: DeviceRepr>(
+    stream: &Arc<CudaStream>,
+    values: &[T],
+    captured: bool,
+) -> Result<DeviceParams<T>> {
+    let on = if captured {
+        stream.context().new_stream().op("cuStreamCreate")?
+    } else {
+        stream.clone()
+    };
     let bytes = std::mem::size_of_val(values).max(1);
-    // SAFETY: a new allocation on `side`, which no capture involves.
-    let ptr = unsafe { result::malloc_async(side.cu_stream(), bytes) }.op("cuMemAllocAsync")?;
+    // SAFETY: a new allocation in stream order on `on`, which no capture involves.
+    let ptr = unsafe { result::malloc_async(on.cu_stream(), bytes) }.op("cuMemAllocAsync")?;
     let kept = DeviceParams {
         inner: Inner::Kept {
             ptr,
             len: values.len(),
-            stream: side.clone(),
+            stream: on.clone(),
+            captured,
         },
     };
-    // SAFETY: `ptr` holds `bytes >= size_of_val(values)` bytes; the host waits for the copy
-    // below, before `values` can go.
-    unsafe { result::memcpy_htod_async(ptr, values, side.cu_stream()) }.op("cuMemcpyHtoDAsync")?;
-    side.synchronize().op("cuStreamSynchronize")?;
+    // SAFETY: `ptr` holds `bytes >= size_of_val(values)` bytes. The driver stages a copy from
+    // pageable memory before the call returns, so `values` may go after it; during a capture
+    // the host also waits for the copy below.
+    unsafe { result::memcpy_htod_async(ptr, values, on.cu_stream()) }.op("cuMemcpyHtoDAsync")?;
+    if captured {
+        on.synchronize().op("cuStreamSynchronize")?;
+    }
     Ok(kept)
 }
 
@@ -218,9 +283,21 @@ fn release_pending(stream: &CudaStream) -> Result<()> {
         return Ok(());
     }
     let done = std::mem::take(&mut *RELEASED.lock().unwrap_or_else(|p| p.into_inner()));
-    stream.context().bind_to_thread().op("cuCtxSetCurrent")?;
+    let ctx = stream.context();
+    ctx.bind_to_thread().op("cuCtxSetCurrent")?;
+    // What was made during a capture may have been read by eager work on any stream.
+    ctx.synchronize().op("cuCtxSynchronize")?;
     drop(done);
     Ok(())
+}
+
+/// Hands `value` to the next [`release_pending`].
+fn queue_release(value: Box<dyn Any + Send>) {
+    RELEASED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(value);
+    ANY_RELEASED.store(true, Ordering::Release);
 }
 
 /// The destructor of a user object made by [`give_to_graph`].
@@ -228,11 +305,7 @@ unsafe extern "C" fn release(value: *mut c_void) {
     // SAFETY: `value` is the pointer `give_to_graph` made with `Box::into_raw` for this user
     // object, which the driver destroys once.
     let value = unsafe { Box::from_raw(value as *mut Box<dyn Any + Send>) };
-    RELEASED
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(*value);
-    ANY_RELEASED.store(true, Ordering::Release);
+    queue_release(*value);
 }
 
 /// Makes `graph` (being captured) own `value` until it and its executable graphs are

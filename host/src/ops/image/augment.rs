@@ -366,6 +366,13 @@ impl Augment {
             return Ok(());
         };
         let sp = *sp;
+        if let Drawn::Device {
+            _rng: Some(rng), ..
+        } = &self.draw
+        {
+            // A graph that captures this run keeps the generator alive after its owner goes.
+            params::keep_in_capture(stream, Box::new(rng.clone()))?;
+        }
         let (dp, _d) = self.fused.device_ptr(stream);
         let (lo, hi) = self.cfg.sigma;
         let p = AugmentDrawParams {
@@ -425,6 +432,8 @@ impl Augment {
         let (grid, tiles, tiles_x) =
             tile_grid("size", (out.h, out.w), (TILE, TILE * strip as u32), out.n)?;
         let (xp, _r) = x.device_ptr(stream);
+        // A graph that captures this run keeps the arrays alive after the augmentation goes.
+        params::keep_in_capture(stream, Box::new(self.fused.clone()))?;
         let (fp, _f) = self.fused.device_ptr(stream);
         let (yp, _w) = y.device_ptr_mut(stream);
         let at = FusedArrays::of(self.shape.n);

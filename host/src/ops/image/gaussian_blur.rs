@@ -54,6 +54,8 @@ pub fn gaussian_blur(
             for v in &s.host {
                 check_sigma("sigma", *v)?;
             }
+            // A graph that captures this launch keeps the sigmas alive after their owner goes.
+            crate::engine::params::keep_in_capture(stream, Box::new(s.dev.clone()))?;
             (Some(&s.dev), 0.0, 0.0)
         }
     };

@@ -67,6 +67,8 @@ pub fn normalize(
         ));
     }
     let (xp, _r) = x.device_ptr(stream);
+    // A graph that captures this launch keeps the statistics alive after their owner goes.
+    params::keep_in_capture(stream, Box::new(stats.dev.clone()))?;
     let (sp, _s) = stats.dev.device_ptr(stream);
     let (yp, _w) = y.device_ptr_mut(stream);
     let plane = shape.h * shape.w;

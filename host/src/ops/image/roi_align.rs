@@ -107,12 +107,16 @@ impl RoiBoxes {
 }
 
 impl RoiBoxes {
-    /// The boxes' device address for work on `stream`.
-    fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>) {
-        match &self.dev {
-            On::Uploaded(d) => d.device_ptr(stream),
+    /// The boxes' device address for a launch on `stream`; a graph capturing the launch keeps
+    /// uploaded boxes alive after their owner goes (boxes in the caller's memory are theirs).
+    fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> Result<(u64, SyncOnDrop<'a>)> {
+        Ok(match &self.dev {
+            On::Uploaded(d) => {
+                params::keep_in_capture(stream, Box::new(d.clone()))?;
+                d.device_ptr(stream)
+            }
             On::Caller(p) => (*p, SyncOnDrop::Sync(None)),
-        }
+        })
     }
 }
 
@@ -142,7 +146,7 @@ pub fn roi_align(
     // on an H200).
     let (grid, rows) = column_grid(gpu, "output_size", (o.out_h, o.out_w), boxes.count, 128)?;
     let (xp, _r) = x.device_ptr(stream);
-    let (bp, _b) = boxes.device_ptr(stream);
+    let (bp, _b) = boxes.device_ptr(stream)?;
     let (yp, _w) = y.device_ptr_mut(stream);
     let p = RoiAlignParams {
         x: xp,
@@ -198,7 +202,7 @@ pub fn roi_align_backward(
         return Err(Error::arg("boxes", "more than 2^32 - 1 boxes"));
     }
     let (gyp, _r) = grad_y.device_ptr(stream);
-    let (bp, _b) = boxes.device_ptr(stream);
+    let (bp, _b) = boxes.device_ptr(stream)?;
     let (gxp, _w) = grad_x.device_ptr_mut(stream);
     if !deterministic {
         // SAFETY: `gxp` addresses `shape.len()` f32 (checked above), written on `stream` only.

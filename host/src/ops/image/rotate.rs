@@ -60,6 +60,8 @@ pub fn rotate_relayout(
     }
     let layout = layout_bits((from, to), (ROTATE_NHWC_IN, ROTATE_NHWC_OUT));
     let (xp, _r) = x.device_ptr(stream);
+    // A graph that captures this launch keeps the angles alive after their owner goes.
+    crate::engine::params::keep_in_capture(stream, Box::new(angles.dev.clone()))?;
     let (ap, _a) = angles.dev.device_ptr(stream);
     let (yp, _w) = y.device_ptr_mut(stream);
     let mut p = RotateParams {

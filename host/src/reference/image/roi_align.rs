@@ -145,7 +145,9 @@ pub fn roi_align_backward(
     let mut shares = vec![0u32; s.len()];
     let mut mags = vec![0.0; s.len()];
     for (k, b) in boxes.iter().enumerate() {
-        if b[0] < 0.0 || b[0] as usize >= s.n {
+        // The batch index truncated, as torchvision and the kernels take it.
+        let t = b[0].trunc();
+        if t.is_nan() || t < 0.0 || t as usize >= s.n {
             continue;
         }
         let n = b[0] as usize;
