@@ -95,7 +95,8 @@ fn gpu(ordinal: usize) -> streamline::Result<Arc<Gpu>> {
     // means; an augmentation's generator state) is uploaded on the stream of the call that
     // first uses it (or, during a capture, before the call returns) and then used only by
     // launches on the caller's streams, which the caller orders as for torch's own operations;
-    // its (stream-ordered) free follows its uses on that stream. The caller's tensors are not
+    // its (stream-ordered) free follows its uses on that stream, and memory made during a
+    // capture is freed only after the context's work (`streamline::engine::params`). The caller's tensors are not
     // cudarc buffers and were never tracked.
     unsafe { g.context().disable_event_tracking() };
     if devices.len() <= ordinal {
