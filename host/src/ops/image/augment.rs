@@ -28,10 +28,6 @@ pub struct Augment {
     /// The fused kernel's per-call arrays in one allocation ([`FusedArrays`]): one buffer to
     /// order against the stream per run instead of four.
     fused: Arc<params::DeviceParams<f32>>,
-    roi_boxes: RoiBoxes,
-    angles: PerImage,
-    sigma_pairs: PerImage,
-    stats: ChannelStats,
     /// Output tiles per block of the fused kernel, one above the other (`None`: see
     /// [`Augment::with_strip`]).
     strip: Option<usize>,
@@ -72,14 +68,23 @@ impl FusedArrays {
 
 /// Where an [`Augment`]'s random parameters come from.
 enum Drawn {
-    Host(AugmentDraw),
+    /// Drawn on the host, with the separate chain's arrays of that draw.
+    Host(AugmentDraw, Box<Chain>),
     Device {
         /// Device address of the generator's state.
         state: u64,
         /// Its owner, where the augmentation keeps it alive.
-        _rng: Option<Arc<DeviceRng>>,
+        rng: Option<Arc<DeviceRng>>,
         per_image_sigma: bool,
     },
+}
+
+/// The per-call arrays of [`Augment::run_separate`]'s chain of kernels.
+struct Chain {
+    roi_boxes: RoiBoxes,
+    angles: PerImage,
+    sigma_pairs: PerImage,
+    stats: ChannelStats,
 }
 
 /// The generator of augmentations drawn on the device ([`Augment::drawn_on_device`]): a seed
@@ -164,12 +169,16 @@ impl Augment {
             cfg: cfg.clone(),
             shape,
             layouts: (Layout::Nchw, Layout::Nchw),
-            draw: Drawn::Host(draw.clone()),
+            draw: Drawn::Host(
+                draw.clone(),
+                Box::new(Chain {
+                    roi_boxes,
+                    angles,
+                    sigma_pairs: PerImage::upload(stream, "sigma", &pairs)?,
+                    stats,
+                }),
+            ),
             fused,
-            roi_boxes,
-            angles,
-            sigma_pairs: PerImage::upload(stream, "sigma", &pairs)?,
-            stats,
             strip: None,
             dyadic,
         })
@@ -194,8 +203,8 @@ impl Augment {
     ) -> Result<Augment> {
         let state = rng.state_ptr();
         let mut aug = Self::drawn_from(stream, shape, cfg, state, per_image_sigma)?;
-        if let Drawn::Device { _rng, .. } = &mut aug.draw {
-            *_rng = Some(rng.clone());
+        if let Drawn::Device { rng: owner, .. } = &mut aug.draw {
+            *owner = Some(rng.clone());
         }
         Ok(aug)
     }
@@ -254,22 +263,16 @@ impl Augment {
         let fused = params::upload(stream, &fused)?;
         // Every box the device draws is a whole-pixel `crop x crop` inside the image.
         let dyadic = takes_dyadic(cfg, shape, &[[0.0, 0.0, c, c]]);
-        // The separate chain's arrays are not used: it refuses device draws.
-        let none = PerImage::upload(stream, "angles", &[0.0])?;
         Ok(Augment {
             cfg: cfg.clone(),
             shape,
             layouts: (Layout::Nchw, Layout::Nchw),
             draw: Drawn::Device {
                 state,
-                _rng: None,
+                rng: None,
                 per_image_sigma,
             },
             fused,
-            roi_boxes: RoiBoxes::upload(stream, &[[0.0, 0.0, 0.0, c, c]])?,
-            angles: PerImage::upload(stream, "angles", &[0.0])?,
-            sigma_pairs: none,
-            stats: ChannelStats::upload(stream, &cfg.mean, &cfg.std)?,
             strip: None,
             dyadic,
         })
@@ -330,7 +333,7 @@ impl Augment {
     /// drawn on the device at every run (see [`Augment::last_draw`]).
     pub fn draw(&self) -> Option<&AugmentDraw> {
         match &self.draw {
-            Drawn::Host(d) => Some(d),
+            Drawn::Host(d, _) => Some(d),
             Drawn::Device { .. } => None,
         }
     }
@@ -338,7 +341,7 @@ impl Augment {
     /// The random parameters of the last run queued on `stream`: the host's draw, or a copy of
     /// the device's last draw (the host waits for `stream`).
     pub fn last_draw(&self, stream: &Arc<CudaStream>) -> Result<AugmentDraw> {
-        if let Drawn::Host(d) = &self.draw {
+        if let Drawn::Host(d, _) = &self.draw {
             return Ok(d.clone());
         }
         let n = self.shape.n;
@@ -366,13 +369,6 @@ impl Augment {
             return Ok(());
         };
         let sp = *sp;
-        if let Drawn::Device {
-            _rng: Some(rng), ..
-        } = &self.draw
-        {
-            // A graph that captures this run keeps the generator alive after its owner goes.
-            params::keep_in_capture(stream, Box::new(rng.clone()))?;
-        }
         let (dp, _d) = self.fused.device_ptr(stream);
         let (lo, hi) = self.cfg.sigma;
         let p = AugmentDrawParams {
@@ -432,8 +428,13 @@ impl Augment {
         let (grid, tiles, tiles_x) =
             tile_grid("size", (out.h, out.w), (TILE, TILE * strip as u32), out.n)?;
         let (xp, _r) = x.device_ptr(stream);
-        // A graph that captures this run keeps the arrays alive after the augmentation goes.
-        params::keep_in_capture(stream, Box::new(self.fused.clone()))?;
+        // A graph that captures this run keeps the arrays (and the generator) alive after the
+        // augmentation goes.
+        let rng = match &self.draw {
+            Drawn::Device { rng, .. } => rng.clone(),
+            Drawn::Host(..) => None,
+        };
+        params::keep_in_capture(stream, Box::new((self.fused.clone(), rng)))?;
         let (fp, _f) = self.fused.device_ptr(stream);
         let (yp, _w) = y.device_ptr_mut(stream);
         let at = FusedArrays::of(self.shape.n);
@@ -503,12 +504,12 @@ impl Augment {
         let out = self.output_shape();
         check_len("x", x.len(), self.shape)?;
         check_len("y", y.len(), out)?;
-        if matches!(self.draw, Drawn::Device { .. }) {
+        let Drawn::Host(_, chain) = &self.draw else {
             return Err(Error::arg(
                 "draw",
                 "the separate chain takes a host draw (Augment::new); a device draw runs the fused kernel",
             ));
-        }
+        };
         if self.layouts.1 != Layout::Nchw {
             return Err(Error::arg(
                 "output layout",
@@ -540,7 +541,7 @@ impl Augment {
             stream,
             self.shape,
             &s.float,
-            &self.roi_boxes,
+            &chain.roi_boxes,
             o,
             &mut s.crop,
         )?;
@@ -558,7 +559,7 @@ impl Augment {
             stream,
             out,
             &s.a,
-            &self.angles,
+            &chain.angles,
             self.cfg.interp,
             None,
             &mut s.b,
@@ -570,10 +571,10 @@ impl Augment {
             out,
             &s.b,
             (k, k),
-            Sigma::PerImage(&self.sigma_pairs),
+            Sigma::PerImage(&chain.sigma_pairs),
             &mut s.a,
         )?;
-        normalize(gpu, stream, out, &s.a, &self.stats, y)
+        normalize(gpu, stream, out, &s.a, &chain.stats, y)
     }
 }
 
