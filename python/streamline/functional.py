@@ -312,6 +312,24 @@ def _device_boxes(boxes, dev):
     return b.to(torch.float32).contiguous()
 
 
+def _roi_boxes(boxes, dev):
+    """``roi_align``'s boxes as the native call takes them: ``(rows on the host, (address,
+    length) on the device, count, keep)``. ``keep(stream, s)`` records a tensor made here on
+    the current stream on an explicit ``stream`` (handle ``s``) that reads it, so its memory is
+    not handed out again before that read."""
+    on_device = _device_boxes(boxes, dev)
+    if on_device is None:
+        rows = _boxes(boxes)
+        return rows, None, len(rows), lambda stream, s: None
+    b = array(on_device, "boxes", ("float32",), (2,))
+
+    def keep(stream, s):
+        if on_device is not boxes and stream is not None:
+            on_device.record_stream(_ops.TORCH.cuda.ExternalStream(s, device=dev))
+
+    return [], (b.ptr, b.size), on_device.shape[0], keep
+
+
 def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False, *, out=None, stream=None, device=None):
     """``torchvision.ops.roi_align``: a ``(K, C, out_h, out_w)`` crop per box.
 
@@ -338,21 +356,12 @@ def roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, a
     x = array(input, "input", ("float32",), (4,))
     dev = device_of([("input", x)], device)
     oh, ow = _pair(output_size, "output_size")
-    on_device = _device_boxes(boxes, dev)
-    if on_device is not None:
-        b = array(on_device, "boxes", ("float32",), (2,))
-        rows, count, device_boxes = [], on_device.shape[0], (b.ptr, b.size)
-    else:
-        rows = _boxes(boxes)
-        count, device_boxes = len(rows), None
+    rows, device_boxes, count, keep = _roi_boxes(boxes, dev)
     shape = (count, x.shape[1], int(oh), int(ow))
     out, y = output(out, [("input", x)], shape, "float32", dev)
     disjoint("out", y, [("input", x)])
     s = stream_handle(stream, dev, [("input", x), ("out", y)])
-    if on_device is not None and on_device is not boxes and stream is not None:
-        # Made here on the current stream and read on `stream`: its memory must not be handed
-        # out again before that read.
-        on_device.record_stream(_ops.TORCH.cuda.ExternalStream(s, device=dev))
+    keep(stream, s)
     _native.roi_align(_io(dev, s, x, y), (x.shape, rows, device_boxes, (int(oh), int(ow)),
                                           float(spatial_scale), int(sampling_ratio), bool(aligned)))
     return out
@@ -372,21 +381,13 @@ def roi_align_backward(grad, boxes, input_shape, output_size, spatial_scale=1.0,
     n, c, h, w = (int(v) for v in input_shape)
     if g.shape[1:] != (c, int(oh), int(ow)):
         raise ValueError(f"grad: has shape {g.shape}; needs (K, {c}, {int(oh)}, {int(ow)})")
-    on_device = _device_boxes(boxes, dev)
-    if on_device is not None:
-        b = array(on_device, "boxes", ("float32",), (2,))
-        rows, count, device_boxes = [], on_device.shape[0], (b.ptr, b.size)
-    else:
-        rows = _boxes(boxes)
-        count, device_boxes = len(rows), None
+    rows, device_boxes, count, keep = _roi_boxes(boxes, dev)
     if count != g.shape[0]:
         raise ValueError(f"grad: has {g.shape[0]} boxes' gradients; boxes has {count}")
     out, y = output(out, [("grad", g)], (n, c, h, w), "float32", dev)
     disjoint("out", y, [("grad", g)])
     s = stream_handle(stream, dev, [("grad", g), ("out", y)])
-    if on_device is not None and on_device is not boxes and stream is not None:
-        # Made here on the current stream and read on `stream` (see `roi_align`).
-        on_device.record_stream(_ops.TORCH.cuda.ExternalStream(s, device=dev))
+    keep(stream, s)
     _native.roi_align_backward(_io(dev, s, g, y), ((n, c, h, w), rows, device_boxes, (int(oh), int(ow)),
                                                    float(spatial_scale), int(sampling_ratio), bool(aligned)),
                                bool(deterministic))
