@@ -1,8 +1,8 @@
 //! Building a kernel crate for a set of architectures: [`Builder`].
 
 use crate::link::{run_if_invoked_as_linker, ENV_LIBDEVICE, ENV_LINK, ENV_LLVM_BIN};
-use crate::manifest::{finish_ptx, hash_files, ptx_hash, Manifest};
-use crate::tools::{clean_command, ensure_nightly, find_libdevice, NIGHTLY};
+use crate::manifest::{bytes_hash, finish_ptx, hash_files, ptx_hash, CubinInfo, Manifest};
+use crate::tools::{clean_command, ensure_nightly, find_libdevice, find_ptxas, NIGHTLY};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -29,6 +29,8 @@ pub struct Builder {
     target_dir: Option<PathBuf>,
     cache: Option<PathBuf>,
     linker: Option<PathBuf>,
+    cubins: bool,
+    all_ptx: bool,
 }
 
 /// One built architecture.
@@ -40,6 +42,8 @@ pub struct BuiltArch {
     pub ptx: PathBuf,
     /// The manifest file beside it.
     pub manifest_path: PathBuf,
+    /// The machine code beside it (`NAME.cubin`), unless [`Builder::cubins`] turned it off.
+    pub cubin: Option<PathBuf>,
     /// The manifest.
     pub manifest: Manifest,
 }
@@ -55,6 +59,8 @@ pub struct Built {
     pub sources: Vec<PathBuf>,
     /// The architectures, lowest first.
     pub archs: Vec<BuiltArch>,
+    /// Whether every architecture's PTX is embedded ([`Builder::all_ptx`]).
+    pub all_ptx: bool,
 }
 
 /// Checks an architecture name of the form `sm_NN` (NN >= 53, the first with f16 arithmetic).
@@ -91,7 +97,27 @@ impl Builder {
             target_dir: None,
             cache: None,
             linker: None,
+            cubins: true,
+            all_ptx: false,
         }
+    }
+
+    /// Whether to assemble machine code (a cubin per architecture, with `ptxas`) and embed it
+    /// (default: yes). A device of an embedded architecture then loads its kernels at once
+    /// instead of having the driver compile the PTX on first use, which takes seconds for a
+    /// large module on a machine whose driver cache is empty.
+    pub fn cubins(mut self, yes: bool) -> Builder {
+        self.cubins = yes;
+        self
+    }
+
+    /// Whether to embed every architecture's PTX (default: only the highest's, for devices
+    /// newer than every cubin; the others run their cubins). Every PTX is written to the output
+    /// directory either way. Turn it on for older GPUs whose driver predates the `ptxas` that
+    /// assembled the cubins, which cannot load them.
+    pub fn all_ptx(mut self, yes: bool) -> Builder {
+        self.all_ptx = yes;
+        self
     }
 
     /// The architectures to build (default: `STREAMLINE_ARCHS`, comma-separated, else
@@ -252,33 +278,39 @@ impl Builder {
             }
             let (ptx, kernels) =
                 finish_ptx(&raw).with_context(|| format!("kernel crate `{name}` for {arch}"))?;
-            let manifest = Manifest {
-                arch: arch.clone(),
-                source_hash: source_hash.clone(),
-                kernels,
-                ptx_sha256: Some(ptx_hash(&ptx)),
-            };
             let dir = out_dir.join(arch);
             std::fs::create_dir_all(&dir)?;
             let out_ptx = dir.join(format!("{name}.ptx"));
-            let out_manifest = dir.join(format!("{name}.manifest.json"));
             write_if_changed(&out_ptx, ptx.as_bytes())?;
-            write_if_changed(
-                &out_manifest,
-                serde_json::to_string_pretty(&manifest)?.as_bytes(),
-            )?;
             built.push(BuiltArch {
                 arch: arch.clone(),
                 ptx: out_ptx,
-                manifest_path: out_manifest,
-                manifest,
+                manifest_path: dir.join(format!("{name}.manifest.json")),
+                cubin: self.cubins.then(|| dir.join(format!("{name}.cubin"))),
+                manifest: Manifest {
+                    arch: arch.clone(),
+                    source_hash: source_hash.clone(),
+                    kernels,
+                    ptx_sha256: Some(ptx_hash(&ptx)),
+                    cubin: None,
+                },
             });
+        }
+        if self.cubins {
+            assemble_cubins(&mut built, &find_ptxas(&cache)?)?;
+        }
+        for b in &built {
+            write_if_changed(
+                &b.manifest_path,
+                serde_json::to_string_pretty(&b.manifest)?.as_bytes(),
+            )?;
         }
         let built = Built {
             name,
             source_hash,
             sources,
             archs: built,
+            all_ptx: self.all_ptx,
         };
         if let Some(out) = &out_env {
             for f in &built.sources {
@@ -299,23 +331,81 @@ impl Builder {
 
 impl Built {
     /// The expression `streamline::include_kernels!` expands to: the module's name, source
-    /// hash and, per architecture, its PTX and manifest, all included at compile time.
+    /// hash and, per architecture, its manifest, its cubin and its PTX where embedded (the
+    /// highest architecture's, every architecture's with [`Builder::all_ptx`], and any without
+    /// a cubin), all included at compile time.
     pub fn embed_code(&self) -> String {
+        let path = |p: &Path| format!("{:?}", p.display().to_string());
         let mut code = String::from("::streamline::EmbeddedModule {\n");
         code.push_str(&format!("    name: {:?},\n", self.name));
         code.push_str(&format!("    source_hash: {:?},\n", self.source_hash));
         code.push_str("    archs: &[\n");
-        for b in &self.archs {
+        for (i, b) in self.archs.iter().enumerate() {
+            let highest = i + 1 == self.archs.len();
+            let ptx = if highest || self.all_ptx || b.cubin.is_none() {
+                format!("Some(include_str!({}))", path(&b.ptx))
+            } else {
+                "None".to_string()
+            };
+            let cubin = match &b.cubin {
+                Some(c) => format!("Some(include_bytes!({}))", path(c)),
+                None => "None".to_string(),
+            };
             code.push_str(&format!(
-                "        ({:?}, include_str!({:?}), include_str!({:?})),\n",
+                "        ::streamline::EmbeddedArch {{ arch: {:?}, ptx: {ptx}, cubin: {cubin}, manifest: include_str!({}) }},\n",
                 b.arch,
-                b.ptx.display().to_string(),
-                b.manifest_path.display().to_string()
+                path(&b.manifest_path)
             ));
         }
         code.push_str("    ],\n}\n");
         code
     }
+}
+
+/// Assembles every architecture's cubin with `ptxas`, all at once, and records it in its
+/// manifest. A cubin already beside the same PTX, as an earlier build's manifest records it,
+/// is kept.
+fn assemble_cubins(built: &mut [BuiltArch], ptxas: &Path) -> Result<()> {
+    let cuda = crate::ptxas::release(ptxas)?;
+    let infos = std::thread::scope(|scope| {
+        let jobs: Vec<_> = built
+            .iter()
+            .map(|b| scope.spawn(move || cubin_of(b, ptxas, cuda)))
+            .collect();
+        jobs.into_iter()
+            .map(|job| {
+                job.join()
+                    .map_err(|_| anyhow::anyhow!("assembling a cubin panicked"))?
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    for (b, info) in built.iter_mut().zip(infos) {
+        b.manifest.cubin = Some(info);
+    }
+    Ok(())
+}
+
+/// The cubin of `b` (assembled unless its earlier build's is still current) and its record.
+fn cubin_of(b: &BuiltArch, ptxas: &Path, cuda: (u32, u32)) -> Result<CubinInfo> {
+    let Some(out) = &b.cubin else {
+        bail!("no cubin path for {}", b.arch);
+    };
+    let earlier: Option<Manifest> = std::fs::read_to_string(&b.manifest_path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    if let (Some(m), Ok(bytes)) = (earlier, std::fs::read(out)) {
+        if let Some(c) = m.cubin.filter(|c| c.cuda == cuda) {
+            if m.ptx_sha256 == b.manifest.ptx_sha256 && c.sha256 == bytes_hash(&bytes) {
+                return Ok(c);
+            }
+        }
+    }
+    crate::ptxas::cubin(ptxas, &b.ptx, &b.arch, out)?;
+    let bytes = std::fs::read(out).with_context(|| format!("reading {}", out.display()))?;
+    Ok(CubinInfo {
+        sha256: bytes_hash(&bytes),
+        cuda,
+    })
 }
 
 /// The library name of the package at `manifest` (`[lib] name`, else the package name with

@@ -66,11 +66,30 @@ pub struct Manifest {
     /// [`ptx_hash`] of the PTX written beside it: a PTX edited after the build is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ptx_sha256: Option<String>,
+    /// The machine code `ptxas` assembled from that PTX for this architecture
+    /// (`NAME.cubin` beside it), if it was built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cubin: Option<CubinInfo>,
+}
+
+/// The machine code (cubin) of a manifest's architecture.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CubinInfo {
+    /// [`bytes_hash`] of the cubin: one replaced after the build is refused.
+    pub sha256: String,
+    /// The CUDA release of the `ptxas` that assembled it, as `(major, minor)`: a driver older
+    /// than that release cannot load it, and the host falls back to PTX.
+    pub cuda: (u32, u32),
 }
 
 /// SHA-256 of a PTX text, in hex.
 pub fn ptx_hash(ptx: &str) -> String {
-    Sha256::digest(ptx.as_bytes())
+    bytes_hash(ptx.as_bytes())
+}
+
+/// SHA-256 of bytes, in hex.
+pub fn bytes_hash(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()

@@ -1,4 +1,5 @@
-//! Assembling PTX with `ptxas -v` and reading its per-kernel resource report.
+//! Assembling PTX with `ptxas`: machine code (cubins) to embed, and the per-kernel resource
+//! report of `ptxas -v`.
 
 use anyhow::{bail, Context, Result};
 use std::path::Path;
@@ -38,6 +39,50 @@ pub fn assemble(ptxas: &Path, ptx: &Path, arch: &str) -> Result<Vec<KernelResour
     Ok(parse_report(&text))
 }
 
+/// Assembles `ptx` for `arch` into the cubin `out`. Fails with ptxas's message if it rejects
+/// the PTX.
+pub fn cubin(ptxas: &Path, ptx: &Path, arch: &str, out: &Path) -> Result<()> {
+    let result = Command::new(ptxas)
+        .arg(format!("-arch={arch}"))
+        .args(["-O3", "-o"])
+        .arg(out)
+        .arg(ptx)
+        .output()
+        .with_context(|| format!("could not run {}", ptxas.display()))?;
+    if !result.status.success() {
+        bail!(
+            "ptxas rejected {} for {arch}:\n{}{}",
+            ptx.display(),
+            String::from_utf8_lossy(&result.stderr),
+            String::from_utf8_lossy(&result.stdout)
+        );
+    }
+    Ok(())
+}
+
+/// The CUDA release of `ptxas` as `(major, minor)`, from `ptxas --version`.
+pub fn release(ptxas: &Path) -> Result<(u32, u32)> {
+    let out = Command::new(ptxas)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("could not run {}", ptxas.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    parse_release(&text).with_context(|| {
+        format!(
+            "{} --version printed no `release X.Y`: {text}",
+            ptxas.display()
+        )
+    })
+}
+
+/// The `release X.Y` of `ptxas --version`'s text.
+pub fn parse_release(text: &str) -> Option<(u32, u32)> {
+    let rest = &text[text.find("release ")? + "release ".len()..];
+    let version = rest.split(|c: char| c == ',' || c.is_whitespace()).next()?;
+    let (major, minor) = version.split_once('.')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
 fn number_before(line: &str, unit: &str) -> Option<u32> {
     let pos = line.find(unit)?;
     line[..pos].split_whitespace().last()?.parse().ok()
@@ -73,6 +118,15 @@ pub fn parse_report(text: &str) -> Vec<KernelResources> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_the_ptxas_release() {
+        let text = "ptxas: NVIDIA (R) Ptx optimizing assembler\n\
+Copyright (c) 2005-2025 NVIDIA Corporation\n\
+Cuda compilation tools, release 13.0, V13.0.88\n";
+        assert_eq!(parse_release(text), Some((13, 0)));
+        assert_eq!(parse_release("no version here"), None);
+    }
 
     #[test]
     fn parses_ptxas_verbose_output() {

@@ -240,7 +240,14 @@ fn from_wheel(
     let mut bytes = Vec::new();
     zip.by_name(&name)?.read_to_end(&mut bytes)?;
     std::fs::create_dir_all(dest.parent().unwrap())?;
-    let tmp = dest.with_extension("partial");
+    // A name of this process's own: a build running beside this one (two build scripts
+    // extracting the same tool) never writes the file that ends up at `dest`, which running
+    // it while still open for writing would refuse ("text file busy").
+    let tmp = dest.with_extension(format!(
+        "partial-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     std::fs::write(&tmp, bytes)?;
     if executable {
         use std::os::unix::fs::PermissionsExt;

@@ -104,7 +104,7 @@ fn main() -> anyhow::Result<()> {
     per_call("Gpu::launch", &gpu, || unsafe {
         Ok(gpu.launch(&st, ROTATE_NEAREST, grid, block, p)?)
     })?;
-    let f = gpu.kernels().function(ROTATE_NEAREST)?.clone();
+    let f = gpu.kernels()?.function(ROTATE_NEAREST)?.clone();
     let cfg = cudarc::driver::LaunchConfig {
         grid_dim: grid,
         block_dim: block,

@@ -1,6 +1,6 @@
 //! Streamline: custom GPU kernels written in Rust, launched over CUDA streams.
 //!
-//! - [`runtime`]: finds the driver, picks and validates embedded or on-disk PTX (ours and
+//! - [`runtime`]: finds the driver, picks and validates embedded or on-disk machine code and PTX (ours and
 //!   yours, see [`include_kernels!`]), loads modules, checks and launches any [`Kernel`].
 //! - [`ops`]: one safe launcher per kernel family.
 //! - [`reference`]: independent CPU references and the error bounds the kernels must meet.
@@ -25,5 +25,5 @@ extern crate self as streamline;
 
 pub use cudarc;
 pub use error::{Error, Result};
-pub use runtime::{EmbeddedModule, Gpu, Launch, LaunchConfig, Module};
+pub use runtime::{EmbeddedArch, EmbeddedModule, Gpu, Launch, LaunchConfig, Module};
 pub use streamline_device::{Kernel, LaunchBounds};

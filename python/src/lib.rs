@@ -89,7 +89,9 @@ fn gpu(ordinal: usize) -> streamline::Result<Arc<Gpu>> {
     // The first call may come while torch captures a graph: loading the kernels is no part of
     // it.
     let g = Arc::new(params::outside_capture(|| {
-        Gpu::new(ordinal, ptx.as_deref())
+        let gpu = Gpu::new(ordinal, ptx.as_deref())?;
+        gpu.kernels()?;
+        Ok(gpu)
     })?);
     // SAFETY: every buffer this module allocates (per-call parameters: angles, boxes, sigmas,
     // means; an augmentation's generator state) is uploaded on the stream of the call that

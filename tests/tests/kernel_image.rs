@@ -1,13 +1,24 @@
-//! CPU tests: the host refuses PTX that does not match its manifest or the declarations it was
-//! built against.
+//! CPU tests: the host picks the machine code or PTX that suits a device and its driver, and
+//! refuses code that does not match its manifest or the declarations it was built against.
 
-use streamline::runtime::{embedded_archs, KernelImage, SOURCE_HASH};
+use streamline::runtime::{embedded_archs, KernelImage, KERNELS, SOURCE_HASH};
 use streamline::Kernel;
 use streamline_abi::heavy::{HeavyParams, HEAVY_F32};
 use streamline_abi::image::{RoiAlignParams, ROI_ALIGN, ROTATE_NEAREST};
 
+/// The embedded sm_90 PTX, which the tests below edit.
 fn image() -> KernelImage {
-    KernelImage::embedded_for(9, 0).expect("the sm_90 image is embedded and valid")
+    KernelImage::embedded_ptx_for(9, 0).expect("the sm_90 PTX is embedded and valid")
+}
+
+/// The PTX text of an image that has it.
+fn ptx(img: &KernelImage) -> &str {
+    img.ptx.as_deref().expect("a PTX image")
+}
+
+/// Replaces `from` by `to` in `img`'s PTX.
+fn edit(img: &mut KernelImage, from: &str, to: &str) {
+    img.ptx = Some(ptx(img).replace(from, to));
 }
 
 #[test]
@@ -31,6 +42,81 @@ fn embedded_archs_are_sorted_and_selected_by_capability() {
     );
     let e = KernelImage::embedded_for(7, 5).unwrap_err().to_string();
     assert!(e.contains("compute capability 7.5"), "{e}");
+}
+
+#[test]
+fn machine_code_is_picked_where_it_runs_and_the_driver_can_load_it() {
+    let cuda13 = Some((13, 0));
+    // Hopper and Ampere (any minor version) run their architecture's machine code; nothing
+    // else of the image is kept, so nothing else is checked or loaded.
+    for (major, minor, arch) in [
+        (9, 0, "sm_90"),
+        (8, 0, "sm_80"),
+        (8, 6, "sm_80"),
+        (8, 9, "sm_80"),
+    ] {
+        let img = KERNELS.image_for_driver(major, minor, cuda13).unwrap();
+        assert_eq!(img.manifest.arch, arch, "{major}.{minor}");
+        assert!(img.cubin.is_some() && img.ptx.is_none(), "{}", img.origin);
+        assert!(img.origin.contains("cubin"), "{}", img.origin);
+    }
+    // A newer GPU has the driver compile the highest architecture's PTX.
+    let img = KERNELS.image_for_driver(10, 0, cuda13).unwrap();
+    assert_eq!(img.manifest.arch, "sm_90");
+    assert!(img.ptx.is_some() && img.cubin.is_none());
+    // A driver older than the ptxas that assembled the machine code: PTX where it suits...
+    let old = Some((12, 4));
+    let img = KERNELS.image_for_driver(9, 0, old).unwrap();
+    assert!(img.ptx.is_some() && img.cubin.is_none());
+    // ...and a clear error where none does.
+    let e = KERNELS.image_for_driver(8, 0, old).unwrap_err().to_string();
+    assert!(
+        e.contains("CUDA 12.4") && e.contains("update the driver") && e.contains("all_ptx"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_cubin_replaced_behind_its_manifest_is_refused() {
+    let img = KERNELS.image_for_driver(9, 0, None).unwrap();
+    img.validate().unwrap();
+    let mut bytes = img.cubin.clone().unwrap().into_owned();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 1;
+    let bad = KernelImage {
+        cubin: Some(bytes.into()),
+        ..img
+    };
+    let e = bad.validate().unwrap_err().to_string();
+    assert!(e.contains("cubin is not the one"), "{e}");
+}
+
+#[test]
+fn a_file_image_keeps_the_code_that_suits_the_device() {
+    let cubin = KERNELS.image_for_driver(9, 0, None).unwrap();
+    let img = image();
+    let dir = std::env::temp_dir().join(format!("streamline-cubin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("k.ptx");
+    std::fs::write(&p, ptx(&img)).unwrap();
+    std::fs::write(
+        dir.join("k.manifest.json"),
+        serde_json::to_string(&img.manifest).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(dir.join("k.cubin"), cubin.cubin.as_deref().unwrap()).unwrap();
+    let file = KernelImage::from_file(&p).unwrap();
+    assert!(file.ptx.is_some() && file.cubin.is_some());
+    let on_hopper = file.clone().for_device(9, 0, Some((13, 0)));
+    assert!(on_hopper.cubin.is_some() && on_hopper.ptx.is_none());
+    let old_driver = file.clone().for_device(9, 0, Some((12, 4)));
+    assert!(old_driver.ptx.is_some() && old_driver.cubin.is_none());
+    let newer_gpu = file.for_device(10, 0, None);
+    assert!(newer_gpu.ptx.is_some() && newer_gpu.cubin.is_none());
+    std::fs::write(dir.join("k.cubin"), b"not a cubin").unwrap();
+    let e = KernelImage::from_file(&p).unwrap_err().to_string();
+    assert!(e.contains("cubin is not the one"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -58,12 +144,14 @@ fn changed_parameter_layout_is_refused() {
         ".param .align 8 .b8 {name}_param_0[{}]",
         HEAVY_F32.param_size()
     );
-    assert!(img.ptx.contains(&from), "PTX declares {from}");
-    img.ptx = img
-        .ptx
-        .replace(&from, &format!(".param .align 8 .b8 {name}_param_0[16]"));
-    img.manifest.kernels = streamline_builder::manifest::parse_entries(&img.ptx);
-    img.manifest.ptx_sha256 = Some(streamline_builder::manifest::ptx_hash(&img.ptx));
+    assert!(ptx(&img).contains(&from), "PTX declares {from}");
+    edit(
+        &mut img,
+        &from,
+        &format!(".param .align 8 .b8 {name}_param_0[16]"),
+    );
+    img.manifest.kernels = streamline_builder::manifest::parse_entries(ptx(&img));
+    img.manifest.ptx_sha256 = Some(streamline_builder::manifest::ptx_hash(ptx(&img)));
     img.validate().unwrap();
     let e = img.entry(HEAVY_F32).unwrap_err().to_string();
     assert!(e.contains(name) && e.contains("size: 16"), "{e}");
@@ -91,14 +179,12 @@ fn changed_launch_bounds_are_refused() {
 fn missing_kernel_is_refused() {
     let mut img = image();
     let name = ROTATE_NEAREST.name();
-    img.ptx = img
-        .ptx
-        .replace(&format!(".entry {name}("), ".entry renamed(");
-    img.manifest.kernels = streamline_builder::manifest::parse_entries(&img.ptx);
+    edit(&mut img, &format!(".entry {name}("), ".entry renamed(");
+    img.manifest.kernels = streamline_builder::manifest::parse_entries(ptx(&img));
     let e = img.entry(ROTATE_NEAREST).unwrap_err().to_string();
     assert!(
         e.contains(&format!(
-            "kernel `{name}` is declared but the PTX has no entry `{name}`"
+            "kernel `{name}` is declared but the image has no entry `{name}`"
         )),
         "{e}"
     );
@@ -107,9 +193,7 @@ fn missing_kernel_is_refused() {
 #[test]
 fn ptx_edited_behind_its_manifest_is_refused() {
     let mut img = image();
-    img.ptx = img
-        .ptx
-        .replace(".param .align 8 .b8", ".param .align 4 .b8");
+    edit(&mut img, ".param .align 8 .b8", ".param .align 4 .b8");
     let e = img.validate().unwrap_err().to_string();
     assert!(e.contains("differ from its manifest"), "{e}");
 }
@@ -119,7 +203,7 @@ fn ptx_file_without_manifest_is_an_error() {
     let dir = std::env::temp_dir().join(format!("streamline-ptx-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join("k.ptx");
-    std::fs::write(&p, image().ptx).unwrap();
+    std::fs::write(&p, ptx(&image())).unwrap();
     let e = KernelImage::from_file(&p).unwrap_err().to_string();
     assert!(e.contains("k.manifest.json"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -133,14 +217,14 @@ fn a_line_appended_to_the_ptx_is_refused_and_the_built_one_loads() {
     let dir = std::env::temp_dir().join(format!("streamline-ptx-append-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join("k.ptx");
-    std::fs::write(&p, &img.ptx).unwrap();
+    std::fs::write(&p, ptx(&img)).unwrap();
     std::fs::write(
         dir.join("k.manifest.json"),
         serde_json::to_string(&img.manifest).unwrap(),
     )
     .unwrap();
     KernelImage::from_file(&p).unwrap();
-    std::fs::write(&p, format!("{}// appended after the build\n", img.ptx)).unwrap();
+    std::fs::write(&p, format!("{}// appended after the build\n", ptx(&img))).unwrap();
     let e = KernelImage::from_file(&p).unwrap_err().to_string();
     assert!(
         e.contains("not the one its manifest was written for"),

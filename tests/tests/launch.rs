@@ -10,7 +10,7 @@ use streamline_tests::gpu;
 
 fn refused<P>(kernel: streamline::Kernel<P>, cfg: LaunchConfig) -> String {
     let gpu = gpu().unwrap();
-    match gpu.kernels().check_config(kernel, &cfg) {
+    match gpu.kernels().unwrap().check_config(kernel, &cfg) {
         Err(e @ Error::LaunchConfig { .. }) => e.to_string(),
         other => panic!("{cfg:?} for `{}` gave {other:?}", kernel.name()),
     }
@@ -56,8 +56,12 @@ fn configurations_outside_the_limits_are_refused_naming_kernel_and_limit() {
 
     // The largest configurations the limits allow pass.
     let most = LaunchConfig::new((limits.max_grid.0, 1, 1), (256, 1, 1));
-    gpu.kernels().check_config(ROI_ALIGN, &most).unwrap();
     gpu.kernels()
+        .unwrap()
+        .check_config(ROI_ALIGN, &most)
+        .unwrap();
+    gpu.kernels()
+        .unwrap()
         .check_config(
             HEAVY_F32,
             &LaunchConfig::new((1, 1, 1), (256, 1, 1)).with_shared(limits.max_shared_per_block),

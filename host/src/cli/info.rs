@@ -35,12 +35,12 @@ pub fn run(device: usize, ptx: Option<&Path>) -> Result<()> {
             i.l2_bytes as f64 / (1u64 << 20) as f64,
             i.clock_khz as f64 / 1000.0
         );
-        println!("    kernels from {}:", gpu.image().origin);
+        println!("    kernels from {}:", gpu.image()?.origin);
         println!(
             "    {:<20} {:>5} {:>8} {:>8}",
             "kernel", "regs", "smem B", "local B"
         );
-        for (name, f) in gpu.kernels().functions() {
+        for (name, f) in gpu.kernels()?.functions()? {
             println!(
                 "    {:<20} {:>5} {:>8} {:>8}",
                 name,

@@ -15,8 +15,8 @@
 
 use crate::error::{DriverContext, Error, Result};
 use cudarc::driver::sys::{
-    self, CUgraph, CUstreamCaptureMode, CUstreamCaptureStatus, CUuserObject,
-    CUuserObjectRetain_flags, CUuserObject_flags,
+    self, CUgraph, CUstreamCaptureStatus, CUuserObject, CUuserObjectRetain_flags,
+    CUuserObject_flags,
 };
 use cudarc::driver::{
     result, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DeviceSlice, SyncOnDrop,
@@ -61,27 +61,7 @@ pub fn capturing(stream: &CudaStream) -> Result<Option<CUgraph>> {
     }
 }
 
-/// Runs `f` with this thread's capture mode relaxed, so that calls a capture in progress
-/// would refuse (allocating, synchronizing another stream) are allowed for `f`, as PyTorch's
-/// own allocator does while a graph is captured. `f` must not touch a capturing stream.
-pub fn outside_capture<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
-    crate::runtime::driver_present()?;
-    let mut mode = CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
-    // SAFETY: exchanges this thread's capture mode with a local; the guard puts it back.
-    unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) }
-        .result()
-        .op("cuThreadExchangeStreamCaptureMode")?;
-    /// Puts the thread's capture mode back, also if `f` panics.
-    struct Restore(CUstreamCaptureMode);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            // SAFETY: puts back the mode the thread had before `outside_capture`.
-            let _ = unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut self.0) };
-        }
-    }
-    let _restore = Restore(mode);
-    f()
-}
+pub use crate::runtime::outside_capture;
 
 /// Parameter values on the device (see the module documentation): a buffer of cudarc's, with
 /// its events as the context tracks them, or memory that carries no events ([`upload_kept`],

@@ -380,7 +380,7 @@ fn split_k(
     // (`slices = ceil(k / k_slice)`), so the kernel's sub-matrices lie inside them; the
     // partials hold `slices` planes of `m` rows of `splitk_row_stride(n)`; the shared size and
     // block are the tiling's.
-    unsafe { gpu.kernels().launch(stream, t.spec, cfg, params)? };
+    unsafe { gpu.kernels()?.launch(stream, t.spec, cfg, params)? };
     let (cp, _wc) = c.device_ptr_mut(stream);
     let reduce = SplitKReduceParams {
         partials: pp,

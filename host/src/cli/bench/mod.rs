@@ -340,7 +340,7 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
     let (dmaj, dmin) = streamline::runtime::driver_version()?;
     let header = json!({
         "gpu": info.name, "compute_capability": format!("{}.{}", info.compute_capability.0, info.compute_capability.1),
-        "driver": format!("{dmaj}.{dmin}"), "ptx": gpu.image().origin, "streamline": env!("CARGO_PKG_VERSION"),
+        "driver": format!("{dmaj}.{dmin}"), "kernels": gpu.image()?.origin, "streamline": env!("CARGO_PKG_VERSION"),
     });
 
     // Ceiling: 1 GiB device-to-device copy, bytes read plus bytes written.
@@ -383,7 +383,7 @@ pub fn run(device: usize, ptx: Option<&Path>, a: BenchArgs) -> Result<()> {
         info.name,
         info.compute_capability.0,
         info.compute_capability.1,
-        gpu.image().origin
+        gpu.image()?.origin
     );
     // `device ms`: the same call with its host submission hidden (see `Timing`).
     let opt = |v: Option<f64>, digits: usize| v.map_or(String::new(), |m| format!("{m:.digits$}"));

@@ -1,0 +1,280 @@
+//! A device with Streamline's own kernels: opened with its facts and limits read once, the
+//! kernels loaded when one is first launched (a program that launches only its own kernels
+//! never loads them), and the launch helpers Streamline's launchers use.
+
+use super::config::{DeviceLimits, LaunchConfig};
+use super::image::{EmbeddedModule, KernelImage, KERNELS, SOURCE_HASH};
+use super::module::Module;
+use super::{driver_present, driver_version};
+use crate::error::{DriverContext, Error, Result};
+use cudarc::driver::sys::CUdevice_attribute as Attr;
+use cudarc::driver::{CudaContext, CudaStream};
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use streamline_device::Kernel;
+
+/// Static facts about a device.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub multiprocessors: u32,
+    pub memory_bytes: usize,
+    pub copy_engines: u32,
+    pub l2_bytes: u32,
+    pub clock_khz: u32,
+    /// The launch limits every kernel launch is checked against.
+    pub limits: DeviceLimits,
+}
+
+/// A device, with Streamline's kernels loaded when first launched.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    kernels: OnceLock<Module>,
+    /// Held while Streamline's kernels load, so that they load once.
+    loading: Mutex<()>,
+    info: DeviceInfo,
+}
+
+/// Bytes of freed stream-ordered memory that the device's default pool keeps for reuse, at
+/// least (a larger threshold set by someone else in the process is left as it is). The
+/// driver's default keeps none: every synchronisation hands freed memory back, and the next
+/// scratch allocation (split-K's partial products, an engine buffer) maps it again, which
+/// costs more than a small product's kernels.
+pub const POOL_KEEP_BYTES: u64 = 256 << 20;
+
+/// Raises the release threshold of `ctx`'s device's default memory pool to [`POOL_KEEP_BYTES`].
+fn keep_pool_memory(ctx: &CudaContext) -> Result<()> {
+    use cudarc::driver::result::{device, mem_pool};
+    use cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD as THRESHOLD;
+    if !ctx.has_async_alloc() {
+        return Ok(());
+    }
+    // SAFETY: the device is the context's own; the release threshold is a `u64` attribute,
+    // read into and written from a live `u64`.
+    unsafe {
+        let pool = device::get_default_mem_pool(ctx.cu_device()).op("cuDeviceGetDefaultMemPool")?;
+        let mut kept: u64 = 0;
+        mem_pool::get_attribute(pool, THRESHOLD, (&mut kept as *mut u64).cast())
+            .op("cuMemPoolGetAttribute")?;
+        if kept < POOL_KEEP_BYTES {
+            let mut keep = POOL_KEEP_BYTES;
+            mem_pool::set_attribute(pool, THRESHOLD, (&mut keep as *mut u64).cast())
+                .op("cuMemPoolSetAttribute")?;
+        }
+    }
+    Ok(())
+}
+
+impl Gpu {
+    /// Opens device `ordinal`. Streamline's embedded kernels for its architecture are loaded
+    /// when one is first launched; `ptx` (built from the same sources) is loaded now, so that
+    /// a wrong file is refused here. The device's default memory pool keeps at least
+    /// [`POOL_KEEP_BYTES`] of freed stream-ordered memory for reuse from then on, for the
+    /// whole process (`cuMemPoolTrimTo` gives it back).
+    pub fn new(ordinal: usize, ptx: Option<&Path>) -> Result<Gpu> {
+        driver_present()?;
+        let ctx = CudaContext::new(ordinal).map_err(|e| Error::NoDevice {
+            ordinal,
+            reason: e.to_string(),
+        })?;
+        // A speed-up, not a requirement: where the driver refuses it, the pool keeps its
+        // default and everything still runs.
+        let _ = keep_pool_memory(&ctx);
+        let attr = |a: Attr| ctx.attribute(a).op("cuDeviceGetAttribute");
+        let limits = DeviceLimits {
+            max_threads_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,
+            max_block: (
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)? as u32,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)? as u32,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)? as u32,
+            ),
+            max_grid: (
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)? as u32,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)? as u32,
+                attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)? as u32,
+            ),
+            max_shared_per_block: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
+                as u32,
+        };
+        let info = DeviceInfo {
+            ordinal,
+            name: ctx.name().op("cuDeviceGetName")?,
+            compute_capability: ctx.compute_capability().op("cuDeviceGetAttribute")?,
+            multiprocessors: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+            memory_bytes: ctx.total_mem().op("cuDeviceTotalMem")?,
+            copy_engines: attr(Attr::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT)? as u32,
+            l2_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u32,
+            clock_khz: attr(Attr::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)? as u32,
+            limits,
+        };
+        let stream = ctx.new_stream().op("cuStreamCreate")?;
+        let gpu = Gpu {
+            ctx,
+            stream,
+            kernels: OnceLock::new(),
+            loading: Mutex::new(()),
+            info,
+        };
+        if let Some(path) = ptx {
+            let image = KernelImage::from_file(path)?;
+            image.check_source(SOURCE_HASH)?;
+            let module = gpu.load_image(image, || Err(None))?;
+            let _ = gpu.kernels.set(module);
+        }
+        Ok(gpu)
+    }
+
+    /// Loads `image` for this device: its machine code where that runs here (else its PTX),
+    /// falling back to its PTX, or else to `ptx()` (`Err(None)`: there is none), if the driver
+    /// refuses the machine code.
+    fn load_image(
+        &self,
+        image: KernelImage,
+        ptx: impl FnOnce() -> std::result::Result<KernelImage, Option<Error>>,
+    ) -> Result<Module> {
+        let (major, minor) = self.info.compute_capability;
+        let text = image.ptx.clone();
+        let chosen = image.for_device(major, minor, driver_version().ok());
+        let Some(_) = chosen.cubin else {
+            return Module::load(&self.ctx, chosen, self.info.limits);
+        };
+        let refused = match Module::load(&self.ctx, chosen.clone(), self.info.limits) {
+            Ok(module) => return Ok(module),
+            Err(e) => e,
+        };
+        let alternative = match text {
+            Some(text) => Ok(KernelImage {
+                ptx: Some(text),
+                cubin: None,
+                ..chosen
+            }),
+            None => ptx(),
+        };
+        match alternative {
+            Ok(image) => Module::load(&self.ctx, image, self.info.limits),
+            Err(None) => Err(refused),
+            Err(Some(e)) => Err(e),
+        }
+    }
+
+    /// Loads an embedded kernel module (see [`include_kernels!`](crate::include_kernels)) for
+    /// this device's architecture, checked against its manifest: its machine code where that
+    /// runs here, else its PTX.
+    pub fn load(&self, module: &EmbeddedModule) -> Result<Module> {
+        let (major, minor) = self.info.compute_capability;
+        let image = module.image_for(major, minor)?;
+        self.load_image(image, || module.ptx_image_for(major, minor).map_err(Some))
+    }
+
+    /// Loads a kernel module from `DIR/NAME.ptx` and `DIR/NAME.manifest.json` (and the
+    /// machine code `DIR/NAME.cubin`, where the manifest records one that runs here).
+    pub fn load_file(&self, ptx: &Path) -> Result<Module> {
+        self.load_image(KernelImage::from_file(ptx)?, || Err(None))
+    }
+
+    /// The CUDA context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The stream operations use unless told otherwise.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// A new stream on this device.
+    pub fn new_stream(&self) -> Result<Arc<CudaStream>> {
+        self.ctx.new_stream().op("cuStreamCreate")
+    }
+
+    /// Facts about the device.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// Streamline's own kernels, loaded now if this is their first use.
+    pub fn kernels(&self) -> Result<&Module> {
+        if let Some(m) = self.kernels.get() {
+            return Ok(m);
+        }
+        let _guard = self
+            .loading
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(m) = self.kernels.get() {
+            return Ok(m);
+        }
+        // The first launch may come while the caller's stream is captured: loading is no part
+        // of the graph.
+        let module = super::outside_capture(|| self.load(&KERNELS))?;
+        Ok(self.kernels.get_or_init(|| module))
+    }
+
+    /// The loaded Streamline kernel image (loaded now if this is its first use).
+    pub fn image(&self) -> Result<&KernelImage> {
+        Ok(self.kernels()?.image())
+    }
+
+    /// Launches one of Streamline's own kernels: [`Module::launch`] on [`Gpu::kernels`] with a
+    /// grid, a block and no dynamic shared memory.
+    ///
+    /// # Safety
+    /// As for [`Module::launch`].
+    pub unsafe fn launch<P: bytemuck::Pod>(
+        &self,
+        stream: &CudaStream,
+        kernel: Kernel<P>,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        params: P,
+    ) -> Result<()> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            self.kernels()?
+                .launch(stream, kernel, LaunchConfig::new(grid, block), params)
+        }
+    }
+
+    /// [`Gpu::launch`] over `items` on a one-dimensional grid of `block`-thread blocks that take
+    /// `per_block` items each: `ceil(items / per_block)` blocks, at least one and at most
+    /// `max_blocks` (the kernel strides over what the grid leaves).
+    ///
+    /// # Safety
+    /// As for [`Module::launch`].
+    pub unsafe fn launch_strided<P: bytemuck::Pod>(
+        &self,
+        stream: &CudaStream,
+        kernel: Kernel<P>,
+        items: u64,
+        (block, per_block): (u32, u64),
+        max_blocks: u32,
+        params: P,
+    ) -> Result<()> {
+        let blocks = items
+            .div_ceil(per_block.max(1))
+            .clamp(1, max_blocks.max(1) as u64) as u32;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.launch(stream, kernel, (blocks, 1, 1), (block, 1, 1), params) }
+    }
+
+    /// [`Gpu::launch`] with `shared_bytes` of dynamic shared memory per block.
+    ///
+    /// # Safety
+    /// As for [`Module::launch`].
+    pub unsafe fn launch_shared<P: bytemuck::Pod>(
+        &self,
+        stream: &CudaStream,
+        kernel: Kernel<P>,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_bytes: u32,
+        params: P,
+    ) -> Result<()> {
+        let cfg = LaunchConfig::new(grid, block).with_shared(shared_bytes);
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.kernels()?.launch(stream, kernel, cfg, params) }
+    }
+}
