@@ -430,7 +430,7 @@ def test_user_kernel_layout_and_config_checked():
 
 def test_user_kernels_called_by_field_name():
     """The saxpy example's kernel and the one docs/writing-kernels.md writes (built by
-    tests/tests/out_of_tree.rs), each called from Python with its fields by name, tensors for
+    tests/tests/suite/out_of_tree.rs), each called from Python with its fields by name, tensors for
     addresses, against torch; wrong fields refused before any launch."""
     m = sl.load_module(saxpy_ptx())
     assert repr(m.saxpy) == "<kernel saxpy(x: u64, y: u64, n: u64, a: f32, pad: u32)>"
@@ -445,7 +445,7 @@ def test_user_kernels_called_by_field_name():
         m.saxpy(1, 32, x=x.cpu(), y=y, n=n, a=1.0)
     docs = os.environ.get("STREAMLINE_DOCS_PTX")
     if not docs or not os.path.exists(docs):
-        pytest.skip("STREAMLINE_DOCS_PTX names no built my_op_kernels.ptx (tests/tests/out_of_tree.rs)")
+        pytest.skip("STREAMLINE_DOCS_PTX names no built my_op_kernels.ptx (tests/tests/suite/out_of_tree.rs)")
     d = sl.load_module(docs)
     out = torch.full_like(x, float("nan"))
     d.relu_scale((n + 255) // 256, 256, x=x, y=out, n=n, scale=3.0)

@@ -309,7 +309,7 @@ fn bundle() -> Result<()> {
         std::fs::copy(exe, dir.join("tests").join(&name))?;
         tests.push(name);
     }
-    // The project `tests/tests/out_of_tree.rs` writes from docs/writing-kernels.md, when that
+    // The project `tests/tests/suite/out_of_tree.rs` writes from docs/writing-kernels.md, when that
     // test has run here: its test binaries run on the GPU machine like ours.
     if let Ok(entries) = std::fs::read_dir(target_dir().join("out-of-tree/bin")) {
         for e in entries.flatten() {
@@ -364,7 +364,7 @@ fn bundle() -> Result<()> {
         std::fs::copy(&b.ptx, d.join("saxpy_kernels.ptx"))?;
         std::fs::copy(&b.manifest_path, d.join("saxpy_kernels.manifest.json"))?;
     }
-    // The kernel of docs/writing-kernels.md, as `tests/tests/out_of_tree.rs` built it here, for
+    // The kernel of docs/writing-kernels.md, as `tests/tests/suite/out_of_tree.rs` built it here, for
     // the Python test that calls it by field name.
     if let Ok(archs) = std::fs::read_dir(target_dir().join("out-of-tree/ptx")) {
         for a in archs.flatten() {
