@@ -87,10 +87,12 @@ for tool in memcheck racecheck synccheck; do
 done
 
 step "SASS of the kernels (instruction counts)"
-if command -v ptxas >/dev/null && command -v cuobjdump >/dev/null; then
-  ptxas -arch=sm_90 -O3 "$here/ptx/sm_90/gpu_kernels.ptx" -o "$out/streamline_sm_90.cubin" &&
-    cuobjdump -sass "$out/streamline_sm_90.cubin" > "$out/sass_sm_90.txt" && echo "wrote $out/sass_sm_90.txt"
+if command -v cuobjdump >/dev/null; then
+  cuobjdump -sass "$here/sass/gpu_kernels_sm_90.cubin" > "$out/sass_sm_90.txt" && echo "wrote $out/sass_sm_90.txt"
 fi
+
+step "cold start: empty driver cache, then warm"
+"$here/cold-start.sh" "${COLD_RUNS:-3}" 2>&1 | tee "$out/cold-start.txt" || status=1
 
 step "bench"
 "$here/streamline" bench --json "$out/streamline.jsonl" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt" || status=1

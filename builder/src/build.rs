@@ -322,7 +322,7 @@ impl Builder {
             );
             write_if_changed(
                 &out.join(format!("streamline_{}.rs", built.name)),
-                built.embed_code().as_bytes(),
+                built.embed_code()?.as_bytes(),
             )?;
         }
         Ok(built)
@@ -333,9 +333,15 @@ impl Built {
     /// The expression `streamline::include_kernels!` expands to: the module's name, source
     /// hash and, per architecture, its manifest, its cubin and its PTX where embedded (the
     /// highest architecture's, every architecture's with [`Builder::all_ptx`], and any without
-    /// a cubin), all included at compile time.
-    pub fn embed_code(&self) -> String {
-        let path = |p: &Path| format!("{:?}", p.display().to_string());
+    /// a cubin), all included at compile time, the code zlib-compressed (see
+    /// [`compressed`]).
+    pub fn embed_code(&self) -> Result<String> {
+        let included = |p: &Path| -> Result<String> {
+            Ok(format!(
+                "Some(include_bytes!({:?}))",
+                compressed(p)?.display().to_string()
+            ))
+        };
         let mut code = String::from("::streamline::EmbeddedModule {\n");
         code.push_str(&format!("    name: {:?},\n", self.name));
         code.push_str(&format!("    source_hash: {:?},\n", self.source_hash));
@@ -343,23 +349,36 @@ impl Built {
         for (i, b) in self.archs.iter().enumerate() {
             let highest = i + 1 == self.archs.len();
             let ptx = if highest || self.all_ptx || b.cubin.is_none() {
-                format!("Some(include_str!({}))", path(&b.ptx))
+                included(&b.ptx)?
             } else {
                 "None".to_string()
             };
             let cubin = match &b.cubin {
-                Some(c) => format!("Some(include_bytes!({}))", path(c)),
+                Some(c) => included(c)?,
                 None => "None".to_string(),
             };
             code.push_str(&format!(
-                "        ::streamline::EmbeddedArch {{ arch: {:?}, ptx: {ptx}, cubin: {cubin}, manifest: include_str!({}) }},\n",
+                "        ::streamline::EmbeddedArch {{ arch: {:?}, ptx: {ptx}, cubin: {cubin}, manifest: include_str!({:?}) }},\n",
                 b.arch,
-                path(&b.manifest_path)
+                b.manifest_path.display().to_string()
             ));
         }
         code.push_str("    ],\n}\n");
-        code
+        Ok(code)
     }
+}
+
+/// Writes `FILE.zlib`, `file` zlib-compressed (a module's code is most of a binary that
+/// embeds it, and compresses several times over), unless it is already there, and returns its
+/// path.
+pub fn compressed(file: &Path) -> Result<PathBuf> {
+    use std::io::Write;
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(&bytes)?;
+    let out = PathBuf::from(format!("{}.zlib", file.display()));
+    write_if_changed(&out, &encoder.finish()?)?;
+    Ok(out)
 }
 
 /// Assembles every architecture's cubin with `ptxas`, all at once, and records it in its

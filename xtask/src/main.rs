@@ -269,6 +269,8 @@ fn bundle() -> Result<()> {
             "streamline",
             "-p",
             "color-jitter",
+            "-p",
+            "saxpy",
         ])
         .current_dir(&ws)
         .status()?;
@@ -322,7 +324,7 @@ fn bundle() -> Result<()> {
         }
     }
     tests.sort();
-    for bin in ["streamline", "color-jitter"] {
+    for bin in ["streamline", "color-jitter", "saxpy"] {
         std::fs::copy(target_dir().join("release").join(bin), dir.join(bin))?;
     }
     for script in [
@@ -330,19 +332,31 @@ fn bundle() -> Result<()> {
         "peers.sh",
         "cvcuda_rotate_geometry.py",
         "cvcuda_fresh_inputs.py",
+        "cold-start.sh",
     ] {
         std::fs::copy(ws.join("scripts").join(script), dir.join(script))?;
     }
-    for b in build(
+    // The highest architecture's PTX (for `--ptx`, which has the driver compile it) and its
+    // machine code (for its SASS), kept apart so that `--ptx` finds no cubin beside the PTX.
+    let built = build(
         &DEFAULT_ARCHS
             .iter()
             .map(|s| s.to_string())
             .collect::<Vec<_>>(),
-    )? {
+    )?;
+    if let Some(b) = built.last() {
         let d = dir.join("ptx").join(&b.arch);
         std::fs::create_dir_all(&d)?;
         std::fs::copy(&b.ptx, d.join("gpu_kernels.ptx"))?;
         std::fs::copy(&b.manifest_path, d.join("gpu_kernels.manifest.json"))?;
+        if let Some(cubin) = &b.cubin {
+            std::fs::create_dir_all(dir.join("sass"))?;
+            std::fs::copy(
+                cubin,
+                dir.join("sass")
+                    .join(format!("gpu_kernels_{}.cubin", b.arch)),
+            )?;
+        }
     }
     // The Python package: its wheel, tests and examples, and the saxpy example's kernels for
     // the test that launches a user's kernel module from Python.

@@ -11,17 +11,34 @@ use streamline_builder::manifest::{
 };
 use streamline_device::Kernel;
 
-/// One architecture of an [`EmbeddedModule`].
+/// One architecture of an [`EmbeddedModule`]. The code is zlib-compressed (it is most of a
+/// binary that embeds it); only what a device loads is inflated.
 #[derive(Clone, Copy, Debug)]
 pub struct EmbeddedArch {
     /// The architecture, e.g. `sm_90`.
     pub arch: &'static str,
-    /// Its PTX, where embedded (the highest architecture's, for newer devices).
-    pub ptx: Option<&'static str>,
-    /// Its machine code, where built.
+    /// Its PTX, zlib-compressed, where embedded (the highest architecture's, for newer
+    /// devices).
+    pub ptx: Option<&'static [u8]>,
+    /// Its machine code, zlib-compressed, where built.
     pub cubin: Option<&'static [u8]>,
     /// Its manifest's JSON.
     pub manifest: &'static str,
+}
+
+impl EmbeddedArch {
+    /// `bytes` inflated; `what` names them for the error.
+    fn inflate(&self, module: &str, what: &str, bytes: &[u8]) -> Result<Vec<u8>> {
+        use std::io::Read;
+        let mut out = Vec::new();
+        flate2::read::ZlibDecoder::new(bytes)
+            .read_to_end(&mut out)
+            .map_err(|e| Error::KernelImage {
+                origin: format!("embedded {module} {}", self.arch),
+                reason: format!("its {what} does not inflate: {e}"),
+            })?;
+        Ok(out)
+    }
 }
 
 /// The kernels of one kernel crate, embedded at compile time by [`include_kernels!`] from what
@@ -138,7 +155,7 @@ impl EmbeddedModule {
             return KernelImage::checked(
                 format!("embedded {} {} (cubin)", self.name, a.arch),
                 None,
-                Some(Cow::Borrowed(cubin)),
+                Some(Cow::Owned(a.inflate(self.name, "cubin", cubin)?)),
                 manifest,
             );
         }
@@ -169,9 +186,19 @@ impl EmbeddedModule {
                     self.contents()
                 ),
             })?;
+        let ptx = match a.ptx {
+            Some(z) => {
+                let bytes = a.inflate(self.name, "PTX", z)?;
+                Some(String::from_utf8(bytes).map_err(|_| Error::KernelImage {
+                    origin: format!("embedded {} {}", self.name, a.arch),
+                    reason: "its PTX is not UTF-8 text".into(),
+                })?)
+            }
+            None => None,
+        };
         KernelImage::checked(
             format!("embedded {} {} (PTX)", self.name, a.arch),
-            a.ptx.map(str::to_string),
+            ptx,
             None,
             self.manifest(a)?,
         )
