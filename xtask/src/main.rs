@@ -308,6 +308,9 @@ fn bundle() -> Result<()> {
         let pkg = v["target"]["name"].as_str().unwrap_or("test");
         let kind = v["target"]["kind"][0].as_str().unwrap_or("test");
         let name = format!("{}-{}", kind, pkg);
+        if !has_tests(Path::new(exe))? {
+            continue;
+        }
         std::fs::copy(exe, dir.join("tests").join(&name))?;
         tests.push(name);
     }
@@ -422,6 +425,20 @@ echo "run-tests: all test binaries passed"
         size as f64 / (1 << 20) as f64
     );
     Ok(())
+}
+
+/// Whether the test binary `exe` holds any test (`--list` runs none; crates without tests
+/// still make a binary, which the bundle leaves out).
+fn has_tests(exe: &Path) -> Result<bool> {
+    let out = Command::new(exe)
+        .args(["--list", "--format", "terse"])
+        .output()?;
+    if !out.status.success() {
+        bail!("{} --list failed", exe.display());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.ends_with(": test")))
 }
 
 fn walk_size(dir: &Path) -> Result<u64> {

@@ -2,12 +2,12 @@
 
 use anyhow::Result;
 use std::path::Path;
-use streamline::runtime::{device_count, driver_version, embedded_archs, Gpu, SOURCE_HASH};
+use streamline::runtime::{device_count, driver_version, Gpu, KERNELS, SOURCE_HASH};
 
 pub fn run(device: usize, ptx: Option<&Path>) -> Result<()> {
     println!(
-        "embedded PTX: {} (kernel sources {})",
-        embedded_archs().join(", "),
+        "embedded kernels: {} (kernel sources {})",
+        KERNELS.contents(),
         &SOURCE_HASH[..12]
     );
     let (major, minor) = driver_version()?;
@@ -40,7 +40,7 @@ pub fn run(device: usize, ptx: Option<&Path>) -> Result<()> {
             "    {:<20} {:>5} {:>8} {:>8}",
             "kernel", "regs", "smem B", "local B"
         );
-        for (name, f) in gpu.kernels()?.functions()? {
+        for (name, f) in gpu.kernels()?.functions() {
             println!(
                 "    {:<20} {:>5} {:>8} {:>8}",
                 name,

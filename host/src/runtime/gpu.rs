@@ -195,7 +195,9 @@ impl Gpu {
         &self.info
     }
 
-    /// Streamline's own kernels, loaded now if this is their first use.
+    /// Streamline's own kernels, loaded now if this is their first use. Loading may wait for
+    /// the device's work in progress (the driver's choice): a program that keeps kernels
+    /// waiting on one another across streams calls this before it starts them.
     pub fn kernels(&self) -> Result<&Module> {
         if let Some(m) = self.kernels.get() {
             return Ok(m);

@@ -98,8 +98,8 @@ impl EmbeddedModule {
         self.archs.iter().map(|a| a.arch).collect()
     }
 
-    /// What is embedded, for messages: `sm_80 (cubin), sm_90 (cubin, PTX)`.
-    fn contents(&self) -> String {
+    /// What is embedded: `sm_80 (cubin), sm_90 (cubin, PTX)`.
+    pub fn contents(&self) -> String {
         let parts: Vec<String> = self
             .archs
             .iter()

@@ -126,7 +126,7 @@ impl Module {
                 ),
             ));
         }
-        let (entry, loaded) = self.loaded_at(i)?;
+        let (entry, loaded) = self.loaded_at(i);
         let mut raw = RawParams([0; MAX_PARAM_BYTES]);
         raw.0[..params.len()].copy_from_slice(params);
         // SAFETY: the size (and alignment, if given) equal the kernel parameter's (checked

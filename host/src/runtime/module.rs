@@ -1,6 +1,7 @@
-//! A kernel module loaded on a device. Its kernels' functions are resolved when each is first
-//! launched, so a program pays only for the kernels it runs (with the driver's lazy loading,
-//! only those reach the device).
+//! A kernel module loaded on a device, every kernel's function resolved as it loads: the
+//! driver may synchronize the context to load a function, which must not happen at a first
+//! launch while other streams' work runs (a kernel that waits for another stream's would never
+//! see it).
 
 use super::config::{check, DeviceLimits, FunctionLimits, LaunchConfig};
 use super::image::KernelImage;
@@ -9,27 +10,26 @@ use cudarc::driver::sys::CUfunction_attribute as FnAttr;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use streamline_builder::manifest::EntryInfo;
 use streamline_device::Kernel;
 
-/// One kernel's function, resolved on first use.
+/// One kernel's function.
 pub(super) struct Loaded {
     pub function: CudaFunction,
     pub limits: FunctionLimits,
 }
 
-/// A kernel module loaded on a device, each kernel of its manifest resolved when first
-/// launched.
+/// A kernel module loaded on a device: every kernel of its manifest, ready to launch.
 ///
 /// Made by [`Gpu::load`](crate::Gpu::load) (an embedded module) or
 /// [`Gpu::load_file`](crate::Gpu::load_file); Streamline's own kernels are one such module
 /// ([`Gpu::kernels`](crate::Gpu::kernels)).
 pub struct Module {
     pub(super) image: KernelImage,
-    module: Arc<CudaModule>,
-    /// Per manifest entry, in its order: the function once resolved.
-    functions: Vec<OnceLock<Loaded>>,
+    _module: Arc<CudaModule>,
+    /// Per manifest entry, in its order: its function.
+    functions: Vec<Loaded>,
     /// Manifest entry index by kernel name.
     index: HashMap<String, usize>,
     pub(super) limits: DeviceLimits,
@@ -58,10 +58,13 @@ impl Module {
             .enumerate()
             .map(|(i, e)| (e.name.clone(), i))
             .collect();
-        let functions = entries.iter().map(|_| OnceLock::new()).collect();
+        let functions = entries
+            .iter()
+            .map(|e| resolve(&module, &image, &e.name))
+            .collect::<Result<_>>()?;
         Ok(Module {
             image,
-            module,
+            _module: module,
             functions,
             index,
             limits,
@@ -71,34 +74,6 @@ impl Module {
     /// The code and manifest this module was loaded from.
     pub fn image(&self) -> &KernelImage {
         &self.image
-    }
-
-    /// The function of manifest entry `i`, resolved now if this is its first use.
-    fn resolve(&self, i: usize) -> Result<&Loaded> {
-        let cell = &self.functions[i];
-        if let Some(loaded) = cell.get() {
-            return Ok(loaded);
-        }
-        let name = &self.image.manifest.kernels[i].name;
-        // The first launch may come while the caller's stream is captured: loading the
-        // function onto the device is no part of the graph.
-        let (function, limits) = super::outside_capture(|| {
-            let function = self
-                .module
-                .load_function(name)
-                .map_err(|e| Error::KernelImage {
-                    origin: self.image.origin.clone(),
-                    reason: format!("cannot load kernel `{name}`: {e}"),
-                })?;
-            let attr = |a: FnAttr| function.get_attribute(a).op("cuFuncGetAttribute");
-            let limits = FunctionLimits {
-                max_threads: attr(FnAttr::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,
-                static_shared: attr(FnAttr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as u32,
-            };
-            Ok((function, limits))
-        })?;
-        // Another thread may have resolved it meanwhile: the same function either way.
-        Ok(cell.get_or_init(|| Loaded { function, limits }))
     }
 
     /// The manifest entry index of the kernel named `name`.
@@ -119,19 +94,18 @@ impl Module {
             .ok_or_else(|| self.image.missing(name))?;
         let entry = self.entry_at(i);
         self.image.check_entry(entry, kernel)?;
-        Ok((entry, self.resolve(i)?))
+        Ok((entry, &self.functions[i]))
     }
 
     /// The manifest entry and function of the kernel at index `i`, without a declaration.
-    pub(super) fn loaded_at(&self, i: usize) -> Result<(&EntryInfo, &Loaded)> {
-        Ok((self.entry_at(i), self.resolve(i)?))
+    pub(super) fn loaded_at(&self, i: usize) -> (&EntryInfo, &Loaded) {
+        (self.entry_at(i), &self.functions[i])
     }
 
-    /// Every kernel's name and function, in the manifest's order (each resolved now).
-    pub fn functions(&self) -> Result<Vec<(&str, &CudaFunction)>> {
+    /// Every kernel's name and function, in the manifest's order.
+    pub fn functions(&self) -> impl Iterator<Item = (&str, &CudaFunction)> {
         (0..self.functions.len())
-            .map(|i| Ok((self.entry_at(i).name.as_str(), &self.resolve(i)?.function)))
-            .collect()
+            .map(|i| (self.entry_at(i).name.as_str(), &self.functions[i].function))
     }
 
     /// The function of `kernel` (for its attributes: registers, local memory).
@@ -145,4 +119,18 @@ impl Module {
         let (entry, loaded) = self.loaded(kernel)?;
         check(&entry.name, entry.bounds, loaded.limits, &self.limits, cfg)
     }
+}
+
+/// The function `name` of `module` (loaded from `image`) and what it allows.
+fn resolve(module: &Arc<CudaModule>, image: &KernelImage, name: &str) -> Result<Loaded> {
+    let function = module.load_function(name).map_err(|e| Error::KernelImage {
+        origin: image.origin.clone(),
+        reason: format!("cannot load kernel `{name}`: {e}"),
+    })?;
+    let attr = |a: FnAttr| function.get_attribute(a).op("cuFuncGetAttribute");
+    let limits = FunctionLimits {
+        max_threads: attr(FnAttr::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,
+        static_shared: attr(FnAttr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as u32,
+    };
+    Ok(Loaded { function, limits })
 }

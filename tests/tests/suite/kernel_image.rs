@@ -16,6 +16,21 @@ fn ptx(img: &KernelImage) -> &str {
     img.ptx.as_deref().expect("a PTX image")
 }
 
+/// Writes `img`'s PTX and manifest as `k.ptx` and `k.manifest.json` into a new folder named
+/// after `what`; returns the folder and the PTX's path.
+fn write_files(img: &KernelImage, what: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("streamline-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("k.ptx");
+    std::fs::write(&p, ptx(img)).unwrap();
+    std::fs::write(
+        dir.join("k.manifest.json"),
+        serde_json::to_string(&img.manifest).unwrap(),
+    )
+    .unwrap();
+    (dir, p)
+}
+
 /// Replaces `from` by `to` in `img`'s PTX.
 fn edit(img: &mut KernelImage, from: &str, to: &str) {
     img.ptx = Some(ptx(img).replace(from, to));
@@ -94,16 +109,7 @@ fn a_cubin_replaced_behind_its_manifest_is_refused() {
 #[test]
 fn a_file_image_keeps_the_code_that_suits_the_device() {
     let cubin = KERNELS.image_for_driver(9, 0, None).unwrap();
-    let img = image();
-    let dir = std::env::temp_dir().join(format!("streamline-cubin-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("k.ptx");
-    std::fs::write(&p, ptx(&img)).unwrap();
-    std::fs::write(
-        dir.join("k.manifest.json"),
-        serde_json::to_string(&img.manifest).unwrap(),
-    )
-    .unwrap();
+    let (dir, p) = write_files(&image(), "cubin");
     std::fs::write(dir.join("k.cubin"), cubin.cubin.as_deref().unwrap()).unwrap();
     let file = KernelImage::from_file(&p).unwrap();
     assert!(file.ptx.is_some() && file.cubin.is_some());
@@ -214,15 +220,7 @@ fn a_line_appended_to_the_ptx_is_refused_and_the_built_one_loads() {
     let img = image();
     assert!(img.manifest.ptx_sha256.is_some());
     img.validate().unwrap();
-    let dir = std::env::temp_dir().join(format!("streamline-ptx-append-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("k.ptx");
-    std::fs::write(&p, ptx(&img)).unwrap();
-    std::fs::write(
-        dir.join("k.manifest.json"),
-        serde_json::to_string(&img.manifest).unwrap(),
-    )
-    .unwrap();
+    let (dir, p) = write_files(&img, "ptx-append");
     KernelImage::from_file(&p).unwrap();
     std::fs::write(&p, format!("{}// appended after the build\n", ptx(&img))).unwrap();
     let e = KernelImage::from_file(&p).unwrap_err().to_string();
