@@ -1,4 +1,4 @@
-//! Subcommands of the `streamline` binary.
+//! The `streamline` command line: the kernels, benchmarks and stream scenarios run from a shell.
 
 mod bench;
 mod heavy;
@@ -10,11 +10,12 @@ mod pipeline;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+use streamline::scenarios::parse_count;
 
 /// Custom Rust GPU kernels over CUDA streams.
 #[derive(Parser)]
 #[command(name = "streamline", version, about)]
-pub struct Cli {
+struct Cli {
     /// CUDA device ordinal.
     #[arg(long, global = true, default_value_t = 0)]
     device: usize,
@@ -44,7 +45,29 @@ enum Command {
     Pipeline(pipeline::PipelineArgs),
 }
 
-pub fn run(cli: Cli) -> Result<()> {
+fn main() {
+    restore_sigpipe();
+    let args = Cli::parse();
+    if let Err(e) = run(args) {
+        // One clear line, no backtrace.
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+/// Lets a closed pipe end the process quietly, as it ends other command-line tools
+/// (`streamline info | head`): Rust starts programs with SIGPIPE ignored, so a write to a closed
+/// stdout fails and `println!` panics.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in `main`, before any other thread exists, and SIG_DFL is a
+    // valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Info => info::run(cli.device, cli.ptx.as_deref()),
         Command::Heavy(a) => heavy::run(cli.device, cli.ptx.as_deref(), a),
@@ -55,5 +78,3 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Pipeline(a) => pipeline::run(cli.device, cli.ptx.as_deref(), a),
     }
 }
-
-pub use streamline::scenarios::parse_count;

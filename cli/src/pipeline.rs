@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
-use streamline::engine::Timeline;
+use streamline::engine::{interrupt, Timeline};
 use streamline::scenarios::{
     augment_train, branches, copy_overlap, encoder_decoder, heavy_split, multistage, prefetch,
     Common, Report,
@@ -158,7 +158,7 @@ pub fn run(device: usize, ptx: Option<&Path>, a: PipelineArgs) -> Result<()> {
     let gpu = Gpu::new(device, ptx)?;
     // Ctrl-C stops the run at its next iteration: the work already queued finishes, everything
     // is freed, and the error says how far it got (a second Ctrl-C kills the process).
-    streamline::engine::interrupt::install_ctrl_c()?;
+    install_ctrl_c()?;
     let r = match go(&gpu, &c) {
         Ok(r) => r,
         Err(streamline::Error::Interrupted(why)) => {
@@ -284,4 +284,16 @@ fn print(r: &Report) {
         "check: {} sampled elements against the CPU reference, {} outside the bound, {} unwritten",
         r.check.compared, r.check.failures, r.check.unwritten
     );
+}
+
+/// Makes Ctrl-C (SIGINT) [`request`](interrupt::request) a stop instead of killing the
+/// process; a second Ctrl-C kills it as usual.
+fn install_ctrl_c() -> Result<()> {
+    ctrlc::set_handler(|| {
+        if interrupt::requested() {
+            std::process::exit(130);
+        }
+        interrupt::request();
+    })
+    .context("cannot install the Ctrl-C handler")
 }
