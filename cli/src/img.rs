@@ -348,7 +348,7 @@ pub fn synthetic_image(size: usize, index: usize) -> Vec<u8> {
 /// The PNG/JPEG images of `dir` (sorted by name, one size), decoded to RGB: their shape, their
 /// bytes in NHWC (as decoded) and their names.
 fn read_images(dir: &Path) -> Result<(Shape, Vec<u8>, Vec<String>)> {
-    let files = streamline::data::folder::list_images(dir)?;
+    let files = streamline_scenarios::folder::list_images(dir)?;
     if files.is_empty() {
         bail!(
             "invalid argument `input`: no PNG or JPEG files in {}",

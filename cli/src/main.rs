@@ -10,7 +10,7 @@ mod pipeline;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
-use streamline::scenarios::parse_count;
+use streamline_scenarios::parse_count;
 
 /// Custom Rust GPU kernels over CUDA streams.
 #[derive(Parser)]

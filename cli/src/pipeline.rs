@@ -4,11 +4,11 @@
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use streamline::engine::{interrupt, Timeline};
-use streamline::scenarios::{
+use streamline::Gpu;
+use streamline_scenarios::{
     augment_train, branches, copy_overlap, encoder_decoder, heavy_split, multistage, prefetch,
     Common, Report,
 };
-use streamline::Gpu;
 
 #[derive(clap::Args, Debug)]
 pub struct PipelineArgs {
@@ -163,7 +163,7 @@ pub fn run(device: usize, ptx: Option<&Path>, a: PipelineArgs) -> Result<()> {
         Ok(r) => r,
         Err(streamline::Error::Interrupted(why)) => {
             // Write what was recorded before the interruption, then stop with one line.
-            let wrote = match streamline::scenarios::take_last_recorded() {
+            let wrote = match streamline_scenarios::take_last_recorded() {
                 Some(t) => write_timeline(&args, &t, "recorded before the interruption")?,
                 None => 0,
             };

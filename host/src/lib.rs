@@ -15,7 +15,6 @@ pub mod error;
 pub mod ops;
 pub mod reference;
 pub mod runtime;
-pub mod scenarios;
 pub mod spec;
 pub mod testing;
 pub mod timing;

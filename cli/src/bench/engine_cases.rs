@@ -8,7 +8,7 @@ use serde_json::json;
 use streamline::data::randn_f32;
 use streamline::engine::memory::h2d;
 use streamline::engine::{PinnedBuffer, StreamPool};
-use streamline::scenarios::{
+use streamline_scenarios::{
     augment_train, branches, copy_overlap, heavy_split, multistage, prefetch, Common, Report,
     Training,
 };

@@ -98,6 +98,3 @@ pub fn count_unwritten<T: HeavyHost>(y: &[T]) -> usize {
     use rayon::prelude::*;
     y.par_iter().filter(|v| v.is_poison()).count()
 }
-
-pub mod folder;
-pub use folder::ImageFolder;

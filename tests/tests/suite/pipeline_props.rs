@@ -15,8 +15,8 @@ use streamline::engine::{DeviceBuffer, PinnedBuffer, Plan, StreamPool};
 use streamline::ops::heavy::heavy;
 use streamline::ops::spin::spin_copy;
 use streamline::reference::heavy::compare_f32;
-use streamline::scenarios::{branches, prefetch};
 use streamline::Gpu;
+use streamline_scenarios::{branches, prefetch};
 use streamline_tests::{gpu, gpu_property};
 
 const POOL: usize = 4;
@@ -250,7 +250,7 @@ fn branches_output_is_schedule_independent() {
 fn multistage_output_is_schedule_independent() {
     use streamline::ops::matmul::Gemm;
     use streamline::reference::matmul as refmm;
-    use streamline::scenarios::multistage;
+    use streamline_scenarios::multistage;
     let strategy = (
         prop::sample::select(vec![1usize, 7, 33, 64]),
         prop::sample::select(vec![1usize, 5, 64, 97]),

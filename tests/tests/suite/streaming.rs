@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use streamline::data::randn_f32;
 use streamline::engine::StreamPool;
-use streamline::scenarios::{augment_train, prefetch, Common, Footprint, Training};
+use streamline_scenarios::{augment_train, prefetch, Common, Footprint, Training};
 use streamline_tests::gpu;
 
 fn sanitized() -> bool {

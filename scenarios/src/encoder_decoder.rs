@@ -12,15 +12,15 @@ use super::{
     check_mlp_weights, median_ms, per_step_us, recorded, sample_indices, Check, Common, Report,
     Training, THROUGHPUT_COLUMNS,
 };
-use crate::data::{fan_in_weights, randn_f32};
-use crate::engine::pipeline::StageCall;
-use crate::engine::{DeviceBuffer, OpKind, PipelineSpec, Plan, StreamPool};
-use crate::error::{Error, Result};
-use crate::ops::matmul::{sgemm, Gemm, Kernel};
-use crate::ops::train::relu;
-use crate::reference::matmul::gamma;
-use crate::reference::train::{mlp_step, Mlp};
-use crate::Gpu;
+use streamline::data::{fan_in_weights, randn_f32};
+use streamline::engine::pipeline::StageCall;
+use streamline::engine::{DeviceBuffer, OpKind, PipelineSpec, Plan, StreamPool};
+use streamline::error::{Error, Result};
+use streamline::ops::matmul::{sgemm, Gemm, Kernel};
+use streamline::ops::train::relu;
+use streamline::reference::matmul::gamma;
+use streamline::reference::train::{mlp_step, Mlp};
+use streamline::Gpu;
 
 /// Options of `encoder-decoder`.
 #[derive(Clone, Debug, clap::Args)]
@@ -191,8 +191,8 @@ fn verify(
 ) -> Result<Check> {
     let lanes = [0, 1];
     let dec = pool.stream(1)?;
-    crate::engine::memory::h2d(dec, &su.w1[..], &mut su.decoder.w1)?;
-    crate::engine::memory::h2d(dec, &su.w2[..], &mut su.decoder.w2)?;
+    streamline::engine::memory::h2d(dec, &su.w1[..], &mut su.decoder.w1)?;
+    streamline::engine::memory::h2d(dec, &su.w2[..], &mut su.decoder.w2)?;
     let last = o.train.steps - 1;
     plan.run(pool, &lanes, 0..last, None, |c| su.stage(gpu, o, c))?;
     let w1 = su.decoder.w1.to_vec(dec)?;

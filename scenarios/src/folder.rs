@@ -1,9 +1,9 @@
 //! Images from a folder, decoded to uint8 RGB batches: what torchvision's `ImageFolder` and a
-//! `DataLoader` give a training loop, for [`crate::engine::Loader`]'s threads to run.
+//! `DataLoader` give a training loop, for [`streamline::engine::Loader`]'s threads to run.
 
-use crate::error::{Error, Result};
 use image::imageops::FilterType;
 use std::path::{Path, PathBuf};
+use streamline::error::{Error, Result};
 
 /// Whether `p` names a PNG or JPEG file.
 fn is_image(p: &Path) -> bool {

@@ -4,14 +4,14 @@
 //! overwrite must wait for *both* readers.
 
 use super::{recorded, sample_indices, time_three_ways, Check, Common, Report, OVERLAPPED_LANES};
-use crate::data::{randn_f32, POISON_F32};
-use crate::engine::memory::{d2d, h2d};
-use crate::engine::{DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, StreamPool};
-use crate::error::{Error, Result};
-use crate::ops::heavy::heavy;
-use crate::ops::spin::spin_copy;
-use crate::reference::heavy::compare_f32;
-use crate::Gpu;
+use streamline::data::{randn_f32, POISON_F32};
+use streamline::engine::memory::{d2d, h2d};
+use streamline::engine::{DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, StreamPool};
+use streamline::error::{Error, Result};
+use streamline::ops::heavy::heavy;
+use streamline::ops::spin::spin_copy;
+use streamline::reference::heavy::compare_f32;
+use streamline::Gpu;
 
 /// Options of `branches`.
 #[derive(Clone, Debug, clap::Args)]
@@ -74,7 +74,7 @@ fn stage(
     bufs: &mut Buffers,
     n: usize,
     inputs: usize,
-    c: &crate::engine::pipeline::StageCall,
+    c: &streamline::engine::pipeline::StageCall,
 ) -> Result<()> {
     match c.stage {
         0 => {

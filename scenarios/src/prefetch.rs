@@ -9,17 +9,17 @@
 use super::{
     median_ms, recorded, sample_indices, Check, Common, Footprint, Report, MIB, OVERLAPPED_LANES,
 };
-use crate::data::{randn_f32, POISON_F32};
-use crate::engine::memory::{d2h, h2d};
-use crate::engine::pipeline::StageCall;
-use crate::engine::{
+use streamline::data::{randn_f32, POISON_F32};
+use streamline::engine::memory::{d2h, h2d};
+use streamline::engine::pipeline::StageCall;
+use streamline::engine::{
     DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, Plan, Recorder, SteadyGraphs, StreamPool,
     Streamed,
 };
-use crate::error::{Error, Result};
-use crate::ops::heavy::heavy;
-use crate::reference::heavy::compare_f32;
-use crate::Gpu;
+use streamline::error::{Error, Result};
+use streamline::ops::heavy::heavy;
+use streamline::reference::heavy::compare_f32;
+use streamline::Gpu;
 
 /// Options of `prefetch`.
 #[derive(Clone, Debug, clap::Args)]
@@ -334,7 +334,7 @@ pub fn validate(o: &Options) -> Result<()> {
             format!("must be in 1..=2^28, got {}", o.batch),
         ));
     }
-    if !(1..=crate::engine::pipeline::MAX_DEPTH).contains(&o.depth) {
+    if !(1..=streamline::engine::pipeline::MAX_DEPTH).contains(&o.depth) {
         return Err(Error::arg(
             "depth",
             format!("must be in 1..=16, got {}", o.depth),

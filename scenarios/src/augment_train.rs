@@ -19,24 +19,25 @@ use super::{
     check_mlp_weights, median_ms, per_step_us, recorded, sample_indices, Check, Common, Footprint,
     Report, Training, MIB, THROUGHPUT_COLUMNS,
 };
-use crate::data::{fan_in_weights, ImageFolder};
-use crate::engine::memory::h2d;
-use crate::engine::pipeline::StageCall;
-use crate::engine::{
-    DeviceBuffer, Loader, LoaderStats, OpKind, PinnedBuffer, PipelineSpec, Plan, SteadyGraphs,
-    StreamPool, Streamed,
-};
-use crate::error::{DriverContext, Error, Result};
-use crate::ops::image::{Augment, AugmentConfig, AugmentDraw, Layout, Shape};
-use crate::ops::matmul::{sgemm, Gemm, Kernel};
-use crate::ops::train::{mse_grad, relu, relu_backward, sgd, transpose};
-use crate::reference::image as refimg;
-use crate::reference::train::{mlp_step, Mlp};
-use crate::Gpu;
+use crate::folder::ImageFolder;
 use cudarc::driver::CudaStream;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::path::PathBuf;
 use std::sync::Arc;
+use streamline::data::fan_in_weights;
+use streamline::engine::memory::h2d;
+use streamline::engine::pipeline::StageCall;
+use streamline::engine::{
+    DeviceBuffer, Loader, LoaderStats, OpKind, PinnedBuffer, PipelineSpec, Plan, SteadyGraphs,
+    StreamPool, Streamed,
+};
+use streamline::error::{DriverContext, Error, Result};
+use streamline::ops::image::{Augment, AugmentConfig, AugmentDraw, Layout, Shape};
+use streamline::ops::matmul::{sgemm, Gemm, Kernel};
+use streamline::ops::train::{mse_grad, relu, relu_backward, sgd, transpose};
+use streamline::reference::image as refimg;
+use streamline::reference::train::{mlp_step, Mlp};
+use streamline::Gpu;
 
 /// Options of `augment-train`.
 #[derive(Clone, Debug, clap::Args)]
@@ -750,8 +751,8 @@ pub fn run_with(
     let pool = StreamPool::new(
         gpu,
         &[
-            crate::engine::pool::StreamSpec::new("transform"),
-            crate::engine::pool::StreamSpec::new("model"),
+            streamline::engine::pool::StreamSpec::new("transform"),
+            streamline::engine::pool::StreamSpec::new("model"),
         ],
     )?;
     let (headline, smallest) = o.train.headline_and_smallest();

@@ -4,14 +4,14 @@
 //! product overlap batch N's second product.
 
 use super::{recorded, sample_indices, time_three_ways, Check, Common, Report, OVERLAPPED_LANES};
-use crate::data::{randn_f32, POISON_F32};
-use crate::engine::memory::{d2h, h2d};
-use crate::engine::pipeline::StageCall;
-use crate::engine::{DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, StreamPool};
-use crate::error::{Error, Result};
-use crate::ops::matmul::{sgemm, Gemm, Kernel};
-use crate::reference::matmul as refmm;
-use crate::Gpu;
+use streamline::data::{randn_f32, POISON_F32};
+use streamline::engine::memory::{d2h, h2d};
+use streamline::engine::pipeline::StageCall;
+use streamline::engine::{DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, StreamPool};
+use streamline::error::{Error, Result};
+use streamline::ops::matmul::{sgemm, Gemm, Kernel};
+use streamline::reference::matmul as refmm;
+use streamline::Gpu;
 
 /// Options of `multistage`.
 #[derive(Clone, Debug, clap::Args)]

@@ -12,16 +12,16 @@
 //! queued before the copies, still run beside whichever copy is in flight.
 
 use super::{median_ms, sample_indices, Check, Common, Report, Row};
-use crate::data::{randn_f32, POISON_F32};
-use crate::engine::memory::{d2h, h2d};
-use crate::engine::pool::StreamSpec;
-use crate::engine::timeline::{intersection, length, union, Interval};
-use crate::engine::{DeviceBuffer, OpKind, PinnedBuffer, Recorder, StreamPool, Timeline};
-use crate::error::{Error, Result};
-use crate::ops::matmul::{sgemm, Gemm, Kernel};
-use crate::reference::matmul as refmm;
-use crate::Gpu;
 use std::time::Instant;
+use streamline::data::{randn_f32, POISON_F32};
+use streamline::engine::memory::{d2h, h2d};
+use streamline::engine::pool::StreamSpec;
+use streamline::engine::timeline::{intersection, length, union, Interval};
+use streamline::engine::{DeviceBuffer, OpKind, PinnedBuffer, Recorder, StreamPool, Timeline};
+use streamline::error::{Error, Result};
+use streamline::ops::matmul::{sgemm, Gemm, Kernel};
+use streamline::reference::matmul as refmm;
+use streamline::Gpu;
 
 /// Options of `copy-overlap`.
 #[derive(Clone, Debug, clap::Args)]

@@ -1,6 +1,8 @@
-//! The seeds' stream scenarios as runnable, measured, checked programs (`streamline pipeline`).
+//! The seeds' stream scenarios as runnable, measured, checked programs (`streamline pipeline`),
+//! kept apart from the library because they bring what a kernel crate does not need: command-line
+//! options, image decoding and the CPU references they check against.
 //!
-//! Each scenario builds a [`PipelineSpec`](crate::engine::PipelineSpec), runs it with every
+//! Each scenario builds a [`PipelineSpec`](streamline::engine::PipelineSpec), runs it with every
 //! lane on one stream (serial) and with one stream per lane (overlapped), optionally replays it
 //! as a CUDA graph, records one overlapped run's timeline, and checks a sample of the output
 //! against the CPU reference.
@@ -13,20 +15,21 @@ pub mod augment_train;
 pub mod branches;
 pub mod copy_overlap;
 pub mod encoder_decoder;
+pub mod folder;
 pub mod heavy_split;
 pub mod multistage;
 pub mod prefetch;
 
-use crate::engine::pipeline::StageCall;
-use crate::engine::timeline::OverlapMetrics;
-use crate::engine::{Plan, Recorder, StreamPool, Timeline};
-use crate::error::{DriverContext, Error, Result};
-use crate::reference::heavy::Comparison;
-use crate::reference::train::Bounded;
-use crate::timing::median;
-use crate::Gpu;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::ops::Range;
+use streamline::engine::pipeline::StageCall;
+use streamline::engine::timeline::OverlapMetrics;
+use streamline::engine::{Plan, Recorder, StreamPool, Timeline};
+use streamline::error::{DriverContext, Error, Result};
+use streamline::reference::heavy::Comparison;
+use streamline::reference::train::Bounded;
+use streamline::timing::median;
+use streamline::Gpu;
 
 /// Options every scenario takes.
 #[derive(Clone, Debug)]
@@ -228,7 +231,7 @@ impl Check {
         }
     }
 
-    /// Adds a comparison of `n` elements made by [`crate::reference::heavy`].
+    /// Adds a comparison of `n` elements made by [`streamline::reference::heavy`].
     pub fn add(&mut self, what: &str, c: &Comparison, unwritten: usize) {
         self.compared += c.count;
         self.failures += c.failures;
@@ -255,7 +258,7 @@ pub(crate) fn per_step_us(t: &Timeline, name: &str, steps: usize) -> f64 {
 /// `hidden` values each) that `want` lists, against [`mlp_step`]'s values and bounds;
 /// elements with an infinite bound (a ReLU decision that could go either way) are skipped.
 ///
-/// [`mlp_step`]: crate::reference::train::mlp_step
+/// [`mlp_step`]: streamline::reference::train::mlp_step
 pub(crate) fn check_mlp_weights(
     check: &mut Check,
     prefix: &str,

@@ -3,12 +3,12 @@
 //! pay, if ever?
 
 use super::{median_ms, recorded, sample_indices, Check, Common, Report, Row};
-use crate::data::{randn_f32, POISON_F32};
-use crate::engine::{DeviceBuffer, OpKind, PipelineSpec, Plan, StreamPool};
-use crate::error::{Error, Result};
-use crate::ops::heavy::heavy;
-use crate::reference::heavy::compare_f32;
-use crate::Gpu;
+use streamline::data::{randn_f32, POISON_F32};
+use streamline::engine::{DeviceBuffer, OpKind, PipelineSpec, Plan, StreamPool};
+use streamline::error::{Error, Result};
+use streamline::ops::heavy::heavy;
+use streamline::reference::heavy::compare_f32;
+use streamline::Gpu;
 
 /// Options of `heavy-split`.
 #[derive(Clone, Debug, clap::Args)]
@@ -86,7 +86,7 @@ fn run_parts(
     plan: &Plan,
     lanes: &[usize],
     sz: &mut Size,
-    rec: Option<&mut crate::engine::Recorder>,
+    rec: Option<&mut streamline::engine::Recorder>,
 ) -> Result<()> {
     plan.run(pool, lanes, 0..1, rec, |c| {
         let (x, y) = &mut sz.parts[c.stage];
