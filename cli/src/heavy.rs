@@ -8,11 +8,11 @@ use half::f16;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
-use streamline::data::{count_unwritten, HeavyHost};
 use streamline::error::DriverContext;
 use streamline::ops::heavy::heavy;
 use streamline::timing::{median, time_on};
 use streamline::Gpu;
+use streamline_testing::data::{count_unwritten, HeavyHost};
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum Dtype {

@@ -4,13 +4,13 @@
 use super::parse_count;
 use anyhow::{bail, Context, Result};
 use cudarc::driver::CudaSlice;
-use streamline::data::{count_unwritten, randn_f32, HeavyHost};
 use streamline::error::DriverContext;
 use streamline::ops::matmul::{sgemm, Cublas, Gemm, Kernel, SWEEP};
-use streamline::reference::matmul as reference;
 use streamline::timing::{median, time_on};
 use streamline::Gpu;
 use streamline_abi::matmul::SGEMM_ALL;
+use streamline_testing::data::{count_unwritten, randn_f32, HeavyHost};
+use streamline_testing::reference::matmul as reference;
 
 #[derive(clap::Args, Debug)]
 pub struct MatmulArgs {

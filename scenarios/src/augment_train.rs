@@ -24,7 +24,6 @@ use cudarc::driver::CudaStream;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::path::PathBuf;
 use std::sync::Arc;
-use streamline::data::fan_in_weights;
 use streamline::engine::memory::h2d;
 use streamline::engine::pipeline::StageCall;
 use streamline::engine::{
@@ -35,9 +34,10 @@ use streamline::error::{DriverContext, Error, Result};
 use streamline::ops::image::{Augment, AugmentConfig, AugmentDraw, Layout, Shape};
 use streamline::ops::matmul::{sgemm, Gemm, Kernel};
 use streamline::ops::train::{mse_grad, relu, relu_backward, sgd, transpose};
-use streamline::reference::image as refimg;
-use streamline::reference::train::{mlp_step, Mlp};
 use streamline::Gpu;
+use streamline_testing::data::fan_in_weights;
+use streamline_testing::reference::image as refimg;
+use streamline_testing::reference::train::{mlp_step, Mlp};
 
 /// Options of `augment-train`.
 #[derive(Clone, Debug, clap::Args)]

@@ -4,14 +4,14 @@
 //! overwrite must wait for *both* readers.
 
 use super::{recorded, sample_indices, time_three_ways, Check, Common, Report, OVERLAPPED_LANES};
-use streamline::data::{randn_f32, POISON_F32};
 use streamline::engine::memory::{d2d, h2d};
 use streamline::engine::{DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, StreamPool};
 use streamline::error::{Error, Result};
 use streamline::ops::heavy::heavy;
 use streamline::ops::spin::spin_copy;
-use streamline::reference::heavy::compare_f32;
 use streamline::Gpu;
+use streamline_testing::data::{randn_f32, POISON_F32};
+use streamline_testing::reference::heavy::compare_f32;
 
 /// Options of `branches`.
 #[derive(Clone, Debug, clap::Args)]

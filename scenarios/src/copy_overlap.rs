@@ -13,15 +13,15 @@
 
 use super::{median_ms, sample_indices, Check, Common, Report, Row};
 use std::time::Instant;
-use streamline::data::{randn_f32, POISON_F32};
 use streamline::engine::memory::{d2h, h2d};
 use streamline::engine::pool::StreamSpec;
 use streamline::engine::timeline::{intersection, length, union, Interval};
 use streamline::engine::{DeviceBuffer, OpKind, PinnedBuffer, Recorder, StreamPool, Timeline};
 use streamline::error::{Error, Result};
 use streamline::ops::matmul::{sgemm, Gemm, Kernel};
-use streamline::reference::matmul as refmm;
 use streamline::Gpu;
+use streamline_testing::data::{randn_f32, POISON_F32};
+use streamline_testing::reference::matmul as refmm;
 
 /// Options of `copy-overlap`.
 #[derive(Clone, Debug, clap::Args)]

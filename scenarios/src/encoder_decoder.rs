@@ -12,15 +12,15 @@ use super::{
     check_mlp_weights, median_ms, per_step_us, recorded, sample_indices, Check, Common, Report,
     Training, THROUGHPUT_COLUMNS,
 };
-use streamline::data::{fan_in_weights, randn_f32};
 use streamline::engine::pipeline::StageCall;
 use streamline::engine::{DeviceBuffer, OpKind, PipelineSpec, Plan, StreamPool};
 use streamline::error::{Error, Result};
 use streamline::ops::matmul::{sgemm, Gemm, Kernel};
 use streamline::ops::train::relu;
-use streamline::reference::matmul::gamma;
-use streamline::reference::train::{mlp_step, Mlp};
 use streamline::Gpu;
+use streamline_testing::data::{fan_in_weights, randn_f32};
+use streamline_testing::reference::matmul::gamma;
+use streamline_testing::reference::train::{mlp_step, Mlp};
 
 /// Options of `encoder-decoder`.
 #[derive(Clone, Debug, clap::Args)]

@@ -3,12 +3,12 @@
 //! pay, if ever?
 
 use super::{median_ms, recorded, sample_indices, Check, Common, Report, Row};
-use streamline::data::{randn_f32, POISON_F32};
 use streamline::engine::{DeviceBuffer, OpKind, PipelineSpec, Plan, StreamPool};
 use streamline::error::{Error, Result};
 use streamline::ops::heavy::heavy;
-use streamline::reference::heavy::compare_f32;
 use streamline::Gpu;
+use streamline_testing::data::{randn_f32, POISON_F32};
+use streamline_testing::reference::heavy::compare_f32;
 
 /// Options of `heavy-split`.
 #[derive(Clone, Debug, clap::Args)]

@@ -26,10 +26,10 @@ use streamline::engine::pipeline::StageCall;
 use streamline::engine::timeline::OverlapMetrics;
 use streamline::engine::{Plan, Recorder, StreamPool, Timeline};
 use streamline::error::{DriverContext, Error, Result};
-use streamline::reference::heavy::Comparison;
-use streamline::reference::train::Bounded;
 use streamline::timing::median;
 use streamline::Gpu;
+use streamline_testing::reference::heavy::Comparison;
+use streamline_testing::reference::train::Bounded;
 
 /// Options every scenario takes.
 #[derive(Clone, Debug)]
@@ -231,7 +231,7 @@ impl Check {
         }
     }
 
-    /// Adds a comparison of `n` elements made by [`streamline::reference::heavy`].
+    /// Adds a comparison of `n` elements made by [`streamline_testing::reference::heavy`].
     pub fn add(&mut self, what: &str, c: &Comparison, unwritten: usize) {
         self.compared += c.count;
         self.failures += c.failures;
@@ -258,7 +258,7 @@ pub(crate) fn per_step_us(t: &Timeline, name: &str, steps: usize) -> f64 {
 /// `hidden` values each) that `want` lists, against [`mlp_step`]'s values and bounds;
 /// elements with an infinite bound (a ReLU decision that could go either way) are skipped.
 ///
-/// [`mlp_step`]: streamline::reference::train::mlp_step
+/// [`mlp_step`]: streamline_testing::reference::train::mlp_step
 pub(crate) fn check_mlp_weights(
     check: &mut Check,
     prefix: &str,

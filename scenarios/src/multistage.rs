@@ -4,14 +4,14 @@
 //! product overlap batch N's second product.
 
 use super::{recorded, sample_indices, time_three_ways, Check, Common, Report, OVERLAPPED_LANES};
-use streamline::data::{randn_f32, POISON_F32};
 use streamline::engine::memory::{d2h, h2d};
 use streamline::engine::pipeline::StageCall;
 use streamline::engine::{DeviceBuffer, OpKind, PinnedBuffer, PipelineSpec, StreamPool};
 use streamline::error::{Error, Result};
 use streamline::ops::matmul::{sgemm, Gemm, Kernel};
-use streamline::reference::matmul as refmm;
 use streamline::Gpu;
+use streamline_testing::data::{randn_f32, POISON_F32};
+use streamline_testing::reference::matmul as refmm;
 
 /// Options of `multistage`.
 #[derive(Clone, Debug, clap::Args)]

@@ -9,7 +9,6 @@
 use super::{
     median_ms, recorded, sample_indices, Check, Common, Footprint, Report, MIB, OVERLAPPED_LANES,
 };
-use streamline::data::{randn_f32, POISON_F32};
 use streamline::engine::memory::{d2h, h2d};
 use streamline::engine::pipeline::StageCall;
 use streamline::engine::{
@@ -18,8 +17,9 @@ use streamline::engine::{
 };
 use streamline::error::{Error, Result};
 use streamline::ops::heavy::heavy;
-use streamline::reference::heavy::compare_f32;
 use streamline::Gpu;
+use streamline_testing::data::{randn_f32, POISON_F32};
+use streamline_testing::reference::heavy::compare_f32;
 
 /// Options of `prefetch`.
 #[derive(Clone, Debug, clap::Args)]

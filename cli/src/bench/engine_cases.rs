@@ -5,13 +5,13 @@ use super::{round, Bench, Row, Timing};
 use anyhow::Result;
 use cudarc::driver::CudaSlice;
 use serde_json::json;
-use streamline::data::randn_f32;
 use streamline::engine::memory::h2d;
 use streamline::engine::{PinnedBuffer, StreamPool};
 use streamline_scenarios::{
     augment_train, branches, copy_overlap, heavy_split, multistage, prefetch, Common, Report,
     Training,
 };
+use streamline_testing::data::randn_f32;
 
 /// Cases this module adds, in the order they run.
 pub const CASES: &[&str] = &[

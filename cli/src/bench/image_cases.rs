@@ -6,8 +6,8 @@ use super::{round, Bench, Timing};
 use anyhow::Result;
 use cudarc::driver::CudaSlice;
 use serde_json::{json, Value};
-use streamline::data::randn_f32;
 use streamline::ops::image::*;
+use streamline_testing::data::randn_f32;
 
 const SIZE: usize = 256;
 const CROP: usize = 128;

@@ -13,7 +13,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use streamline::data::{randn_f32, HeavyHost};
 use streamline::error::DriverContext;
 use streamline::ops::heavy::heavy;
 use streamline::ops::matmul::{plan, sgemm, Cublas, Gemm, Kernel, SWEEP};
@@ -22,6 +21,7 @@ use streamline::timing::{median, time_on};
 use streamline::Gpu;
 use streamline_abi::matmul::SGEMM_ALL;
 use streamline_abi::spin::SPIN_MAX_NS;
+use streamline_testing::data::{randn_f32, HeavyHost};
 
 mod engine_cases;
 mod image_cases;

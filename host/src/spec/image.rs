@@ -1,7 +1,7 @@
 //! The image operations' vocabulary: shapes and layouts, each operation's options, seed 003's
 //! augmentation settings and random draw, and every check that needs no device. The launchers
-//! ([`crate::ops::image`]) and the CPU references ([`crate::reference::image`]) both build on
-//! it, and neither depends on the other.
+//! ([`crate::ops::image`]) and the CPU references (`streamline_testing::reference::image`) both
+//! build on it, and neither depends on the other.
 
 use crate::error::{Error, Result};
 use rand::{rngs::StdRng, Rng, SeedableRng};

@@ -44,7 +44,7 @@ pub fn randn_f16(n: usize, seed: u64) -> Vec<f16> {
 }
 
 /// Element types the heavy kernel is tested and benchmarked with, as the host sees them.
-pub trait HeavyHost: crate::ops::heavy::HeavyElement + bytemuck::Pod + Send + Sync {
+pub trait HeavyHost: streamline::ops::heavy::HeavyElement + bytemuck::Pod + Send + Sync {
     /// `n` standard-normal values.
     fn randn(n: usize, seed: u64) -> Vec<Self>;
     /// The poison value (see [`POISON_F32`]).

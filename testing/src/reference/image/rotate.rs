@@ -1,8 +1,8 @@
 //! Reference of `rotate`.
 
 use super::idx;
-use crate::spec::image::{Interp, Shape};
 use std::collections::HashMap;
+use streamline::spec::image::{Interp, Shape};
 
 /// Result of [`rotate`]: the value at the exact source point, and for pixels whose source lies
 /// within the coordinate tolerance of a nearest-neighbour tie or of the border, every value the

@@ -1,7 +1,7 @@
 //! Reference of `roi_align`.
 
 use super::idx;
-use crate::spec::image::{RoiAlign, Shape};
+use streamline::spec::image::{RoiAlign, Shape};
 
 /// torchvision's `roi_align` bilinear rule at `(y, x)` of plane `(n, c)`: 0 if `y < -1`,
 /// `y > h`, `x < -1` or `x > w`; otherwise coordinates `<= 0` become 0, those at or past the

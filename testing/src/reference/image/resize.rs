@@ -1,7 +1,7 @@
 //! Reference of `resize`.
 
 use super::separable;
-use crate::spec::image::{ResizeMode, Shape};
+use streamline::spec::image::{ResizeMode, Shape};
 
 /// Taps `(index, weight)` of one output index `d` along an axis resized from `n_in` to `n_out`.
 ///

@@ -33,7 +33,7 @@ pub use roi_align::{roi_align, roi_align_backward};
 pub use rotate::{rotate, rotation_source, Rotated};
 pub use to_float::to_float;
 
-use crate::spec::image::{Layout, Shape};
+use streamline::spec::image::{Layout, Shape};
 
 /// The values of a batch of `s` stored in layout `from`, rearranged into layout `to`.
 pub fn relayout<T: Copy>(v: &[T], s: Shape, from: Layout, to: Layout) -> Vec<T> {

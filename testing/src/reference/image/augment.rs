@@ -1,7 +1,7 @@
 //! Reference of seed 003's augmentation.
 
 use super::{gaussian_blur, normalize, resize, roi_align, rotate, to_float};
-use crate::spec::image::{AugmentConfig, AugmentDraw, ResizeMode, Shape};
+use streamline::spec::image::{AugmentConfig, AugmentDraw, ResizeMode, Shape};
 
 /// The bound of the fused augmentation against [`augment`], from its error analysis: `(delta,
 /// tol)`, the rotation's coordinate error to pass to [`augment`] and the largest difference

@@ -1,7 +1,7 @@
 //! Reference of `gaussian_blur`.
 
 use super::separable;
-use crate::spec::image::Shape;
+use streamline::spec::image::Shape;
 
 /// torchvision's 1-D Gaussian kernel of size `k`: `exp(-0.5 (t / sigma)^2)` for
 /// `t = -(k-1)/2 ..= (k-1)/2`, divided by its sum.

@@ -1,14 +1,23 @@
-//! Property-test helpers for kernels, ours and yours: the GPU or a clean
-//! skip, poisoned outputs with guard zones, every-element-written checks, and comparisons
-//! against a CPU reference in ULPs or relative error.
+//! Testing GPU kernels, ours and yours, against the CPU: a dev-dependency beside `streamline`, so
+//! that a kernel crate's own build does not compile proptest and rayon.
+//!
+//! - Property-test helpers (this module): the GPU or a clean skip, poisoned outputs with guard
+//!   zones, every-element-written checks, and comparisons against a CPU reference in ULPs or
+//!   relative error.
+//! - [`reference`]: independent CPU references of Streamline's own kernels and the error bounds
+//!   the kernels must meet.
+//! - [`data`]: random inputs and output poisoning for tests and benchmarks.
 //!
 //! A kernel test reads: poison the output ([`poisoned`]), launch, copy back, check the guards
 //! and that every element was written ([`check_written`]), compare every element with the f64
 //! reference under the bound the kernel's error analysis gives ([`compare`]).
 
+pub mod data;
+pub mod reference;
+
 use crate::data::POISON_F32;
-use crate::Gpu;
 use std::sync::OnceLock;
+use streamline::Gpu;
 
 /// The GPU for GPU tests, or `None` after printing one line saying why (no driver, no
 /// device): GPU tests then skip instead of failing.

@@ -18,8 +18,8 @@
 //! `C*` and `S` in f64 (53-bit), whose own error (about `k * 2^-53 * S`) is below 2^-29 of the
 //! bound, so the comparison tests the kernel and not the reference.
 
-use crate::spec::matmul::Gemm;
 use rayon::prelude::*;
+use streamline::spec::matmul::Gemm;
 
 /// `gamma_n = n u / (1 - n u)` for f32's unit roundoff.
 pub fn gamma(n: usize) -> f64 {

@@ -2,7 +2,7 @@
 //! paper (Salmon et al., SC 2011, and the Random123 library's `philox4x32_R`) with 128-bit
 //! products, and the draw's formula as `AugmentDrawParams` states it.
 
-use crate::spec::image::{AugmentConfig, AugmentDraw};
+use streamline::spec::image::{AugmentConfig, AugmentDraw};
 
 /// Philox4x32 with `rounds` rounds of the counter `ctr` under `key`.
 pub fn philox4x32(rounds: u32, ctr: [u32; 4], key: [u32; 2]) -> [u32; 4] {

@@ -1,6 +1,6 @@
 //! Reference of `normalize`.
 
-use crate::spec::image::Shape;
+use streamline::spec::image::Shape;
 
 /// `Normalize(mean, std)`: `(x - mean[c]) / std[c]`.
 pub fn normalize(x: &[f64], s: Shape, mean: &[f32], std: &[f32]) -> Vec<f64> {
