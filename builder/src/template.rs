@@ -86,6 +86,16 @@ mod tests {
     }
 
     #[test]
+    fn the_project_tests_with_streamline_testing_as_a_dev_dependency() {
+        let files = files(DOC);
+        let manifest = &files.iter().find(|(p, _)| p == "Cargo.toml").unwrap().1;
+        let (built, dev) = manifest.split_once("[dev-dependencies]").unwrap();
+        assert!(built.contains("\nstreamline = "), "{manifest}");
+        assert!(!built.contains("streamline-testing"), "{manifest}");
+        assert!(dev.contains("\nstreamline-testing = "), "{manifest}");
+    }
+
+    #[test]
     fn bad_names_are_refused() {
         let e = write(Path::new("/nonexistent"), "My_Op", Path::new("."))
             .unwrap_err()

@@ -4,7 +4,7 @@
 //! for the seed's expression), with `sin` and `cos` from one libdevice `sincosf` and
 //! `tan x = sin x / cos x` by the hardware reciprocal division (2 ulp: `|cos x|` of an f32 `x`
 //! is never below 2^-126, where that bound holds). The error budget is written out in
-//! `host/src/reference/heavy.rs`. The f16 kernel reads f16, computes in f32 and rounds
+//! `testing/src/reference/heavy.rs`. The f16 kernel reads f16, computes in f32 and rounds
 //! once to f16 at the end.
 //!
 //! Memory is accessed with 16-byte vector loads and stores wherever input and output share an

@@ -3,21 +3,20 @@
 //! - [`runtime`]: finds the driver, picks and validates embedded or on-disk machine code and PTX (ours and
 //!   yours, see [`include_kernels!`]), loads modules, checks and launches any [`Kernel`].
 //! - [`ops`]: one safe launcher per kernel family.
-//! - [`reference`]: independent CPU references and the error bounds the kernels must meet.
+//! - [`spec`]: what an operation is asked to do, and the checks that need no device.
 //! - [`timing`]: CUDA-event timing and the statistics the benchmarks report.
-//! - [`data`]: random inputs and output poisoning for tests and benchmarks.
-//! - [`testing`]: property-test helpers for kernels, ours and yours.
 //! - [`engine`]: stream pools, cross-stream buffer safety, pipelines, CUDA graphs, timelines.
+//!
+//! This is the crate a program or a kernel crate depends on. Testing lives beside it, in
+//! `streamline-testing` (property-test helpers, the CPU references of our kernels, random
+//! inputs), the seeds' scenarios in `streamline-scenarios` and the `streamline` command in
+//! `streamline-cli`, so that depending on the library builds none of their dependencies.
 
-pub mod data;
 pub mod engine;
 pub mod error;
 pub mod ops;
-pub mod reference;
 pub mod runtime;
-pub mod scenarios;
 pub mod spec;
-pub mod testing;
 pub mod timing;
 
 // `include_kernels!` names the crate `::streamline`, here too.

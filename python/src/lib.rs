@@ -25,8 +25,8 @@ use streamline::ops::image::{
     ResizeMode, RoiAlign, RoiBoxes, Shape, Sigma,
 };
 use streamline::ops::matmul::{self, Gemm};
-use streamline::reference::image::augment_device_draw;
 use streamline::{Error, Gpu, LaunchConfig, Module};
+use streamline_testing::reference::image::augment_device_draw;
 
 create_exception!(
     _native,

@@ -1,6 +1,6 @@
 """On a GPU with torch and torchvision: every operation against torchvision (or torch) on random
 and adversarial inputs, within the bounds of the kernels' written error analysis
-(`host/src/reference/image/mod.rs`); outputs poisoned first so every element must be written;
+(`testing/src/reference/image/mod.rs`); outputs poisoned first so every element must be written;
 stream semantics as torch's own operations have them; a user's kernel module launched on
 tensors. Skipped, saying why, elsewhere.
 

@@ -1,10 +1,10 @@
-//! Shared helpers of the property tests: the public ones of `streamline::testing`, and poisoned
+//! Shared helpers of the property tests: the public ones of `streamline_testing`, and poisoned
 //! output buffers with guard zones.
 
 use cudarc::driver::CudaSlice;
 use proptest::prelude::*;
-use streamline::data::POISON_F32;
-pub use streamline::testing::{gpu, gpu_config, gpu_property};
+use streamline_testing::data::POISON_F32;
+pub use streamline_testing::{gpu, gpu_config, gpu_property};
 
 /// Poisoned values on each side of an output, which a kernel must leave untouched.
 pub const GUARD: usize = 13;

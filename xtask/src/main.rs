@@ -264,7 +264,7 @@ fn bundle() -> Result<()> {
             "build",
             "--release",
             "-p",
-            "streamline",
+            "streamline-cli",
             "--bin",
             "streamline",
             "-p",

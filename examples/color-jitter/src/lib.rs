@@ -7,8 +7,8 @@ use std::sync::Arc;
 use streamline::cudarc::driver::CudaStream;
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::ops::image::Shape;
-use streamline::scenarios::augment_train::Transform;
 use streamline::{EmbeddedModule, Error, Gpu, LaunchConfig, Module, Result};
+use streamline_scenarios::augment_train::Transform;
 
 /// The PTX `build.rs` built from `kernels/`.
 pub static KERNELS: EmbeddedModule = streamline::include_kernels!("color_jitter_kernels");

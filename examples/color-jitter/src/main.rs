@@ -9,8 +9,8 @@ use color_jitter::{reference, ColorJitter, Jitter};
 use std::path::PathBuf;
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::ops::image::Shape;
-use streamline::scenarios::{augment_train, Common, Training};
 use streamline::Gpu;
+use streamline_scenarios::{augment_train, Common, Training};
 
 #[derive(Parser)]
 #[command(about = "Color jitter of one's own kernels inside seed 003's augment-train pipeline")]

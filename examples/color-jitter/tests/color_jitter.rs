@@ -6,7 +6,7 @@ use color_jitter::{reference, ColorJitter, Jitter};
 use proptest::prelude::*;
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::ops::image::Shape;
-use streamline::testing::{check_written, gpu, gpu_property, poisoned};
+use streamline_testing::{check_written, gpu, gpu_property, poisoned};
 
 #[test]
 fn the_embedded_ptx_holds_both_kernels_with_their_bounds() {

@@ -3,8 +3,8 @@
 
 use saxpy_kernels::SaxpyParams;
 use streamline::cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
-use streamline::testing::Tolerance;
 use streamline::{EmbeddedModule, LaunchConfig, Module, Result};
+use streamline_testing::Tolerance;
 
 /// The PTX `build.rs` built from `kernels/`.
 pub static KERNELS: EmbeddedModule = streamline::include_kernels!("saxpy_kernels");

@@ -2,8 +2,8 @@
 //! 2^20) and checks every element against the CPU reference.
 
 use anyhow::{bail, Context, Result};
-use streamline::testing::compare;
 use streamline::Gpu;
+use streamline_testing::compare;
 
 fn main() -> Result<()> {
     let n: usize = match std::env::args().nth(1) {

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use saxpy_kernels::saxpy as SAXPY;
-use streamline::testing::{check_written, compare, gpu, gpu_property, poisoned};
+use streamline_testing::{check_written, compare, gpu, gpu_property, poisoned};
 
 #[test]
 fn the_embedded_code_holds_the_declared_kernel() {

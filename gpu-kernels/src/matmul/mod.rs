@@ -34,7 +34,7 @@
 //! split-K chains each slice and then adds the slices in order, `k / slices + slices` roundings
 //! per output instead of `k`; `sgemm_dot_1x16` chains every 256th `k` per thread, then adds the
 //! chains in a fixed tree. The host's error bound is `gamma_k * sum_k |a_ik| |b_kj|`
-//! (`host/src/reference/matmul.rs`), which covers every order.
+//! (`testing/src/reference/matmul.rs`), which covers every order.
 
 use core::arch::nvptx;
 use core::intrinsics::{fmaf32, gpu::gpu_launch_sized_workgroup_mem};

@@ -1,4 +1,5 @@
-//! A process-wide request to stop: set by a Ctrl-C handler (see [`install_ctrl_c`]), checked by
+//! A process-wide request to stop: set by a program's Ctrl-C handler (the `streamline` command
+//! installs one; a library leaves signals to the program), checked by
 //! [`crate::engine::Plan::run`] before each iteration and by other long loops, which then
 //! return [`Error::Interrupted`] after the work already queued, dropping (freeing) what they
 //! hold on the way out.
@@ -30,16 +31,4 @@ pub fn check(done: impl FnOnce() -> String) -> Result<()> {
     } else {
         Ok(())
     }
-}
-
-/// Makes Ctrl-C (SIGINT) [`request`] a stop instead of killing the process; a second Ctrl-C
-/// kills it as usual.
-pub fn install_ctrl_c() -> Result<()> {
-    ctrlc::set_handler(|| {
-        if requested() {
-            std::process::exit(130);
-        }
-        request();
-    })
-    .map_err(|e| Error::arg("ctrl-c", format!("cannot install the handler: {e}")))
 }

@@ -456,8 +456,19 @@ pub enum Streamed<'a, 'b> {
 mod tests {
     use crate::engine::{OpKind, PipelineSpec};
 
+    /// The `prefetch` scenario's pipeline: copy in, compute, copy out, each on its own lane.
     fn prefetch(depth: usize) -> PipelineSpec {
-        crate::scenarios::prefetch::spec(depth)
+        PipelineSpec::new(depth)
+            .lane("h2d")
+            .lane("compute")
+            .lane("d2h")
+            .persistent("staging")
+            .ring("x")
+            .ring("y")
+            .persistent("results")
+            .stage("h2d", OpKind::H2D, "h2d", &["staging"], &["x"])
+            .stage("compute", OpKind::Compute, "compute", &["x"], &["y"])
+            .stage("d2h", OpKind::D2H, "d2h", &["y"], &["results"])
     }
 
     #[test]

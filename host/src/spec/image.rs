@@ -1,14 +1,15 @@
 //! The image operations' vocabulary: shapes and layouts, each operation's options, seed 003's
 //! augmentation settings and random draw, and every check that needs no device. The launchers
-//! ([`crate::ops::image`]) and the CPU references ([`crate::reference::image`]) both build on
-//! it, and neither depends on the other.
+//! ([`crate::ops::image`]) and the CPU references (`streamline_testing::reference::image`) both
+//! build on it, and neither depends on the other.
 
 use crate::error::{Error, Result};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use streamline_abi::image::{AUGMENT_MAX_CHANNELS, MAX_KERNEL_SIZE, ROI_MAX_SAMPLES_PER_BIN};
 
 /// Memory layout of a dense batch of `n` images of `c` channels of `h x w`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Layout {
     /// Channel planes one after the other (what PyTorch models take).
     #[default]
@@ -125,20 +126,22 @@ pub fn check_len(arg: &'static str, len: usize, shape: Shape) -> Result<()> {
 }
 
 /// Interpolation of `resize`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum ResizeMode {
     /// Bilinear, `align_corners=False`, no antialiasing.
-    #[value(name = "bilinear-noaa")]
+    #[cfg_attr(feature = "clap", value(name = "bilinear-noaa"))]
     Bilinear,
     /// Bilinear with torchvision's antialiasing (`antialias=True`, its default).
-    #[value(name = "bilinear")]
+    #[cfg_attr(feature = "clap", value(name = "bilinear"))]
     BilinearAntialias,
     /// torch's `nearest`.
     Nearest,
 }
 
 /// Interpolation of `rotate`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Interp {
     /// Nearest neighbour (torchvision's default for `rotate`).
     Nearest,

@@ -1,6 +1,6 @@
 //! The matrix product's vocabulary: its shape, strides and scalars, and their checks (no
 //! device needed). The launchers ([`crate::ops::matmul`]) and the f64 reference
-//! ([`crate::reference::matmul`]) both build on it.
+//! (`streamline_testing::reference::matmul`) both build on it.
 
 use crate::error::{Error, Result};
 

@@ -6,12 +6,12 @@
 
 use cudarc::driver::{CudaSlice, DeviceSlice};
 use std::time::{Duration, Instant};
-use streamline::data::randn_f32;
 use streamline::engine::memory::{d2h, h2d};
 use streamline::engine::pool::StreamSpec;
 use streamline::engine::{DeviceBuffer, PinnedBuffer, StreamPool};
 use streamline::ops::spin::spin_copy;
-use streamline::scenarios::{encoder_decoder, prefetch, Common, Training};
+use streamline_scenarios::{encoder_decoder, prefetch, Common, Training};
+use streamline_testing::data::randn_f32;
 use streamline_tests::gpu;
 
 /// How long the slow reader waits before it reads: long against any launch latency.

@@ -1,4 +1,4 @@
-//! The heavy kernel against the f64 CPU reference (`streamline::reference::heavy`, whose module
+//! The heavy kernel against the f64 CPU reference (`streamline_testing::reference::heavy`, whose module
 //! documentation holds the error analysis behind the bound used here).
 //!
 //! Each GPU case runs on views at random element offsets inside larger buffers, so every
@@ -8,8 +8,8 @@
 use cudarc::driver::CudaSlice;
 use half::f16;
 use proptest::prelude::*;
-use streamline::data::HeavyHost;
 use streamline::ops::heavy::heavy;
+use streamline_testing::data::HeavyHost;
 use streamline_tests::{gpu, gpu_property};
 
 const GUARD: usize = 19;

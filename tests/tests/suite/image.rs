@@ -1,4 +1,4 @@
-//! The image kernels against their CPU references (`streamline::reference::image`, whose
+//! The image kernels against their CPU references (`streamline_testing::reference::image`, whose
 //! module documentation holds the error analysis the tolerances below come from), plus
 //! CPU-only properties of the references and the argument checks that run before any device
 //! work.
@@ -8,10 +8,10 @@
 
 use cudarc::driver::{CudaSlice, CudaView};
 use proptest::prelude::*;
-use streamline::data::POISON_F32;
 use streamline::ops::image::*;
-use streamline::reference::image as reference;
 use streamline::runtime::Gpu;
+use streamline_testing::data::POISON_F32;
+use streamline_testing::reference::image as reference;
 use streamline_tests::{
     bitwise_eq, bytes, fetch, fetch_shifted, gpu, gpu_property, poisoned, GUARD,
 };
@@ -63,7 +63,7 @@ fn shape() -> impl Strategy<Value = Shape> {
 }
 
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    streamline::data::randn_f32(n, seed)
+    streamline_testing::data::randn_f32(n, seed)
 }
 
 // ---------------------------------------------------------------- to_float

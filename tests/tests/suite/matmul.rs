@@ -1,4 +1,4 @@
-//! The matmul kernels against the f64 CPU reference (`streamline::reference::matmul`, whose
+//! The matmul kernels against the f64 CPU reference (`streamline_testing::reference::matmul`, whose
 //! module documentation derives the bound `gamma_{k+2} (|alpha| S + |beta c|) + k 2^-149`
 //! used here), and against cuBLAS.
 //!
@@ -10,15 +10,15 @@
 
 use cudarc::driver::CudaSlice;
 use proptest::prelude::*;
-use streamline::data::{randn_f32, HeavyHost};
 use streamline::ops::matmul::{
     choose, plan, sgemm, Cublas, Gemm, Kernel, Plan, DOT_MAX_K, MAX_SLICES, MIN_K_SLICE,
 };
-use streamline::reference::matmul as reference;
 use streamline::runtime::Gpu;
 use streamline_abi::matmul::{
     SGEMM_DOT_1X16, SGEMM_SPLITK_ALL, SGEMM_SPLITK_WIDE_128X128, SGEMM_WHOLE,
 };
+use streamline_testing::data::{randn_f32, HeavyHost};
+use streamline_testing::reference::matmul as reference;
 use streamline_tests::{gpu, gpu_property};
 
 const GUARD: usize = 13;

@@ -4,19 +4,19 @@
 //! a wrong or unwritten output element, since the delays make a racing stage run early or late.
 //!
 //! Outputs are compared with the CPU reference of the heavy kernel (error analysis in
-//! `streamline::reference::heavy`), element by element, and must all be written.
+//! `streamline_testing::reference::heavy`), element by element, and must all be written.
 
 use proptest::prelude::*;
 use std::time::Duration;
-use streamline::data::{randn_f32, POISON_F32};
 use streamline::engine::memory::{d2h, h2d};
 use streamline::engine::pipeline::StageCall;
 use streamline::engine::{DeviceBuffer, PinnedBuffer, Plan, StreamPool};
 use streamline::ops::heavy::heavy;
 use streamline::ops::spin::spin_copy;
-use streamline::reference::heavy::compare_f32;
-use streamline::scenarios::{branches, prefetch};
 use streamline::Gpu;
+use streamline_scenarios::{branches, prefetch};
+use streamline_testing::data::{randn_f32, POISON_F32};
+use streamline_testing::reference::heavy::compare_f32;
 use streamline_tests::{gpu, gpu_property};
 
 const POOL: usize = 4;
@@ -245,12 +245,12 @@ fn branches_output_is_schedule_independent() {
 
 /// Seed 002's multi-stage pipeline (H2D, matmul, matmul over rings of two, three lanes) with
 /// shuffled schedules, eager and as a graph: every batch's two products match the f64
-/// reference of their own inputs (bound from `streamline::reference::matmul`), all written.
+/// reference of their own inputs (bound from `streamline_testing::reference::matmul`), all written.
 #[test]
 fn multistage_output_is_schedule_independent() {
     use streamline::ops::matmul::Gemm;
-    use streamline::reference::matmul as refmm;
-    use streamline::scenarios::multistage;
+    use streamline_scenarios::multistage;
+    use streamline_testing::reference::matmul as refmm;
     let strategy = (
         prop::sample::select(vec![1usize, 7, 33, 64]),
         prop::sample::select(vec![1usize, 5, 64, 97]),

@@ -5,8 +5,8 @@
 use cudarc::driver::CudaSlice;
 use proptest::prelude::*;
 use std::time::Instant;
-use streamline::data::POISON_F32;
 use streamline::ops::spin::spin_copy;
+use streamline_testing::data::POISON_F32;
 use streamline_tests::{gpu, gpu_property};
 
 fn check(x: &[u32], x_off: usize, y_off: usize, spin_ns: u64) -> Result<(), TestCaseError> {

@@ -3,9 +3,9 @@
 //! number of steps, eagerly and from replayed graph windows, checked against the references.
 
 use std::path::PathBuf;
-use streamline::data::randn_f32;
 use streamline::engine::StreamPool;
-use streamline::scenarios::{augment_train, prefetch, Common, Footprint, Training};
+use streamline_scenarios::{augment_train, prefetch, Common, Footprint, Training};
+use streamline_testing::data::randn_f32;
 use streamline_tests::gpu;
 
 fn sanitized() -> bool {

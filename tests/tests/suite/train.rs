@@ -1,4 +1,4 @@
-//! The training-step kernels against their CPU references (`streamline::reference::train`,
+//! The training-step kernels against their CPU references (`streamline_testing::reference::train`,
 //! whose error analysis gives the tolerances): every output element checked, outputs poisoned
 //! with guard zones on both sides that must stay untouched, over awkward lengths and shapes
 //! (empty, 1, primes, non-multiples of the block and of the transpose tile).
@@ -6,7 +6,7 @@
 use cudarc::driver::CudaSlice;
 use proptest::prelude::*;
 use streamline::ops::train::{mse_grad, relu, relu_backward, sgd, transpose};
-use streamline::reference::train as reference;
+use streamline_testing::reference::train as reference;
 use streamline_tests::{fetch, gpu, gpu_property, poisoned, GUARD};
 
 fn values(n: impl Strategy<Value = usize>) -> impl Strategy<Value = Vec<f32>> {

@@ -191,7 +191,7 @@ impl Augment {
     /// image, the angles in `[-degrees, degrees)`, the sigmas in the configured range (one per
     /// image with `per_image_sigma`, else one per batch); `streamline_abi::image::
     /// AugmentDrawParams` gives the exact formula, and the CPU reference
-    /// [`crate::reference::image::augment_device_draw`] reproduces it bit for bit.
+    /// `streamline_testing::reference::image::augment_device_draw` reproduces it bit for bit.
     ///
     /// Only the fused kernel runs it ([`Augment::run_separate`] needs a host draw).
     pub fn drawn_on_device(

@@ -6,9 +6,9 @@
 //! `rotate_relayout` reads and writes f32 batches in either layout (NHWC is CV-CUDA's).
 //!
 //! Their exact definitions, following torchvision so results can be swapped in, are written
-//! with the CPU references in [`crate::reference::image`]. Every argument is checked before any
-//! device work: a bad one gives [`Error::InvalidArgument`] naming it and the allowed range, and
-//! nothing is written.
+//! with the CPU references in `streamline_testing::reference::image`. Every argument is checked
+//! before any device work: a bad one gives [`Error::InvalidArgument`] naming it and the allowed
+//! range, and nothing is written.
 
 mod augment;
 mod gaussian_blur;

@@ -1,0 +1,80 @@
+//! The `streamline` command line: the kernels, benchmarks and stream scenarios run from a shell.
+
+mod bench;
+mod heavy;
+mod img;
+mod info;
+mod matmul;
+mod pipeline;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use streamline_scenarios::parse_count;
+
+/// Custom Rust GPU kernels over CUDA streams.
+#[derive(Parser)]
+#[command(name = "streamline", version, about)]
+struct Cli {
+    /// CUDA device ordinal.
+    #[arg(long, global = true, default_value_t = 0)]
+    device: usize,
+    /// Load this PTX (`DIR/NAME.ptx`, with its `NAME.manifest.json` beside it, as `cargo xtask
+    /// build-kernels` writes them) instead of the embedded one.
+    #[arg(long, global = true)]
+    ptx: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Driver, devices, embedded PTX architectures and per-kernel resources.
+    Info,
+    /// Seed 000: the heavy computation on one stream vs split over K streams.
+    Heavy(heavy::HeavyArgs),
+    /// FP32 matmul (C = alpha A B + beta C), optionally against cuBLAS and the CPU reference.
+    Matmul(matmul::MatmulArgs),
+    /// Benchmarks against the hardware's ceilings, as a table and JSON lines.
+    Bench(bench::BenchArgs),
+    /// One image operation on a `.npy` array (NCHW), written as `.npy`.
+    Op(img::OpArgs),
+    /// Seed 003's augmentation on PNG/JPEG images (or a synthetic one): PNGs and a contact sheet.
+    Augment(img::AugmentArgs),
+    /// The seeds' stream scenarios: serial vs overlapped, overlap metrics, trace and timeline.
+    Pipeline(pipeline::PipelineArgs),
+}
+
+fn main() {
+    restore_sigpipe();
+    let args = Cli::parse();
+    if let Err(e) = run(args) {
+        // One clear line, no backtrace.
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+/// Lets a closed pipe end the process quietly, as it ends other command-line tools
+/// (`streamline info | head`): Rust starts programs with SIGPIPE ignored, so a write to a closed
+/// stdout fails and `println!` panics.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in `main`, before any other thread exists, and SIG_DFL is a
+    // valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Info => info::run(cli.device, cli.ptx.as_deref()),
+        Command::Heavy(a) => heavy::run(cli.device, cli.ptx.as_deref(), a),
+        Command::Matmul(a) => matmul::run(cli.device, cli.ptx.as_deref(), a),
+        Command::Bench(a) => bench::run(cli.device, cli.ptx.as_deref(), a),
+        Command::Op(a) => img::run_op(cli.device, cli.ptx.as_deref(), a),
+        Command::Augment(a) => img::run_augment(cli.device, cli.ptx.as_deref(), a),
+        Command::Pipeline(a) => pipeline::run(cli.device, cli.ptx.as_deref(), a),
+    }
+}
