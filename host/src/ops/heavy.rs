@@ -1,7 +1,7 @@
 //! Seed 000's heavy elementwise computation: `y = x^2 + x^3 * sin(x) * cos(x) + tan(x)`.
 
 use crate::error::Result;
-use crate::runtime::Gpu;
+use crate::runtime::{Gpu, LaunchConfig};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use half::f16;
 use streamline_abi::heavy::{HeavyParams, HEAVY_BLOCK, HEAVY_F16, HEAVY_F32};
@@ -51,12 +51,13 @@ pub fn heavy<T: HeavyElement>(
     }
     let n = x.len() as u64;
     let elem = std::mem::size_of::<T>() as u64;
-    let (xp, _read) = x.device_ptr(stream);
-    let (yp, _write) = y.device_ptr_mut(stream);
+    let mut launch = gpu.kernels()?.prepare(stream, T::KERNEL);
+    let xp = launch.read(x);
+    let yp = launch.write(y);
     let (grid, block) = launch_config(xp, yp, n, elem);
     let params = HeavyParams { x: xp, y: yp, n };
     // SAFETY: `x` and `y` are live device allocations of `n` elements of `T` (lengths checked
-    // above), they are distinct (one is borrowed shared, the other exclusively), and the guards
-    // `_read`/`_write` order this launch after earlier writes and record it for later users.
-    unsafe { gpu.launch(stream, T::KERNEL, (grid, 1, 1), (block, 1, 1), params) }
+    // above), they are distinct (one is borrowed shared, the other exclusively), and the launch
+    // is ordered after earlier writes and recorded for later users.
+    unsafe { launch.run(LaunchConfig::new((grid, 1, 1), (block, 1, 1)), params) }
 }

@@ -287,24 +287,17 @@ pub fn sgemm(
         } => return split_k(gpu, stream, g, (tiling, k_slice, slices), a, b, c),
     };
     let grid = grid(t, g.m, g.n)?;
-    let (ap, _ra) = a.device_ptr(stream);
-    let (bp, _rb) = b.device_ptr(stream);
-    let (cp, _wc) = c.device_ptr_mut(stream);
+    let mut launch = gpu.kernels()?.prepare(stream, t.spec);
+    let ap = launch.read(a);
+    let bp = launch.read(b);
+    let cp = launch.write(c);
     let params = g.params(ap, bp, cp);
+    let cfg = LaunchConfig::new(grid, (t.block_x, t.block_y, 1)).with_shared(t.shared_bytes);
     // SAFETY: `check_lengths` proved each buffer holds its matrix with its stride, so every
     // in-bounds access the kernel makes is inside an allocation; `c` is borrowed exclusively so
-    // it aliases neither input, and the guards order the launch after earlier work on all
-    // three buffers. The shared size and block shape are the tiling's own.
-    unsafe {
-        gpu.launch_shared(
-            stream,
-            t.spec,
-            grid,
-            (t.block_x, t.block_y, 1),
-            t.shared_bytes,
-            params,
-        )
-    }
+    // it aliases neither input, and the launch is ordered after earlier work on all three
+    // buffers. The shared size and block shape are the tiling's own.
+    unsafe { launch.run(cfg, params) }
 }
 
 /// Device memory allocated and freed in one stream's order (`cuMemAllocAsync` /

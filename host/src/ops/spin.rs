@@ -26,19 +26,18 @@ pub fn spin_copy(
         return Ok(());
     }
     let n = x.len() as u64;
-    let (xp, _read) = x.device_ptr(stream);
-    let (yp, _write) = y.device_ptr_mut(stream);
+    let mut launch = gpu.kernels()?.prepare(stream, SPIN_COPY_F32);
+    let xp = launch.read(x);
+    let yp = launch.write(y);
     let params = SpinCopyParams {
         x: xp,
         y: yp,
         n,
         spin_ns,
     };
+    let per_block = (SPIN_COPY_BLOCK, SPIN_COPY_BLOCK as u64);
     // SAFETY: `x` and `y` are live device allocations of `n` f32 each (lengths checked), distinct
-    // (one borrowed shared, the other exclusively); the guards order the launch after earlier
-    // accesses and record it for later ones.
-    unsafe {
-        let per_block = (SPIN_COPY_BLOCK, SPIN_COPY_BLOCK as u64);
-        gpu.launch_strided(stream, SPIN_COPY_F32, n, per_block, i32::MAX as u32, params)
-    }
+    // (one borrowed shared, the other exclusively); the launch is ordered after earlier
+    // accesses and recorded for later ones.
+    unsafe { launch.run(super::strided(n, per_block, i32::MAX as u32), params) }
 }

@@ -2,8 +2,9 @@
 //! mean-squared-error gradient, SGD, transpose): with [`crate::ops::matmul`], a two-layer MLP's
 //! forward and backward pass.
 
+use super::strided;
 use crate::error::{Error, Result};
-use crate::runtime::Gpu;
+use crate::runtime::{Gpu, LaunchConfig};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use streamline_abi::train::{
     MseGradParams, ReluBackwardParams, ReluParams, SgdParams, TransposeParams, MSE_GRAD_F32,
@@ -38,16 +39,17 @@ pub fn relu(
         return Ok(());
     }
     let n = x.len();
-    let (xp, _r) = x.device_ptr(stream);
-    let (yp, _w) = y.device_ptr_mut(stream);
+    let mut launch = gpu.kernels()?.prepare(stream, RELU_F32);
+    let xp = launch.read(x);
+    let yp = launch.write(y);
     let p = ReluParams {
         x: xp,
         y: yp,
         n: n as u64,
     };
     // SAFETY: both buffers hold `n` f32 (checked); `y` is borrowed exclusively so it does not
-    // overlap `x`; the guards order the launch after earlier accesses.
-    unsafe { gpu.launch_strided(stream, RELU_F32, n as u64, PER_BLOCK, MAX_BLOCKS, p) }
+    // overlap `x`; the launch is ordered after earlier accesses.
+    unsafe { launch.run(strided(n as u64, PER_BLOCK, MAX_BLOCKS), p) }
 }
 
 /// `dx = dy` where `x > 0`, else `+0`: the gradient through a ReLU whose input was `x`.
@@ -65,9 +67,10 @@ pub fn relu_backward(
     if n == 0 {
         return Ok(());
     }
-    let (gp, _g) = dy.device_ptr(stream);
-    let (xp, _x) = x.device_ptr(stream);
-    let (dp, _w) = dx.device_ptr_mut(stream);
+    let mut launch = gpu.kernels()?.prepare(stream, RELU_BACKWARD_F32);
+    let gp = launch.read(dy);
+    let xp = launch.read(x);
+    let dp = launch.write(dx);
     let p = ReluBackwardParams {
         dy: gp,
         x: xp,
@@ -75,17 +78,8 @@ pub fn relu_backward(
         n: n as u64,
     };
     // SAFETY: the three buffers hold `n` f32 (checked); `dx` is borrowed exclusively so it
-    // overlaps neither input; the guards order the launch.
-    unsafe {
-        gpu.launch_strided(
-            stream,
-            RELU_BACKWARD_F32,
-            n as u64,
-            PER_BLOCK,
-            MAX_BLOCKS,
-            p,
-        )
-    }
+    // overlaps neither input; the launch is ordered after earlier accesses.
+    unsafe { launch.run(strided(n as u64, PER_BLOCK, MAX_BLOCKS), p) }
 }
 
 /// `d = scale * (y - t)`: with `scale = 2 / y.len()`, the gradient of the mean squared error
@@ -107,9 +101,10 @@ pub fn mse_grad(
     if n == 0 {
         return Ok(());
     }
-    let (yp, _y) = y.device_ptr(stream);
-    let (tp, _t) = t.device_ptr(stream);
-    let (dp, _w) = d.device_ptr_mut(stream);
+    let mut launch = gpu.kernels()?.prepare(stream, MSE_GRAD_F32);
+    let yp = launch.read(y);
+    let tp = launch.read(t);
+    let dp = launch.write(d);
     let p = MseGradParams {
         y: yp,
         t: tp,
@@ -119,8 +114,8 @@ pub fn mse_grad(
         pad: 0,
     };
     // SAFETY: the three buffers hold `n` f32 (checked); `d` is borrowed exclusively; the
-    // guards order the launch.
-    unsafe { gpu.launch_strided(stream, MSE_GRAD_F32, n as u64, PER_BLOCK, MAX_BLOCKS, p) }
+    // launch is ordered after earlier accesses.
+    unsafe { launch.run(strided(n as u64, PER_BLOCK, MAX_BLOCKS), p) }
 }
 
 /// `w = w - lr * g` in place (one rounding). Equal lengths; `lr` finite.
@@ -139,8 +134,9 @@ pub fn sgd(
     if n == 0 {
         return Ok(());
     }
-    let (gp, _g) = g.device_ptr(stream);
-    let (wp, _w) = w.device_ptr_mut(stream);
+    let mut launch = gpu.kernels()?.prepare(stream, SGD_F32);
+    let gp = launch.read(g);
+    let wp = launch.write(w);
     let p = SgdParams {
         w: wp,
         g: gp,
@@ -149,8 +145,8 @@ pub fn sgd(
         pad: 0,
     };
     // SAFETY: both buffers hold `n` f32 (checked); `w` is borrowed exclusively so `g` does not
-    // overlap it; the guards order the launch.
-    unsafe { gpu.launch_strided(stream, SGD_F32, n as u64, PER_BLOCK, MAX_BLOCKS, p) }
+    // overlap it; the launch is ordered after earlier accesses.
+    unsafe { launch.run(strided(n as u64, PER_BLOCK, MAX_BLOCKS), p) }
 }
 
 /// Largest `rows` [`transpose`] accepts: one grid row of blocks per 32 rows, at most 65535.
@@ -185,25 +181,19 @@ pub fn transpose(
     same("y", y.len(), n, "the rows x cols matrix")?;
     let t = TRANSPOSE_TILE as usize;
     let grid = (cols.div_ceil(t) as u32, rows.div_ceil(t) as u32, 1);
-    let (xp, _r) = x.device_ptr(stream);
-    let (yp, _w) = y.device_ptr_mut(stream);
+    let mut launch = gpu.kernels()?.prepare(stream, TRANSPOSE_F32);
+    let xp = launch.read(x);
+    let yp = launch.write(y);
     let p = TransposeParams {
         x: xp,
         y: yp,
         rows: rows as u32,
         cols: cols as u32,
     };
+    let cfg = LaunchConfig::new(grid, (TRANSPOSE_TILE, TRANSPOSE_ROWS, 1))
+        .with_shared(TRANSPOSE_SHARED_BYTES);
     // SAFETY: both buffers hold `rows * cols` f32 (checked), `y` borrowed exclusively; the grid
     // and block are the kernel's contract (grid.y <= 65535 by the row limit, grid.x below
     // 2^26) and the shared memory is its tile.
-    unsafe {
-        gpu.launch_shared(
-            stream,
-            TRANSPOSE_F32,
-            grid,
-            (TRANSPOSE_TILE, TRANSPOSE_ROWS, 1),
-            TRANSPOSE_SHARED_BYTES,
-            p,
-        )
-    }
+    unsafe { launch.run(cfg, p) }
 }

@@ -2,7 +2,7 @@
 
 use super::{check_len, tile_grid, PerImage, Shape, BLOCK};
 use crate::error::{Error, Result};
-use crate::runtime::Gpu;
+use crate::runtime::{Gpu, LaunchConfig};
 use crate::spec::image::{check_kernel_size, check_sigma};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use streamline_abi::image::{
@@ -61,13 +61,19 @@ pub fn gaussian_blur(
     };
     let tile = blur_output_tile(kx as u32, ky as u32, shape.w as u32);
     let (grid, tiles, tiles_x) = tile_grid("x", (shape.h, shape.w), tile, shape.n * shape.c)?;
-    let (xp, _r) = x.device_ptr(stream);
-    let sguard = sp.map(|d| d.device_ptr(stream));
-    let (yp, _w) = y.device_ptr_mut(stream);
+    let kernel = if blur_fast(kx as u32, ky as u32) {
+        GAUSSIAN_BLUR_FAST
+    } else {
+        GAUSSIAN_BLUR
+    };
+    let mut launch = gpu.kernels()?.prepare(stream, kernel);
+    let xp = launch.read(x);
+    let sigmas = sp.map_or(0, |d| launch.read(&**d));
+    let yp = launch.write(y);
     let p = GaussianBlurParams {
         x: xp,
         y: yp,
-        sigmas: sguard.as_ref().map_or(0, |g| g.0),
+        sigmas,
         batch: shape.n as u32,
         channels: shape.c as u32,
         height: shape.h as u32,
@@ -84,11 +90,5 @@ pub fn gaussian_blur(
     // SAFETY: lengths checked; kernel sizes odd, within MAX_KERNEL_SIZE and smaller than twice
     // the image; sigmas a pair per image or 0; the shared memory is what the kernel uses for
     // these sizes, and the fast kernel runs only for the sizes of its path.
-    unsafe {
-        if blur_fast(kx as u32, ky as u32) {
-            gpu.launch_shared(stream, GAUSSIAN_BLUR_FAST, grid, BLOCK, smem, p)
-        } else {
-            gpu.launch_shared(stream, GAUSSIAN_BLUR, grid, BLOCK, smem, p)
-        }
-    }
+    unsafe { launch.run(LaunchConfig::new(grid, BLOCK).with_shared(smem), p) }
 }

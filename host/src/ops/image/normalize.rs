@@ -3,7 +3,7 @@
 use super::{check_len, grid_of, Shape};
 use crate::engine::params;
 use crate::error::{Error, Result};
-use crate::runtime::Gpu;
+use crate::runtime::{Gpu, LaunchConfig};
 use crate::spec::image::check_mean_std;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::Arc;
@@ -66,11 +66,12 @@ pub fn normalize(
             ),
         ));
     }
-    let (xp, _r) = x.device_ptr(stream);
+    let mut launch = gpu.kernels()?.prepare(stream, NORMALIZE);
+    let xp = launch.read(x);
     // A graph that captures this launch keeps the statistics alive after their owner goes.
     params::keep_in_capture(stream, Box::new(stats.dev.clone()))?;
-    let (sp, _s) = stats.dev.device_ptr(stream);
-    let (yp, _w) = y.device_ptr_mut(stream);
+    let sp = launch.read(&*stats.dev);
+    let yp = launch.write(y);
     let plane = shape.h * shape.w;
     let p = NormalizeParams {
         x: xp,
@@ -93,5 +94,5 @@ pub fn normalize(
     }
     // SAFETY: lengths checked against `shape`; `stats` holds `2 * c` values; the grid covers
     // every plane with the kernel's own vectorisation rule.
-    unsafe { gpu.launch(stream, NORMALIZE, grid, (ELEMENTWISE_BLOCK, 1, 1), p) }
+    unsafe { launch.run(LaunchConfig::new(grid, (ELEMENTWISE_BLOCK, 1, 1)), p) }
 }

@@ -2,7 +2,7 @@
 
 use super::{check_len, column_grid, resize_scale, Shape, BLOCK};
 use crate::error::Result;
-use crate::runtime::Gpu;
+use crate::runtime::{Gpu, LaunchConfig};
 use crate::spec::image::ResizeMode;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use streamline_abi::image::{ResizeParams, RESIZE_BILINEAR, RESIZE_BILINEAR_AA, RESIZE_NEAREST};
@@ -25,8 +25,19 @@ pub fn resize(
     check_len("y", y.len(), out)?;
     // A full multiprocessor of threads per row, as for `rotate`.
     let (mut grid, rows) = column_grid(gpu, "size", (out_h, out_w), shape.n, 2048)?;
-    let (xp, _r) = x.device_ptr(stream);
-    let (yp, _w) = y.device_ptr_mut(stream);
+    // Antialiasing changes nothing when neither axis shrinks (the triangle's support stays one
+    // pixel): the plain bilinear kernel computes the same values.
+    // Plain bilinear computes two columns per thread (`for_column_pairs`), the others one.
+    let (kernel, two_columns) = match mode {
+        ResizeMode::BilinearAntialias if out_h < shape.h || out_w < shape.w => {
+            (RESIZE_BILINEAR_AA, false)
+        }
+        ResizeMode::Bilinear | ResizeMode::BilinearAntialias => (RESIZE_BILINEAR, true),
+        ResizeMode::Nearest => (RESIZE_NEAREST, false),
+    };
+    let mut launch = gpu.kernels()?.prepare(stream, kernel);
+    let xp = launch.read(x);
+    let yp = launch.write(y);
     let p = ResizeParams {
         x: xp,
         y: yp,
@@ -41,20 +52,10 @@ pub fn resize(
         rows,
         pad: 0,
     };
-    // Antialiasing changes nothing when neither axis shrinks (the triangle's support stays one
-    // pixel): the plain bilinear kernel computes the same values.
-    // Plain bilinear computes two columns per thread (`for_column_pairs`), the others one.
-    let (kernel, two_columns) = match mode {
-        ResizeMode::BilinearAntialias if out_h < shape.h || out_w < shape.w => {
-            (RESIZE_BILINEAR_AA, false)
-        }
-        ResizeMode::Bilinear | ResizeMode::BilinearAntialias => (RESIZE_BILINEAR, true),
-        ResizeMode::Nearest => (RESIZE_NEAREST, false),
-    };
     if two_columns {
         // Two columns per thread: half as many blocks across.
         grid.0 = grid.0.div_ceil(2);
     }
     // SAFETY: lengths checked against the shapes; the grid covers every output pixel.
-    unsafe { gpu.launch(stream, kernel, grid, BLOCK, p) }
+    unsafe { launch.run(LaunchConfig::new(grid, BLOCK), p) }
 }

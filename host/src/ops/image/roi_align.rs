@@ -3,7 +3,7 @@
 use super::{check_len, column_grid, Shape, BLOCK};
 use crate::engine::params;
 use crate::error::{Error, Result};
-use crate::runtime::Gpu;
+use crate::runtime::{Gpu, LaunchConfig};
 use crate::spec::image::{check_boxes, check_roi_boxes, check_roi_options, RoiAlign};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 use std::sync::{Arc, Mutex};
@@ -145,9 +145,17 @@ pub fn roi_align(
     // A box's setup costs as much as several bins, so far fewer threads per row pay (measured
     // on an H200).
     let (grid, rows) = column_grid(gpu, "output_size", (o.out_h, o.out_w), boxes.count, 128)?;
-    let (xp, _r) = x.device_ptr(stream);
+    // The sampling grid is computed as the kernels do (same f32 operations, no contraction), so
+    // a launch whose every box samples once per bin can take the one-sample kernel.
+    let kernel = if one_sample {
+        ROI_ALIGN_ONE_SAMPLE
+    } else {
+        ROI_ALIGN
+    };
+    let mut launch = gpu.kernels()?.prepare(stream, kernel);
+    let xp = launch.read(x);
     let (bp, _b) = boxes.device_ptr(stream)?;
-    let (yp, _w) = y.device_ptr_mut(stream);
+    let yp = launch.write(y);
     let p = RoiAlignParams {
         x: xp,
         boxes: bp,
@@ -165,17 +173,10 @@ pub fn roi_align(
         rows,
         pad: 0,
     };
-    // The sampling grid is computed as the kernels do (same f32 operations, no contraction), so
-    // a launch whose every box samples once per bin can take the one-sample kernel.
-    let kernel = if one_sample {
-        ROI_ALIGN_ONE_SAMPLE
-    } else {
-        ROI_ALIGN
-    };
     // SAFETY: lengths checked against the shapes; the boxes were validated (batch index in
     // range, bounded sampling grid), or, on the device, the kernel reads zeros for a batch index
     // outside the batch and caps the grid; the grid covers every output.
-    unsafe { gpu.launch(stream, kernel, grid, BLOCK, p) }
+    unsafe { launch.run(LaunchConfig::new(grid, BLOCK), p) }
 }
 
 /// The gradient of [`roi_align`] with respect to its input: `grad_x` (`shape`) from the
@@ -201,9 +202,15 @@ pub fn roi_align_backward(
     if boxes.count > u32::MAX as usize {
         return Err(Error::arg("boxes", "more than 2^32 - 1 boxes"));
     }
-    let (gyp, _r) = grad_y.device_ptr(stream);
+    let (kernel, items) = if deterministic {
+        (ROI_ALIGN_BACKWARD_DETERMINISTIC, shape.len())
+    } else {
+        (ROI_ALIGN_BACKWARD, out.len())
+    };
+    let mut launch = gpu.kernels()?.prepare(stream, kernel);
+    let gyp = launch.read(grad_y);
     let (bp, _b) = boxes.device_ptr(stream)?;
-    let (gxp, _w) = grad_x.device_ptr_mut(stream);
+    let gxp = launch.write(grad_x);
     if !deterministic {
         // SAFETY: `gxp` addresses `shape.len()` f32 (checked above), written on `stream` only.
         unsafe {
@@ -229,11 +236,6 @@ pub fn roi_align_backward(
         spatial_scale: o.spatial_scale,
         aligned: o.aligned as u32,
     };
-    let (kernel, items) = if deterministic {
-        (ROI_ALIGN_BACKWARD_DETERMINISTIC, shape.len())
-    } else {
-        (ROI_ALIGN_BACKWARD, out.len())
-    };
     let blocks = items
         .div_ceil(ROI_ALIGN_BACKWARD_BLOCK as usize)
         .min(gpu.info().multiprocessors as usize * 32)
@@ -242,11 +244,8 @@ pub fn roi_align_backward(
     // the kernels skip a batch index outside the batch and cap the grid; the grid-stride loops
     // cover every item; the atomic kernel's output was zeroed above on the same stream.
     unsafe {
-        gpu.launch(
-            stream,
-            kernel,
-            (blocks as u32, 1, 1),
-            (ROI_ALIGN_BACKWARD_BLOCK, 1, 1),
+        launch.run(
+            LaunchConfig::new((blocks as u32, 1, 1), (ROI_ALIGN_BACKWARD_BLOCK, 1, 1)),
             p,
         )
     }

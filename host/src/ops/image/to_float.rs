@@ -2,7 +2,7 @@
 
 use super::{check_len, Layout, Shape};
 use crate::error::Result;
-use crate::runtime::Gpu;
+use crate::runtime::{Gpu, LaunchConfig};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use streamline_abi::image::{
     ToFloatParams, ToFloatRelayoutParams, ELEMENTWISE_BLOCK, TO_FLOAT, TO_FLOAT_RELAYOUT,
@@ -21,8 +21,9 @@ pub fn to_float(
         return Ok(());
     }
     let n = x.len() as u64;
-    let (xp, _r) = x.device_ptr(stream);
-    let (yp, _w) = y.device_ptr_mut(stream);
+    let mut launch = gpu.kernels()?.prepare(stream, TO_FLOAT);
+    let xp = launch.read(x);
+    let yp = launch.write(y);
     let p = ToFloatParams {
         x: xp,
         y: yp,
@@ -30,12 +31,10 @@ pub fn to_float(
         scale: to_float_scale(scale),
         pad: 0,
     };
+    let per_block = (ELEMENTWISE_BLOCK, 16 * ELEMENTWISE_BLOCK as u64);
     // SAFETY: `x` holds `n` bytes and `y` `n` f32 (lengths checked), distinct allocations (one
     // borrowed shared, one exclusively); the kernel strides over all of them.
-    unsafe {
-        let per_block = (ELEMENTWISE_BLOCK, 16 * ELEMENTWISE_BLOCK as u64);
-        gpu.launch_strided(stream, TO_FLOAT, n, per_block, 1 << 20, p)
-    }
+    unsafe { launch.run(crate::ops::strided(n, per_block, 1 << 20), p) }
 }
 
 /// `ToDtype(float32)` of a batch of `shape` stored in layout `from` into layout `to`: uint8
@@ -59,8 +58,9 @@ pub fn to_float_relayout(
     let blocks = plane.div_ceil(ELEMENTWISE_BLOCK).clamp(1, 1 << 16);
     // One row of blocks per image, up to the grid's limit; the kernel strides over the rest.
     let images = shape.n.min(65535) as u32;
-    let (xp, _r) = x.device_ptr(stream);
-    let (yp, _w) = y.device_ptr_mut(stream);
+    let mut launch = gpu.kernels()?.prepare(stream, TO_FLOAT_RELAYOUT);
+    let xp = launch.read(x);
+    let yp = launch.write(y);
     let p = ToFloatRelayoutParams {
         x: xp,
         y: yp,
@@ -75,11 +75,8 @@ pub fn to_float_relayout(
     // `y` as many f32 (lengths checked), distinct allocations; the kernel strides over every
     // pixel of every image whatever the grid.
     unsafe {
-        gpu.launch(
-            stream,
-            TO_FLOAT_RELAYOUT,
-            (blocks, images, 1),
-            (ELEMENTWISE_BLOCK, 1, 1),
+        launch.run(
+            LaunchConfig::new((blocks, images, 1), (ELEMENTWISE_BLOCK, 1, 1)),
             p,
         )
     }
