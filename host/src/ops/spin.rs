@@ -39,5 +39,10 @@ pub fn spin_copy(
     // SAFETY: `x` and `y` are live device allocations of `n` f32 each (lengths checked), distinct
     // (one borrowed shared, the other exclusively); the launch is ordered after earlier
     // accesses and recorded for later ones.
-    unsafe { launch.run(super::strided(n, per_block, i32::MAX as u32), params) }
+    unsafe {
+        launch.run(
+            crate::LaunchConfig::strided(n, per_block, i32::MAX as u32),
+            params,
+        )
+    }
 }

@@ -2,7 +2,6 @@
 //! mean-squared-error gradient, SGD, transpose): with [`crate::ops::matmul`], a two-layer MLP's
 //! forward and backward pass.
 
-use super::strided;
 use crate::error::{Error, Result};
 use crate::runtime::{Gpu, LaunchConfig};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
@@ -49,7 +48,12 @@ pub fn relu(
     };
     // SAFETY: both buffers hold `n` f32 (checked); `y` is borrowed exclusively so it does not
     // overlap `x`; the launch is ordered after earlier accesses.
-    unsafe { launch.run(strided(n as u64, PER_BLOCK, MAX_BLOCKS), p) }
+    unsafe {
+        launch.run(
+            crate::LaunchConfig::strided(n as u64, PER_BLOCK, MAX_BLOCKS),
+            p,
+        )
+    }
 }
 
 /// `dx = dy` where `x > 0`, else `+0`: the gradient through a ReLU whose input was `x`.
@@ -79,7 +83,12 @@ pub fn relu_backward(
     };
     // SAFETY: the three buffers hold `n` f32 (checked); `dx` is borrowed exclusively so it
     // overlaps neither input; the launch is ordered after earlier accesses.
-    unsafe { launch.run(strided(n as u64, PER_BLOCK, MAX_BLOCKS), p) }
+    unsafe {
+        launch.run(
+            crate::LaunchConfig::strided(n as u64, PER_BLOCK, MAX_BLOCKS),
+            p,
+        )
+    }
 }
 
 /// `d = scale * (y - t)`: with `scale = 2 / y.len()`, the gradient of the mean squared error
@@ -115,7 +124,12 @@ pub fn mse_grad(
     };
     // SAFETY: the three buffers hold `n` f32 (checked); `d` is borrowed exclusively; the
     // launch is ordered after earlier accesses.
-    unsafe { launch.run(strided(n as u64, PER_BLOCK, MAX_BLOCKS), p) }
+    unsafe {
+        launch.run(
+            crate::LaunchConfig::strided(n as u64, PER_BLOCK, MAX_BLOCKS),
+            p,
+        )
+    }
 }
 
 /// `w = w - lr * g` in place (one rounding). Equal lengths; `lr` finite.
@@ -146,7 +160,12 @@ pub fn sgd(
     };
     // SAFETY: both buffers hold `n` f32 (checked); `w` is borrowed exclusively so `g` does not
     // overlap it; the launch is ordered after earlier accesses.
-    unsafe { launch.run(strided(n as u64, PER_BLOCK, MAX_BLOCKS), p) }
+    unsafe {
+        launch.run(
+            crate::LaunchConfig::strided(n as u64, PER_BLOCK, MAX_BLOCKS),
+            p,
+        )
+    }
 }
 
 /// Largest `rows` [`transpose`] accepts: one grid row of blocks per 32 rows, at most 65535.

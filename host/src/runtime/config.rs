@@ -54,6 +54,16 @@ impl LaunchConfig {
         Ok(LaunchConfig::new((blocks, 1, 1), (block, 1, 1)))
     }
 
+    /// A one-dimensional grid over `items` of `block`-thread blocks taking `per_block` items
+    /// each: `ceil(items / per_block)` blocks, at least one and at most `max_blocks` (the
+    /// kernel strides over what the grid leaves).
+    pub fn strided(items: u64, (block, per_block): (u32, u64), max_blocks: u32) -> LaunchConfig {
+        let blocks = items
+            .div_ceil(per_block.max(1))
+            .clamp(1, max_blocks.max(1) as u64) as u32;
+        LaunchConfig::new((blocks, 1, 1), (block, 1, 1))
+    }
+
     /// This configuration with `bytes` of dynamic shared memory per block.
     pub fn with_shared(self, bytes: u32) -> LaunchConfig {
         LaunchConfig {
@@ -135,4 +145,24 @@ pub(crate) fn check(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LaunchConfig;
+
+    #[test]
+    fn strided_grids_cover_the_items_within_their_cap() {
+        let blocks =
+            |items, per_block, max| LaunchConfig::strided(items, (128, per_block), max).grid;
+        assert_eq!(blocks(0, 128, 10), (1, 1, 1));
+        assert_eq!(blocks(128, 128, 10), (1, 1, 1));
+        assert_eq!(blocks(129, 128, 10), (2, 1, 1));
+        assert_eq!(blocks(1 << 40, 128, 10), (10, 1, 1));
+        assert_eq!(blocks(5, 0, 0), (1, 1, 1));
+        assert_eq!(
+            LaunchConfig::strided(1000, (256, 4096), 8).block,
+            (256, 1, 1)
+        );
+    }
 }

@@ -240,9 +240,7 @@ impl Gpu {
         }
     }
 
-    /// [`Gpu::launch`] over `items` on a one-dimensional grid of `block`-thread blocks that take
-    /// `per_block` items each: `ceil(items / per_block)` blocks, at least one and at most
-    /// `max_blocks` (the kernel strides over what the grid leaves).
+    /// [`Gpu::launch`] over `items` on the grid of [`LaunchConfig::strided`].
     ///
     /// # Safety
     /// As for [`Module::launch`].
@@ -255,11 +253,9 @@ impl Gpu {
         max_blocks: u32,
         params: P,
     ) -> Result<()> {
-        let blocks = items
-            .div_ceil(per_block.max(1))
-            .clamp(1, max_blocks.max(1) as u64) as u32;
+        let cfg = LaunchConfig::strided(items, (block, per_block), max_blocks);
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.launch(stream, kernel, (blocks, 1, 1), (block, 1, 1), params) }
+        unsafe { self.kernels()?.launch(stream, kernel, cfg, params) }
     }
 
     /// [`Gpu::launch`] with `shared_bytes` of dynamic shared memory per block.

@@ -34,7 +34,7 @@ pub fn to_float(
     let per_block = (ELEMENTWISE_BLOCK, 16 * ELEMENTWISE_BLOCK as u64);
     // SAFETY: `x` holds `n` bytes and `y` `n` f32 (lengths checked), distinct allocations (one
     // borrowed shared, one exclusively); the kernel strides over all of them.
-    unsafe { launch.run(crate::ops::strided(n, per_block, 1 << 20), p) }
+    unsafe { launch.run(crate::LaunchConfig::strided(n, per_block, 1 << 20), p) }
 }
 
 /// `ToDtype(float32)` of a batch of `shape` stored in layout `from` into layout `to`: uint8
