@@ -1,0 +1,312 @@
+//! The feed: where the batches come from (generated, or decoded from a folder on the
+//! loader's threads) and everything one batch size runs on (page-locked slots, device rings,
+//! the augmentation and its draws).
+
+use crate::folder::ImageFolder;
+use crate::Footprint;
+use cudarc::driver::CudaStream;
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use std::sync::Arc;
+use streamline::engine::memory::h2d;
+use streamline::engine::pipeline::StageCall;
+use streamline::engine::{
+    DeviceBuffer, Loader, LoaderStats, PinnedBuffer, Plan, SteadyGraphs, StreamPool, Streamed,
+};
+use streamline::error::{DriverContext, Error, Result};
+use streamline::ops::image::{Augment, AugmentConfig, AugmentDraw, Layout, Shape};
+use streamline::Gpu;
+use streamline_testing::data::fan_in_weights;
+use streamline_testing::reference::train::Mlp;
+
+use super::*;
+
+/// Where the batches come from: filled on the loader's threads, the same batch for the same
+/// index every time (the check rebuilds the last one).
+pub(super) enum Source {
+    /// [`DATA`] generated batches (uint8 NHWC and one-hot targets), cycled through.
+    Generated { images: Vec<u8>, targets: Vec<f32> },
+    /// Decoded from a folder.
+    Folder(ImageFolder),
+}
+
+impl Source {
+    pub(super) fn new(o: &Options, batch: usize, seed: u64) -> Result<Source> {
+        if let Some(dir) = &o.input {
+            let f = ImageFolder::open(dir, o.size)?;
+            if f.classes().len() > o.train.classes {
+                return Err(Error::arg(
+                    "input",
+                    format!(
+                        "{} holds {} class folders, more than the model's {} classes",
+                        dir.display(),
+                        f.classes().len(),
+                        o.train.classes
+                    ),
+                ));
+            }
+            return Ok(Source::Folder(f));
+        }
+        let per = batch * CHANNELS * o.size * o.size;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let images: Vec<u8> = (0..per * DATA).map(|_| rng.gen()).collect();
+        let mut targets = vec![0.0f32; batch * o.train.classes * DATA];
+        for row in targets.chunks_mut(o.train.classes) {
+            row[rng.gen_range(0..o.train.classes)] = 1.0;
+        }
+        Ok(Source::Generated { images, targets })
+    }
+
+    /// Batch `i` into `images` (NHWC) and `targets`.
+    pub(super) fn fill(
+        &self,
+        i: usize,
+        batch: usize,
+        images: &mut [u8],
+        targets: &mut [f32],
+    ) -> Result<()> {
+        match self {
+            Source::Generated {
+                images: all,
+                targets: t,
+            } => {
+                let k = i % DATA;
+                let (n, m) = (images.len(), targets.len());
+                images.copy_from_slice(&all[k * n..(k + 1) * n]);
+                targets.copy_from_slice(&t[k * m..(k + 1) * m]);
+                Ok(())
+            }
+            Source::Folder(f) => f.fill_batch(i, batch, images, targets),
+        }
+    }
+}
+
+/// A page-locked slot: one batch's images and targets.
+type Slot = (PinnedBuffer<u8>, PinnedBuffer<f32>);
+
+/// Everything one batch size runs on.
+pub(super) struct Setup {
+    pub(super) batch: usize,
+    /// Steps of a graph window; the loader has twice as many slots.
+    pub(super) window: usize,
+    pub(super) source: Arc<Source>,
+    pub(super) loader: Loader<Slot>,
+    /// Whether the copy stage takes its batch from the loader (not while capturing).
+    pub(super) hosted: bool,
+    /// Footprints sampled over the run (every `sample_every` steps; 0: none).
+    pub(super) sample_every: usize,
+    pub(super) footprints: Vec<Footprint>,
+    pub(super) augments: Vec<Augment>,
+    pub(super) ring_u8: Vec<DeviceBuffer<u8>>,
+    pub(super) ring_t: Vec<DeviceBuffer<f32>>,
+    pub(super) ring_x: Vec<DeviceBuffer<f32>>,
+    /// The extra transform's outputs (empty without one).
+    pub(super) ring_x2: Vec<DeviceBuffer<f32>>,
+    pub(super) model: Model,
+    pub(super) w1: Vec<f32>,
+    pub(super) w2: Vec<f32>,
+}
+
+impl Setup {
+    pub(super) fn new(
+        pool: &StreamPool,
+        o: &Options,
+        batch: usize,
+        seed: u64,
+        extra: Option<&mut (dyn Transform + '_)>,
+    ) -> Result<Setup> {
+        let shape = Shape::new(batch, CHANNELS, o.size, o.size);
+        let cfg = config(o.size);
+        let per = shape.len();
+        let source = Arc::new(Source::new(o, batch, seed)?);
+        let window = window(o.workers);
+        let slots = (0..2 * window)
+            .map(|_| {
+                Ok((
+                    PinnedBuffer::zeros(pool, per)?,
+                    PinnedBuffer::zeros(pool, batch * o.train.classes)?,
+                ))
+            })
+            .collect::<Result<Vec<Slot>>>()?;
+        let fill_source = source.clone();
+        let loader = Loader::new(slots, o.workers, move |i, slot: &mut Slot| {
+            let (images, targets) = slot;
+            fill_source.fill(i, batch, images.as_mut_slice()?, targets.as_mut_slice()?)
+        })?;
+        let stream = pool.stream(0)?;
+        let ctx = pool.context();
+        // The augmentations' parameter arrays are made without cudarc's per-slice events: a
+        // captured launch that read them would otherwise wait on the upload's event, recorded
+        // outside the capture, which stream capture rejects. They need no events: they are
+        // written once here, the host waits for the upload below, and then only read.
+        // SAFETY: the slices made in this window are written once, on `stream`, finished
+        // before any use (synchronized below), and never written again.
+        unsafe { ctx.disable_event_tracking() };
+        let augments = (0..DATA)
+            .map(|k| {
+                let draw = AugmentDraw::random(&cfg, batch, o.size, o.size, seed + 10 + k as u64);
+                // Decoders give HWC pixels: the fused kernel reads them in place.
+                Augment::new(stream, shape, &cfg, &draw)
+                    .map(|a| a.with_layouts(Layout::Nhwc, Layout::Nchw))
+            })
+            .collect::<Result<Vec<_>>>();
+        // SAFETY: restores the tracking every other slice relies on.
+        unsafe { ctx.enable_event_tracking() };
+        let augments = augments?;
+        stream.synchronize().op("cuStreamSynchronize")?;
+        let inputs = CHANNELS * o.size * o.size;
+        let m = Mlp {
+            batch,
+            inputs,
+            hidden: o.train.hidden,
+            outputs: o.train.classes,
+            lr: o.train.lr,
+        };
+        let w1 = fan_in_weights(inputs * o.train.hidden, inputs, seed + 1);
+        let w2 = fan_in_weights(o.train.hidden * o.train.classes, o.train.hidden, seed + 2);
+        let ring = |n: usize, lane: usize| -> Result<Vec<DeviceBuffer<f32>>> {
+            (0..DEPTH)
+                .map(|_| DeviceBuffer::zeros(pool, lane, n))
+                .collect()
+        };
+        Ok(Setup {
+            batch,
+            window,
+            source,
+            loader,
+            hosted: true,
+            sample_every: 0,
+            footprints: Vec::new(),
+            ring_u8: (0..DEPTH)
+                .map(|_| DeviceBuffer::zeros(pool, 0, per))
+                .collect::<Result<_>>()?,
+            ring_t: ring(batch * o.train.classes, 0)?,
+            ring_x: ring(batch * inputs, 0)?,
+            ring_x2: match extra {
+                Some(t) => {
+                    t.prepare(pool, Shape::new(batch, CHANNELS, o.size, o.size), seed + 3)?;
+                    ring(batch * inputs, 0)?
+                }
+                None => Vec::new(),
+            },
+            model: Model::new(pool, 1, m, &w1, &w2)?,
+            augments,
+            w1,
+            w2,
+        })
+    }
+
+    pub(super) fn stage(
+        &mut self,
+        gpu: &Gpu,
+        extra: &mut Option<&mut (dyn Transform + '_)>,
+        c: &StageCall,
+    ) -> Result<()> {
+        let s = c.slot;
+        match (c.stage, extra) {
+            (2, Some(t)) => t.run(c.stream, &self.ring_x[s], &mut self.ring_x2[s]),
+            (2, None) | (3, Some(_)) => {
+                // The extra transform's output where there is one.
+                let x = self.ring_x2.get(s).unwrap_or(&self.ring_x[s]);
+                self.model.step(gpu, c.stream, x, &self.ring_t[s])
+            }
+            (0, _) => self.copy(gpu, c.iteration, s, c.stream),
+            _ => self.augments[c.iteration % DATA].run_fused(
+                gpu,
+                c.stream,
+                &self.ring_u8[s],
+                &mut self.ring_x[s],
+            ),
+        }
+    }
+
+    /// The copy of batch `i` from its page-locked slot into device slot `s`: taken from the
+    /// loader and handed back once queued, or (while capturing) the slot batch `i` would use.
+    pub(super) fn copy(
+        &mut self,
+        gpu: &Gpu,
+        i: usize,
+        s: usize,
+        stream: &Arc<CudaStream>,
+    ) -> Result<()> {
+        if self.hosted {
+            self.sample(gpu, i)?;
+        }
+        let slot = if self.hosted {
+            self.loader.get(i)?
+        } else {
+            self.loader.slot(i % (2 * self.window))?
+        };
+        h2d(stream, &slot.0.view(0..slot.0.len())?, &mut self.ring_u8[s])?;
+        h2d(stream, &slot.1.view(0..slot.1.len())?, &mut self.ring_t[s])?;
+        if self.hosted {
+            self.loader.release(i)?;
+        }
+        Ok(())
+    }
+
+    /// Records the memory footprint before step `i` when it is due.
+    pub(super) fn sample(&mut self, gpu: &Gpu, i: usize) -> Result<()> {
+        if self.sample_every > 0 && i.is_multiple_of(self.sample_every) {
+            self.footprints.push(Footprint::now(gpu)?);
+        }
+        Ok(())
+    }
+
+    /// Streams `steps` steps with the lanes on `lanes`: eagerly, or through `graphs` (the
+    /// first and last steps eager), the loader's batches of a window taken before its replay
+    /// and handed back right after.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn run(
+        &mut self,
+        gpu: &Gpu,
+        pool: &StreamPool,
+        plan: &Plan,
+        lanes: &[usize],
+        graphs: Option<&SteadyGraphs>,
+        extra: &mut Option<&mut (dyn Transform + '_)>,
+        steps: usize,
+    ) -> Result<LoaderStats> {
+        self.hosted = true;
+        self.footprints.clear();
+        self.loader.start(steps)?;
+        match graphs {
+            None => plan.run(pool, lanes, 0..steps, None, |c| self.stage(gpu, extra, c))?,
+            Some(g) => {
+                let k = g.skew()[0];
+                g.stream(plan, pool, steps, |h| match h {
+                    Streamed::Call(c) => self.stage(gpu, extra, c),
+                    Streamed::Before(w) => {
+                        for i in w.start - k..w.end - k {
+                            self.sample(gpu, i)?;
+                            self.loader.get(i)?;
+                        }
+                        Ok(())
+                    }
+                    Streamed::After(w) => {
+                        for i in w.start - k..w.end - k {
+                            self.loader.release(i)?;
+                        }
+                        Ok(())
+                    }
+                })?
+            }
+        }
+        self.loader.finish()
+    }
+
+    /// Puts the initial weights back (on the model lane).
+    pub(super) fn reset(&mut self, pool: &StreamPool) -> Result<()> {
+        let s = pool.stream(1)?;
+        h2d(s, &self.w1[..], &mut self.model.w1)?;
+        h2d(s, &self.w2[..], &mut self.model.w2)
+    }
+}
+
+/// Seed 003's transform for `size` images, converting with scaling to `[0, 1]` so that the
+/// MLP sees inputs of unit scale.
+pub(super) fn config(size: usize) -> AugmentConfig {
+    AugmentConfig {
+        scale: true,
+        ..AugmentConfig::seed003(size, CHANNELS)
+    }
+}

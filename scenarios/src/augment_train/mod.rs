@@ -1,0 +1,192 @@
+//! Seed 003, part 2: augmentation on the GPU pipelined with training. uint8 batches (and their
+//! targets) are copied from page-locked memory and augmented (our fused [`Augment`]: crop,
+//! resize, rotation, blur, normalisation) on a transform stream while the model stream trains
+//! on the previous batch: one SGD step of a two-layer MLP (`relu(x W1) W2`, mean squared error
+//! against one-hot targets), forward and backward built from our matmul and the training-step
+//! kernels. Device buffers form rings of three, so batch N+1 is augmented while batch N
+//! trains, each slot reused only once the step that read it is done.
+//!
+//! The batches stream from a [`Loader`]: host threads decode the PNG/JPEG images of a folder
+//! (or copy generated batches) into page-locked slots ahead of the copies, so host memory is
+//! the slots and a run can last any number of steps; with a graph, the steady state replays
+//! two captured windows in turn. The report says which stage bounds the throughput: the
+//! loader's threads, the transform stream or the model stream.
+//!
+//! The seed's table: steps per second over batch sizes, serial (both lanes on one stream),
+//! pipelined (one stream each) and pipelined replayed as a CUDA graph.
+//!
+//! The module follows a run: `feed` (where batches come from and what one batch size runs
+//! on), `model` (the MLP the model stream trains), `run` (the timed runs and the report),
+//! `check` (the last step against the CPU references) and `report` (which stage bounds the
+//! throughput).
+
+mod check;
+mod feed;
+mod model;
+mod report;
+mod run;
+
+pub(crate) use model::Model;
+pub use run::{run, run_with};
+
+use crate::Training;
+use cudarc::driver::CudaStream;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use streamline::engine::{DeviceBuffer, OpKind, PipelineSpec, StreamPool};
+use streamline::error::{Error, Result};
+use streamline::ops::image::Shape;
+
+/// Options of `augment-train`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct Options {
+    #[command(flatten)]
+    pub train: Training,
+    /// Side of the square images (3 channels); the crop is half of it, resized back to it.
+    #[arg(long, default_value_t = Options::default().size)]
+    pub size: usize,
+    /// A folder of PNG/JPEG images to decode the batches from (class subfolders give the
+    /// labels); generated batches without one.
+    #[arg(long, value_name = "DIR")]
+    pub input: Option<PathBuf>,
+    /// Host threads filling the batches (decoding the images).
+    #[arg(long, default_value_t = Options::default().workers)]
+    pub workers: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            train: Training::default(),
+            size: 256,
+            input: None,
+            workers: std::thread::available_parallelism().map_or(4, |n| n.get().min(8)),
+        }
+    }
+}
+
+/// Ring depth of the device buffers: three, so that the copy of batch N+2, the augmentation
+/// of N+1 and the step on N are all in flight, also across the ends of a graph window.
+const DEPTH: usize = 3;
+/// Distinct generated batches, and distinct per-image draws of the augmentation, cycled
+/// through (a divisor of every window's slot count, so a replayed window meets the draws it
+/// was captured with).
+const DATA: usize = 3;
+const CHANNELS: usize = 3;
+
+/// Steps one graph window replays with `workers` loader threads: a multiple of the ring depth
+/// such that the two windows' page-locked slots (`2 window`, so that the loader fills one
+/// window's batches while the other's replay copies them) leave every thread a slot to fill
+/// besides the ring's copies in flight.
+fn window(workers: usize) -> usize {
+    DEPTH * (workers + DEPTH).div_ceil(2 * DEPTH)
+}
+
+/// Checks the options.
+pub fn validate(o: &Options) -> Result<()> {
+    o.train.check(1024)?;
+    if !(8..=512).contains(&o.size) {
+        return Err(Error::arg(
+            "size",
+            format!("must be in 8..=512, got {}", o.size),
+        ));
+    }
+    if !(1..=8192).contains(&o.train.hidden) || !(1..=1024).contains(&o.train.classes) {
+        return Err(Error::arg(
+            "hidden",
+            "hidden must be in 1..=8192 and classes in 1..=1024",
+        ));
+    }
+    if !(1..=1 << 40).contains(&o.train.steps) {
+        return Err(Error::arg(
+            "steps",
+            format!("must be in 1..=2^40, got {}", o.train.steps),
+        ));
+    }
+    if !(1..=256).contains(&o.workers) {
+        return Err(Error::arg(
+            "workers",
+            format!("must be in 1..=256, got {}", o.workers),
+        ));
+    }
+    let inputs = CHANNELS * o.size * o.size;
+    let max_b = o.train.batches.iter().max().copied().unwrap_or(1);
+    // The loader's page-locked slots: two graph windows of batches.
+    let pinned = (2 * window(o.workers) * max_b * inputs) as u128;
+    if pinned > 1 << 34 {
+        return Err(Error::arg(
+            "workers",
+            format!(
+                "{} threads need {} page-locked slots of the largest batch ({max_b} images), {:.1} GiB; at most 16 GiB: use fewer threads or smaller batches",
+                o.workers,
+                2 * window(o.workers),
+                pinned as f64 / (1u64 << 30) as f64
+            ),
+        ));
+    }
+    if (inputs as u128) * (o.train.hidden as u128) > 1 << 28
+        || (max_b as u128) * (inputs as u128) > 1 << 28
+    {
+        return Err(Error::arg(
+            "hidden",
+            "3 * size^2 * hidden and batch * 3 * size^2 must be at most 2^28 elements",
+        ));
+    }
+    Ok(())
+}
+
+/// A transform of one's own, run on the transform stream after the augmentation: it reads
+/// the augmented batch (NCHW f32, 3 channels, values in `[0, 1]`) and writes the batch the
+/// model trains on. It shows in the plan and the timeline under its [`Transform::name`].
+pub trait Transform {
+    /// The stage's name.
+    fn name(&self) -> &str;
+    /// Prepares for batches of `shape` (allocations on the pool, per-image parameters drawn
+    /// from `seed`); called once per batch size, before any [`Transform::run`].
+    fn prepare(&mut self, pool: &StreamPool, shape: Shape, seed: u64) -> Result<()>;
+    /// Transforms `x` into `y` on `stream`, queueing work only (no host wait, so that the run
+    /// can be captured as a CUDA graph).
+    fn run(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        x: &DeviceBuffer<f32>,
+        y: &mut DeviceBuffer<f32>,
+    ) -> Result<()>;
+}
+
+/// Transform lane: copy the uint8 batch and its targets, augment (then the extra transform
+/// named `extra`, if any); model lane: one step.
+pub fn spec(extra: Option<&str>) -> PipelineSpec {
+    let spec = PipelineSpec::new(DEPTH)
+        .lane("transform")
+        .lane("model")
+        .persistent("dataset")
+        .ring("images")
+        .ring("targets")
+        .ring("x")
+        .persistent("model")
+        .stage(
+            "h2d",
+            OpKind::H2D,
+            "transform",
+            &["dataset"],
+            &["images", "targets"],
+        )
+        .stage("augment", OpKind::Compute, "transform", &["images"], &["x"]);
+    let (spec, input) = match extra {
+        Some(name) => (
+            spec.ring("x2")
+                .stage(name, OpKind::Compute, "transform", &["x"], &["x2"]),
+            "x2",
+        ),
+        None => (spec, "x"),
+    };
+    spec.stage(
+        "train step",
+        OpKind::Compute,
+        "model",
+        &[input, "targets"],
+        &["model"],
+    )
+}
