@@ -92,6 +92,15 @@ fn cubin_runs_on(arch: &str, major: i32, minor: i32) -> bool {
     n / 10 == major && n % 10 <= minor
 }
 
+/// Whether a driver for CUDA `driver` (unknown: assumed able) can load machine code that a
+/// `ptxas` of CUDA `needs` assembled (unrecorded: assumed loadable).
+fn driver_loads(driver: Option<(i32, i32)>, needs: Option<(u32, u32)>) -> bool {
+    match (driver, needs) {
+        (Some(have), Some(need)) => (have.0 as u32, have.1 as u32) >= need,
+        _ => true,
+    }
+}
+
 impl EmbeddedModule {
     /// The embedded architectures, lowest first.
     pub fn archs(&self) -> Vec<&'static str> {
@@ -146,11 +155,9 @@ impl EmbeddedModule {
             }
             let manifest = self.manifest(a)?;
             let needs = manifest.cubin.as_ref().map(|c| c.cuda);
-            if let (Some(have), Some(need)) = (driver, needs) {
-                if (have.0 as u32, have.1 as u32) < need {
-                    too_old = Some((a.arch, have, need));
-                    continue;
-                }
+            if !driver_loads(driver, needs) {
+                too_old = driver.zip(needs).map(|(have, need)| (a.arch, have, need));
+                continue;
             }
             return KernelImage::checked(
                 format!("embedded {} {} (cubin)", self.name, a.arch),
@@ -282,10 +289,7 @@ impl KernelImage {
     /// [`EmbeddedModule::image_for_driver`]), else its PTX.
     pub fn for_device(mut self, major: i32, minor: i32, driver: Option<(i32, i32)>) -> Self {
         let runs = cubin_runs_on(&self.manifest.arch, major, minor)
-            && match (driver, self.manifest.cubin.as_ref().map(|c| c.cuda)) {
-                (Some(have), Some(need)) => (have.0 as u32, have.1 as u32) >= need,
-                _ => true,
-            };
+            && driver_loads(driver, self.manifest.cubin.as_ref().map(|c| c.cuda));
         if self.cubin.is_some() && runs {
             self.ptx = None;
         } else if self.ptx.is_some() {
