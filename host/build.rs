@@ -3,5 +3,7 @@
 //! builds theirs.
 
 fn main() {
-    streamline_builder::Builder::new("../gpu-kernels").build_or_exit();
+    streamline_builder::Builder::new("../gpu-kernels")
+        .default_archs(streamline_builder::ARCHS_WITH_SM90A)
+        .build_or_exit();
 }

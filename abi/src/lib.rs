@@ -9,6 +9,7 @@
 #![no_std]
 
 pub mod heavy;
+pub mod hgemm;
 pub mod image;
 pub mod matmul;
 pub mod spin;

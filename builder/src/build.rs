@@ -1,5 +1,6 @@
 //! Building a kernel crate for a set of architectures: [`Builder`].
 
+use crate::arch::Arch;
 use crate::link::{run_if_invoked_as_linker, ENV_LIBDEVICE, ENV_LINK, ENV_LLVM_BIN};
 use crate::manifest::{bytes_hash, finish_ptx, hash_files, ptx_hash, CubinInfo, Manifest};
 use crate::tools::{clean_command, ensure_nightly, find_libdevice, find_ptxas, NIGHTLY};
@@ -8,6 +9,10 @@ use std::path::{Path, PathBuf};
 
 /// Architectures built when none are named: Ampere (sm_80) and Hopper (sm_90).
 pub const DEFAULT_ARCHS: &[&str] = &["sm_80", "sm_90"];
+
+/// Architectures of Streamline's own kernels: [`DEFAULT_ARCHS`] and `sm_90a`, for the kernels
+/// that use Hopper's tensor-core instructions (`wgmma`) and exist only there.
+pub const ARCHS_WITH_SM90A: &[&str] = &["sm_80", "sm_90", "sm_90a"];
 
 /// Builds one kernel crate (a `#![no_std]` library whose kernels are defined with
 /// `streamline_device::kernel!`) to PTX, one file per architecture, each with its manifest.
@@ -25,6 +30,7 @@ pub const DEFAULT_ARCHS: &[&str] = &["sm_80", "sm_90"];
 pub struct Builder {
     crate_dir: PathBuf,
     archs: Option<Vec<String>>,
+    default_archs: Vec<String>,
     out_dir: Option<PathBuf>,
     target_dir: Option<PathBuf>,
     cache: Option<PathBuf>,
@@ -63,18 +69,16 @@ pub struct Built {
     pub all_ptx: bool,
 }
 
-/// Checks an architecture name of the form `sm_NN` (NN >= 53, the first with f16 arithmetic).
-pub fn check_arch(arch: &str) -> Result<u32> {
-    let n = arch
-        .strip_prefix("sm_")
-        .and_then(|d| d.parse::<u32>().ok())
-        .with_context(|| {
-            format!("architecture `{arch}` is not of the form sm_NN (e.g. sm_80, sm_90)")
-        })?;
-    if !(53..=120).contains(&n) {
-        bail!("architecture `{arch}` is outside sm_53..=sm_120");
-    }
-    Ok(n)
+/// Checks an architecture name (`sm_NN`, or `sm_NNa` for architecture-specific code; NN from
+/// 53, the first with f16 arithmetic).
+pub fn check_arch(arch: &str) -> Result<Arch> {
+    Arch::parse(arch).with_context(|| {
+        format!(
+            "architecture `{arch}` is not one of sm_{}..=sm_{} (e.g. sm_80, sm_90, sm_90a)",
+            Arch::MIN,
+            Arch::MAX
+        )
+    })
 }
 
 impl Builder {
@@ -93,6 +97,7 @@ impl Builder {
         Builder {
             crate_dir,
             archs: None,
+            default_archs: DEFAULT_ARCHS.iter().map(|s| s.to_string()).collect(),
             out_dir: None,
             target_dir: None,
             cache: None,
@@ -121,9 +126,17 @@ impl Builder {
     }
 
     /// The architectures to build (default: `STREAMLINE_ARCHS`, comma-separated, else
-    /// [`DEFAULT_ARCHS`]). The host picks the highest one not above its device's.
+    /// [`Builder::default_archs`]). The host loads the highest one whose code runs on its
+    /// device.
     pub fn archs<S: AsRef<str>>(mut self, archs: &[S]) -> Builder {
         self.archs = Some(archs.iter().map(|a| a.as_ref().to_string()).collect());
+        self
+    }
+
+    /// The architectures to build when neither [`Builder::archs`] nor `STREAMLINE_ARCHS` names
+    /// any (default: [`DEFAULT_ARCHS`]).
+    pub fn default_archs<S: AsRef<str>>(mut self, archs: &[S]) -> Builder {
+        self.default_archs = archs.iter().map(|a| a.as_ref().to_string()).collect();
         self
     }
 
@@ -189,7 +202,7 @@ impl Builder {
                     .map(|s| s.trim().to_string())
                     .filter(|s| !s.is_empty())
                     .collect(),
-                Err(_) => DEFAULT_ARCHS.iter().map(|s| s.to_string()).collect(),
+                Err(_) => self.default_archs,
             },
         };
         if archs.is_empty() {
@@ -346,8 +359,16 @@ impl Built {
         code.push_str(&format!("    name: {:?},\n", self.name));
         code.push_str(&format!("    source_hash: {:?},\n", self.source_hash));
         code.push_str("    archs: &[\n");
-        for (i, b) in self.archs.iter().enumerate() {
-            let highest = i + 1 == self.archs.len();
+        // The PTX for devices newer than every cubin: the highest architecture's that is not
+        // architecture-specific (that one's PTX runs on its own architecture only).
+        let portable = self
+            .archs
+            .iter()
+            .filter_map(|b| Arch::parse(&b.arch).filter(|a| !a.specific))
+            .max();
+        for b in &self.archs {
+            let arch = Arch::parse(&b.arch);
+            let highest = arch.is_some() && arch == portable;
             let ptx = if highest || self.all_ptx || b.cubin.is_none() {
                 included(&b.ptx)?
             } else {

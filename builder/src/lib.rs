@@ -13,6 +13,7 @@
 //! a manifest of entry points and parameter layouts that the host checks when it loads the PTX.
 //! The same code serves `cargo xtask build-kernels`, Streamline's own `build.rs` and a user's.
 
+pub mod arch;
 pub mod build;
 pub mod link;
 pub mod manifest;
@@ -20,5 +21,6 @@ pub mod ptxas;
 pub mod template;
 pub mod tools;
 
-pub use build::{check_arch, Builder, Built, BuiltArch, DEFAULT_ARCHS};
+pub use arch::Arch;
+pub use build::{check_arch, Builder, Built, BuiltArch, DEFAULT_ARCHS, ARCHS_WITH_SM90A};
 pub use manifest::{BoundsInfo, EntryInfo, Manifest, ParamInfo};

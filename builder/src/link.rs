@@ -12,6 +12,9 @@ use std::process::Command;
 /// Set (to "1") in the environment of the nested cargo so that the program rustc runs as the
 /// linker knows to act as one.
 pub const ENV_LINK: &str = "STREAMLINE_PTX_LINK";
+/// PTX ISA version (times ten) of architecture-specific (`sm_90a`) builds.
+pub const SPECIFIC_PTX: u32 = 83;
+
 /// LLVM's full-unroll size threshold for kernels (its default is 300), given to
 /// rustc's optimizer and to `opt` alike.
 pub const UNROLL_THRESHOLD: u32 = 4000;
@@ -158,8 +161,14 @@ fn link(args: &[String]) -> Result<()> {
         .arg("-o")
         .arg(&optimized))?;
 
-    run(Command::new(bin.join("llc"))
-        .arg(format!("-mcpu={}", a.cpu))
+    let mut llc = Command::new(bin.join("llc"));
+    llc.arg(format!("-mcpu={}", a.cpu));
+    if a.cpu.ends_with('a') {
+        // Architecture-specific code may use the tensor-map fences of PTX ISA 8.3 (CUDA 12.3),
+        // above the 8.0 that sm_90a needs at least.
+        llc.arg(format!("-mattr=+ptx{SPECIFIC_PTX}"));
+    }
+    run(llc
         .arg("-O3")
         .arg(&optimized)
         .arg("-o")

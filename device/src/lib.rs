@@ -32,7 +32,10 @@
 //! ```
 //!
 //! The device-only modules ([`thread`], [`mem`], [`math`], [`warp`], [`atomic`], [`shared`])
-//! exist only when compiling for `nvptx64`; wrap helper functions of a kernel crate that use
+//! exist only when compiling for `nvptx64`; the tensor-core ones only for the architectures
+//! that have their instructions: `mma` (warp-level `mma.sync`, `ldmatrix`) from sm_80,
+//! `barrier` (`mbarrier`) and `tma` (bulk tensor copies) from sm_90, `wgmma` (warpgroup
+//! products) on sm_90a; wrap helper functions of a kernel crate that use
 //! them in [`device!`] so that the crate still compiles for the host.
 #![no_std]
 #![cfg_attr(
@@ -52,18 +55,26 @@ use core::marker::PhantomData;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod atomic;
+#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
+pub mod barrier;
 #[cfg(target_arch = "nvptx64")]
 pub mod math;
 #[cfg(target_arch = "nvptx64")]
 pub mod mem;
+#[cfg(all(target_arch = "nvptx64", target_feature = "sm_80"))]
+pub mod mma;
 pub mod params;
 pub mod random;
 #[cfg(target_arch = "nvptx64")]
 pub mod shared;
 #[cfg(target_arch = "nvptx64")]
 pub mod thread;
+#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
+pub mod tma;
 #[cfg(target_arch = "nvptx64")]
 pub mod warp;
+#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
+pub mod wgmma;
 
 /// What a kernel file needs: the macros and [`Kernel`] on both targets, and the device helpers
 /// when compiling for the GPU.
@@ -102,6 +113,7 @@ pub struct LaunchBounds {
 pub struct Kernel<P> {
     name: &'static str,
     bounds: Option<LaunchBounds>,
+    only_on: Option<&'static str>,
     params: PhantomData<fn(P)>,
 }
 
@@ -111,6 +123,7 @@ impl<P> Kernel<P> {
         Kernel {
             name,
             bounds: None,
+            only_on: None,
             params: PhantomData,
         }
     }
@@ -132,6 +145,21 @@ impl<P> Kernel<P> {
             }),
             ..self
         }
+    }
+
+    /// This kernel, built for the architecture-specific target `arch` only (`"sm_90a"`: it uses
+    /// instructions of exactly that architecture, such as `wgmma`). A module built for another
+    /// architecture has no such entry, and the host's error says which architecture it needs.
+    pub const fn only_on(self, arch: &'static str) -> Self {
+        Kernel {
+            only_on: Some(arch),
+            ..self
+        }
+    }
+
+    /// The architecture this kernel is built for only, if any (see [`Kernel::only_on`]).
+    pub const fn arch(&self) -> Option<&'static str> {
+        self.only_on
     }
 
     /// Entry-point name in the PTX.
@@ -179,7 +207,7 @@ impl<P> Copy for Kernel<P> {}
 
 impl<P> PartialEq for Kernel<P> {
     fn eq(&self, other: &Self) -> bool {
-        self.name == other.name && self.bounds == other.bounds
+        self.name == other.name && self.bounds == other.bounds && self.only_on == other.only_on
     }
 }
 impl<P> Eq for Kernel<P> {}
@@ -191,6 +219,7 @@ impl<P> core::fmt::Debug for Kernel<P> {
             .field("param_size", &self.param_size())
             .field("param_align", &self.param_align())
             .field("bounds", &self.bounds)
+            .field("only_on", &self.only_on)
             .finish()
     }
 }
@@ -414,6 +443,9 @@ macro_rules! params {
 ///     /// Doc comment.
 ///     pub const SAXPY: Kernel<SaxpyParams> = Kernel::new("saxpy");
 ///     pub const BLUR: Kernel<BlurParams> = Kernel::new("blur").with_bounds(256, 4);
+///     /// Built for Hopper's architecture-specific target only (its function sits behind
+///     /// `#[cfg(target_feature = "sm_90a")]` in the kernel crate).
+///     pub const MMA: Kernel<MmaParams> = Kernel::new("mma").with_bounds(384, 1).only_on("sm_90a");
 /// }
 /// ```
 #[macro_export]
@@ -421,13 +453,15 @@ macro_rules! declare {
     ($(
         $(#[$attr:meta])*
         $vis:vis const $c:ident : Kernel<$P:ty> =
-            Kernel::new($name:literal) $(.with_bounds($max:expr, $min:expr))?;
+            Kernel::new($name:literal) $(.with_bounds($max:expr, $min:expr))?
+            $(.only_on($arch:literal))?;
     )*) => {$(
         $(#[$attr])*
         $vis const $c: $crate::Kernel<$P> =
-            $crate::Kernel::<$P>::new($name) $(.with_bounds($max, $min))?;
+            $crate::Kernel::<$P>::new($name) $(.with_bounds($max, $min))? $(.only_on($arch))?;
 
         #[cfg(target_arch = "nvptx64")]
+        $(#[cfg(target_feature = $arch)])?
         const _: () = {
             #[export_name = concat!("__streamline_kernel_", $name)]
             #[used]

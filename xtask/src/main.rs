@@ -4,7 +4,7 @@ use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use streamline_builder::{ptxas, tools, Builder, BuiltArch, DEFAULT_ARCHS};
+use streamline_builder::{ptxas, tools, Builder, BuiltArch, ARCHS_WITH_SM90A, DEFAULT_ARCHS};
 
 #[derive(Parser)]
 #[command(about = "Streamline build tasks")]
@@ -18,14 +18,14 @@ enum Task {
     /// Compile gpu-kernels to PTX: target/ptx/<arch>/gpu_kernels.ptx and its manifest.
     BuildKernels {
         /// Comma-separated architectures.
-        #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_ARCHS.iter().map(|s| s.to_string()))]
+        #[arg(long, value_delimiter = ',', default_values_t = ARCHS_WITH_SM90A.iter().map(|s| s.to_string()))]
         arch: Vec<String>,
     },
     /// Build, then assemble every PTX with ptxas and report registers, shared memory, stack and
     /// spills per kernel. Fails on ptxas errors and on spills or local memory not allowed below.
     PtxCheck {
         /// Comma-separated architectures.
-        #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_ARCHS.iter().map(|s| s.to_string()))]
+        #[arg(long, value_delimiter = ',', default_values_t = ARCHS_WITH_SM90A.iter().map(|s| s.to_string()))]
         arch: Vec<String>,
     },
     /// Build the Python package's wheel (PyO3, stable ABI, Python 3.9+) into target/wheels/
@@ -339,15 +339,15 @@ fn bundle() -> Result<()> {
     ] {
         std::fs::copy(ws.join("scripts").join(script), dir.join(script))?;
     }
-    // The highest architecture's PTX (for `--ptx`, which has the driver compile it) and its
-    // machine code (for its SASS), kept apart so that `--ptx` finds no cubin beside the PTX.
+    // The highest portable architecture's PTX (for `--ptx`, which has the driver compile it) and
+    // its machine code (for its SASS), kept apart so that `--ptx` finds no cubin beside the PTX.
     let built = build(
-        &DEFAULT_ARCHS
+        &ARCHS_WITH_SM90A
             .iter()
             .map(|s| s.to_string())
             .collect::<Vec<_>>(),
     )?;
-    if let Some(b) = built.last() {
+    if let Some(b) = built.iter().rev().find(|b| !b.arch.ends_with('a')) {
         let d = dir.join("ptx").join(&b.arch);
         std::fs::create_dir_all(&d)?;
         std::fs::copy(&b.ptx, d.join("gpu_kernels.ptx"))?;

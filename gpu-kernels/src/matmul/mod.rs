@@ -96,6 +96,7 @@ unsafe fn epilogue(c: *mut f32, acc: f32, alpha: f32, beta: f32) {
 }
 
 pub mod dot;
+pub mod half;
 pub mod splitk;
 pub mod step1_naive;
 pub mod step2_tiled;

@@ -6,6 +6,7 @@
 use crate::error::{Error, Result};
 use std::borrow::Cow;
 use std::path::Path;
+use streamline_builder::arch::Arch;
 use streamline_builder::manifest::{
     bytes_hash, parse_entries, ptx_hash, BoundsInfo, EntryInfo, Manifest, ParamInfo,
 };
@@ -78,18 +79,16 @@ pub fn embedded_archs() -> Vec<&'static str> {
     KERNELS.archs()
 }
 
-/// The number of an architecture name `sm_NN`, or 0.
-fn arch_number(arch: &str) -> u32 {
-    arch.strip_prefix("sm_")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+/// Whether machine code for `arch` runs on a device of compute capability `major.minor`
+/// (see [`Arch::cubin_runs_on`]); an unreadable name runs nowhere.
+fn cubin_runs_on(arch: &str, major: i32, minor: i32) -> bool {
+    Arch::parse(arch).is_some_and(|a| a.cubin_runs_on(major as u32, minor as u32))
 }
 
-/// Whether machine code for `arch` runs on a device of compute capability `major.minor`: the
-/// same major version, a minor version not above the device's.
-fn cubin_runs_on(arch: &str, major: i32, minor: i32) -> bool {
-    let n = arch_number(arch) as i32;
-    n / 10 == major && n % 10 <= minor
+/// Whether the driver compiles the PTX of `arch` for a device of compute capability
+/// `major.minor` (see [`Arch::ptx_runs_on`]).
+fn ptx_runs_on(arch: &str, major: i32, minor: i32) -> bool {
+    Arch::parse(arch).is_some_and(|a| a.ptx_runs_on(major as u32, minor as u32))
 }
 
 /// Whether a driver for CUDA `driver` (unknown: assumed able) can load machine code that a
@@ -178,14 +177,14 @@ impl EmbeddedModule {
         })
     }
 
-    /// The PTX image of the highest architecture not above compute capability `major.minor`.
+    /// The PTX image of the highest architecture whose PTX the driver compiles for compute
+    /// capability `major.minor`: not above it, or exactly it for architecture-specific PTX.
     pub fn ptx_image_for(&self, major: i32, minor: i32) -> Result<KernelImage> {
-        let cc = (major * 10 + minor) as u32;
         let a = self
             .archs
             .iter()
-            .filter(|a| a.ptx.is_some() && arch_number(a.arch) <= cc)
-            .max_by_key(|a| arch_number(a.arch))
+            .filter(|a| a.ptx.is_some() && ptx_runs_on(a.arch, major, minor))
+            .max_by_key(|a| Arch::parse(a.arch))
             .ok_or_else(|| Error::KernelImage {
                 origin: format!("embedded {}", self.name),
                 reason: format!(
@@ -379,17 +378,25 @@ impl KernelImage {
         let name = kernel.name();
         match self.manifest.kernels.iter().find(|e| e.name == name) {
             Some(entry) => self.check_entry(entry, kernel).map(|()| entry),
-            None => Err(self.missing(name)),
+            None => Err(self.missing(kernel)),
         }
     }
 
     /// The error for a declared kernel the image lacks.
-    pub(super) fn missing(&self, name: &str) -> Error {
-        Error::KernelImage {
-            origin: self.origin.clone(),
-            reason: format!(
+    pub(super) fn missing<P>(&self, kernel: Kernel<P>) -> Error {
+        let name = kernel.name();
+        let reason = match kernel.arch() {
+            Some(arch) if arch != self.manifest.arch => format!(
+                "kernel `{name}` is built for {arch} only and this device runs the {} build (its compute capability is not {arch}'s)",
+                self.manifest.arch
+            ),
+            _ => format!(
                 "kernel `{name}` is declared but the image has no entry `{name}` (was it compiled for nvptx64 from the crate that declares it?)"
             ),
+        };
+        Error::KernelImage {
+            origin: self.origin.clone(),
+            reason,
         }
     }
 

@@ -91,7 +91,7 @@ impl Module {
         let name = kernel.name();
         let i = self
             .index_of(name)
-            .ok_or_else(|| self.image.missing(name))?;
+            .ok_or_else(|| self.image.missing(kernel))?;
         let entry = self.entry_at(i);
         self.image.check_entry(entry, kernel)?;
         Ok((entry, &self.functions[i]))

@@ -43,9 +43,11 @@ fn embedded_archs_are_sorted_and_selected_by_capability() {
         archs.contains(&"sm_80") && archs.contains(&"sm_90"),
         "{archs:?}"
     );
+    assert!(archs.contains(&"sm_90a"), "{archs:?}");
+    // Hopper runs the Hopper-specific build, which has every kernel of the portable one.
     assert_eq!(
         KernelImage::embedded_for(9, 0).unwrap().manifest.arch,
-        "sm_90"
+        "sm_90a"
     );
     assert_eq!(
         KernelImage::embedded_for(8, 9).unwrap().manifest.arch,
@@ -65,7 +67,7 @@ fn machine_code_is_picked_where_it_runs_and_the_driver_can_load_it() {
     // Hopper and Ampere (any minor version) run their architecture's machine code; nothing
     // else of the image is kept, so nothing else is checked or loaded.
     for (major, minor, arch) in [
-        (9, 0, "sm_90"),
+        (9, 0, "sm_90a"),
         (8, 0, "sm_80"),
         (8, 6, "sm_80"),
         (8, 9, "sm_80"),
@@ -75,7 +77,8 @@ fn machine_code_is_picked_where_it_runs_and_the_driver_can_load_it() {
         assert!(img.cubin.is_some() && img.ptx.is_none(), "{}", img.origin);
         assert!(img.origin.contains("cubin"), "{}", img.origin);
     }
-    // A newer GPU has the driver compile the highest architecture's PTX.
+    // A newer GPU has the driver compile the highest portable architecture's PTX (sm_90a's
+    // runs on Hopper only).
     let img = KERNELS.image_for_driver(10, 0, cuda13).unwrap();
     assert_eq!(img.manifest.arch, "sm_90");
     assert!(img.ptx.is_some() && img.cubin.is_none());
@@ -83,6 +86,7 @@ fn machine_code_is_picked_where_it_runs_and_the_driver_can_load_it() {
     let old = Some((12, 4));
     let img = KERNELS.image_for_driver(9, 0, old).unwrap();
     assert!(img.ptx.is_some() && img.cubin.is_none());
+    assert_eq!(img.manifest.arch, "sm_90");
     // ...and a clear error where none does.
     let e = KERNELS.image_for_driver(8, 0, old).unwrap_err().to_string();
     assert!(

@@ -1,0 +1,164 @@
+//! Half-precision matrix multiply on tensor cores: `C = alpha * A @ B + beta * C` with `A`, `B`
+//! and `C` in bf16 or f16 (row-major, leading dimensions) and f32 accumulation, as a
+//! progression beside the FP32 one (see `gpu-kernels/src/matmul/half/mod.rs`).
+//!
+//! Every step handles any `m`, `n`, `k`; rows must start on 16-byte boundaries: the three
+//! addresses 16-byte aligned and `lda`, `ldb`, `ldc` multiples of 8 ([`HGEMM_ALIGN`]), as the
+//! tensor-core loads (and the TMA) require.
+
+use crate::{declare, Kernel};
+
+/// Elements per 16 bytes: the alignment of rows (`lda`, `ldb`, `ldc`) the kernels require.
+pub const HGEMM_ALIGN: u32 = 8;
+
+/// Parameters of every `hgemm_*` kernel.
+///
+/// `A` is `m x k` with row stride `lda` (elements), `B` is `k x n` with row stride `ldb`, `C` is
+/// `m x n` with row stride `ldc`, all of the kernel's element type. When `beta == 0`, `C` is not
+/// read (BLAS semantics).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct HgemmParams {
+    /// Device address of `A`.
+    pub a: u64,
+    /// Device address of `B`.
+    pub b: u64,
+    /// Device address of `C`.
+    pub c: u64,
+    /// Device address of two TMA tensor maps (128 bytes each, 64-byte aligned), `A`'s then
+    /// `B`'s, for the kernels that copy with the TMA ([`HgemmTiling::tma`]); 0 for the others.
+    pub maps: u64,
+    /// Rows of `A` and `C`.
+    pub m: u32,
+    /// Columns of `B` and `C`.
+    pub n: u32,
+    /// Columns of `A`, rows of `B`.
+    pub k: u32,
+    /// Row stride of `A` in elements (`>= k`, a multiple of [`HGEMM_ALIGN`]).
+    pub lda: u32,
+    /// Row stride of `B` in elements (`>= n`, a multiple of [`HGEMM_ALIGN`]).
+    pub ldb: u32,
+    /// Row stride of `C` in elements (`>= n`, a multiple of [`HGEMM_ALIGN`]).
+    pub ldc: u32,
+    /// Scale of the product.
+    pub alpha: f32,
+    /// Scale of the old `C`; 0 means `C` is write-only.
+    pub beta: f32,
+}
+
+/// A step of the progression: its two kernels (bf16, f16) and how to launch them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HgemmTiling {
+    /// The bf16 kernel.
+    pub bf16: Kernel<HgemmParams>,
+    /// The f16 kernel.
+    pub f16: Kernel<HgemmParams>,
+    /// Rows of `C` per block.
+    pub bm: u32,
+    /// Columns of `C` per block.
+    pub bn: u32,
+    /// Depth of `K` per stage.
+    pub bk: u32,
+    /// Threads per block.
+    pub threads: u32,
+    /// Dynamic shared memory per block, bytes.
+    pub shared_bytes: u32,
+    /// Whether the kernel reads `A` and `B` through TMA tensor maps (`HgemmParams::maps`):
+    /// `A` in boxes of `bk` x `bm`, `B` in boxes of 64 x `bk` (columns x rows), both with the
+    /// 128-byte swizzle.
+    pub tma: bool,
+}
+
+impl HgemmTiling {
+    /// The step's name without its type, e.g. `hgemm_2_wgmma`.
+    pub fn name(&self) -> &'static str {
+        let full = self.bf16.name();
+        full.strip_suffix("_bf16").unwrap_or(full)
+    }
+}
+
+/// Stages of the `mma.sync` step's `cp.async` ring.
+pub const MMA_STAGES: u32 = 4;
+/// Stages of the `wgmma` step's TMA ring.
+pub const WGMMA_STAGES: u32 = 4;
+
+declare! {
+    /// Step 1: `mma.sync` (m16n8k16) from `ldmatrix` fragments, `cp.async` stages, 128 x 128
+    /// block tile, eight warps of 64 x 32.
+    pub const HGEMM_1_MMA_BF16: Kernel<HgemmParams> = Kernel::new("hgemm_1_mma_bf16").with_bounds(256, 1);
+    /// [`HGEMM_1_MMA_BF16`] for f16.
+    pub const HGEMM_1_MMA_F16: Kernel<HgemmParams> = Kernel::new("hgemm_1_mma_f16").with_bounds(256, 1);
+    /// Step 2: warp-specialised `wgmma` (m64n256k16) fed by the TMA through an `mbarrier` ring;
+    /// one producer warpgroup, two consumer warpgroups, 128 x 256 block tile. sm_90a only.
+    pub const HGEMM_2_WGMMA_BF16: Kernel<HgemmParams> = Kernel::new("hgemm_2_wgmma_bf16").with_bounds(384, 1).only_on("sm_90a");
+    /// [`HGEMM_2_WGMMA_BF16`] for f16.
+    pub const HGEMM_2_WGMMA_F16: Kernel<HgemmParams> = Kernel::new("hgemm_2_wgmma_f16").with_bounds(384, 1).only_on("sm_90a");
+}
+
+/// Step 1's launch: 128 x 128 x 32 tiles, [`MMA_STAGES`] stages of `A` (128 x 32) and `B`
+/// (32 x 128).
+pub const HGEMM_1_MMA: HgemmTiling = HgemmTiling {
+    bf16: HGEMM_1_MMA_BF16,
+    f16: HGEMM_1_MMA_F16,
+    bm: 128,
+    bn: 128,
+    bk: 32,
+    threads: 256,
+    shared_bytes: MMA_STAGES * (128 * 32 + 32 * 128) * 2,
+    tma: false,
+};
+
+/// Step 2's launch: 128 x 256 x 64 tiles, [`WGMMA_STAGES`] stages of `A` (16 KiB) and `B`
+/// (32 KiB), their barriers, and 1 KiB to align the stages to 1024 bytes.
+pub const HGEMM_2_WGMMA: HgemmTiling = HgemmTiling {
+    bf16: HGEMM_2_WGMMA_BF16,
+    f16: HGEMM_2_WGMMA_F16,
+    bm: 128,
+    bn: 256,
+    bk: 64,
+    threads: 384,
+    shared_bytes: WGMMA_STAGES * (128 * 64 + 64 * 256) * 2 + 2 * 8 * WGMMA_STAGES + 1024,
+    tma: true,
+};
+
+/// Every step, in order.
+pub const HGEMM_ALL: &[HgemmTiling] = &[HGEMM_1_MMA, HGEMM_2_WGMMA];
+
+/// The block of a grid of `tiles_m x tiles_n` output tiles that block `id` computes, in groups
+/// of [`GROUP_ROWS`] tile rows walked column by column, so that the blocks resident together
+/// share panels of `A` and `B` in L2.
+pub const fn grouped_tile(id: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
+    let per_group = GROUP_ROWS * tiles_n;
+    let first = (id / per_group) * GROUP_ROWS;
+    let rows = if tiles_m - first < GROUP_ROWS {
+        tiles_m - first
+    } else {
+        GROUP_ROWS
+    };
+    let i = id % per_group;
+    (first + i % rows, i / rows)
+}
+
+/// Tile rows per group of [`grouped_tile`].
+pub const GROUP_ROWS: u32 = 8;
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+
+    #[test]
+    fn grouped_tiles_cover_the_grid_once() {
+        for (tm, tn) in [(1, 1), (3, 5), (8, 8), (9, 3), (17, 33), (64, 32)] {
+            let mut seen = std::vec![false; (tm * tn) as usize];
+            for id in 0..tm * tn {
+                let (r, c) = grouped_tile(id, tm, tn);
+                assert!(r < tm && c < tn, "{tm}x{tn} {id}");
+                let i = (r * tn + c) as usize;
+                assert!(!seen[i], "{tm}x{tn}: ({r},{c}) twice");
+                seen[i] = true;
+            }
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! Step 2: warp-specialised `wgmma` fed by the TMA (sm_90a).
+//!
+//! A block computes a 128 x 256 tile of `C` with three warpgroups. The producer (warpgroup 0,
+//! one thread) asks the TMA for each 64-deep stage of `A` (128 x 64, one box) and `B` (64 x 256,
+//! four boxes of 64 columns), into a ring of [`WGMMA_STAGES`] shared-memory stages, and an
+//! `mbarrier` per stage tells the consumers when its bytes have landed. Each consumer
+//! warpgroup multiplies its 64 rows of the stage's `A` by the whole stage of `B` with four
+//! `m64n256k16` products (`B` read MN-major, as it lies in a row-major matrix), keeps one stage
+//! of products in flight, and hands the stage before back to the producer through a second
+//! `mbarrier`. The producer gives up registers (`setmaxnreg`) so that each consumer thread can
+//! hold its 128 accumulators.
+//!
+//! The TMA zero-fills what lies past the matrices' edges, so any `m`, `n`, `k` runs the same
+//! loop; the epilogue writes only the elements inside `C`.
+
+use super::{store_pair, Bf16, Operand, F16};
+use core::arch::nvptx;
+use streamline_abi::hgemm::{
+    grouped_tile, HgemmParams, HGEMM_2_WGMMA, HGEMM_2_WGMMA_BF16, HGEMM_2_WGMMA_F16,
+    WGMMA_STAGES as STAGES,
+};
+use streamline_device::barrier::MBarrier;
+use streamline_device::kernel;
+use streamline_device::mem::shared_addr;
+use streamline_device::shared::dynamic_shared;
+use streamline_device::thread::sync_block;
+use streamline_device::tma::{acquire_map, load_2d};
+use streamline_device::wgmma::{
+    claim_registers, commit_group, descriptor, fence, release_registers, wait_group, Swizzle,
+};
+
+const BM: u32 = HGEMM_2_WGMMA.bm;
+const BN: u32 = HGEMM_2_WGMMA.bn;
+const BK: u32 = HGEMM_2_WGMMA.bk;
+/// Bytes of a stage of `A`: 128 rows of 128 bytes.
+const A_BYTES: u32 = BM * BK * 2;
+/// Bytes of one box of `B`: 64 rows (`k`) of 64 columns, 128 bytes each.
+const B_BOX: u32 = BK * 64 * 2;
+/// Bytes of a stage of `B`: four boxes side by side in `n`.
+const B_BYTES: u32 = B_BOX * (BN / 64);
+
+/// Multiplies the stage's 64-row slice of `A` (at shared address `a`) by its `B` (at `b`) into
+/// `d`: four `k`-steps of 16.
+#[inline(always)]
+unsafe fn multiply_stage<T: Wgmma>(d: &mut [f32; 128], a: u32, b: u32, accumulate: bool) {
+    for kk in 0..BK / 16 {
+        // `A` K-major: a step of 16 elements is 32 bytes along each 128-byte swizzled row;
+        // 8-row groups 1024 bytes apart.
+        let da = descriptor(a + 32 * kk, 16, 1024, Swizzle::B128);
+        // `B` MN-major: a step of 16 rows is 2048 bytes; 64-column groups (boxes) `B_BOX`
+        // apart, 8-row groups 1024 bytes apart.
+        let db = descriptor(b + 2048 * kk, B_BOX, 1024, Swizzle::B128);
+        // SAFETY: the whole warpgroup is here, after `fence`; the stage's bytes have landed
+        // (its full barrier) and stay until this group completes (the empty barrier is
+        // arrived on only after `wait_group` says so).
+        unsafe { T::wgmma_m64n256k16_trans_b(d, da, db, accumulate || kk > 0) };
+    }
+}
+
+#[inline(always)]
+unsafe fn hgemm_wgmma<T: Wgmma>(p: HgemmParams) {
+    // SAFETY: special registers, defined inside a kernel.
+    let (tid, block) = unsafe { (nvptx::_thread_idx_x(), nvptx::_block_idx_x()) };
+    let (tile_m, tile_n) = grouped_tile(block, p.m.div_ceil(BM), p.n.div_ceil(BN));
+    let base = (shared_addr(dynamic_shared::<f32>()) + 1023) & !1023;
+    let a_stages = base;
+    let b_stages = base + STAGES * A_BYTES;
+    let bars = b_stages + STAGES * B_BYTES;
+    let full = |s: u32| MBarrier(bars + 8 * s);
+    let empty = |s: u32| MBarrier(bars + 8 * (STAGES + s));
+    if tid == 0 {
+        for s in 0..STAGES {
+            // SAFETY: 16 bytes per stage reserved after the stages (`shared_bytes`), used by
+            // no one before the barrier below.
+            unsafe {
+                full(s).init(1);
+                empty(s).init(2);
+            }
+        }
+        // SAFETY: sm_90a kernel.
+        unsafe { MBarrier::fence_init() };
+    }
+    // SAFETY: every thread reaches this one barrier.
+    unsafe { sync_block() };
+
+    let k_tiles = p.k.div_ceil(BK);
+    let warpgroup = tid / 128;
+    if warpgroup == 0 {
+        // SAFETY: the whole warpgroup; it keeps only a loop counter and addresses.
+        unsafe { release_registers::<40>() };
+        if tid == 0 {
+            let (map_a, map_b) = (p.maps, p.maps + 128);
+            // SAFETY: the host wrote both maps before the launch (the contract of `maps`).
+            unsafe {
+                acquire_map(map_a);
+                acquire_map(map_b);
+            }
+            let (m0, n0) = ((tile_m * BM) as i32, (tile_n * BN) as i32);
+            for t in 0..k_tiles {
+                let s = t % STAGES;
+                if t >= STAGES {
+                    // SAFETY: initialised; the consumers release round `t / STAGES - 1` of
+                    // this stage once its products are done.
+                    unsafe { empty(s).wait((t / STAGES + 1) & 1) };
+                }
+                let k0 = (t * BK) as i32;
+                // SAFETY: the stage is free (above); its barrier expects exactly the five
+                // boxes' bytes, out-of-bounds parts included; the stages are 1024-aligned.
+                unsafe {
+                    full(s).arrive_expect_tx(A_BYTES + B_BYTES);
+                    load_2d(a_stages + s * A_BYTES, map_a, k0, m0, full(s).0);
+                    for j in 0..BN / 64 {
+                        let dst = b_stages + s * B_BYTES + j * B_BOX;
+                        load_2d(dst, map_b, n0 + 64 * j as i32, k0, full(s).0);
+                    }
+                }
+            }
+        }
+        return;
+    }
+
+    // SAFETY: the whole warpgroup; the producer released what this claims (2 x 128 x 232 +
+    // 128 x 40 registers fit in 64 Ki).
+    unsafe { claim_registers::<232>() };
+    let consumer = warpgroup - 1;
+    let mut d = [0f32; 128];
+    for t in 0..k_tiles {
+        let s = t % STAGES;
+        // SAFETY: the producer's arrival and the TMA's bytes complete round `t / STAGES`.
+        unsafe { full(s).wait((t / STAGES) & 1) };
+        // SAFETY: the whole warpgroup, in step.
+        unsafe { fence() };
+        let a = a_stages + s * A_BYTES + consumer * 64 * 128;
+        let b = b_stages + s * B_BYTES;
+        // SAFETY: see `multiply_stage`.
+        unsafe { multiply_stage::<T>(&mut d, a, b, t > 0) };
+        // SAFETY: the whole warpgroup; then the group before this one is done, so its stage
+        // goes back to the producer (one arrival per consumer warpgroup).
+        unsafe {
+            commit_group();
+            wait_group::<1>();
+            if t > 0 && tid % 128 == 0 {
+                empty((t - 1) % STAGES).arrive();
+            }
+        }
+    }
+    // SAFETY: the whole warpgroup; every product is in `d` after this.
+    unsafe { wait_group::<0>() };
+    store::<T>(&p, &d, tile_m * BM + consumer * 64, tile_n * BN, tid % 128);
+}
+
+/// Writes this thread's accumulators of the 64 x 256 tile at (`row0`, `col0`) (the layout of
+/// `streamline_device::wgmma`'s module documentation).
+#[inline(always)]
+fn store<T: Wgmma>(p: &HgemmParams, d: &[f32; 128], row0: u32, col0: u32, t: u32) {
+    let (w, l) = (t / 32, t % 32);
+    for j in 0..32u32 {
+        let col = col0 + 8 * j + 2 * (l % 4);
+        for half in 0..2u32 {
+            let row = row0 + 16 * w + l / 4 + 8 * half;
+            let i = (4 * j + 2 * half) as usize;
+            store_pair::<T>(p, row, col, d[i], d[i + 1]);
+        }
+    }
+}
+
+/// The products of an operand type on sm_90a.
+pub trait Wgmma: Operand {
+    /// `wgmma.m64n256k16` with `A` K-major and `B` MN-major (see
+    /// `streamline_device::wgmma::mma_m64n256k16_bf16`).
+    ///
+    /// # Safety
+    /// As for that function.
+    unsafe fn wgmma_m64n256k16_trans_b(d: &mut [f32; 128], a: u64, b: u64, accumulate: bool);
+}
+
+impl Wgmma for Bf16 {
+    #[inline(always)]
+    unsafe fn wgmma_m64n256k16_trans_b(d: &mut [f32; 128], a: u64, b: u64, accumulate: bool) {
+        // SAFETY: forwarded.
+        unsafe { streamline_device::wgmma::mma_m64n256k16_bf16::<0, 1>(d, a, b, accumulate) }
+    }
+}
+
+impl Wgmma for F16 {
+    #[inline(always)]
+    unsafe fn wgmma_m64n256k16_trans_b(d: &mut [f32; 128], a: u64, b: u64, accumulate: bool) {
+        // SAFETY: forwarded.
+        unsafe { streamline_device::wgmma::mma_m64n256k16_f16::<0, 1>(d, a, b, accumulate) }
+    }
+}
+
+kernel! {
+    #[declared(HGEMM_2_WGMMA_BF16)]
+    /// Step 2 (see the module) for bf16.
+    ///
+    /// # Safety
+    /// As for every `hgemm_*` kernel (`HgemmParams`), with `maps` addressing the tensor maps of
+    /// `A` and `B` the host encoded for this step; launched with 384 threads and
+    /// `HGEMM_2_WGMMA.shared_bytes` of dynamic shared memory.
+    pub unsafe fn hgemm_2_wgmma_bf16(p: HgemmParams) {
+        // SAFETY: forwarded.
+        unsafe { hgemm_wgmma::<Bf16>(p) }
+    }
+}
+
+kernel! {
+    #[declared(HGEMM_2_WGMMA_F16)]
+    /// Step 2 (see the module) for f16.
+    ///
+    /// # Safety
+    /// As for [`hgemm_2_wgmma_bf16`].
+    pub unsafe fn hgemm_2_wgmma_f16(p: HgemmParams) {
+        // SAFETY: forwarded.
+        unsafe { hgemm_wgmma::<F16>(p) }
+    }
+}
