@@ -5,6 +5,7 @@ mod heavy;
 mod img;
 mod info;
 mod matmul;
+mod matmul_half;
 mod pipeline;
 
 use anyhow::Result;
@@ -33,7 +34,8 @@ enum Command {
     Info,
     /// Seed 000: the heavy computation on one stream vs split over K streams.
     Heavy(heavy::HeavyArgs),
-    /// FP32 matmul (C = alpha A B + beta C), optionally against cuBLAS and the CPU reference.
+    /// Matmul (C = alpha A B + beta C) in f32, bf16 or f16, optionally against cuBLAS and the
+    /// CPU reference.
     Matmul(matmul::MatmulArgs),
     /// Benchmarks against the hardware's ceilings, as a table and JSON lines.
     Bench(bench::BenchArgs),

@@ -1,5 +1,6 @@
 //! `streamline matmul`: our FP32 matmul, optionally beside cuBLAS SGEMM on the same inputs in
-//! the same run, optionally checked against the f64 CPU reference.
+//! the same run, optionally checked against the f64 CPU reference; `--dtype bf16|f16` runs the
+//! tensor-core kernels instead (`matmul_half`).
 
 use super::parse_count;
 use anyhow::{bail, Context, Result};
@@ -14,48 +15,52 @@ use streamline_testing::reference::matmul as reference;
 
 #[derive(clap::Args, Debug)]
 pub struct MatmulArgs {
+    /// Element type: f32 (our FP32 kernels beside cuBLAS SGEMM), or bf16 / f16 (tensor cores,
+    /// f32 accumulation, beside cuBLAS GemmEx; rows padded to multiples of 8 elements).
+    #[arg(long, default_value = "f32")]
+    pub(crate) dtype: String,
     /// Rows of A and C.
     #[arg(long, value_parser = parse_count, required_unless_present = "sweep")]
-    m: Option<usize>,
+    pub(crate) m: Option<usize>,
     /// Columns of B and C.
     #[arg(long, value_parser = parse_count, required_unless_present = "sweep")]
-    n: Option<usize>,
+    pub(crate) n: Option<usize>,
     /// Columns of A, rows of B.
     #[arg(long, value_parser = parse_count, required_unless_present = "sweep")]
-    k: Option<usize>,
+    pub(crate) k: Option<usize>,
     /// Instead of one shape, every shape of the sweep (squares 1024-8192, the skinny and deep
     /// products of training, flat products, non-multiples of the tiles) with the shape rule,
     /// beside cuBLAS, then the geometric mean and the worst fraction of cuBLAS.
     #[arg(long, conflicts_with_all = ["m", "n", "k"])]
-    sweep: bool,
+    pub(crate) sweep: bool,
     /// `auto` (the shape rule), `all` (every step of the progression), one kernel such as
     /// `5_pipelined_128x128`, `3_blocked` or `dot_1x16`, or split-K with a tile and a slice
     /// count such as `splitk_128x128:2`.
     #[arg(long, default_value = "auto")]
-    kernel: String,
+    pub(crate) kernel: String,
     /// Scale of the product.
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-    alpha: f32,
+    pub(crate) alpha: f32,
     /// Scale of the old C (0: C is write-only).
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
-    beta: f32,
+    pub(crate) beta: f32,
     /// Also run cuBLAS SGEMM (FP32, no TF32) on the same inputs and print the ratio.
     #[arg(long)]
-    vs_cublas: bool,
+    pub(crate) vs_cublas: bool,
     /// Compare C with the f64 CPU reference (every row up to 2^31 multiply-adds, else a
     /// spread of 256 rows) and check that every element was written.
     #[arg(long)]
-    check: bool,
+    pub(crate) check: bool,
     /// Timed repetitions per kernel (1..=10000) after one warm-up; the median is reported.
     #[arg(long, default_value_t = 20)]
-    repeat: u32,
+    pub(crate) repeat: u32,
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub(crate) seed: u64,
 }
 
 /// The rows `--check` compares.
-fn check_rows(g: &Gemm) -> Vec<usize> {
+pub(crate) fn check_rows(g: &Gemm) -> Vec<usize> {
     if g.flops() / 2.0 <= (1u64 << 31) as f64 || g.m <= 256 {
         (0..g.m).collect()
     } else {
@@ -69,6 +74,9 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, a: MatmulArgs) -> Resul
         bail!("--repeat must be in 1..=10000, got {}", a.repeat);
     }
     let gpu = Gpu::new(device, ptx)?;
+    if a.dtype != "f32" {
+        return crate::matmul_half::run(&gpu, &a, &a.dtype);
+    }
     if a.sweep && a.kernel == "all" {
         bail!("--sweep compares one kernel choice with cuBLAS per shape: give --kernel auto (the default) or one kernel, not all");
     }

@@ -9,6 +9,8 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 pub const POISON_F32: u32 = 0x7FA5_A5A5;
 /// The f16 poison: a NaN with a payload the conversion from f32 never produces.
 pub const POISON_F16: u16 = 0x7E5A;
+/// The bf16 poison: a NaN no arithmetic produces.
+pub const POISON_BF16: u16 = 0x7FA5;
 
 /// One standard normal sample (Box–Muller), the distribution of `torch.randn`.
 fn standard_normal(rng: &mut impl Rng) -> f64 {

@@ -5,6 +5,7 @@
 //! [`Module::prepare`](crate::Module::prepare), the path a user's kernel takes.
 
 pub mod heavy;
+pub mod hgemm;
 pub mod image;
 pub mod matmul;
 pub mod spin;

@@ -81,6 +81,12 @@ impl Module {
         self.index.get(name).copied()
     }
 
+    /// Whether the module has `kernel`'s entry (a kernel built for some architectures only,
+    /// [`Kernel::only_on`](streamline_device::Kernel::only_on), is missing from the others').
+    pub fn has<P>(&self, kernel: Kernel<P>) -> bool {
+        self.index_of(kernel.name()).is_some()
+    }
+
     /// The manifest entry of index `i`.
     pub(super) fn entry_at(&self, i: usize) -> &EntryInfo {
         &self.image.manifest.kernels[i]

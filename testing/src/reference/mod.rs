@@ -2,6 +2,7 @@
 //! the operation's definition and sharing no code with the kernels.
 
 pub mod heavy;
+pub mod hgemm;
 pub mod image;
 pub mod matmul;
 pub mod train;

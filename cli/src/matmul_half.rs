@@ -1,0 +1,246 @@
+//! `streamline matmul --dtype bf16|f16`: our tensor-core product beside cuBLAS's `GemmEx` on the
+//! same inputs in the same run, optionally checked against the f64 CPU reference.
+
+use crate::matmul::{check_rows, MatmulArgs};
+use anyhow::{bail, Context, Result};
+use cudarc::driver::CudaSlice;
+use half::{bf16, f16};
+use streamline::error::DriverContext;
+use streamline::ops::hgemm::{hgemm, CublasHalf, Gemm, Half, HgemmKernel, HALF_SWEEP};
+use streamline::timing::{median, time_on};
+use streamline::Gpu;
+use streamline_abi::hgemm::{HGEMM_ALIGN, HGEMM_ALL};
+use streamline_testing::data::{randn_f32, POISON_BF16, POISON_F16};
+use streamline_testing::reference::hgemm::{self as reference, Rounding};
+use streamline_testing::reference::matmul::compare;
+
+/// The host side of an element type: conversions, poison and rounding.
+pub trait HalfHost: Half + bytemuck::Pod + cudarc::driver::ValidAsZeroBits + Send + Sync {
+    fn from_f32(v: f32) -> Self;
+    fn to_f32(self) -> f32;
+    const POISON: u16;
+    const ROUNDING: Rounding;
+}
+
+impl HalfHost for bf16 {
+    fn from_f32(v: f32) -> Self {
+        bf16::from_f32(v)
+    }
+    fn to_f32(self) -> f32 {
+        bf16::to_f32(self)
+    }
+    const POISON: u16 = POISON_BF16;
+    const ROUNDING: Rounding = reference::BF16;
+}
+
+impl HalfHost for f16 {
+    fn from_f32(v: f32) -> Self {
+        f16::from_f32(v)
+    }
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+    const POISON: u16 = POISON_F16;
+    const ROUNDING: Rounding = reference::F16;
+}
+
+/// Runs `a`'s shapes (or the half-precision sweep) in `dtype`.
+pub fn run(gpu: &Gpu, a: &MatmulArgs, dtype: &str) -> Result<()> {
+    match dtype {
+        "bf16" => run_typed::<bf16>(gpu, a),
+        "f16" => run_typed::<f16>(gpu, a),
+        other => bail!("--dtype must be f32, bf16 or f16, got `{other}`"),
+    }
+}
+
+fn run_typed<T: HalfHost>(gpu: &Gpu, a: &MatmulArgs) -> Result<()> {
+    let shapes: Vec<(usize, usize, usize)> = match (a.sweep, a.m, a.n, a.k) {
+        (true, ..) => HALF_SWEEP.to_vec(),
+        (false, Some(m), Some(n), Some(k)) => vec![(m, n, k)],
+        _ => bail!("give --m, --n and --k, or --sweep"),
+    };
+    let kernels: Vec<HgemmKernel> = match a.kernel.as_str() {
+        "all" => HGEMM_ALL.iter().map(HgemmKernel::Step).collect(),
+        s => vec![HgemmKernel::parse(s)?],
+    };
+    let mut failed = false;
+    let mut summary = Vec::new();
+    for (m, n, k) in shapes {
+        // Rows padded to 16 bytes, as the tensor-core kernels need (cuBLAS gets the same).
+        let pad = |x: usize| x.next_multiple_of(HGEMM_ALIGN as usize);
+        let g = Gemm {
+            alpha: a.alpha,
+            beta: a.beta,
+            lda: pad(k),
+            ldb: pad(n),
+            ldc: pad(n),
+            ..Gemm::dense(m, n, k)
+        };
+        let (f, rows) = one_shape::<T>(gpu, &g, a, &kernels)?;
+        failed |= f;
+        summary.extend(rows);
+    }
+    if summary.len() > 1 && a.vs_cublas {
+        println!();
+        println!(
+            "{:>24} {:<22} {:>10} {:>10} {:>10}",
+            "m x n x k", "ours", "ms", "cuBLAS ms", "of cuBLAS"
+        );
+        let mut ratios = Vec::new();
+        for (shape, name, ours, blas) in &summary {
+            ratios.push(blas / ours);
+            println!(
+                "{shape:>24} {name:<22} {ours:>10.4} {blas:>10.4} {:>9.1}%",
+                100.0 * blas / ours
+            );
+        }
+        let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+        let worst = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        println!(
+            "{} geometric mean {:.1}% of cuBLAS, worst {:.1}%, over {} runs",
+            T::NAME,
+            100.0 * geo,
+            100.0 * worst,
+            ratios.len()
+        );
+    }
+    if failed {
+        bail!("the GPU result does not match the CPU reference");
+    }
+    Ok(())
+}
+
+type Row = (String, String, f64, f64);
+
+fn one_shape<T: HalfHost>(
+    gpu: &Gpu,
+    g: &Gemm,
+    a: &MatmulArgs,
+    kernels: &[HgemmKernel],
+) -> Result<(bool, Vec<Row>)> {
+    let (na, nb, nc) = g.validate()?;
+    let bytes = 2 * (na as u128 + nb as u128 + 2 * nc as u128);
+    let (free, _) = gpu.context().mem_get_info().op("cuMemGetInfo")?;
+    if bytes > free as u128 {
+        bail!(
+            "the shape needs {} MiB of device memory, {} MiB are free",
+            bytes >> 20,
+            free >> 20
+        );
+    }
+    let stream = gpu.stream().clone();
+    let round = |v: Vec<f32>| -> (Vec<T>, Vec<f32>) {
+        let h: Vec<T> = v.into_iter().map(T::from_f32).collect();
+        let f = h.iter().map(|x| x.to_f32()).collect();
+        (h, f)
+    };
+    let (ha, fa) = round(randn_f32(na, a.seed));
+    let (hb, fb) = round(randn_f32(nb, a.seed.wrapping_add(1)));
+    let (hc0, fc0) = round(randn_f32(nc, a.seed.wrapping_add(2)));
+    let da = stream.clone_htod(&ha).context("uploading A")?;
+    let db = stream.clone_htod(&hb).context("uploading B")?;
+    let dc0 = stream.clone_htod(&hc0).context("uploading C")?;
+    let mut dc: CudaSlice<T> = stream.alloc_zeros(nc).context("allocating C")?;
+    let cublas = if a.vs_cublas {
+        Some(CublasHalf::new(stream.clone())?)
+    } else {
+        None
+    };
+    let reference_rows = if a.check {
+        let rows = check_rows(g);
+        eprintln!("computing the f64 reference for {} rows...", rows.len());
+        Some(reference::rows(g, &fa, &fb, &fc0, &rows, T::ROUNDING))
+    } else {
+        None
+    };
+    let poison: Vec<T> = vec![bytemuck::cast(T::POISON); nc];
+
+    println!(
+        "{} gemm {} x {} x {} (lda {}, ldb {}, ldc {}, alpha {}, beta {}), median of {} CUDA-event times after a warm-up",
+        T::NAME, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.alpha, g.beta, a.repeat
+    );
+    println!(
+        "{:<26} {:>10} {:>9} {:>10}",
+        "kernel", "ms", "TFLOP/s", "of cuBLAS"
+    );
+    let time = |run: &mut dyn FnMut() -> streamline::Result<()>| -> Result<f64> {
+        run()?;
+        stream.synchronize().op("cuStreamSynchronize")?;
+        let mut t = Vec::with_capacity(a.repeat as usize);
+        for _ in 0..a.repeat {
+            t.push(time_on(&stream, &mut *run)?);
+        }
+        Ok(median(&t))
+    };
+    let check = |name: &str,
+                 dc: &mut CudaSlice<T>,
+                 run: &mut dyn FnMut(&mut CudaSlice<T>) -> streamline::Result<()>|
+     -> Result<bool> {
+        let Some(rows) = &reference_rows else {
+            return Ok(false);
+        };
+        if g.beta == 0.0 {
+            stream.memcpy_htod(&poison, dc).op("cuMemcpyHtoD")?;
+        } else {
+            stream.memcpy_dtod(&dc0, dc).op("cuMemcpyDtoD")?;
+        }
+        run(dc)?;
+        let hc = stream.clone_dtoh(dc).op("cuMemcpyDtoH")?;
+        let unwritten = if g.beta == 0.0 {
+            // Only the elements of C (the padding past each row's `n` is not C's).
+            (0..g.m)
+                .flat_map(|i| (0..g.n).map(move |j| i * g.ldc + j))
+                .filter(|&i| bytemuck::cast::<T, u16>(hc[i]) == T::POISON)
+                .count()
+        } else {
+            0
+        };
+        let hf: Vec<f32> = hc.iter().map(|x| x.to_f32()).collect();
+        let cmp = compare(g, &hf, rows);
+        println!(
+            "  check {name}: {} elements, {} outside the bound, {} unwritten, worst err/bound {:.3} at {:?}",
+            cmp.checked, cmp.outside, unwritten, cmp.worst_ratio, cmp.worst_at
+        );
+        Ok(cmp.outside > 0 || unwritten > 0)
+    };
+    let mut failed = false;
+    let cublas_ms = match &cublas {
+        Some(blas) => {
+            failed |= check("cublas", &mut dc, &mut |c| blas.gemm(g, &da, &db, c))?;
+            Some(time(&mut || blas.gemm(g, &da, &db, &mut dc))?)
+        }
+        None => None,
+    };
+    let mut rows = Vec::new();
+    for &kernel in kernels {
+        let step = kernel.resolve::<T>(gpu)?;
+        let name = match kernel {
+            HgemmKernel::Auto => format!("{} (auto)", step.name()),
+            HgemmKernel::Step(_) => step.name().to_string(),
+        };
+        failed |= check(&name, &mut dc, &mut |c| {
+            hgemm(gpu, &stream, kernel, g, &da, &db, c)
+        })?;
+        let ms = time(&mut || hgemm(gpu, &stream, kernel, g, &da, &db, &mut dc))?;
+        let ratio = cublas_ms.map_or(String::new(), |c| format!("{:.1}%", 100.0 * c / ms));
+        println!(
+            "{:<26} {:>10.4} {:>9.1} {:>10}",
+            name,
+            ms,
+            g.flops() / ms / 1e9,
+            ratio
+        );
+        if let Some(blas) = cublas_ms {
+            rows.push((format!("{} x {} x {}", g.m, g.n, g.k), name, ms, blas));
+        }
+    }
+    if let Some(ms) = cublas_ms {
+        println!(
+            "{:<26} {:>10.4} {:>9.1}",
+            "cublas",
+            ms,
+            g.flops() / ms / 1e9
+        );
+    }
+    Ok((failed, rows))
+}

@@ -1,0 +1,312 @@
+//! Half-precision matrix multiply on tensor cores, `C = alpha * A @ B + beta * C` with bf16 or
+//! f16 matrices (row-major, leading dimensions) and f32 accumulation, with our kernels and,
+//! for comparison on the same inputs, cuBLAS's `cublasGemmEx`.
+//!
+//! The kernels are a progression (see `gpu-kernels/src/matmul/half/mod.rs`); on a Hopper GPU
+//! the default is the `wgmma` step, elsewhere the `mma.sync` one.
+
+use crate::engine::params::upload;
+use crate::error::{DriverContext, Error, Result};
+use crate::runtime::{Gpu, LaunchConfig};
+use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
+use cudarc::driver::sys::{
+    self, CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave,
+    CUtensorMapL2promotion, CUtensorMapSwizzle,
+};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use half::{bf16, f16};
+use std::sync::Arc;
+use streamline_abi::hgemm::{
+    HgemmParams, HgemmTiling, HGEMM_1_MMA, HGEMM_2_WGMMA, HGEMM_ALIGN, HGEMM_ALL,
+};
+use streamline_device::Kernel as KernelHandle;
+
+pub use crate::spec::matmul::Gemm;
+
+/// An element type of the half-precision kernels.
+pub trait Half: cudarc::driver::DeviceRepr + Copy + 'static {
+    /// Its name: `bf16` or `f16`.
+    const NAME: &'static str;
+    /// The driver's name of the type for tensor maps.
+    const TMA: CUtensorMapDataType;
+    /// cuBLAS's name of the type.
+    const BLAS: blas_sys::cudaDataType_t;
+    /// The step's kernel for this type.
+    fn kernel(t: &HgemmTiling) -> KernelHandle<HgemmParams>;
+}
+
+impl Half for bf16 {
+    const NAME: &'static str = "bf16";
+    const TMA: CUtensorMapDataType = CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const BLAS: blas_sys::cudaDataType_t = blas_sys::cudaDataType_t::CUDA_R_16BF;
+    fn kernel(t: &HgemmTiling) -> KernelHandle<HgemmParams> {
+        t.bf16
+    }
+}
+
+impl Half for f16 {
+    const NAME: &'static str = "f16";
+    const TMA: CUtensorMapDataType = CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    const BLAS: blas_sys::cudaDataType_t = blas_sys::cudaDataType_t::CUDA_R_16F;
+    fn kernel(t: &HgemmTiling) -> KernelHandle<HgemmParams> {
+        t.f16
+    }
+}
+
+/// The shapes of `streamline matmul --dtype bf16 --sweep`: the FP32 sweep's, a wide and flat
+/// product, and the projections of a transformer layer (hidden size 768 and 4096, 8192 tokens).
+pub const HALF_SWEEP: [(usize, usize, usize); 19] = {
+    let mut s = [(0, 0, 0); 19];
+    let mut i = 0;
+    while i < crate::ops::matmul::SWEEP.len() {
+        s[i] = crate::ops::matmul::SWEEP[i];
+        i += 1;
+    }
+    s[14] = (16384, 16384, 1024);
+    s[15] = (8192, 3072, 768);
+    s[16] = (8192, 768, 3072);
+    s[17] = (8192, 12288, 4096);
+    s[18] = (8192, 4096, 4096);
+    s
+};
+
+/// Which step computes a product.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum HgemmKernel {
+    /// The `wgmma` step where the loaded kernels have it (Hopper), else the `mma.sync` one.
+    Auto,
+    /// One step.
+    Step(&'static HgemmTiling),
+}
+
+impl HgemmKernel {
+    /// Parses `auto` or a step's name with or without its `hgemm_` prefix (`1_mma`,
+    /// `2_wgmma`).
+    pub fn parse(s: &str) -> Result<HgemmKernel> {
+        if s == "auto" {
+            return Ok(HgemmKernel::Auto);
+        }
+        let name = s.strip_prefix("hgemm_").unwrap_or(s);
+        HGEMM_ALL
+            .iter()
+            .find(|t| t.name().strip_prefix("hgemm_") == Some(name))
+            .map(HgemmKernel::Step)
+            .ok_or_else(|| {
+                let names: Vec<&str> = HGEMM_ALL.iter().map(|t| t.name()).collect();
+                Error::arg(
+                    "kernel",
+                    format!("`{s}` is not auto or one of {}", names.join(", ")),
+                )
+            })
+    }
+
+    /// The step this choice runs for `T` on `gpu`.
+    pub fn resolve<T: Half>(self, gpu: &Gpu) -> Result<&'static HgemmTiling> {
+        Ok(match self {
+            HgemmKernel::Step(t) => t,
+            HgemmKernel::Auto if gpu.kernels()?.has(T::kernel(&HGEMM_2_WGMMA)) => &HGEMM_2_WGMMA,
+            HgemmKernel::Auto => &HGEMM_1_MMA,
+        })
+    }
+}
+
+/// Checks what the tensor-core kernels need beyond [`Gemm::check_lengths`]: rows starting on
+/// 16-byte boundaries (strides multiples of [`HGEMM_ALIGN`], addresses 16-byte aligned).
+pub fn check_alignment(g: &Gemm, a: u64, b: u64, c: u64) -> Result<()> {
+    for (arg, ld) in [("lda", g.lda), ("ldb", g.ldb), ("ldc", g.ldc)] {
+        if ld % HGEMM_ALIGN as usize != 0 {
+            return Err(Error::arg(
+                arg,
+                format!("{ld} is not a multiple of {HGEMM_ALIGN}: the tensor-core kernels need rows on 16-byte boundaries (pad the rows)"),
+            ));
+        }
+    }
+    for (arg, addr) in [("a", a), ("b", b), ("c", c)] {
+        if addr % 16 != 0 {
+            return Err(Error::arg(
+                arg,
+                format!("starts at device address {addr:#x}, not 16-byte aligned (a view that starts inside a row of 8 elements?)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The device address of a buffer, for checks and tensor maps (the launch takes its own).
+fn address<T>(buf: &impl DevicePtr<T>, stream: &CudaStream) -> u64 {
+    buf.device_ptr(stream).0
+}
+
+/// `C = alpha * A @ B + beta * C` with `kernel`, on `stream`. Correct under CUDA graph capture:
+/// the TMA step's tensor maps travel in memory the graph keeps.
+pub fn hgemm<T: Half>(
+    gpu: &Gpu,
+    stream: &Arc<CudaStream>,
+    kernel: HgemmKernel,
+    g: &Gemm,
+    a: &impl DevicePtr<T>,
+    b: &impl DevicePtr<T>,
+    c: &mut impl DevicePtrMut<T>,
+) -> Result<()> {
+    g.check_lengths(a.len(), b.len(), c.len())?;
+    let (pa, pb, pc) = (
+        address(a, stream),
+        address(b, stream),
+        c.device_ptr_mut(stream).0,
+    );
+    check_alignment(g, pa, pb, pc)?;
+    let t = kernel.resolve::<T>(gpu)?;
+    let tiles = g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize);
+    let blocks = u32::try_from(tiles)
+        .ok()
+        .filter(|&b| b < i32::MAX as u32)
+        .ok_or_else(|| {
+            Error::arg(
+                "m",
+                format!("{} x {} needs {tiles} blocks, above the grid's limit", g.m, g.n),
+            )
+        })?;
+    let maps = if t.tma {
+        Some(upload(stream, &encode_maps::<T>(t, g, pa, pb)?)?)
+    } else {
+        None
+    };
+    let module = gpu.kernels()?;
+    let mut launch = module.prepare(stream, T::kernel(t));
+    let params = HgemmParams {
+        a: launch.read(a),
+        b: launch.read(b),
+        c: launch.write(c),
+        maps: maps.as_deref().map_or(0, |m| launch.read(m)),
+        m: g.m as u32,
+        n: g.n as u32,
+        k: g.k as u32,
+        lda: g.lda as u32,
+        ldb: g.ldb as u32,
+        ldc: g.ldc as u32,
+        alpha: g.alpha,
+        beta: g.beta,
+    };
+    let cfg = LaunchConfig::new((blocks, 1, 1), (t.threads, 1, 1)).with_shared(t.shared_bytes);
+    // SAFETY: `check_lengths` proved each buffer holds its matrix with its stride and
+    // `check_alignment` the kernels' alignment, so every access the kernel makes (the TMA's
+    // clipped to the maps' bounds, which are the matrices') is inside an allocation; the maps
+    // describe `a` and `b` and live until the launch has run (stream-ordered free, or the
+    // graph's keeping); `c` is borrowed exclusively so it aliases neither input.
+    unsafe { launch.run(cfg, params) }
+}
+
+/// The tensor maps of `A` and `B` for the TMA step `t`: `A` in boxes of `bk` x `bm` (columns
+/// x rows), `B` in boxes of 64 x `bk`, 128-byte swizzled, zeros outside the matrices.
+fn encode_maps<T: Half>(t: &HgemmTiling, g: &Gemm, a: u64, b: u64) -> Result<Vec<u64>> {
+    let a_map = encode::<T>(a, g.k, g.m, g.lda, [t.bk, t.bm])?;
+    let b_map = encode::<T>(b, g.n, g.k, g.ldb, [64, t.bk])?;
+    Ok(a_map.opaque.iter().chain(&b_map.opaque).copied().collect())
+}
+
+/// A 2-D tensor map of a row-major `rows x cols` matrix of `T` at `addr`, row stride `ld`.
+fn encode<T: Half>(
+    addr: u64,
+    cols: usize,
+    rows: usize,
+    ld: usize,
+    boxes: [u32; 2],
+) -> Result<CUtensorMap> {
+    let dims = [cols as u64, rows as u64];
+    let strides = [(ld * std::mem::size_of::<T>()) as u64];
+    let element_strides = [1u32, 1];
+    let mut map = std::mem::MaybeUninit::<CUtensorMap>::zeroed();
+    // SAFETY: every pointer addresses a local array of the rank's length (strides: rank - 1);
+    // the driver only encodes the description into `map`, reading no device memory.
+    unsafe {
+        sys::cuTensorMapEncodeTiled(
+            map.as_mut_ptr(),
+            T::TMA,
+            2,
+            addr as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            element_strides.as_ptr(),
+            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()
+    .op("cuTensorMapEncodeTiled")?;
+    // SAFETY: zero-initialised and then written by the driver; plain bytes either way.
+    Ok(unsafe { map.assume_init() })
+}
+
+/// cuBLAS's half-precision product on one stream (`cublasGemmEx`, f32 compute), for
+/// comparisons on the same inputs.
+pub struct CublasHalf {
+    blas: CudaBlas,
+    stream: Arc<CudaStream>,
+}
+
+impl CublasHalf {
+    /// Loads cuBLAS and binds a handle to `stream`; a clear error when the library is absent.
+    pub fn new(stream: Arc<CudaStream>) -> Result<CublasHalf> {
+        // SAFETY: only tries to open the shared library.
+        if !unsafe { blas_sys::is_culib_present() } {
+            return Err(Error::MissingLibrary {
+                library: "cuBLAS",
+                reason: "libcublas.so was not found on the library path (install the CUDA toolkit's cuBLAS or add its directory to LD_LIBRARY_PATH)".into(),
+            });
+        }
+        let blas = CudaBlas::new(stream.clone()).map_err(|source| Error::Cublas {
+            op: "cublasCreate",
+            source,
+        })?;
+        Ok(CublasHalf { blas, stream })
+    }
+
+    /// `C = alpha * A @ B + beta * C`, row-major, as `C^T = B^T A^T` in cuBLAS's column-major
+    /// terms, with `alpha` and `beta` in f32.
+    pub fn gemm<T: Half>(
+        &self,
+        g: &Gemm,
+        a: &impl DevicePtr<T>,
+        b: &impl DevicePtr<T>,
+        c: &mut impl DevicePtrMut<T>,
+    ) -> Result<()> {
+        g.check_lengths(a.len(), b.len(), c.len())?;
+        let stream = &self.stream;
+        let (pa, _ra) = a.device_ptr(stream);
+        let (pb, _rb) = b.device_ptr(stream);
+        let (pc, _rc) = c.device_ptr_mut(stream);
+        // SAFETY: the lengths were checked against the shape and strides (all within i32 by
+        // `validate`), so cuBLAS's accesses stay inside the three buffers; `alpha` and `beta`
+        // are f32 as the f32 compute type requires.
+        unsafe {
+            blas::gemm_ex(
+                *self.blas.handle(),
+                blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                g.n as i32,
+                g.m as i32,
+                g.k as i32,
+                (&g.alpha) as *const f32 as *const _,
+                pb as *const _,
+                T::BLAS,
+                g.ldb as i32,
+                pa as *const _,
+                T::BLAS,
+                g.lda as i32,
+                (&g.beta) as *const f32 as *const _,
+                pc as *mut _,
+                T::BLAS,
+                g.ldc as i32,
+                blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(|source| Error::Cublas {
+            op: "cublasGemmEx",
+            source,
+        })
+    }
+}

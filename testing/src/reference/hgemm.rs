@@ -1,0 +1,121 @@
+//! CPU reference for the half-precision product `C = alpha * A @ B + beta * C` (bf16 or f16
+//! matrices, f32 accumulation) and the error bound its kernels must meet.
+//!
+//! # Error analysis
+//!
+//! The inputs are bf16 or f16 values, exact in f32 and f64, and their products are exact in f32
+//! (8 + 8 or 11 + 11 significant bits), so the only errors are those of the f32 sum, the
+//! epilogue and the final rounding to the output type. Tensor cores add several products at
+//! once and may truncate instead of rounding to nearest, so each f32 addition is taken to err
+//! by less than `2u` (`u = 2^-24`) relative: with `S_ij = sum_k |a_ik| |b_kj|` the accumulated
+//! sum is within `gamma'_k S_ij`, `gamma'_n = 2 n u / (1 - 2 n u)`, in any order and grouping.
+//! The epilogue `alpha * acc + beta * c` in f32 adds two roundings of at most `u` each (covered
+//! by `gamma'_{k+2}`, as in `reference::matmul`). Rounding the f32 result `r` to the output
+//! type (to nearest even, unit roundoff `u_T`: 2^-8 for bf16, 2^-11 for f16) adds at most
+//! `u_T |r|`, or half the type's smallest subnormal `t_T` (2^-25 for f16, 2^-134 for bf16)
+//! below its normal range. With `E = gamma'_{k+2} (|alpha| S_ij + |beta c_ij|) + k 2^-149` the
+//! error of the f32 result,
+//!
+//! `|C_ij - C*_ij| <= E + u_T (|C*_ij| + E) + t_T`.
+//!
+//! The reference computes `C*` and `S` in f64 from the same half-precision inputs, so its own
+//! error is negligible against the bound.
+
+use crate::reference::matmul::RowCheck;
+use rayon::prelude::*;
+use streamline::spec::matmul::Gemm;
+
+/// An output type's rounding: unit roundoff and half its smallest subnormal.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rounding {
+    /// Unit roundoff `u_T`.
+    pub unit: f64,
+    /// Half the smallest subnormal, `t_T`.
+    pub tiny: f64,
+}
+
+/// bf16: 8 significant bits, f32's exponent range.
+pub const BF16: Rounding = Rounding {
+    unit: 1.0 / 256.0,
+    tiny: 1.0 / (1u128 << 126) as f64 / 256.0,
+};
+
+/// f16: 11 significant bits, smallest subnormal 2^-24.
+pub const F16: Rounding = Rounding {
+    unit: 1.0 / 2048.0,
+    tiny: 1.0 / (1u64 << 25) as f64,
+};
+
+/// `gamma'_n = 2 n u / (1 - 2 n u)` for f32 additions that may truncate.
+pub fn gamma_truncating(n: usize) -> f64 {
+    let nu = 2.0 * n as f64 * f64::powi(2.0, -24);
+    nu / (1.0 - nu)
+}
+
+/// Reference values and bounds (module documentation) for the listed rows of `C`; `a`, `b`,
+/// `c0` hold the half-precision inputs as f32 (exactly), with `g`'s strides. `c0` is ignored
+/// when `beta == 0`.
+pub fn rows(
+    g: &Gemm,
+    a: &[f32],
+    b: &[f32],
+    c0: &[f32],
+    rows: &[usize],
+    out: Rounding,
+) -> Vec<RowCheck> {
+    let gam = gamma_truncating(g.k + 2);
+    let underflow = g.k as f64 * f64::powi(2.0, -149);
+    rows.par_iter()
+        .map(|&i| {
+            let mut sum = vec![0.0f64; g.n];
+            let mut abs = vec![0.0f64; g.n];
+            for kk in 0..g.k {
+                let aik = a[i * g.lda + kk] as f64;
+                let brow = &b[kk * g.ldb..kk * g.ldb + g.n];
+                for j in 0..g.n {
+                    let p = aik * brow[j] as f64;
+                    sum[j] += p;
+                    abs[j] += p.abs();
+                }
+            }
+            let (alpha, beta) = (g.alpha as f64, g.beta as f64);
+            let mut value = Vec::with_capacity(g.n);
+            let mut bound = Vec::with_capacity(g.n);
+            for j in 0..g.n {
+                let old = if g.beta == 0.0 {
+                    0.0
+                } else {
+                    beta * c0[i * g.ldc + j] as f64
+                };
+                let v = alpha * sum[j] + old;
+                let e = gam * (alpha.abs() * abs[j] + old.abs()) + underflow;
+                value.push(v);
+                bound.push(e + out.unit * (v.abs() + e) + out.tiny);
+            }
+            RowCheck {
+                row: i,
+                value,
+                bound,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bound_covers_the_output_rounding_of_an_exact_product() {
+        // A 1 x 1 x 2 product: 1.5 * 1 + 2 * 0.25 = 2, exact; the bound is the f32 term plus
+        // 2 u_T (both of the output rounding) plus t_T.
+        let g = Gemm::dense(1, 1, 2);
+        let r = rows(&g, &[1.5, 2.0], &[1.0, 0.25], &[0.0], &[0], BF16);
+        assert_eq!(r[0].value, vec![2.0]);
+        let e = gamma_truncating(4) * 2.0 + 2.0 * f64::powi(2.0, -149);
+        let want = e + BF16.unit * (2.0 + e) + BF16.tiny;
+        assert!((r[0].bound[0] - want).abs() < 1e-18, "{} vs {want}", r[0].bound[0]);
+        assert_eq!(F16.tiny, f64::powi(2.0, -25));
+        assert_eq!(BF16.tiny, f64::powi(2.0, -134));
+    }
+}
