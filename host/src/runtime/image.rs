@@ -122,6 +122,40 @@ impl EmbeddedModule {
         parts.join(", ")
     }
 
+    /// Everything embedded for the architecture named `arch` (its machine code and its PTX,
+    /// where embedded), whatever device runs.
+    pub fn arch_image(&self, arch: &str) -> Result<KernelImage> {
+        let a = self
+            .archs
+            .iter()
+            .find(|a| a.arch == arch)
+            .ok_or_else(|| Error::KernelImage {
+                origin: format!("embedded {}", self.name),
+                reason: format!("no {arch} code is embedded (embedded: {})", self.contents()),
+            })?;
+        let ptx = match a.ptx {
+            Some(z) => Some(
+                String::from_utf8(a.inflate(self.name, "PTX", z)?).map_err(|_| {
+                    Error::KernelImage {
+                        origin: format!("embedded {} {arch}", self.name),
+                        reason: "its PTX is not UTF-8 text".into(),
+                    }
+                })?,
+            ),
+            None => None,
+        };
+        let cubin = match a.cubin {
+            Some(z) => Some(Cow::Owned(a.inflate(self.name, "cubin", z)?)),
+            None => None,
+        };
+        KernelImage::checked(
+            format!("embedded {} {arch}", self.name),
+            ptx,
+            cubin,
+            self.manifest(a)?,
+        )
+    }
+
     fn manifest(&self, a: &EmbeddedArch) -> Result<Manifest> {
         serde_json::from_str(a.manifest).map_err(|e| Error::KernelImage {
             origin: format!("embedded {} {}", self.name, a.arch),

@@ -112,7 +112,9 @@ fn a_cubin_replaced_behind_its_manifest_is_refused() {
 
 #[test]
 fn a_file_image_keeps_the_code_that_suits_the_device() {
-    let cubin = KERNELS.image_for_driver(9, 0, None).unwrap();
+    let cubin = KERNELS.arch_image("sm_90").unwrap();
+    assert!(cubin.ptx.is_some() && cubin.cubin.is_some());
+    assert!(KERNELS.arch_image("sm_75").is_err());
     let (dir, p) = write_files(&image(), "cubin");
     std::fs::write(dir.join("k.cubin"), cubin.cubin.as_deref().unwrap()).unwrap();
     let file = KernelImage::from_file(&p).unwrap();

@@ -5,6 +5,7 @@
 
 mod engine;
 mod heavy;
+mod hgemm;
 mod image;
 mod kernel_image;
 mod launch;

@@ -1,0 +1,304 @@
+//! The half-precision tensor-core kernels against the f64 CPU reference
+//! (`streamline_testing::reference::hgemm`, whose module documentation derives the bound used
+//! here), under CUDA graph capture, and their argument checks.
+//!
+//! GPU cases place A, B and C at random 16-byte offsets inside larger buffers with padded row
+//! strides. C's buffer is poisoned everywhere except, when `beta != 0`, the matrix elements
+//! (which hold the old C); afterwards every matrix element must meet the bound (poison is a
+//! NaN, so an unwritten element fails) and every other element must still be poison.
+
+use cudarc::driver::CudaSlice;
+use half::{bf16, f16};
+use proptest::prelude::*;
+use streamline::engine::{DeviceBuffer, StreamPool};
+use streamline::ops::hgemm::{check_alignment, hgemm, Gemm, Half, HgemmKernel};
+use streamline::runtime::{Gpu, KernelImage, KERNELS};
+use streamline_abi::hgemm::{HGEMM_1_MMA, HGEMM_2_WGMMA, HGEMM_2_WGMMA_BF16};
+use streamline_testing::data::{randn_f32, POISON_BF16, POISON_F16};
+use streamline_testing::reference::hgemm::{self as reference, Rounding};
+use streamline_testing::reference::matmul::compare;
+use streamline_tests::{gpu, gpu_property};
+
+const GUARD: usize = 24;
+
+/// What a test needs of an element type.
+trait Elem: Half + bytemuck::Pod + cudarc::driver::ValidAsZeroBits + Send + Sync {
+    fn of(v: f32) -> Self;
+    fn f32(self) -> f32;
+    const POISON: u16;
+    const ROUNDING: Rounding;
+}
+
+impl Elem for bf16 {
+    fn of(v: f32) -> Self {
+        bf16::from_f32(v)
+    }
+    fn f32(self) -> f32 {
+        self.to_f32()
+    }
+    const POISON: u16 = POISON_BF16;
+    const ROUNDING: Rounding = reference::BF16;
+}
+
+impl Elem for f16 {
+    fn of(v: f32) -> Self {
+        f16::from_f32(v)
+    }
+    fn f32(self) -> f32 {
+        self.to_f32()
+    }
+    const POISON: u16 = POISON_F16;
+    const ROUNDING: Rounding = reference::F16;
+}
+
+fn is_poison<T: Elem>(v: T) -> bool {
+    bytemuck::cast::<T, u16>(v) == T::POISON
+}
+
+/// `n` standard-normal values of `T`, and the same values as f32.
+fn values<T: Elem>(n: usize, seed: u64) -> (Vec<T>, Vec<f32>) {
+    let h: Vec<T> = randn_f32(n, seed).into_iter().map(T::of).collect();
+    let f = h.iter().map(|v| v.f32()).collect();
+    (h, f)
+}
+
+#[derive(Clone, Debug)]
+struct Case {
+    g: Gemm,
+    /// 0: the `mma.sync` step, 1: the `wgmma` step (where loaded), 2: auto.
+    kernel: usize,
+    /// Offsets of A, B, C in their buffers, in units of 8 elements.
+    offsets: [usize; 3],
+    seed: u64,
+}
+
+fn kernel_of(gpu: &Gpu, c: &Case) -> Option<HgemmKernel> {
+    match c.kernel {
+        0 => Some(HgemmKernel::Step(&HGEMM_1_MMA)),
+        1 if gpu.kernels().unwrap().has(HGEMM_2_WGMMA_BF16) => {
+            Some(HgemmKernel::Step(&HGEMM_2_WGMMA))
+        }
+        1 => None,
+        _ => Some(HgemmKernel::Auto),
+    }
+}
+
+fn run_case<T: Elem>(c: &Case) -> Result<(), TestCaseError> {
+    let Some(gpu) = gpu() else { return Ok(()) };
+    let Some(kernel) = kernel_of(gpu, c) else {
+        return Ok(());
+    };
+    let s = gpu.stream();
+    let g = &c.g;
+    let (na, nb, nc) = g.validate().unwrap();
+    let [oa, ob, oc] = c.offsets.map(|o| 8 * o);
+    let (a, fa) = values::<T>(na, c.seed);
+    let (b, fb) = values::<T>(nb, c.seed + 1);
+    let (c0, fc0) = values::<T>(nc, c.seed + 2);
+    let mut abuf = vec![T::of(1.0); oa + na + GUARD];
+    abuf[oa..oa + na].copy_from_slice(&a);
+    let mut bbuf = vec![T::of(1.0); ob + nb + GUARD];
+    bbuf[ob..ob + nb].copy_from_slice(&b);
+    let in_c = |i: usize| i >= oc && i < oc + nc && (i - oc) % g.ldc < g.n;
+    let mut cbuf: Vec<T> = vec![bytemuck::cast(T::POISON); oc + nc + GUARD];
+    if g.beta != 0.0 {
+        for (i, v) in cbuf.iter_mut().enumerate() {
+            if in_c(i) {
+                *v = c0[i - oc];
+            }
+        }
+    }
+    let da: CudaSlice<T> = s.clone_htod(&abuf).unwrap();
+    let db: CudaSlice<T> = s.clone_htod(&bbuf).unwrap();
+    let mut dc: CudaSlice<T> = s.clone_htod(&cbuf).unwrap();
+    {
+        let av = da.slice(oa..oa + na);
+        let bv = db.slice(ob..ob + nb);
+        let mut cv = dc.slice_mut(oc..oc + nc);
+        hgemm(gpu, s, kernel, g, &av, &bv, &mut cv).unwrap();
+    }
+    let out = s.clone_dtoh(&dc).unwrap();
+    let stray = (0..out.len())
+        .filter(|&i| !in_c(i) && !is_poison(out[i]))
+        .count();
+    prop_assert_eq!(stray, 0, "{} elements outside C were written", stray);
+    let got: Vec<f32> = out[oc..oc + nc].iter().map(|v| v.f32()).collect();
+    let rows: Vec<usize> = (0..g.m).collect();
+    let want = reference::rows(g, &fa, &fb, &fc0, &rows, T::ROUNDING);
+    let cmp = compare(g, &got, &want);
+    prop_assert!(
+        cmp.outside == 0,
+        "{} of {} outside the bound (unwritten elements count too); worst err/bound {} at {:?}",
+        cmp.outside,
+        cmp.checked,
+        cmp.worst_ratio,
+        cmp.worst_at
+    );
+    Ok(())
+}
+
+/// Dimensions: 1, the tile sizes (16, 64, 128, 256) and their neighbours, random.
+fn dim() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        3 => 1usize..=300,
+        2 => prop::sample::select(vec![
+            1usize, 2, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257,
+            383, 513,
+        ]),
+    ]
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        (dim(), dim(), dim()),
+        (0usize..3, 0usize..3, 0usize..3),
+        prop::sample::select(vec![
+            (1.0f32, 0.0f32),
+            (1.0, 1.0),
+            (-1.5, 0.0),
+            (0.5, 2.0),
+            (0.0, 1.0),
+        ]),
+        0usize..3,
+        (0usize..3, 0usize..3, 0usize..3),
+        any::<u64>(),
+    )
+        .prop_map(
+            |((m, n, k), (pa, pb, pc), (alpha, beta), kernel, (oa, ob, oc), seed)| {
+                let pad = |x: usize, p: usize| x.next_multiple_of(8) + 8 * p;
+                Case {
+                    g: Gemm {
+                        m,
+                        n,
+                        k,
+                        lda: pad(k, pa),
+                        ldb: pad(n, pb),
+                        ldc: pad(n, pc),
+                        alpha,
+                        beta,
+                    },
+                    kernel,
+                    offsets: [oa, ob, oc],
+                    seed: seed >> 8,
+                }
+            },
+        )
+}
+
+#[test]
+fn hgemm_bf16_matches_reference() {
+    gpu_property(48, case(), |c| run_case::<bf16>(&c));
+}
+
+#[test]
+fn hgemm_f16_matches_reference() {
+    gpu_property(32, case(), |c| run_case::<f16>(&c));
+}
+
+/// Both steps on shapes with every edge at once, and a deep product (many pipeline rounds,
+/// the ring's phases wrapping many times).
+#[test]
+fn hgemm_edge_and_deep_shapes_every_step() {
+    if gpu().is_none() {
+        return;
+    }
+    for (m, n, k) in [(1usize, 1usize, 1usize), (1, 300, 9), (300, 1, 17), (129, 257, 1), (130, 250, 4100)] {
+        for kernel in 0..2 {
+            let c = Case {
+                g: Gemm {
+                    lda: k.next_multiple_of(8),
+                    ldb: n.next_multiple_of(8),
+                    ldc: n.next_multiple_of(8),
+                    ..Gemm::dense(m, n, k)
+                },
+                kernel,
+                offsets: [1, 0, 2],
+                seed: (m * n + k) as u64,
+            };
+            run_case::<bf16>(&c).unwrap_or_else(|e| panic!("{m}x{n}x{k} step {kernel}: {e}"));
+        }
+    }
+}
+
+/// Captured in the engine's CUDA graph and replayed with new inputs, each step gives the
+/// eager call's result bit for bit (the TMA step's tensor maps live in memory the graph keeps).
+#[test]
+fn hgemm_replays_under_capture_as_eager() {
+    let Some(gpu) = gpu() else { return };
+    let pool = StreamPool::with_streams(gpu, 1).unwrap();
+    let st = pool.stream(0).unwrap();
+    let g = Gemm {
+        alpha: 0.75,
+        beta: 0.5,
+        ..Gemm::dense(200, 136, 312)
+    };
+    let (na, nb, nc) = g.validate().unwrap();
+    for kernel in [HgemmKernel::Step(&HGEMM_1_MMA), HgemmKernel::Auto] {
+        let mut a = DeviceBuffer::<bf16>::zeros(&pool, 0, na).unwrap();
+        let mut b = DeviceBuffer::<bf16>::zeros(&pool, 0, nb).unwrap();
+        let mut c = DeviceBuffer::<bf16>::zeros(&pool, 0, nc).unwrap();
+        let mut want = DeviceBuffer::<bf16>::zeros(&pool, 0, nc).unwrap();
+        pool.synchronize().unwrap();
+        let cap = pool.begin_capture(0).unwrap();
+        hgemm(gpu, st, kernel, &g, &a, &b, &mut c).unwrap();
+        let graph = cap.end().unwrap();
+        for r in 0..3u64 {
+            let c0 = values::<bf16>(nc, 30 + r).0;
+            streamline::engine::memory::h2d(st, &values::<bf16>(na, 10 + r).0, &mut a).unwrap();
+            streamline::engine::memory::h2d(st, &values::<bf16>(nb, 20 + r).0, &mut b).unwrap();
+            streamline::engine::memory::h2d(st, &c0, &mut c).unwrap();
+            streamline::engine::memory::h2d(st, &c0, &mut want).unwrap();
+            hgemm(gpu, st, kernel, &g, &a, &b, &mut want).unwrap();
+            graph.launch().unwrap();
+            pool.synchronize().unwrap();
+            let (y, e) = (c.to_vec(st).unwrap(), want.to_vec(st).unwrap());
+            let same = y.iter().zip(&e).all(|(p, q)| p.to_bits() == q.to_bits());
+            assert!(same, "{kernel:?} replay {r} differs from eager");
+        }
+    }
+}
+
+#[test]
+fn misaligned_rows_and_addresses_name_the_argument() {
+    let g = Gemm {
+        lda: 20,
+        ..Gemm::dense(4, 8, 20)
+    };
+    let e = check_alignment(&g, 0, 0, 0).unwrap_err().to_string();
+    assert!(e.contains("lda") && e.contains("multiple of 8"), "{e}");
+    let g = Gemm::dense(4, 8, 16);
+    check_alignment(&g, 256, 512, 1024).unwrap();
+    let e = check_alignment(&g, 256, 514, 1024).unwrap_err().to_string();
+    assert!(e.contains("`b`") || e.contains("b:") || e.contains(" b "), "{e}");
+    assert!(e.contains("16-byte aligned"), "{e}");
+}
+
+#[test]
+fn step_names_parse() {
+    assert_eq!(HgemmKernel::parse("auto").unwrap(), HgemmKernel::Auto);
+    assert_eq!(
+        HgemmKernel::parse("2_wgmma").unwrap(),
+        HgemmKernel::Step(&HGEMM_2_WGMMA)
+    );
+    assert_eq!(
+        HgemmKernel::parse("hgemm_1_mma").unwrap(),
+        HgemmKernel::Step(&HGEMM_1_MMA)
+    );
+    let e = HgemmKernel::parse("3_magic").unwrap_err().to_string();
+    assert!(e.contains("hgemm_2_wgmma") && e.contains("kernel"), "{e}");
+}
+
+/// The `wgmma` kernels exist only in the sm_90a build; asking another build for one says which
+/// architecture it needs.
+#[test]
+fn hopper_only_kernels_are_missing_elsewhere_with_a_clear_error() {
+    let hopper = KERNELS.image_for_driver(9, 0, None).unwrap();
+    hopper.entry(HGEMM_2_WGMMA_BF16).unwrap();
+    let ampere: KernelImage = KERNELS.image_for_driver(8, 0, None).unwrap();
+    ampere.entry(HGEMM_1_MMA.bf16).unwrap();
+    let e = ampere.entry(HGEMM_2_WGMMA_BF16).unwrap_err().to_string();
+    assert!(e.contains("sm_90a only") && e.contains("sm_80"), "{e}");
+    let portable = KERNELS.ptx_image_for(9, 0).unwrap();
+    assert_eq!(portable.manifest.arch, "sm_90");
+    assert!(portable.entry(HGEMM_2_WGMMA_BF16).is_err());
+}
