@@ -68,6 +68,9 @@ pub struct HgemmTiling {
     /// `A` in boxes of `bk` x `bm`, `B` in boxes of 64 x `bk` (columns x rows), both with the
     /// 128-byte swizzle.
     pub tma: bool,
+    /// Whether the kernel walks the tiles with at most one block per multiprocessor (any grid
+    /// size works) instead of one block per tile.
+    pub persistent: bool,
 }
 
 impl HgemmTiling {
@@ -94,6 +97,11 @@ declare! {
     pub const HGEMM_2_WGMMA_BF16: Kernel<HgemmParams> = Kernel::new("hgemm_2_wgmma_bf16").with_bounds(384, 1).only_on("sm_90a");
     /// [`HGEMM_2_WGMMA_BF16`] for f16.
     pub const HGEMM_2_WGMMA_F16: Kernel<HgemmParams> = Kernel::new("hgemm_2_wgmma_f16").with_bounds(384, 1).only_on("sm_90a");
+    /// Step 3: step 2 persistent, one block per multiprocessor walking the tiles, the next
+    /// tile's stages loading during the last one's stores. sm_90a only.
+    pub const HGEMM_3_PERSISTENT_BF16: Kernel<HgemmParams> = Kernel::new("hgemm_3_persistent_bf16").with_bounds(384, 1).only_on("sm_90a");
+    /// [`HGEMM_3_PERSISTENT_BF16`] for f16.
+    pub const HGEMM_3_PERSISTENT_F16: Kernel<HgemmParams> = Kernel::new("hgemm_3_persistent_f16").with_bounds(384, 1).only_on("sm_90a");
 }
 
 /// Step 1's launch: 128 x 128 x 32 tiles, [`MMA_STAGES`] stages of `A` (128 x 32) and `B`
@@ -107,6 +115,7 @@ pub const HGEMM_1_MMA: HgemmTiling = HgemmTiling {
     threads: 256,
     shared_bytes: MMA_STAGES * (128 * 32 + 32 * 128) * 2,
     tma: false,
+    persistent: false,
 };
 
 /// Step 2's launch: 128 x 256 x 64 tiles, [`WGMMA_STAGES`] stages of `A` (16 KiB) and `B`
@@ -120,10 +129,19 @@ pub const HGEMM_2_WGMMA: HgemmTiling = HgemmTiling {
     threads: 384,
     shared_bytes: WGMMA_STAGES * (128 * 64 + 64 * 256) * 2 + 2 * 8 * WGMMA_STAGES + 1024,
     tma: true,
+    persistent: false,
+};
+
+/// Step 3's launch: step 2's tiles and shared memory, at most one block per multiprocessor.
+pub const HGEMM_3_PERSISTENT: HgemmTiling = HgemmTiling {
+    bf16: HGEMM_3_PERSISTENT_BF16,
+    f16: HGEMM_3_PERSISTENT_F16,
+    persistent: true,
+    ..HGEMM_2_WGMMA
 };
 
 /// Every step, in order.
-pub const HGEMM_ALL: &[HgemmTiling] = &[HGEMM_1_MMA, HGEMM_2_WGMMA];
+pub const HGEMM_ALL: &[HgemmTiling] = &[HGEMM_1_MMA, HGEMM_2_WGMMA, HGEMM_3_PERSISTENT];
 
 /// The block of a grid of `tiles_m x tiles_n` output tiles that block `id` computes, in groups
 /// of [`GROUP_ROWS`] tile rows walked column by column, so that the blocks resident together

@@ -10,7 +10,7 @@
 
 use cudarc::driver::sys::CUstream;
 use cudarc::driver::CudaStream;
-use half::f16;
+use half::{bf16, f16};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -24,6 +24,7 @@ use streamline::ops::image::{
     self, Augment, AugmentConfig, AugmentDraw, ChannelStats, DeviceRng, Interp, Layout, PerImage,
     ResizeMode, RoiAlign, RoiBoxes, Shape, Sigma,
 };
+use streamline::ops::hgemm as hgemm_op;
 use streamline::ops::matmul::{self, Gemm};
 use streamline::{Error, Gpu, LaunchConfig, Module};
 use streamline_testing::reference::image::augment_device_draw;
@@ -599,6 +600,46 @@ fn sgemm(
     })
 }
 
+/// `C = alpha A @ B + beta C` on tensor cores (row-major, `dtype` `bfloat16` or `float16`,
+/// f32 accumulation; `dims` `(m, n, k)`, `strides` `(lda, ldb, ldc)`).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn hgemm(
+    py: Python<'_>,
+    device: usize,
+    stream: u64,
+    arrays: (Array, Array, Array),
+    dims: (usize, usize, usize),
+    strides: (usize, usize, usize),
+    alpha: f32,
+    beta: f32,
+    dtype: &str,
+) -> PyResult<()> {
+    let g = Gemm {
+        m: dims.0,
+        n: dims.1,
+        k: dims.2,
+        lda: strides.0,
+        ldb: strides.1,
+        ldc: strides.2,
+        alpha,
+        beta,
+    };
+    let (a, b, c) = arrays;
+    let auto = hgemm_op::HgemmKernel::Auto;
+    match dtype {
+        "bfloat16" => on_stream(py, device, stream, &[("c", "out")], |gpu, s| {
+            hgemm_op::hgemm::<bf16>(gpu, s, auto, &g, &a.on(s), &b.on(s), &mut c.on(s))
+        }),
+        "float16" => on_stream(py, device, stream, &[("c", "out")], |gpu, s| {
+            hgemm_op::hgemm::<f16>(gpu, s, auto, &g, &a.on(s), &b.on(s), &mut c.on(s))
+        }),
+        _ => Err(PyValueError::new_err(format!(
+            "a: dtype {dtype} must be bfloat16 or float16"
+        ))),
+    }
+}
+
 /// Host time of one `normalize` call made from Rust (mean of `iters` calls, in seconds): what
 /// the Python call's own cost is measured against.
 #[pyfunction]
@@ -725,6 +766,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(augment, m)?)?;
     m.add_function(wrap_pyfunction!(heavy, m)?)?;
     m.add_function(wrap_pyfunction!(sgemm, m)?)?;
+    m.add_function(wrap_pyfunction!(hgemm, m)?)?;
     m.add_function(wrap_pyfunction!(normalize_host_time, m)?)?;
     Ok(())
 }

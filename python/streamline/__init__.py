@@ -12,15 +12,14 @@ import importlib.util
 from . import _ops, functional, transforms
 from ._kernels import KernelModule, load_module
 from ._native import NoGpuError
-from .functional import (augment, gaussian_blur, heavy, normalize, resize, roi_align, roi_align_backward, rotate, sgemm,
+from .functional import (augment, gaussian_blur, heavy, matmul, normalize, resize, roi_align, roi_align_backward, rotate, sgemm,
                          to_float)
 from .transforms import Augment
 
 __all__ = [
     "Augment", "KernelModule", "NoGpuError", "augment", "device_info", "functional", "gaussian_blur",
-    "gpu_available", "heavy", "load_module", "normalize", "resize", "roi_align", "roi_align_backward", "rotate",
-    "sgemm",
-    "to_float", "transforms",
+    "gpu_available", "heavy", "load_module", "matmul", "normalize", "resize", "roi_align", "roi_align_backward",
+    "rotate", "sgemm", "to_float", "transforms",
 ]
 
 

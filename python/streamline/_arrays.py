@@ -8,7 +8,7 @@ import sys
 
 # typestr of __cuda_array_interface__ -> our dtype names
 _TYPESTR = {"|u1": "uint8", "<u1": "uint8", "<f4": "float32", "<f2": "float16", "<i4": "int32"}
-_ITEMSIZE = {"uint8": 1, "float32": 4, "float16": 2, "int32": 4}
+_ITEMSIZE = {"uint8": 1, "float32": 4, "float16": 2, "bfloat16": 2, "int32": 4}
 
 
 class Array:
@@ -46,7 +46,8 @@ def capturing():
 
 def _torch_dtype_name(t):
     torch = _torch()
-    return {torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16", torch.int32: "int32"}.get(t)
+    return {torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
+            torch.int32: "int32"}.get(t)
 
 
 def array(obj, arg, dtypes, ndims, writable=False, row_strided=False):

@@ -103,6 +103,11 @@ OPS = {
         lambda a, b, c, alpha, beta: F.sgemm(a, b, None if c is None else c.clone(), alpha, beta),
         lambda a, b, c, alpha, beta: _new(a, (a.shape[0], b.shape[1])),
     ),
+    "matmul": (
+        "(Tensor a, Tensor b, Tensor? c, float alpha, float beta) -> Tensor",
+        lambda a, b, c, alpha, beta: F.matmul(a, b, None if c is None else c.clone(), alpha, beta),
+        lambda a, b, c, alpha, beta: _new(a, (a.shape[0], b.shape[1]), a.dtype),
+    ),
 }
 
 

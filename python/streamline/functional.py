@@ -472,8 +472,25 @@ def sgemm(a, b, out=None, alpha=1.0, beta=0.0, *, stream=None, device=None):
     if _tracing():
         c = None if beta == 0 else out
         return _traced("sgemm", out, stream, a, b, c, float(alpha), float(beta))
-    A = array(a, "a", ("float32",), (2,), row_strided=True)
-    B = array(b, "b", ("float32",), (2,), row_strided=True)
+    return _gemm(a, b, out, alpha, beta, stream, device, ("float32",))
+
+
+def matmul(a, b, out=None, alpha=1.0, beta=0.0, *, stream=None, device=None):
+    """``out = alpha * a @ b + beta * out`` for float32 (as :func:`sgemm`), bfloat16 or
+    float16 matrices, all three of one dtype: half precision runs on tensor cores, accumulates
+    in float32 and rounds once. ``a`` is ``(m, k)``, ``b`` ``(k, n)``, row-major; rows may be
+    padded, and for half precision every row must start on 16 bytes (row strides multiples
+    of 8, tensors 16-byte aligned). With ``beta == 0`` ``out`` is only written and may be
+    omitted."""
+    if _tracing():
+        c = None if beta == 0 else out
+        return _traced("matmul", out, stream, a, b, c, float(alpha), float(beta))
+    return _gemm(a, b, out, alpha, beta, stream, device, ("float32", "bfloat16", "float16"))
+
+
+def _gemm(a, b, out, alpha, beta, stream, device, dtypes):
+    A = array(a, "a", dtypes, (2,), row_strided=True)
+    B = array(b, "b", (A.dtype,), (2,), row_strided=True)
     m, k = A.shape
     if B.shape[0] != k:
         raise ValueError(f"b: has {B.shape[0]} rows; a {A.shape} needs {k}")
@@ -482,9 +499,9 @@ def sgemm(a, b, out=None, alpha=1.0, beta=0.0, *, stream=None, device=None):
     if out is None:
         if beta != 0:
             raise ValueError("out: required when beta is not 0 (it is read)")
-        out, C = output(None, [("a", A), ("b", B)], (m, n), "float32", dev)
+        out, C = output(None, [("a", A), ("b", B)], (m, n), A.dtype, dev)
     else:
-        C = array(out, "out", ("float32",), (2,), writable=True, row_strided=True)
+        C = array(out, "out", (A.dtype,), (2,), writable=True, row_strided=True)
         if C.shape != (m, n):
             raise ValueError(f"out: has shape {C.shape}; needs {(m, n)}")
     arrays = [("a", A), ("b", B), ("out", C)]
@@ -493,7 +510,10 @@ def sgemm(a, b, out=None, alpha=1.0, beta=0.0, *, stream=None, device=None):
     s = stream_handle(stream, dev, arrays)
     spans = tuple((X.ptr, _strided_len(X)) for X in (A, B, C))
     strides = tuple(max(X.strides[0], 1) if X.strides else max(X.shape[1], 1) for X in (A, B, C))
-    _native.sgemm(dev, s, spans, (m, n, k), strides, float(alpha), float(beta))
+    if A.dtype == "float32":
+        _native.sgemm(dev, s, spans, (m, n, k), strides, float(alpha), float(beta))
+    else:
+        _native.hgemm(dev, s, spans, (m, n, k), strides, float(alpha), float(beta), A.dtype)
     return out
 
 

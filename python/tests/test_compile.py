@@ -60,11 +60,13 @@ def args_for(name):
         "augment_drawn": (x8, state, *cfg, True),
         "heavy": (x,),
         "sgemm": (torch.randn(9, 5, device=DEV), torch.randn(5, 7, device=DEV), None, 1.0, 0.0),
+        "matmul": (torch.randn(9, 16, device=DEV).to(torch.bfloat16), torch.randn(16, 8, device=DEV).to(torch.bfloat16),
+                   None, 1.0, 0.0),
     }[name]
 
 
 @pytest.mark.parametrize("name", ["to_float", "normalize", "resize", "rotate", "gaussian_blur", "roi_align",
-                                  "roi_align_backward", "augment", "augment_drawn", "heavy", "sgemm"])
+                                  "roi_align_backward", "augment", "augment_drawn", "heavy", "sgemm", "matmul"])
 def test_custom_operator_passes_torch_checks(name):
     op = getattr(torch.ops.streamline, name)
     torch.library.opcheck(op, args_for(name), test_utils=("test_schema", "test_faketensor"))

@@ -34,7 +34,8 @@ def test_import_and_status():
     status = sl.gpu_available()
     assert status is None or isinstance(status, str)
     assert issubclass(sl.NoGpuError, RuntimeError)
-    for name in ("roi_align", "rotate", "gaussian_blur", "resize", "normalize", "to_float", "augment", "heavy", "sgemm"):
+    for name in ("roi_align", "rotate", "gaussian_blur", "resize", "normalize", "to_float", "augment", "heavy", "sgemm",
+                 "matmul"):
         assert callable(getattr(sl, name))
 
 

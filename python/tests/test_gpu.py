@@ -513,3 +513,36 @@ def test_roi_align_backward_matches_torchvision(aligned, on_gpu):
     assert ((runs[0].double() - exact).abs() <= bound).all()
     direct = sl.roi_align_backward(g, boxes, x.shape, [7, 9], aligned=aligned, deterministic=True)
     assert torch.equal(direct, runs[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m,n,k", [(1, 8, 1), (33, 64, 17), (128, 96, 300), (257, 136, 40)])
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (0.5, 2.0)])
+def test_matmul_half(dtype, m, n, k, alpha, beta):
+    # Bound of testing/src/reference/hgemm.rs: f32 sums that may truncate, then one rounding.
+    unit = 2.0**-8 if dtype == torch.bfloat16 else 2.0**-11
+    a = torch.randn(m, k, device=DEV).to(dtype)
+    b = torch.randn(k, n, device=DEV).to(dtype)
+    c0 = torch.randn(m, n, device=DEV).to(dtype)
+    c = c0.clone()
+    sl.matmul(a, b, c, alpha=alpha, beta=beta)
+    exact = alpha * (a.double() @ b.double()) + beta * c0.double()
+    scale = abs(alpha) * (a.double().abs() @ b.double().abs()) + abs(beta) * c0.double().abs()
+    e = 2 * (k + 2) * 2.0**-24 * scale
+    assert ((c.double() - exact).abs() <= e + unit * (exact.abs() + e) + 2.0**-25).all()
+    # padded rows (strides multiples of 8) and a fresh output
+    wide = torch.randn(m, (k + 7) // 8 * 8 + 8, device=DEV).to(dtype)
+    got = sl.matmul(wide[:, :k], b)
+    assert got.dtype == dtype
+    want = wide[:, :k].double() @ b.double()
+    e = 2 * (k + 2) * 2.0**-24 * (wide[:, :k].double().abs() @ b.double().abs())
+    assert ((got.double() - want).abs() <= e + unit * (want.abs() + e) + 2.0**-25).all()
+
+
+def test_matmul_half_refuses_misaligned_rows():
+    a = torch.randn(4, 12, device=DEV).to(torch.bfloat16)
+    b = torch.randn(12, 8, device=DEV).to(torch.bfloat16)
+    with pytest.raises(ValueError, match="lda"):
+        sl.matmul(a, b)
+    with pytest.raises(TypeError, match="b: dtype"):
+        sl.matmul(torch.randn(4, 16, device=DEV).to(torch.bfloat16), torch.randn(16, 8, device=DEV))

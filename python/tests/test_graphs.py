@@ -168,6 +168,12 @@ def test_heavy_and_sgemm_captured():
                   lambda r: [randn((65, 33), 10 + r), randn((33, 47), 20 + r)])
 
 
+def test_matmul_half_captured():
+    for dt in (torch.bfloat16, torch.float16):
+        check_replays([randn((65, 40), 0).to(dt), randn((40, 48), 1).to(dt)], lambda a, b: sl.matmul(a, b),
+                      lambda r: [randn((65, 40), 10 + r).to(dt), randn((40, 48), 20 + r).to(dt)])
+
+
 def test_augment_functional_captured_replays_its_draw():
     ins, fresh = images((4, 3, 50, 60), torch.uint8)
     for interp in ["nearest", "bilinear"]:

@@ -157,6 +157,11 @@ pub fn hgemm<T: Half>(
     check_alignment(g, pa, pb, pc)?;
     let t = kernel.resolve::<T>(gpu)?;
     let tiles = g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize);
+    let tiles = if t.persistent {
+        tiles.min(gpu.info().multiprocessors as usize)
+    } else {
+        tiles
+    };
     let blocks = u32::try_from(tiles)
         .ok()
         .filter(|&b| b < i32::MAX as u32)

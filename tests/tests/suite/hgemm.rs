@@ -13,7 +13,7 @@ use proptest::prelude::*;
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::ops::hgemm::{check_alignment, hgemm, Gemm, Half, HgemmKernel};
 use streamline::runtime::{Gpu, KernelImage, KERNELS};
-use streamline_abi::hgemm::{HGEMM_1_MMA, HGEMM_2_WGMMA, HGEMM_2_WGMMA_BF16};
+use streamline_abi::hgemm::{HGEMM_1_MMA, HGEMM_2_WGMMA, HGEMM_2_WGMMA_BF16, HGEMM_3_PERSISTENT};
 use streamline_testing::data::{randn_f32, POISON_BF16, POISON_F16};
 use streamline_testing::reference::hgemm::{self as reference, Rounding};
 use streamline_testing::reference::matmul::compare;
@@ -65,7 +65,8 @@ fn values<T: Elem>(n: usize, seed: u64) -> (Vec<T>, Vec<f32>) {
 #[derive(Clone, Debug)]
 struct Case {
     g: Gemm,
-    /// 0: the `mma.sync` step, 1: the `wgmma` step (where loaded), 2: auto.
+    /// 0: the `mma.sync` step, 1: the `wgmma` step, 2: the persistent one (both where
+    /// loaded), 3: auto.
     kernel: usize,
     /// Offsets of A, B, C in their buffers, in units of 8 elements.
     offsets: [usize; 3],
@@ -73,12 +74,12 @@ struct Case {
 }
 
 fn kernel_of(gpu: &Gpu, c: &Case) -> Option<HgemmKernel> {
+    let hopper = gpu.kernels().unwrap().has(HGEMM_2_WGMMA_BF16);
     match c.kernel {
         0 => Some(HgemmKernel::Step(&HGEMM_1_MMA)),
-        1 if gpu.kernels().unwrap().has(HGEMM_2_WGMMA_BF16) => {
-            Some(HgemmKernel::Step(&HGEMM_2_WGMMA))
-        }
-        1 => None,
+        1 | 2 if !hopper => None,
+        1 => Some(HgemmKernel::Step(&HGEMM_2_WGMMA)),
+        2 => Some(HgemmKernel::Step(&HGEMM_3_PERSISTENT)),
         _ => Some(HgemmKernel::Auto),
     }
 }
@@ -159,7 +160,7 @@ fn case() -> impl Strategy<Value = Case> {
             (0.5, 2.0),
             (0.0, 1.0),
         ]),
-        0usize..3,
+        0usize..4,
         (0usize..3, 0usize..3, 0usize..3),
         any::<u64>(),
     )
@@ -203,7 +204,7 @@ fn hgemm_edge_and_deep_shapes_every_step() {
         return;
     }
     for (m, n, k) in [(1usize, 1usize, 1usize), (1, 300, 9), (300, 1, 17), (129, 257, 1), (130, 250, 4100)] {
-        for kernel in 0..2 {
+        for kernel in 0..3 {
             let c = Case {
                 g: Gemm {
                     lda: k.next_multiple_of(8),
@@ -233,7 +234,16 @@ fn hgemm_replays_under_capture_as_eager() {
         ..Gemm::dense(200, 136, 312)
     };
     let (na, nb, nc) = g.validate().unwrap();
-    for kernel in [HgemmKernel::Step(&HGEMM_1_MMA), HgemmKernel::Auto] {
+    for kernel in [
+        HgemmKernel::Step(&HGEMM_1_MMA),
+        HgemmKernel::Step(&HGEMM_2_WGMMA),
+        HgemmKernel::Step(&HGEMM_3_PERSISTENT),
+    ] {
+        if kernel != HgemmKernel::Step(&HGEMM_1_MMA)
+            && !gpu.kernels().unwrap().has(HGEMM_2_WGMMA_BF16)
+        {
+            continue;
+        }
         let mut a = DeviceBuffer::<bf16>::zeros(&pool, 0, na).unwrap();
         let mut b = DeviceBuffer::<bf16>::zeros(&pool, 0, nb).unwrap();
         let mut c = DeviceBuffer::<bf16>::zeros(&pool, 0, nc).unwrap();

@@ -7,6 +7,9 @@
 //! 2. `step2_wgmma`: warp-specialised: a producer warpgroup drives the TMA into a ring of
 //!    stages guarded by `mbarrier`s, two consumer warpgroups multiply with `wgmma`
 //!    (m64n256k16) straight from shared memory. sm_90a only.
+//! 3. `step3_persistent`: step 2 with one block per multiprocessor walking the tiles, the
+//!    producer loading the next tile's stages while the consumers write the last one's
+//!    results. sm_90a only.
 //!
 //! Every product accumulates in f32 and rounds once to the output type (round to nearest
 //! even); the order of the `k` sum differs between steps (and from cuBLAS), which the host's
@@ -17,6 +20,8 @@ use streamline_device::device;
 pub mod step1_mma;
 #[cfg(target_feature = "sm_90a")]
 pub mod step2_wgmma;
+#[cfg(target_feature = "sm_90a")]
+pub mod step3_persistent;
 
 /// A 16-bit operand type of the tensor cores: conversions to and from f32 pairs and the
 /// products that take it.

@@ -29,20 +29,20 @@ use streamline_device::wgmma::{
     claim_registers, commit_group, descriptor, fence, release_registers, wait_group, Swizzle,
 };
 
-const BM: u32 = HGEMM_2_WGMMA.bm;
-const BN: u32 = HGEMM_2_WGMMA.bn;
-const BK: u32 = HGEMM_2_WGMMA.bk;
+pub(super) const BM: u32 = HGEMM_2_WGMMA.bm;
+pub(super) const BN: u32 = HGEMM_2_WGMMA.bn;
+pub(super) const BK: u32 = HGEMM_2_WGMMA.bk;
 /// Bytes of a stage of `A`: 128 rows of 128 bytes.
-const A_BYTES: u32 = BM * BK * 2;
+pub(super) const A_BYTES: u32 = BM * BK * 2;
 /// Bytes of one box of `B`: 64 rows (`k`) of 64 columns, 128 bytes each.
-const B_BOX: u32 = BK * 64 * 2;
+pub(super) const B_BOX: u32 = BK * 64 * 2;
 /// Bytes of a stage of `B`: four boxes side by side in `n`.
-const B_BYTES: u32 = B_BOX * (BN / 64);
+pub(super) const B_BYTES: u32 = B_BOX * (BN / 64);
 
 /// Multiplies the stage's 64-row slice of `A` (at shared address `a`) by its `B` (at `b`) into
 /// `d`: four `k`-steps of 16.
 #[inline(always)]
-unsafe fn multiply_stage<T: Wgmma>(d: &mut [f32; 128], a: u32, b: u32, accumulate: bool) {
+pub(super) unsafe fn multiply_stage<T: Wgmma>(d: &mut [f32; 128], a: u32, b: u32, accumulate: bool) {
     for kk in 0..BK / 16 {
         // `A` K-major: a step of 16 elements is 32 bytes along each 128-byte swizzled row;
         // 8-row groups 1024 bytes apart.
@@ -152,7 +152,7 @@ unsafe fn hgemm_wgmma<T: Wgmma>(p: HgemmParams) {
 /// Writes this thread's accumulators of the 64 x 256 tile at (`row0`, `col0`) (the layout of
 /// `streamline_device::wgmma`'s module documentation).
 #[inline(always)]
-fn store<T: Wgmma>(p: &HgemmParams, d: &[f32; 128], row0: u32, col0: u32, t: u32) {
+pub(super) fn store<T: Wgmma>(p: &HgemmParams, d: &[f32; 128], row0: u32, col0: u32, t: u32) {
     let (w, l) = (t / 32, t % 32);
     for j in 0..32u32 {
         let col = col0 + 8 * j + 2 * (l % 4);

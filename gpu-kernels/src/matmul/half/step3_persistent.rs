@@ -1,0 +1,164 @@
+//! Step 3: step 2 made persistent (sm_90a).
+//!
+//! One block per multiprocessor walks the output tiles (block `b` takes tiles `b`, `b + grid`,
+//! ... in step 2's grouped order), its producer running ahead across tile boundaries: while
+//! the consumers write one tile's results, the first stages of the next are already loading,
+//! and no block pays a launch and a pipeline fill per tile. The stage ring's round counts run
+//! over the whole walk, so the barriers' phases carry from tile to tile.
+
+use super::step2_wgmma::{multiply_stage, store, Wgmma, A_BYTES, BK, BM, BN, B_BOX, B_BYTES};
+use super::{Bf16, F16};
+use core::arch::nvptx;
+use streamline_abi::hgemm::{
+    grouped_tile, HgemmParams, HGEMM_3_PERSISTENT_BF16, HGEMM_3_PERSISTENT_F16,
+    WGMMA_STAGES as STAGES,
+};
+use streamline_device::barrier::MBarrier;
+use streamline_device::kernel;
+use streamline_device::mem::shared_addr;
+use streamline_device::shared::dynamic_shared;
+use streamline_device::thread::sync_block;
+use streamline_device::tma::{acquire_map, load_2d};
+use streamline_device::wgmma::{
+    claim_registers, commit_group, fence, release_registers, wait_group,
+};
+
+#[inline(always)]
+unsafe fn hgemm_persistent<T: Wgmma>(p: HgemmParams) {
+    // SAFETY: special registers, defined inside a kernel.
+    let (tid, block, grid) = unsafe {
+        (
+            nvptx::_thread_idx_x(),
+            nvptx::_block_idx_x(),
+            nvptx::_grid_dim_x(),
+        )
+    };
+    let (tiles_m, tiles_n) = (p.m.div_ceil(BM), p.n.div_ceil(BN));
+    let tiles = tiles_m * tiles_n;
+    let base = (shared_addr(dynamic_shared::<f32>()) + 1023) & !1023;
+    let a_stages = base;
+    let b_stages = base + STAGES * A_BYTES;
+    let bars = b_stages + STAGES * B_BYTES;
+    let full = |s: u32| MBarrier(bars + 8 * s);
+    let empty = |s: u32| MBarrier(bars + 8 * (STAGES + s));
+    if tid == 0 {
+        for s in 0..STAGES {
+            // SAFETY: as in step 2.
+            unsafe {
+                full(s).init(1);
+                empty(s).init(2);
+            }
+        }
+        // SAFETY: sm_90a kernel.
+        unsafe { MBarrier::fence_init() };
+    }
+    // SAFETY: every thread reaches this one barrier.
+    unsafe { sync_block() };
+
+    let k_tiles = p.k.div_ceil(BK);
+    let warpgroup = tid / 128;
+    if warpgroup == 0 {
+        // SAFETY: the whole warpgroup, as in step 2.
+        unsafe { release_registers::<40>() };
+        if tid == 0 {
+            let (map_a, map_b) = (p.maps, p.maps + 128);
+            // SAFETY: the host wrote both maps before the launch.
+            unsafe {
+                acquire_map(map_a);
+                acquire_map(map_b);
+            }
+            // `it` counts stages over the whole walk: stage `it % STAGES`, round
+            // `it / STAGES`.
+            let mut it = 0u32;
+            let mut tile = block;
+            while tile < tiles {
+                let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
+                let (m0, n0) = ((tile_m * BM) as i32, (tile_n * BN) as i32);
+                for t in 0..k_tiles {
+                    let s = it % STAGES;
+                    if it >= STAGES {
+                        // SAFETY: the consumers release every round of every stage.
+                        unsafe { empty(s).wait((it / STAGES + 1) & 1) };
+                    }
+                    let k0 = (t * BK) as i32;
+                    // SAFETY: as in step 2.
+                    unsafe {
+                        full(s).arrive_expect_tx(A_BYTES + B_BYTES);
+                        load_2d(a_stages + s * A_BYTES, map_a, k0, m0, full(s).0);
+                        for j in 0..BN / 64 {
+                            let dst = b_stages + s * B_BYTES + j * B_BOX;
+                            load_2d(dst, map_b, n0 + 64 * j as i32, k0, full(s).0);
+                        }
+                    }
+                    it += 1;
+                }
+                tile += grid;
+            }
+        }
+        return;
+    }
+
+    // SAFETY: the whole warpgroup, as in step 2.
+    unsafe { claim_registers::<232>() };
+    let consumer = warpgroup - 1;
+    let leader = tid % 128 == 0;
+    let mut it = 0u32;
+    let mut tile = block;
+    while tile < tiles {
+        let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
+        let mut d = [0f32; 128];
+        for t in 0..k_tiles {
+            let s = it % STAGES;
+            // SAFETY: the producer's arrival and the TMA's bytes complete this round.
+            unsafe { full(s).wait((it / STAGES) & 1) };
+            // SAFETY: the whole warpgroup, in step.
+            unsafe { fence() };
+            let a = a_stages + s * A_BYTES + consumer * 64 * 128;
+            let b = b_stages + s * B_BYTES;
+            // SAFETY: see `multiply_stage`.
+            unsafe { multiply_stage::<T>(&mut d, a, b, t > 0) };
+            // SAFETY: the whole warpgroup; the previous stage's products are done.
+            unsafe {
+                commit_group();
+                wait_group::<1>();
+                if t > 0 && leader {
+                    empty((it - 1) % STAGES).arrive();
+                }
+            }
+            it += 1;
+        }
+        // SAFETY: the whole warpgroup; then the tile's last stage is done too and goes back.
+        unsafe {
+            wait_group::<0>();
+            if leader {
+                empty((it - 1) % STAGES).arrive();
+            }
+        }
+        store::<T>(&p, &d, tile_m * BM + consumer * 64, tile_n * BN, tid % 128);
+        tile += grid;
+    }
+}
+
+kernel! {
+    #[declared(HGEMM_3_PERSISTENT_BF16)]
+    /// Step 3 (see the module) for bf16.
+    ///
+    /// # Safety
+    /// As for `hgemm_2_wgmma_bf16`; any grid size (the blocks share the tiles).
+    pub unsafe fn hgemm_3_persistent_bf16(p: HgemmParams) {
+        // SAFETY: forwarded.
+        unsafe { hgemm_persistent::<Bf16>(p) }
+    }
+}
+
+kernel! {
+    #[declared(HGEMM_3_PERSISTENT_F16)]
+    /// Step 3 (see the module) for f16.
+    ///
+    /// # Safety
+    /// As for [`hgemm_3_persistent_bf16`].
+    pub unsafe fn hgemm_3_persistent_f16(p: HgemmParams) {
+        // SAFETY: forwarded.
+        unsafe { hgemm_persistent::<F16>(p) }
+    }
+}
