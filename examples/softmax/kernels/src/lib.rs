@@ -162,9 +162,9 @@ device! {
         } else {
             (cols, 0, cols)
         };
-        // SAFETY (all three passes): `visit` gives indices below `cols`, and chunks that end at
-        // or before `cols` and start 16-byte aligned in both rows.
         let mut m = f32::NEG_INFINITY;
+        // SAFETY: `visit` gives indices below `cols`, and chunks that end at or before `cols`
+        // and start 16-byte aligned in both rows (the same holds for the two passes below).
         visit::<T>(team, split, |i, chunk| unsafe {
             if chunk {
                 T::each(*(x.add(i) as *const Chunk), |v| m = m.max(v));
@@ -174,6 +174,7 @@ device! {
         });
         let m = team.max(m);
         let mut s = 0.0f32;
+        // SAFETY: as for the first pass.
         visit::<T>(team, split, |i, chunk| unsafe {
             if chunk {
                 T::each(*(x.add(i) as *const Chunk), |v| s += expf(v - m));
@@ -182,6 +183,7 @@ device! {
             }
         });
         let inv = 1.0 / team.sum(s);
+        // SAFETY: as for the first pass; `y`'s row has the same length and chunk alignment.
         visit::<T>(team, split, |i, chunk| unsafe {
             if chunk {
                 let out = T::map(*(x.add(i) as *const Chunk), |v| expf(v - m) * inv);
