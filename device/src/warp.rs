@@ -45,18 +45,29 @@ macro_rules! shfl_b32 {
 /// `v` moved between lanes 32 bits at a time by `shfl`.
 #[inline(always)]
 fn shuffle<T: Pod>(v: T, shfl: impl Fn(u32) -> u32) -> T {
+    let size = core::mem::size_of::<T>();
     const {
         assert!(
             core::mem::size_of::<T>() == 4 || core::mem::size_of::<T>() == 8,
             "warp shuffles move values of 4 or 8 bytes"
         )
     };
-    if core::mem::size_of::<T>() == 4 {
-        bytemuck::cast(shfl(bytemuck::cast::<T, u32>(v)))
-    } else {
-        let [lo, hi]: [u32; 2] = bytemuck::cast(v);
-        bytemuck::cast([shfl(lo), shfl(hi)])
+    let mut words = [0u32; 2];
+    // SAFETY: `T` is plain data of at most 8 bytes (checked above), copied into the 8 bytes of
+    // `words`; the two do not overlap.
+    unsafe {
+        core::ptr::copy_nonoverlapping(
+            &v as *const T as *const u8,
+            words.as_mut_ptr() as *mut u8,
+            size,
+        )
+    };
+    words[0] = shfl(words[0]);
+    if size == 8 {
+        words[1] = shfl(words[1]);
     }
+    // SAFETY: `words` holds at least `size` bytes, and any bytes are a valid `T` (`Pod`).
+    unsafe { core::ptr::read_unaligned(words.as_ptr() as *const T) }
 }
 
 /// The value `v` of lane `lane_id() + delta`; lanes past the last get their own `v`.
