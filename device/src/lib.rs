@@ -53,10 +53,16 @@
 
 use core::marker::PhantomData;
 
+pub use element::{bf16, f16};
+
 #[cfg(target_arch = "nvptx64")]
 pub mod atomic;
 #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
 pub mod barrier;
+pub mod element;
+mod generic;
+#[cfg(target_arch = "nvptx64")]
+pub mod half2;
 #[cfg(target_arch = "nvptx64")]
 pub mod math;
 #[cfg(target_arch = "nvptx64")]
@@ -66,7 +72,10 @@ pub mod mma;
 pub mod params;
 pub mod random;
 #[cfg(target_arch = "nvptx64")]
+pub mod reduce;
+#[cfg(target_arch = "nvptx64")]
 pub mod shared;
+mod static_shared;
 #[cfg(target_arch = "nvptx64")]
 pub mod thread;
 #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
@@ -80,6 +89,7 @@ pub mod wgmma;
 /// when compiling for the GPU.
 pub mod prelude {
     pub use crate::{declare, device, kernel, params, Kernel, LaunchBounds};
+    pub use crate::{element::Element, element::Float, shared_array};
 
     #[cfg(target_arch = "nvptx64")]
     pub use crate::{
@@ -93,6 +103,8 @@ pub mod prelude {
             warp_sum_f32, FULL_MASK, WARP_SIZE,
         },
     };
+    #[cfg(target_arch = "nvptx64")]
+    pub use crate::{reduce::Block, warp::Warp};
 }
 
 /// A kernel's promise to the assembler (PTX `.maxntid` and `.minnctapersm`): it is never
@@ -302,6 +314,31 @@ pub const fn str_eq(a: &str, b: &str) -> bool {
 #[cfg_attr(target_arch = "nvptx64", allow_internal_unstable(abi_ptx))]
 macro_rules! kernel {
     (
+        #[instances($($I:ident),+ $(,)?)]
+        #[launch_bounds($max:expr $(, $min:expr)?)]
+        $(#[$attr:meta])*
+        $vis:vis unsafe fn $name:ident <$G:ident $(: $($B0:ident)::+ $(+ $($B:ident)::+)*)?>
+            ($p:ident : $($P:ident)::+ $(<$($A:ty),+ $(,)?>)?) $body:block
+    ) => {
+        $crate::__kernel_generic! {
+            (.with_bounds($max, $crate::__or_one!($($min)?)))
+            [$($I),+] [$(#[$attr])*] $vis $name $G [$($($B0)::+ $(+ $($B)::+)*)?]
+            $p ($($P)::+ $(<$($A),+>)?) [$($($A),+)?] $body
+        }
+    };
+    (
+        #[instances($($I:ident),+ $(,)?)]
+        $(#[$attr:meta])*
+        $vis:vis unsafe fn $name:ident <$G:ident $(: $($B0:ident)::+ $(+ $($B:ident)::+)*)?>
+            ($p:ident : $($P:ident)::+ $(<$($A:ty),+ $(,)?>)?) $body:block
+    ) => {
+        $crate::__kernel_generic! {
+            ()
+            [$($I),+] [$(#[$attr])*] $vis $name $G [$($($B0)::+ $(+ $($B)::+)*)?]
+            $p ($($P)::+ $(<$($A),+>)?) [$($($A),+)?] $body
+        }
+    };
+    (
         #[declared($decl:expr)]
         $(#[$attr:meta])*
         $vis:vis unsafe fn $name:ident($p:ident : $P:ty) $body:block
@@ -344,6 +381,17 @@ macro_rules! kernel {
             ($crate::Kernel::<$P>::new(stringify!($name)))
             $(#[$attr])* $vis $name $p ($P) $body
         }
+    };
+    (
+        $(#[$attr:meta])*
+        $vis:vis unsafe fn $name:ident < $($rest:tt)*
+    ) => {
+        ::core::compile_error!(concat!(
+            "generic kernel `",
+            stringify!($name),
+            "` needs the types to build it for: put `#[instances(f32, bf16, ..)]` first, ",
+            "before `#[launch_bounds(..)]` and the doc comment"
+        ));
     };
 }
 
@@ -400,8 +448,40 @@ macro_rules! __or_one {
 /// ```
 ///
 /// At most 32 fields, names of at most 32 bytes (a longer one fails the build).
+///
+/// A generic struct (`pub struct FillParams<T: Element> { .., pub value: T }`) is recorded
+/// for each instance of the generic kernel that takes it (see [`kernel!`]); its fields' types
+/// must each be a [`params::Field`] for every instance.
 #[macro_export]
 macro_rules! params {
+    (
+        $(#[$attr:meta])*
+        $vis:vis struct $name:ident
+            < $($G:ident $(: $($B0:ident)::+ $(+ $($B:ident)::+)*)?),+ $(,)? > {
+            $( $(#[$fattr:meta])* $fvis:vis $field:ident : $ty:ty ),* $(,)?
+        }
+    ) => {
+        $(#[$attr])*
+        #[repr(C)]
+        $vis struct $name<$($G $(: $($B0)::+ $(+ $($B)::+)*)?),+> {
+            $( $(#[$fattr])* $fvis $field: $ty ),*
+        }
+
+        impl<$($G $(: $($B0)::+ $(+ $($B)::+)*)?),+> $crate::params::ParamFields
+            for $name<$($G),+>
+        where
+            $($ty: $crate::params::Field),*
+        {
+            const FIELDS: &'static [$crate::params::FieldInfo] = &[
+                $( $crate::params::FieldInfo {
+                    name: stringify!($field),
+                    offset: ::core::mem::offset_of!(Self, $field),
+                    size: ::core::mem::size_of::<$ty>(),
+                    kind: <$ty as $crate::params::Field>::KIND,
+                } ),*
+            ];
+        }
+    };
     (
         $(#[$attr:meta])*
         $vis:vis struct $name:ident {

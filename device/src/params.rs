@@ -76,6 +76,16 @@ macro_rules! field {
 field!(u8 => U8, u16 => U16, u32 => U32, u64 => U64, i8 => I8, i16 => I16, i32 => I32,
     i64 => I64, f32 => F32, f64 => F64);
 
+/// Half-precision fields pass as their two bytes.
+impl Field for crate::element::f16 {
+    const KIND: FieldKind = FieldKind::Bytes;
+}
+
+/// Half-precision fields pass as their two bytes.
+impl Field for crate::element::bf16 {
+    const KIND: FieldKind = FieldKind::Bytes;
+}
+
 impl<T, const N: usize> Field for [T; N] {
     const KIND: FieldKind = FieldKind::Bytes;
 }

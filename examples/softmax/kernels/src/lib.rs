@@ -1,0 +1,229 @@
+//! Row-wise softmax of a row-major `rows x cols` matrix, generic over the element type: one
+//! kernel, built for f32 and bf16 (`softmax_f32`, `softmax_bf16`). On the host `softmax::<T>()`
+//! is the handle of the instance for `T`.
+//!
+//! Every element is read as f32 and every sum and maximum is taken in f32; a bf16 output is
+//! rounded once, when stored. Rows of at most [`WARP_COLS`] columns take one warp each (eight
+//! rows per block), longer ones a whole block, so short rows leave no thread idle and long
+//! ones are spread over [`BLOCK`] threads. Where input and output rows share their alignment,
+//! the middle of each row moves in 16-byte chunks.
+#![no_std]
+
+use streamline_device::bf16;
+use streamline_device::prelude::*;
+
+/// Threads per block of every launch.
+pub const BLOCK: u32 = 256;
+/// Rows of at most this many columns take one warp each; longer rows one block each.
+pub const WARP_COLS: u32 = 1024;
+/// Rows per block when each row takes one warp.
+pub const WARP_ROWS: u32 = BLOCK / 32;
+
+params! {
+    /// Parameters of [`softmax`]: the matrices' addresses and shape.
+    #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+    pub struct SoftmaxParams {
+        /// Device address of the input, `rows x cols` elements, row-major.
+        pub x: u64,
+        /// Device address of the output, `rows x cols` elements, row-major.
+        pub y: u64,
+        /// Number of rows.
+        pub rows: u32,
+        /// Number of columns (at least 1).
+        pub cols: u32,
+    }
+}
+
+/// Sixteen bytes of a row, loaded or stored with one access.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+pub struct Chunk(pub [u32; 4]);
+
+/// An element type the kernel reads in [`Chunk`]s: how a chunk holds its elements.
+pub trait Lanes: Float {
+    /// Elements per chunk.
+    const LANES: usize = 16 / core::mem::size_of::<Self>();
+    /// Calls `f` on each element of `c`, widened to f32, in order.
+    fn each(c: Chunk, f: impl FnMut(f32));
+    /// The chunk of `f` of each element of `c`, each result rounded to this type.
+    fn map(c: Chunk, f: impl FnMut(f32) -> f32) -> Chunk;
+}
+
+impl Lanes for f32 {
+    #[inline(always)]
+    fn each(c: Chunk, mut f: impl FnMut(f32)) {
+        c.0.iter().for_each(|&w| f(f32::from_bits(w)));
+    }
+    #[inline(always)]
+    fn map(c: Chunk, mut f: impl FnMut(f32) -> f32) -> Chunk {
+        Chunk(c.0.map(|w| f(f32::from_bits(w)).to_bits()))
+    }
+}
+
+impl Lanes for bf16 {
+    #[inline(always)]
+    fn each(c: Chunk, mut f: impl FnMut(f32)) {
+        for w in c.0 {
+            f(bf16::from_bits(w as u16).to_acc());
+            f(bf16::from_bits((w >> 16) as u16).to_acc());
+        }
+    }
+    #[inline(always)]
+    fn map(c: Chunk, mut f: impl FnMut(f32) -> f32) -> Chunk {
+        Chunk(c.0.map(|w| {
+            let lo = bf16::from_acc(f(bf16::from_bits(w as u16).to_acc()));
+            let hi = bf16::from_acc(f(bf16::from_bits((w >> 16) as u16).to_acc()));
+            lo.to_bits() as u32 | (hi.to_bits() as u32) << 16
+        }))
+    }
+}
+
+device! {
+    /// The threads that share one row: a warp or a block.
+    trait Team: Copy {
+        /// This thread's place in the team and the team's size.
+        fn rank_size(self) -> (usize, usize);
+        /// The team's largest `v`, on every thread.
+        fn max(self, v: f32) -> f32;
+        /// The team's sum of `v`, on every thread.
+        fn sum(self, v: f32) -> f32;
+    }
+
+    impl Team for Warp {
+        #[inline(always)]
+        fn rank_size(self) -> (usize, usize) {
+            (self.lane() as usize, 32)
+        }
+        #[inline(always)]
+        fn max(self, v: f32) -> f32 {
+            Warp::max(self, v)
+        }
+        #[inline(always)]
+        fn sum(self, v: f32) -> f32 {
+            Warp::sum(self, v)
+        }
+    }
+
+    impl Team for Block {
+        #[inline(always)]
+        fn rank_size(self) -> (usize, usize) {
+            (thread_xy().0 as usize, BLOCK as usize)
+        }
+        #[inline(always)]
+        fn max(self, v: f32) -> f32 {
+            Block::max(self, v)
+        }
+        #[inline(always)]
+        fn sum(self, v: f32) -> f32 {
+            Block::sum(self, v)
+        }
+    }
+
+    /// Calls `f(i, true)` for the team member's 16-byte chunks of the row (starting at element
+    /// `i`) and `f(i, false)` for its single elements before and after them; together the
+    /// team covers `0..cols` once. `head` elements precede the chunks, `chunks` of them.
+    #[inline(always)]
+    fn visit<T: Lanes>(
+        team: impl Team,
+        (head, chunks, cols): (usize, usize, usize),
+        mut f: impl FnMut(usize, bool),
+    ) {
+        let (rank, size) = team.rank_size();
+        let mut i = rank;
+        while i < head {
+            f(i, false);
+            i += size;
+        }
+        let mut c = rank;
+        while c < chunks {
+            f(head + c * T::LANES, true);
+            c += size;
+        }
+        let mut i = head + chunks * T::LANES + rank;
+        while i < cols {
+            f(i, false);
+            i += size;
+        }
+    }
+
+    /// Softmax of one row of `cols` elements from `x` to `y`, by `team`: maximum, sum of
+    /// exponentials, then the normalised exponentials.
+    ///
+    /// # Safety
+    /// `x` and `y` address `cols` elements each; every member of `team` calls this with the
+    /// same row.
+    #[inline(always)]
+    unsafe fn row<T: Lanes>(team: impl Team, x: *const T, y: *mut T, cols: usize) {
+        let size = core::mem::size_of::<T>();
+        // Chunks only where both rows reach 16-byte alignment after the same elements.
+        let split = if (x as usize ^ y as usize) % 16 == 0 {
+            let head = ((16 - x as usize % 16) % 16 / size).min(cols);
+            (head, (cols - head) / T::LANES, cols)
+        } else {
+            (cols, 0, cols)
+        };
+        let mut m = f32::NEG_INFINITY;
+        // SAFETY: `visit` gives indices below `cols`, and chunks that end at or before `cols`
+        // and start 16-byte aligned in both rows (the same holds for the two passes below).
+        visit::<T>(team, split, |i, chunk| unsafe {
+            if chunk {
+                T::each(*(x.add(i) as *const Chunk), |v| m = m.max(v));
+            } else {
+                m = m.max((*x.add(i)).to_acc());
+            }
+        });
+        let m = team.max(m);
+        let mut s = 0.0f32;
+        // SAFETY: as for the first pass.
+        visit::<T>(team, split, |i, chunk| unsafe {
+            if chunk {
+                T::each(*(x.add(i) as *const Chunk), |v| s += expf(v - m));
+            } else {
+                s += expf((*x.add(i)).to_acc() - m);
+            }
+        });
+        let inv = 1.0 / team.sum(s);
+        // SAFETY: as for the first pass; `y`'s row has the same length and chunk alignment.
+        visit::<T>(team, split, |i, chunk| unsafe {
+            if chunk {
+                let out = T::map(*(x.add(i) as *const Chunk), |v| expf(v - m) * inv);
+                *(y.add(i) as *mut Chunk) = out;
+            } else {
+                *y.add(i) = T::from_acc(expf((*x.add(i)).to_acc() - m) * inv);
+            }
+        });
+    }
+}
+
+kernel! {
+    #[instances(f32, bf16)]
+    #[launch_bounds(BLOCK)]
+    /// `y[r][c] = exp(x[r][c] - max_r) / sum_c' exp(x[r][c'] - max_r)` for every row `r`.
+    ///
+    /// Launch with blocks of [`BLOCK`] threads: `ceil(rows / WARP_ROWS)` blocks where
+    /// `cols <= WARP_COLS`, else `rows` blocks.
+    ///
+    /// # Safety
+    /// `p.x` and `p.y` must each address `p.rows * p.cols` elements of `T` on the device, not
+    /// overlapping, with `p.cols >= 1`, launched as said above.
+    pub unsafe fn softmax<T: Lanes>(p: SoftmaxParams) {
+        let cols = p.cols as usize;
+        // SAFETY: blocks of BLOCK threads (a multiple of 32); every thread reaches each use
+        // below together (the branches depend on the launch's parameters, or on the row, which
+        // is the same across each warp that uses only its warp).
+        let block = unsafe { Block::new() };
+        let (x, y) = (p.x as *const T, p.y as *mut T);
+        if p.cols <= WARP_COLS {
+            let r = block_x() * WARP_ROWS + thread_xy().0 / 32;
+            if r < p.rows {
+                let at = r as usize * cols;
+                // SAFETY: row `r` lies inside both matrices (contract); the whole warp has it.
+                unsafe { row(block.warp(), x.add(at), y.add(at), cols) };
+            }
+        } else {
+            let at = block_x() as usize * cols;
+            // SAFETY: one block per row (contract), so the row lies inside both matrices.
+            unsafe { row(block, x.add(at), y.add(at), cols) };
+        }
+    }
+}

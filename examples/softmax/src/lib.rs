@@ -1,0 +1,112 @@
+//! The host side of the softmax example: the embedded kernels, a safe launcher generic over
+//! the element type, and the f64 reference with its error analysis.
+
+use softmax_kernels::{softmax as kernel, Lanes, SoftmaxParams, BLOCK, WARP_COLS, WARP_ROWS};
+use streamline::cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use streamline::{EmbeddedModule, Error, LaunchConfig, Module, Result};
+use streamline_testing::Tolerance;
+
+pub use half::bf16;
+
+/// The PTX and machine code `build.rs` built from `kernels/`.
+pub static KERNELS: EmbeddedModule = streamline::include_kernels!("softmax_kernels");
+
+/// An element type the kernel has an instance for: `f32` or [`bf16`].
+pub trait Elem: Lanes + kernel::Instance + streamline::cudarc::driver::DeviceRepr {}
+impl Elem for f32 {}
+impl Elem for bf16 {}
+
+/// The grid of a `rows x cols` softmax: one warp per row for short rows, else one block.
+pub fn launch_config(rows: u32, cols: u32) -> LaunchConfig {
+    let grid = if cols <= WARP_COLS {
+        rows.div_ceil(WARP_ROWS)
+    } else {
+        rows
+    };
+    LaunchConfig::new((grid, 1, 1), (BLOCK, 1, 1))
+}
+
+/// Row-wise softmax of the row-major `rows x cols` matrix `x` into `y`, on `stream`, in `T`
+/// (f32 arithmetic inside). The launch waits for earlier writers of `x` and `y` on other
+/// streams of the engine, and later users of `y` wait for it.
+pub fn softmax<T: Elem>(
+    module: &Module,
+    stream: &CudaStream,
+    (rows, cols): (usize, usize),
+    x: &impl DevicePtr<T>,
+    y: &mut impl DevicePtrMut<T>,
+) -> Result<()> {
+    streamline::ops::check_same_len(x.len(), y.len())?;
+    let shape = rows.checked_mul(cols).filter(|&n| n == x.len());
+    if shape.is_none() {
+        return Err(Error::arg(
+            "x",
+            format!("length {} is not rows x cols = {rows} x {cols}", x.len()),
+        ));
+    }
+    let (Ok(r), Ok(c)) = (u32::try_from(rows), u32::try_from(cols)) else {
+        return Err(Error::arg(
+            "x",
+            format!("shape {rows} x {cols} exceeds u32"),
+        ));
+    };
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    let mut launch = module.prepare(stream, kernel::<T>());
+    let params = SoftmaxParams {
+        x: launch.read(x),
+        y: launch.write(y),
+        rows: r,
+        cols: c,
+    };
+    // SAFETY: both buffers hold `rows * cols` elements of `T` (checked above) and are distinct
+    // (one borrowed shared, one exclusively); `cols >= 1`, and the grid is the kernel's.
+    unsafe { launch.run(launch_config(r, c), params) }
+}
+
+/// Softmax of each row of `x` (`cols` wide) in f64, with plain loops.
+pub fn reference(x: &[f64], cols: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(x.len());
+    for row in x.chunks(cols) {
+        let mut m = f64::NEG_INFINITY;
+        for &v in row {
+            m = m.max(v);
+        }
+        let mut s = 0.0;
+        for &v in row {
+            s += (v - m).exp();
+        }
+        for &v in row {
+            out.push((v - m).exp() / s);
+        }
+    }
+    out
+}
+
+/// Relative bound on the kernel's f32 result against [`reference`], for inputs whose row
+/// spread (largest minus smallest) is at most `spread`.
+///
+/// Error analysis, with `u = 2^-24` (f32 unit roundoff): the maximum is exact; `x - max`
+/// rounds once, an absolute error of at most `spread * u` in the exponent, which is a relative
+/// error of as much in the exponential; `expf` adds at most 2 ulp (`2^-22`); the sum of
+/// positive terms, each thread adding at most `ceil(cols / 32) + 16` of them in turn (its
+/// chunks' elements and a share of the unaligned ends) and the butterflies of the warp and the
+/// block at most 8 more levels, adds `(ceil(cols / 32) + 24) u`;
+/// the reciprocal and the product add `2 u`. The reference's own f64 error is negligible.
+pub fn f32_bound(cols: usize, spread: f64) -> f64 {
+    let u = f64::powi(2.0, -24);
+    (spread + (cols.div_ceil(32) + 26) as f64) * u + f64::powi(2.0, -22)
+}
+
+/// [`f32_bound`] for `T`'s output: for bf16, the f32 result rounded once to bf16 (8
+/// significant bits), `2^-8` relative more.
+pub fn tolerance<T: Elem>(cols: usize, spread: f64) -> Tolerance {
+    let e = f32_bound(cols, spread);
+    let rel = if std::mem::size_of::<T>() == 2 {
+        e + f64::powi(2.0, -8) * (1.0 + e)
+    } else {
+        e
+    };
+    Tolerance::Relative { rel, abs: 0.0 }
+}
