@@ -26,8 +26,9 @@ pub struct HgemmParams {
     pub b: u64,
     /// Device address of `C`.
     pub c: u64,
-    /// Device address of two TMA tensor maps (128 bytes each, 64-byte aligned), `A`'s then
-    /// `B`'s, for the kernels that copy with the TMA ([`HgemmTiling::tma`]); 0 for the others.
+    /// Device address of three TMA tensor maps (128 bytes each, 64-byte aligned), `A`'s, `B`'s
+    /// and `C`'s, for the kernels that copy with the TMA ([`HgemmTiling::tma`]); 0 for the
+    /// others.
     pub maps: u64,
     /// Rows of `A` and `C`.
     pub m: u32,
@@ -83,8 +84,10 @@ impl HgemmTiling {
 
 /// Stages of the `mma.sync` step's `cp.async` ring.
 pub const MMA_STAGES: u32 = 4;
-/// Stages of the `wgmma` step's TMA ring.
+/// Stages of the `wgmma` steps' TMA ring.
 pub const WGMMA_STAGES: u32 = 4;
+/// Stages of step 4's ring (its staging area takes the fourth's room).
+pub const TMA_STORE_STAGES: u32 = 3;
 
 declare! {
     /// Step 1: `mma.sync` (m16n8k16) from `ldmatrix` fragments, `cp.async` stages, 128 x 128
@@ -102,6 +105,11 @@ declare! {
     pub const HGEMM_3_PERSISTENT_BF16: Kernel<HgemmParams> = Kernel::new("hgemm_3_persistent_bf16").with_bounds(384, 1).only_on("sm_90a");
     /// [`HGEMM_3_PERSISTENT_BF16`] for f16.
     pub const HGEMM_3_PERSISTENT_F16: Kernel<HgemmParams> = Kernel::new("hgemm_3_persistent_f16").with_bounds(384, 1).only_on("sm_90a");
+    /// Step 4: step 3 with the results written through a staging area of shared memory by the
+    /// TMA (where `beta` is 0), three stages. sm_90a only.
+    pub const HGEMM_4_TMA_STORE_BF16: Kernel<HgemmParams> = Kernel::new("hgemm_4_tma_store_bf16").with_bounds(384, 1).only_on("sm_90a");
+    /// [`HGEMM_4_TMA_STORE_BF16`] for f16.
+    pub const HGEMM_4_TMA_STORE_F16: Kernel<HgemmParams> = Kernel::new("hgemm_4_tma_store_f16").with_bounds(384, 1).only_on("sm_90a");
 }
 
 /// Step 1's launch: 128 x 128 x 32 tiles, [`MMA_STAGES`] stages of `A` (128 x 32) and `B`
@@ -140,8 +148,24 @@ pub const HGEMM_3_PERSISTENT: HgemmTiling = HgemmTiling {
     ..HGEMM_2_WGMMA
 };
 
+/// Step 4's launch: step 3's, with [`TMA_STORE_STAGES`] stages and 64 KiB of staging.
+pub const HGEMM_4_TMA_STORE: HgemmTiling = HgemmTiling {
+    bf16: HGEMM_4_TMA_STORE_BF16,
+    f16: HGEMM_4_TMA_STORE_F16,
+    shared_bytes: TMA_STORE_STAGES * (128 * 64 + 64 * 256) * 2
+        + 2 * 64 * 256 * 2
+        + 2 * 8 * TMA_STORE_STAGES
+        + 1024,
+    ..HGEMM_3_PERSISTENT
+};
+
 /// Every step, in order.
-pub const HGEMM_ALL: &[HgemmTiling] = &[HGEMM_1_MMA, HGEMM_2_WGMMA, HGEMM_3_PERSISTENT];
+pub const HGEMM_ALL: &[HgemmTiling] = &[
+    HGEMM_1_MMA,
+    HGEMM_2_WGMMA,
+    HGEMM_3_PERSISTENT,
+    HGEMM_4_TMA_STORE,
+];
 
 /// The block of a grid of `tiles_m x tiles_n` output tiles that block `id` computes, in groups
 /// of [`GROUP_ROWS`] tile rows walked column by column, so that the blocks resident together

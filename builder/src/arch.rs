@@ -91,7 +91,15 @@ mod tests {
         for name in ["sm_53", "sm_80", "sm_90", "sm_90a", "sm_100a", "sm_120"] {
             assert_eq!(Arch::parse(name).unwrap().to_string(), name);
         }
-        for bad in ["sm_52", "sm_90b", "sm_", "sm_a", "compute_90", "sm_1000", "sm_9x"] {
+        for bad in [
+            "sm_52",
+            "sm_90b",
+            "sm_",
+            "sm_a",
+            "compute_90",
+            "sm_1000",
+            "sm_9x",
+        ] {
             assert_eq!(Arch::parse(bad), None, "{bad}");
         }
         let p = |s| Arch::parse(s).unwrap();

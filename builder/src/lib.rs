@@ -22,5 +22,5 @@ pub mod template;
 pub mod tools;
 
 pub use arch::Arch;
-pub use build::{check_arch, Builder, Built, BuiltArch, DEFAULT_ARCHS, ARCHS_WITH_SM90A};
+pub use build::{check_arch, Builder, Built, BuiltArch, ARCHS_WITH_SM90A, DEFAULT_ARCHS};
 pub use manifest::{BoundsInfo, EntryInfo, Manifest, ParamInfo};

@@ -168,10 +168,6 @@ fn link(args: &[String]) -> Result<()> {
         // above the 8.0 that sm_90a needs at least.
         llc.arg(format!("-mattr=+ptx{SPECIFIC_PTX}"));
     }
-    run(llc
-        .arg("-O3")
-        .arg(&optimized)
-        .arg("-o")
-        .arg(&a.output))?;
+    run(llc.arg("-O3").arg(&optimized).arg("-o").arg(&a.output))?;
     Ok(())
 }

@@ -174,3 +174,24 @@ impl Iterator for GridStride {
         Some(i as usize)
     }
 }
+
+/// Barrier `id` (1..=15; 0 is [`sync_block`]'s) for `threads` threads (a multiple of 32): the
+/// warps that call it wait until `threads` threads have arrived, and their shared-memory writes
+/// before it are visible to each other after it. Lets a group of warps (a warpgroup) synchronise
+/// without the rest of the block.
+///
+/// # Safety
+/// Exactly `threads` threads, whole warps, must reach each use of barrier `id`, and no other
+/// barrier use with the same `id` may overlap it.
+#[inline(always)]
+pub unsafe fn sync_named(id: u32, threads: u32) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        core::arch::asm!(
+            "bar.sync {id}, {n};",
+            id = in(reg32) id,
+            n = in(reg32) threads,
+            options(nostack, preserves_flags)
+        )
+    }
+}

@@ -54,3 +54,92 @@ pub unsafe fn load_2d(dst: u32, map: u64, x: i32, y: i32, bar: u32) {
         )
     }
 }
+
+/// Starts copying a tile from shared memory at `src` to the 2-D tensor described by `map`, its
+/// first element at coordinates `(x, y)`; the parts outside the tensor are not written. The
+/// copy joins this thread's current bulk group ([`commit`], [`wait_read`]).
+///
+/// # Safety
+/// `map` as for [`acquire_map`], describing memory nothing else accesses while the copy runs;
+/// `src` a shared address aligned as the map's swizzle requires, holding the tile in the
+/// map's layout, written by this block and made visible to the copy ([`fence_shared`] by the
+/// writers, then a barrier); `src` must stay unchanged until [`wait_read`] says it was read.
+#[inline(always)]
+pub unsafe fn store_2d(map: u64, src: u32, x: i32, y: i32) {
+    // SAFETY: guaranteed by the caller; reads the tile at `src`, writes the tensor.
+    unsafe {
+        asm!(
+            "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [{m}, {{{x}, {y}}}], [{s}];",
+            m = in(reg64) map,
+            x = in(reg32) x,
+            y = in(reg32) y,
+            s = in(reg32) src,
+            options(nostack, preserves_flags)
+        )
+    }
+}
+
+/// Closes this thread's group of bulk copies started since the last commit ([`store_2d`]).
+///
+/// # Safety
+/// Only kernels built for `sm_90` or newer may call it.
+#[inline(always)]
+pub unsafe fn commit() {
+    // SAFETY: guaranteed by the caller; marks a group, touching no memory.
+    unsafe {
+        asm!(
+            "cp.async.bulk.commit_group;",
+            options(nostack, preserves_flags)
+        )
+    }
+}
+
+/// Waits until at most `N` of this thread's committed bulk groups still read their shared
+/// memory (the older ones' sources may be overwritten).
+///
+/// # Safety
+/// Only kernels built for `sm_90` or newer may call it.
+#[inline(always)]
+pub unsafe fn wait_read<const N: u32>() {
+    // SAFETY: guaranteed by the caller; waits, touching no memory of its own.
+    unsafe {
+        asm!(
+            "cp.async.bulk.wait_group.read {n};",
+            n = const N,
+            options(nostack, preserves_flags)
+        )
+    }
+}
+
+/// Waits until at most `N` of this thread's committed bulk groups are still in flight (the
+/// older ones' writes are done).
+///
+/// # Safety
+/// Only kernels built for `sm_90` or newer may call it.
+#[inline(always)]
+pub unsafe fn wait_all<const N: u32>() {
+    // SAFETY: guaranteed by the caller; waits, touching no memory of its own.
+    unsafe {
+        asm!(
+            "cp.async.bulk.wait_group {n};",
+            n = const N,
+            options(nostack, preserves_flags)
+        )
+    }
+}
+
+/// Makes this thread's earlier shared-memory writes visible to the asynchronous copies
+/// ([`store_2d`]) issued after the next barrier.
+///
+/// # Safety
+/// Only kernels built for `sm_90` or newer may call it.
+#[inline(always)]
+pub unsafe fn fence_shared() {
+    // SAFETY: a fence, touching no memory.
+    unsafe {
+        asm!(
+            "fence.proxy.async.shared::cta;",
+            options(nostack, preserves_flags)
+        )
+    }
+}

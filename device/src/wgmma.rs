@@ -52,7 +52,12 @@ pub const fn descriptor(addr: u32, leading: u32, stride: u32, swizzle: Swizzle) 
 #[inline(always)]
 pub unsafe fn fence() {
     // SAFETY: guaranteed by the caller; a fence, touching no memory.
-    unsafe { asm!("wgmma.fence.sync.aligned;", options(nostack, preserves_flags)) }
+    unsafe {
+        asm!(
+            "wgmma.fence.sync.aligned;",
+            options(nostack, preserves_flags)
+        )
+    }
 }
 
 /// Closes the group of `wgmma` instructions issued since the last commit.
@@ -62,7 +67,12 @@ pub unsafe fn fence() {
 #[inline(always)]
 pub unsafe fn commit_group() {
     // SAFETY: guaranteed by the caller; marks a group, touching no memory.
-    unsafe { asm!("wgmma.commit_group.sync.aligned;", options(nostack, preserves_flags)) }
+    unsafe {
+        asm!(
+            "wgmma.commit_group.sync.aligned;",
+            options(nostack, preserves_flags)
+        )
+    }
 }
 
 /// Waits until at most `N` committed groups are pending: the older ones' accumulators are

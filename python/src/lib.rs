@@ -20,11 +20,11 @@ use std::time::Instant;
 use streamline::engine::{params, External};
 use streamline::error::DriverContext;
 use streamline::ops::heavy::heavy as heavy_op;
+use streamline::ops::hgemm as hgemm_op;
 use streamline::ops::image::{
     self, Augment, AugmentConfig, AugmentDraw, ChannelStats, DeviceRng, Interp, Layout, PerImage,
     ResizeMode, RoiAlign, RoiBoxes, Shape, Sigma,
 };
-use streamline::ops::hgemm as hgemm_op;
 use streamline::ops::matmul::{self, Gemm};
 use streamline::{Error, Gpu, LaunchConfig, Module};
 use streamline_testing::reference::image::augment_device_draw;

@@ -3,7 +3,7 @@
 //! for comparison on the same inputs, cuBLAS's `cublasGemmEx`.
 //!
 //! The kernels are a progression (see `gpu-kernels/src/matmul/half/mod.rs`); on a Hopper GPU
-//! the default is the `wgmma` step, elsewhere the `mma.sync` one.
+//! the default is the last `wgmma` step, elsewhere the `mma.sync` one.
 
 use crate::engine::params::upload;
 use crate::error::{DriverContext, Error, Result};
@@ -17,7 +17,7 @@ use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use half::{bf16, f16};
 use std::sync::Arc;
 use streamline_abi::hgemm::{
-    HgemmParams, HgemmTiling, HGEMM_1_MMA, HGEMM_2_WGMMA, HGEMM_ALIGN, HGEMM_ALL,
+    HgemmParams, HgemmTiling, HGEMM_1_MMA, HGEMM_4_TMA_STORE, HGEMM_ALIGN, HGEMM_ALL,
 };
 use streamline_device::Kernel as KernelHandle;
 
@@ -73,7 +73,8 @@ pub const HALF_SWEEP: [(usize, usize, usize); 19] = {
 /// Which step computes a product.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum HgemmKernel {
-    /// The `wgmma` step where the loaded kernels have it (Hopper), else the `mma.sync` one.
+    /// The fastest `wgmma` step (4, the TMA-store epilogue) where the loaded kernels have it
+    /// (Hopper), else the `mma.sync` one.
     Auto,
     /// One step.
     Step(&'static HgemmTiling),
@@ -104,7 +105,9 @@ impl HgemmKernel {
     pub fn resolve<T: Half>(self, gpu: &Gpu) -> Result<&'static HgemmTiling> {
         Ok(match self {
             HgemmKernel::Step(t) => t,
-            HgemmKernel::Auto if gpu.kernels()?.has(T::kernel(&HGEMM_2_WGMMA)) => &HGEMM_2_WGMMA,
+            HgemmKernel::Auto if gpu.kernels()?.has(T::kernel(&HGEMM_4_TMA_STORE)) => {
+                &HGEMM_4_TMA_STORE
+            }
             HgemmKernel::Auto => &HGEMM_1_MMA,
         })
     }
@@ -168,11 +171,14 @@ pub fn hgemm<T: Half>(
         .ok_or_else(|| {
             Error::arg(
                 "m",
-                format!("{} x {} needs {tiles} blocks, above the grid's limit", g.m, g.n),
+                format!(
+                    "{} x {} needs {tiles} blocks, above the grid's limit",
+                    g.m, g.n
+                ),
             )
         })?;
     let maps = if t.tma {
-        Some(upload(stream, &encode_maps::<T>(t, g, pa, pb)?)?)
+        Some(upload(stream, &encode_maps::<T>(t, g, pa, pb, pc)?)?)
     } else {
         None
     };
@@ -201,12 +207,17 @@ pub fn hgemm<T: Half>(
     unsafe { launch.run(cfg, params) }
 }
 
-/// The tensor maps of `A` and `B` for the TMA step `t`: `A` in boxes of `bk` x `bm` (columns
-/// x rows), `B` in boxes of 64 x `bk`, 128-byte swizzled, zeros outside the matrices.
-fn encode_maps<T: Half>(t: &HgemmTiling, g: &Gemm, a: u64, b: u64) -> Result<Vec<u64>> {
+/// The tensor maps of `A`, `B` and `C` for the TMA step `t`: `A` in boxes of `bk` x `bm`
+/// (columns x rows), `B` in boxes of 64 x `bk`, `C` in boxes of 64 x 64, 128-byte swizzled,
+/// zeros read and nothing written outside the matrices.
+fn encode_maps<T: Half>(t: &HgemmTiling, g: &Gemm, a: u64, b: u64, c: u64) -> Result<Vec<u64>> {
     let a_map = encode::<T>(a, g.k, g.m, g.lda, [t.bk, t.bm])?;
     let b_map = encode::<T>(b, g.n, g.k, g.ldb, [64, t.bk])?;
-    Ok(a_map.opaque.iter().chain(&b_map.opaque).copied().collect())
+    let c_map = encode::<T>(c, g.n, g.m, g.ldc, [64, 64])?;
+    Ok([a_map, b_map, c_map]
+        .iter()
+        .flat_map(|m| m.opaque)
+        .collect())
 }
 
 /// A 2-D tensor map of a row-major `rows x cols` matrix of `T` at `addr`, row stride `ld`.

@@ -133,17 +133,16 @@ impl EmbeddedModule {
                 origin: format!("embedded {}", self.name),
                 reason: format!("no {arch} code is embedded (embedded: {})", self.contents()),
             })?;
-        let ptx = match a.ptx {
-            Some(z) => Some(
-                String::from_utf8(a.inflate(self.name, "PTX", z)?).map_err(|_| {
-                    Error::KernelImage {
+        let ptx =
+            match a.ptx {
+                Some(z) => Some(String::from_utf8(a.inflate(self.name, "PTX", z)?).map_err(
+                    |_| Error::KernelImage {
                         origin: format!("embedded {} {arch}", self.name),
                         reason: "its PTX is not UTF-8 text".into(),
-                    }
-                })?,
-            ),
-            None => None,
-        };
+                    },
+                )?),
+                None => None,
+            };
         let cubin = match a.cubin {
             Some(z) => Some(Cow::Owned(a.inflate(self.name, "cubin", z)?)),
             None => None,

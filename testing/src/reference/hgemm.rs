@@ -114,7 +114,11 @@ mod tests {
         assert_eq!(r[0].value, vec![2.0]);
         let e = gamma_truncating(4) * 2.0 + 2.0 * f64::powi(2.0, -149);
         let want = e + BF16.unit * (2.0 + e) + BF16.tiny;
-        assert!((r[0].bound[0] - want).abs() < 1e-18, "{} vs {want}", r[0].bound[0]);
+        assert!(
+            (r[0].bound[0] - want).abs() < 1e-18,
+            "{} vs {want}",
+            r[0].bound[0]
+        );
         assert_eq!(F16.tiny, f64::powi(2.0, -25));
         assert_eq!(BF16.tiny, f64::powi(2.0, -134));
     }

@@ -13,7 +13,9 @@ use proptest::prelude::*;
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::ops::hgemm::{check_alignment, hgemm, Gemm, Half, HgemmKernel};
 use streamline::runtime::{Gpu, KernelImage, KERNELS};
-use streamline_abi::hgemm::{HGEMM_1_MMA, HGEMM_2_WGMMA, HGEMM_2_WGMMA_BF16, HGEMM_3_PERSISTENT};
+use streamline_abi::hgemm::{
+    HGEMM_1_MMA, HGEMM_2_WGMMA, HGEMM_2_WGMMA_BF16, HGEMM_3_PERSISTENT, HGEMM_4_TMA_STORE,
+};
 use streamline_testing::data::{randn_f32, POISON_BF16, POISON_F16};
 use streamline_testing::reference::hgemm::{self as reference, Rounding};
 use streamline_testing::reference::matmul::compare;
@@ -65,8 +67,8 @@ fn values<T: Elem>(n: usize, seed: u64) -> (Vec<T>, Vec<f32>) {
 #[derive(Clone, Debug)]
 struct Case {
     g: Gemm,
-    /// 0: the `mma.sync` step, 1: the `wgmma` step, 2: the persistent one (both where
-    /// loaded), 3: auto.
+    /// 0: the `mma.sync` step, 1: the `wgmma` step, 2: the persistent one, 3: its TMA-store
+    /// variant (the last three where loaded), 4: auto.
     kernel: usize,
     /// Offsets of A, B, C in their buffers, in units of 8 elements.
     offsets: [usize; 3],
@@ -77,9 +79,10 @@ fn kernel_of(gpu: &Gpu, c: &Case) -> Option<HgemmKernel> {
     let hopper = gpu.kernels().unwrap().has(HGEMM_2_WGMMA_BF16);
     match c.kernel {
         0 => Some(HgemmKernel::Step(&HGEMM_1_MMA)),
-        1 | 2 if !hopper => None,
+        1..=3 if !hopper => None,
         1 => Some(HgemmKernel::Step(&HGEMM_2_WGMMA)),
         2 => Some(HgemmKernel::Step(&HGEMM_3_PERSISTENT)),
+        3 => Some(HgemmKernel::Step(&HGEMM_4_TMA_STORE)),
         _ => Some(HgemmKernel::Auto),
     }
 }
@@ -160,7 +163,7 @@ fn case() -> impl Strategy<Value = Case> {
             (0.5, 2.0),
             (0.0, 1.0),
         ]),
-        0usize..4,
+        0usize..5,
         (0usize..3, 0usize..3, 0usize..3),
         any::<u64>(),
     )
@@ -203,8 +206,14 @@ fn hgemm_edge_and_deep_shapes_every_step() {
     if gpu().is_none() {
         return;
     }
-    for (m, n, k) in [(1usize, 1usize, 1usize), (1, 300, 9), (300, 1, 17), (129, 257, 1), (130, 250, 4100)] {
-        for kernel in 0..3 {
+    for (m, n, k) in [
+        (1usize, 1usize, 1usize),
+        (1, 300, 9),
+        (300, 1, 17),
+        (129, 257, 1),
+        (130, 250, 4100),
+    ] {
+        for kernel in 0..4 {
             let c = Case {
                 g: Gemm {
                     lda: k.next_multiple_of(8),
@@ -238,6 +247,7 @@ fn hgemm_replays_under_capture_as_eager() {
         HgemmKernel::Step(&HGEMM_1_MMA),
         HgemmKernel::Step(&HGEMM_2_WGMMA),
         HgemmKernel::Step(&HGEMM_3_PERSISTENT),
+        HgemmKernel::Step(&HGEMM_4_TMA_STORE),
     ] {
         if kernel != HgemmKernel::Step(&HGEMM_1_MMA)
             && !gpu.kernels().unwrap().has(HGEMM_2_WGMMA_BF16)
@@ -279,7 +289,10 @@ fn misaligned_rows_and_addresses_name_the_argument() {
     let g = Gemm::dense(4, 8, 16);
     check_alignment(&g, 256, 512, 1024).unwrap();
     let e = check_alignment(&g, 256, 514, 1024).unwrap_err().to_string();
-    assert!(e.contains("`b`") || e.contains("b:") || e.contains(" b "), "{e}");
+    assert!(
+        e.contains("`b`") || e.contains("b:") || e.contains(" b "),
+        "{e}"
+    );
     assert!(e.contains("16-byte aligned"), "{e}");
 }
 

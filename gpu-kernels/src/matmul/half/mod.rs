@@ -10,6 +10,9 @@
 //! 3. `step3_persistent`: step 2 with one block per multiprocessor walking the tiles, the
 //!    producer loading the next tile's stages while the consumers write the last one's
 //!    results. sm_90a only.
+//! 4. `step4_tma_store`: step 3 with the results converted into a swizzled staging area of
+//!    shared memory and written by the TMA while the warpgroup multiplies its next tile.
+//!    sm_90a only.
 //!
 //! Every product accumulates in f32 and rounds once to the output type (round to nearest
 //! even); the order of the `k` sum differs between steps (and from cuBLAS), which the host's
@@ -22,6 +25,8 @@ pub mod step1_mma;
 pub mod step2_wgmma;
 #[cfg(target_feature = "sm_90a")]
 pub mod step3_persistent;
+#[cfg(target_feature = "sm_90a")]
+pub mod step4_tma_store;
 
 /// A 16-bit operand type of the tensor cores: conversions to and from f32 pairs and the
 /// products that take it.

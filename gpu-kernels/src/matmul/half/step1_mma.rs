@@ -14,8 +14,7 @@
 use super::{store_pair, Bf16, Operand, F16};
 use core::arch::nvptx;
 use streamline_abi::hgemm::{
-    grouped_tile, HgemmParams, HGEMM_1_MMA, HGEMM_1_MMA_BF16, HGEMM_1_MMA_F16,
-    MMA_STAGES as STAGES,
+    grouped_tile, HgemmParams, HGEMM_1_MMA, HGEMM_1_MMA_BF16, HGEMM_1_MMA_F16, MMA_STAGES as STAGES,
 };
 use streamline_device::kernel;
 use streamline_device::mem::{copy_async16, copy_commit, copy_wait_groups, shared_addr};

@@ -42,7 +42,12 @@ pub(super) const B_BYTES: u32 = B_BOX * (BN / 64);
 /// Multiplies the stage's 64-row slice of `A` (at shared address `a`) by its `B` (at `b`) into
 /// `d`: four `k`-steps of 16.
 #[inline(always)]
-pub(super) unsafe fn multiply_stage<T: Wgmma>(d: &mut [f32; 128], a: u32, b: u32, accumulate: bool) {
+pub(super) unsafe fn multiply_stage<T: Wgmma>(
+    d: &mut [f32; 128],
+    a: u32,
+    b: u32,
+    accumulate: bool,
+) {
     for kk in 0..BK / 16 {
         // `A` K-major: a step of 16 elements is 32 bytes along each 128-byte swizzled row;
         // 8-row groups 1024 bytes apart.

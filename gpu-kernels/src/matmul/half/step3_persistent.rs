@@ -5,13 +5,15 @@
 //! the consumers write one tile's results, the first stages of the next are already loading,
 //! and no block pays a launch and a pipeline fill per tile. The stage ring's round counts run
 //! over the whole walk, so the barriers' phases carry from tile to tile.
+//!
+//! The walk is generic over the ring's depth and the epilogue, which step 4 changes.
 
 use super::step2_wgmma::{multiply_stage, store, Wgmma, A_BYTES, BK, BM, BN, B_BOX, B_BYTES};
+use super::step4_tma_store::{store_staged, STAGING_BYTES};
 use super::{Bf16, F16};
 use core::arch::nvptx;
 use streamline_abi::hgemm::{
-    grouped_tile, HgemmParams, HGEMM_3_PERSISTENT_BF16, HGEMM_3_PERSISTENT_F16,
-    WGMMA_STAGES as STAGES,
+    grouped_tile, HgemmParams, HGEMM_3_PERSISTENT_BF16, HGEMM_3_PERSISTENT_F16, WGMMA_STAGES,
 };
 use streamline_device::barrier::MBarrier;
 use streamline_device::kernel;
@@ -23,8 +25,12 @@ use streamline_device::wgmma::{
     claim_registers, commit_group, fence, release_registers, wait_group,
 };
 
+/// The persistent walk with a ring of `STAGES` stages; with `STAGED`, the epilogue of step 4
+/// (through shared memory and the TMA, where `beta` is 0) after the stages.
 #[inline(always)]
-unsafe fn hgemm_persistent<T: Wgmma>(p: HgemmParams) {
+pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED: bool>(
+    p: HgemmParams,
+) {
     // SAFETY: special registers, defined inside a kernel.
     let (tid, block, grid) = unsafe {
         (
@@ -38,7 +44,8 @@ unsafe fn hgemm_persistent<T: Wgmma>(p: HgemmParams) {
     let base = (shared_addr(dynamic_shared::<f32>()) + 1023) & !1023;
     let a_stages = base;
     let b_stages = base + STAGES * A_BYTES;
-    let bars = b_stages + STAGES * B_BYTES;
+    let staging = b_stages + STAGES * B_BYTES;
+    let bars = staging + if STAGED { STAGING_BYTES } else { 0 };
     let full = |s: u32| MBarrier(bars + 8 * s);
     let empty = |s: u32| MBarrier(bars + 8 * (STAGES + s));
     if tid == 0 {
@@ -134,8 +141,29 @@ unsafe fn hgemm_persistent<T: Wgmma>(p: HgemmParams) {
                 empty((it - 1) % STAGES).arrive();
             }
         }
-        store::<T>(&p, &d, tile_m * BM + consumer * 64, tile_n * BN, tid % 128);
+        let (row0, col0) = (tile_m * BM + consumer * 64, tile_n * BN);
+        if STAGED && p.beta == 0.0 {
+            // SAFETY: the whole consumer warpgroup, at every tile; its staging half is
+            // reserved after the stages.
+            unsafe {
+                store_staged::<T>(
+                    &p,
+                    &d,
+                    staging + consumer * STAGING_BYTES / 2,
+                    row0,
+                    col0,
+                    consumer,
+                    tid % 128,
+                )
+            };
+        } else {
+            store::<T>(&p, &d, row0, col0, tid % 128);
+        }
         tile += grid;
+    }
+    if STAGED && leader {
+        // SAFETY: sm_90a; the block's last stores are done before it exits.
+        unsafe { streamline_device::tma::wait_all::<0>() };
     }
 }
 
@@ -147,7 +175,7 @@ kernel! {
     /// As for `hgemm_2_wgmma_bf16`; any grid size (the blocks share the tiles).
     pub unsafe fn hgemm_3_persistent_bf16(p: HgemmParams) {
         // SAFETY: forwarded.
-        unsafe { hgemm_persistent::<Bf16>(p) }
+        unsafe { hgemm_persistent::<Bf16, WGMMA_STAGES, false>(p) }
     }
 }
 
@@ -159,6 +187,6 @@ kernel! {
     /// As for [`hgemm_3_persistent_bf16`].
     pub unsafe fn hgemm_3_persistent_f16(p: HgemmParams) {
         // SAFETY: forwarded.
-        unsafe { hgemm_persistent::<F16>(p) }
+        unsafe { hgemm_persistent::<F16, WGMMA_STAGES, false>(p) }
     }
 }

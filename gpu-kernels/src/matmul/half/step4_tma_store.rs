@@ -1,0 +1,115 @@
+//! Step 4: step 3 with its results leaving through shared memory and the TMA (sm_90a).
+//!
+//! Writing the accumulators straight to global memory takes each consumer thread 64 scattered
+//! 4-byte stores, half-filling every 32-byte sector they touch, while its tensor cores wait.
+//! Here each consumer warpgroup converts its 64 x 256 results into a staging area of shared
+//! memory (four 64 x 64 boxes, 128-byte swizzled, so that the eight rows a warp writes at once
+//! fall in distinct banks) and one thread hands the boxes to the TMA, which writes whole lines
+//! (clipped to `C`) while the warpgroup goes on to its next tile. The staging area costs a
+//! stage of the ring (three instead of four). With `beta` not 0 the old `C` must be read, and
+//! the results go out as in step 3.
+
+use super::step2_wgmma::Wgmma;
+use super::step3_persistent::hgemm_persistent;
+use super::{Bf16, F16};
+use streamline_abi::hgemm::{
+    HgemmParams, HGEMM_4_TMA_STORE_BF16, HGEMM_4_TMA_STORE_F16, TMA_STORE_STAGES,
+};
+use streamline_device::kernel;
+use streamline_device::thread::sync_named;
+use streamline_device::tma::{fence_shared, store_2d, wait_read};
+
+/// Bytes of staging for both consumer warpgroups: 64 x 256 bf16/f16 each.
+pub(super) const STAGING_BYTES: u32 = 2 * 64 * 256 * 2;
+
+/// Writes this thread's accumulators of the 64 x 256 tile at (`row0`, `col0`) times `alpha`
+/// into the staging area at `staging`, then (thread 0 of the warpgroup) has the TMA store it
+/// through the map of `C` (`p.maps + 256`).
+///
+/// # Safety
+/// All 128 threads of consumer warpgroup `consumer` call it, at every tile; `staging` is its
+/// own 32 KiB of the block's shared memory, 1024-byte aligned; sm_90a.
+#[inline(always)]
+pub(super) unsafe fn store_staged<T: Wgmma>(
+    p: &HgemmParams,
+    d: &[f32; 128],
+    staging: u32,
+    row0: u32,
+    col0: u32,
+    consumer: u32,
+    t: u32,
+) {
+    let (w, l) = (t / 32, t % 32);
+    let barrier = 1 + consumer;
+    // SAFETY: the whole warpgroup (128 threads, barrier ids 1 and 2 for the two warpgroups).
+    // Its previous tile's stores have read the staging area once its leader's wait returns.
+    unsafe {
+        if t == 0 {
+            wait_read::<0>();
+        }
+        sync_named(barrier, 128);
+    }
+    for j in 0..32u32 {
+        let col = 8 * j + 2 * (l % 4);
+        let (bx, c) = (col / 64, col % 64);
+        for half in 0..2u32 {
+            let r = 16 * w + l / 4 + 8 * half;
+            let i = (4 * j + 2 * half) as usize;
+            let v = T::pack(p.alpha * d[i], p.alpha * d[i + 1]);
+            // 128-byte swizzle: the 16-byte unit `c / 8` of row `r` moves to `c / 8 ^ r % 8`.
+            let at = staging + bx * 8192 + r * 128 + (((c / 8) ^ (r % 8)) << 4) + (c % 8) * 2;
+            // SAFETY: inside this warpgroup's staging area, which no copy reads now (above).
+            unsafe {
+                core::arch::asm!(
+                    "st.shared.b32 [{a}], {v};",
+                    a = in(reg32) at,
+                    v = in(reg32) v,
+                    options(nostack, preserves_flags)
+                )
+            };
+        }
+    }
+    // SAFETY: every thread fences its writes for the TMA, then the warpgroup meets; the leader
+    // stores the four boxes (the map clips them to `C`) and commits them as one group.
+    unsafe {
+        fence_shared();
+        sync_named(barrier, 128);
+        if t == 0 {
+            let map_c = p.maps + 256;
+            for bx in 0..4u32 {
+                store_2d(
+                    map_c,
+                    staging + bx * 8192,
+                    (col0 + 64 * bx) as i32,
+                    row0 as i32,
+                );
+            }
+            streamline_device::tma::commit();
+        }
+    }
+}
+
+kernel! {
+    #[declared(HGEMM_4_TMA_STORE_BF16)]
+    /// Step 4 (see the module) for bf16.
+    ///
+    /// # Safety
+    /// As for `hgemm_3_persistent_bf16`, with `maps` also holding the tensor map of `C`
+    /// (third, boxes of 64 x 64, 128-byte swizzle).
+    pub unsafe fn hgemm_4_tma_store_bf16(p: HgemmParams) {
+        // SAFETY: forwarded.
+        unsafe { hgemm_persistent::<Bf16, TMA_STORE_STAGES, true>(p) }
+    }
+}
+
+kernel! {
+    #[declared(HGEMM_4_TMA_STORE_F16)]
+    /// Step 4 (see the module) for f16.
+    ///
+    /// # Safety
+    /// As for [`hgemm_4_tma_store_bf16`].
+    pub unsafe fn hgemm_4_tma_store_f16(p: HgemmParams) {
+        // SAFETY: forwarded.
+        unsafe { hgemm_persistent::<F16, TMA_STORE_STAGES, true>(p) }
+    }
+}
