@@ -46,7 +46,42 @@ pub struct HgemmParams {
     pub alpha: f32,
     /// Scale of the old `C`; 0 means `C` is write-only.
     pub beta: f32,
+    /// Slices `K` is cut into (1: none). With more, a persistent step computes each slice's
+    /// unscaled product into its own `m x n` plane of f32 at `partials` (row stride `n`), and
+    /// [`HgemmReduceParams`]' kernel finishes `C`.
+    pub slices: u32,
+    /// `K` tiles (of the step's `bk`) per slice, the last slice taking the rest.
+    pub slice_tiles: u32,
+    /// Device address of `slices * m * n` f32 (unused when `slices` is 1).
+    pub partials: u64,
 }
+
+/// Parameters of `hgemm_splitk_reduce_*`: `C = alpha * (P_0 + P_1 + ...) + beta * C`, the
+/// planes added in slice order for every element, so results do not depend on scheduling.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+pub struct HgemmReduceParams {
+    /// Device address of the planes (`slices * m * n` f32, row stride `n`).
+    pub partials: u64,
+    /// Device address of `C`.
+    pub c: u64,
+    /// Rows of `C`.
+    pub m: u32,
+    /// Columns of `C`.
+    pub n: u32,
+    /// Row stride of `C` in elements.
+    pub ldc: u32,
+    /// Number of planes.
+    pub slices: u32,
+    /// Scale of the sum.
+    pub alpha: f32,
+    /// Scale of the old `C`; 0 means `C` is write-only.
+    pub beta: f32,
+}
+
+/// Threads per block of `hgemm_splitk_reduce_*`.
+pub const HGEMM_REDUCE_BLOCK: u32 = 256;
 
 /// A step of the progression: its two kernels (bf16, f16) and how to launch them.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -110,6 +145,10 @@ declare! {
     pub const HGEMM_4_TMA_STORE_BF16: Kernel<HgemmParams> = Kernel::new("hgemm_4_tma_store_bf16").with_bounds(384, 1).only_on("sm_90a");
     /// [`HGEMM_4_TMA_STORE_BF16`] for f16.
     pub const HGEMM_4_TMA_STORE_F16: Kernel<HgemmParams> = Kernel::new("hgemm_4_tma_store_f16").with_bounds(384, 1).only_on("sm_90a");
+    /// The sum of split-K planes into a bf16 `C` (see [`HgemmReduceParams`]).
+    pub const HGEMM_SPLITK_REDUCE_BF16: Kernel<HgemmReduceParams> = Kernel::new("hgemm_splitk_reduce_bf16").with_bounds(256, 1);
+    /// [`HGEMM_SPLITK_REDUCE_BF16`] into an f16 `C`.
+    pub const HGEMM_SPLITK_REDUCE_F16: Kernel<HgemmReduceParams> = Kernel::new("hgemm_splitk_reduce_f16").with_bounds(256, 1);
 }
 
 /// Step 1's launch: 128 x 128 x 32 tiles, [`MMA_STAGES`] stages of `A` (128 x 32) and `B`

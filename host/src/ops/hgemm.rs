@@ -7,6 +7,7 @@
 
 use crate::engine::params::upload;
 use crate::error::{DriverContext, Error, Result};
+use crate::ops::matmul::Scratch;
 use crate::runtime::{Gpu, LaunchConfig};
 use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
 use cudarc::driver::sys::{
@@ -17,7 +18,8 @@ use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use half::{bf16, f16};
 use std::sync::Arc;
 use streamline_abi::hgemm::{
-    HgemmParams, HgemmTiling, HGEMM_1_MMA, HGEMM_4_TMA_STORE, HGEMM_ALIGN, HGEMM_ALL,
+    HgemmParams, HgemmReduceParams, HgemmTiling, HGEMM_1_MMA, HGEMM_4_TMA_STORE, HGEMM_ALIGN,
+    HGEMM_ALL, HGEMM_REDUCE_BLOCK, HGEMM_SPLITK_REDUCE_BF16, HGEMM_SPLITK_REDUCE_F16,
 };
 use streamline_device::Kernel as KernelHandle;
 
@@ -33,6 +35,8 @@ pub trait Half: cudarc::driver::DeviceRepr + Copy + 'static {
     const BLAS: blas_sys::cudaDataType_t;
     /// The step's kernel for this type.
     fn kernel(t: &HgemmTiling) -> KernelHandle<HgemmParams>;
+    /// The split-K reduction into this type.
+    fn reduce() -> KernelHandle<HgemmReduceParams>;
 }
 
 impl Half for bf16 {
@@ -42,6 +46,9 @@ impl Half for bf16 {
     fn kernel(t: &HgemmTiling) -> KernelHandle<HgemmParams> {
         t.bf16
     }
+    fn reduce() -> KernelHandle<HgemmReduceParams> {
+        HGEMM_SPLITK_REDUCE_BF16
+    }
 }
 
 impl Half for f16 {
@@ -50,6 +57,9 @@ impl Half for f16 {
     const BLAS: blas_sys::cudaDataType_t = blas_sys::cudaDataType_t::CUDA_R_16F;
     fn kernel(t: &HgemmTiling) -> KernelHandle<HgemmParams> {
         t.f16
+    }
+    fn reduce() -> KernelHandle<HgemmReduceParams> {
+        HGEMM_SPLITK_REDUCE_F16
     }
 }
 
@@ -159,11 +169,18 @@ pub fn hgemm<T: Half>(
     );
     check_alignment(g, pa, pb, pc)?;
     let t = kernel.resolve::<T>(gpu)?;
+    let sms = gpu.info().multiprocessors as usize;
     let tiles = g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize);
-    let tiles = if t.persistent {
-        tiles.min(gpu.info().multiprocessors as usize)
+    let split = if t.persistent {
+        split_k(tiles, g.k.div_ceil(t.bk as usize), sms)
     } else {
-        tiles
+        None
+    };
+    let units = tiles * split.map_or(1, |s| s.slices as usize);
+    let tiles = if t.persistent { units.min(sms) } else { units };
+    let partials = match split {
+        Some(s) => Some(Scratch::new(stream, 4 * s.slices as usize * g.m * g.n)?),
+        None => None,
     };
     let blocks = u32::try_from(tiles)
         .ok()
@@ -197,14 +214,66 @@ pub fn hgemm<T: Half>(
         ldc: g.ldc as u32,
         alpha: g.alpha,
         beta: g.beta,
+        slices: split.map_or(1, |s| s.slices),
+        slice_tiles: split.map_or(0, |s| s.slice_tiles),
+        partials: partials.as_ref().map_or(0, |p| p.ptr),
     };
     let cfg = LaunchConfig::new((blocks, 1, 1), (t.threads, 1, 1)).with_shared(t.shared_bytes);
     // SAFETY: `check_lengths` proved each buffer holds its matrix with its stride and
     // `check_alignment` the kernels' alignment, so every access the kernel makes (the TMA's
     // clipped to the maps' bounds, which are the matrices') is inside an allocation; the maps
-    // describe `a` and `b` and live until the launch has run (stream-ordered free, or the
-    // graph's keeping); `c` is borrowed exclusively so it aliases neither input.
-    unsafe { launch.run(cfg, params) }
+    // describe `a`, `b` and `c` and live until the launch has run (stream-ordered free, or the
+    // graph's keeping); the partials hold `slices * m * n` floats until the reduction after
+    // it has run; `c` is borrowed exclusively so it aliases neither input.
+    unsafe { launch.run(cfg, params) }?;
+    let (Some(s), Some(partials)) = (split, &partials) else {
+        return Ok(());
+    };
+    let reduce = HgemmReduceParams {
+        partials: partials.ptr,
+        c: params.c,
+        m: params.m,
+        n: params.n,
+        ldc: params.ldc,
+        slices: s.slices,
+        alpha: g.alpha,
+        beta: g.beta,
+    };
+    let elements = (g.m * g.n) as u64;
+    let blocks = elements
+        .div_ceil(HGEMM_REDUCE_BLOCK as u64)
+        .min(64 * sms as u64) as u32;
+    let cfg = LaunchConfig::new((blocks, 1, 1), (HGEMM_REDUCE_BLOCK, 1, 1));
+    let launch = module.prepare(stream, T::reduce());
+    // SAFETY: the partials hold the `slices` planes the product just wrote (ordered before on
+    // the same stream) and `c` is `m x n` with stride `ldc`, as checked above; the grid-stride
+    // loop covers any grid. The launch reads `c` (when `beta` is not 0) after the product
+    // kernel, which did not touch it.
+    unsafe { launch.run(cfg, reduce) }
+}
+
+/// How a persistent step cuts `K`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Split {
+    slices: u32,
+    slice_tiles: u32,
+}
+
+/// Split-K for `tiles` output tiles over `k_tiles` tiles of `K` on `sms` multiprocessors: when
+/// the tiles fill at most half the multiprocessors and `K` is deep (at least 64 tiles, 32 per
+/// slice, so that the planes' extra traffic and the reduction's launch stay small beside the
+/// product), enough slices to give every multiprocessor a unit of work.
+fn split_k(tiles: usize, k_tiles: usize, sms: usize) -> Option<Split> {
+    if 2 * tiles > sms || k_tiles < 64 {
+        return None;
+    }
+    let want = (sms / tiles).min(k_tiles / 32).max(2);
+    let slice_tiles = k_tiles.div_ceil(want);
+    let slices = k_tiles.div_ceil(slice_tiles);
+    (slices > 1).then_some(Split {
+        slices: slices as u32,
+        slice_tiles: slice_tiles as u32,
+    })
 }
 
 /// The tensor maps of `A`, `B` and `C` for the TMA step `t`: `A` in boxes of `bk` x `bm`
@@ -324,5 +393,31 @@ impl CublasHalf {
             op: "cublasGemmEx",
             source,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_k_only_for_few_tiles_and_a_deep_k() {
+        // 1024 x 1024 x 1024: 32 tiles, 16 K tiles: whole.
+        assert_eq!(split_k(32, 16, 132), None);
+        // 32 x 1024 x 196608: 4 tiles, 3072 K tiles: a unit per multiprocessor.
+        let s = split_k(4, 3072, 132).unwrap();
+        assert_eq!((s.slices, s.slice_tiles), (33, 94));
+        // Every slice has work, the last the rest.
+        for (tiles, k_tiles) in [(1, 64), (4, 3072), (60, 100), (1, 100_000), (3, 65)] {
+            if let Some(s) = split_k(tiles, k_tiles, 132) {
+                let (n, t) = (s.slices as usize, s.slice_tiles as usize);
+                assert!(
+                    n >= 2 && (n - 1) * t < k_tiles && n * t >= k_tiles,
+                    "{tiles} {k_tiles}"
+                );
+            }
+        }
+        // Enough tiles to fill the GPU: whole.
+        assert_eq!(split_k(67, 10_000, 132), None);
     }
 }

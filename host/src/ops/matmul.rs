@@ -303,13 +303,13 @@ pub fn sgemm(
 /// Device memory allocated and freed in one stream's order (`cuMemAllocAsync` /
 /// `cuMemFreeAsync`), for scratch that only the work queued on that stream between the two
 /// touches: no events, two driver calls.
-struct Scratch<'a> {
-    ptr: cudarc::driver::sys::CUdeviceptr,
+pub(crate) struct Scratch<'a> {
+    pub(crate) ptr: cudarc::driver::sys::CUdeviceptr,
     stream: &'a CudaStream,
 }
 
 impl<'a> Scratch<'a> {
-    fn new(stream: &'a CudaStream, bytes: usize) -> Result<Scratch<'a>> {
+    pub(crate) fn new(stream: &'a CudaStream, bytes: usize) -> Result<Scratch<'a>> {
         stream.context().bind_to_thread().op("cuCtxSetCurrent")?;
         // SAFETY: allocates `bytes` in the stream's order; the memory is freed by `drop` in
         // the same order, after every use queued before it.

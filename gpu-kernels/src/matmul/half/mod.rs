@@ -14,12 +14,17 @@
 //!    shared memory and written by the TMA while the warpgroup multiplies its next tile.
 //!    sm_90a only.
 //!
+//! Split-K ([`splitk`]): products whose output tiles cannot fill the GPU (a few rows times a
+//! deep `K`) cut `K` into slices that steps 3 and 4 multiply into f32 planes, which
+//! `hgemm_splitk_reduce_*` adds in slice order.
+//!
 //! Every product accumulates in f32 and rounds once to the output type (round to nearest
 //! even); the order of the `k` sum differs between steps (and from cuBLAS), which the host's
 //! error bound covers (`testing/src/reference/hgemm.rs`).
 
 use streamline_device::device;
 
+pub mod splitk;
 pub mod step1_mma;
 #[cfg(target_feature = "sm_90a")]
 pub mod step2_wgmma;

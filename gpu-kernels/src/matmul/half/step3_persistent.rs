@@ -7,6 +7,10 @@
 //! over the whole walk, so the barriers' phases carry from tile to tile.
 //!
 //! The walk is generic over the ring's depth and the epilogue, which step 4 changes.
+//!
+//! Split-K: when the output tiles are too few to fill the GPU, the host cuts `K` into
+//! `p.slices` slices and the blocks walk (tile, slice) pairs, each writing its unscaled
+//! product into the slice's f32 plane; `hgemm_splitk_reduce_*` then adds the planes in order.
 
 use super::step2_wgmma::{multiply_stage, store, Wgmma, A_BYTES, BK, BM, BN, B_BOX, B_BYTES};
 use super::step4_tma_store::{store_staged, STAGING_BYTES};
@@ -40,7 +44,24 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED:
         )
     };
     let (tiles_m, tiles_n) = (p.m.div_ceil(BM), p.n.div_ceil(BN));
-    let tiles = tiles_m * tiles_n;
+    let units = tiles_m * tiles_n * p.slices;
+    let k_tiles = p.k.div_ceil(BK);
+    // The `K` tiles of work unit `u`, and its output tile.
+    let unit = |u: u32| {
+        let slice = u % p.slices;
+        let first = slice * p.slice_tiles;
+        let end = if slice + 1 == p.slices {
+            k_tiles
+        } else {
+            first + p.slice_tiles
+        };
+        (
+            grouped_tile(u / p.slices, tiles_m, tiles_n),
+            slice,
+            first,
+            end,
+        )
+    };
     let base = (shared_addr(dynamic_shared::<f32>()) + 1023) & !1023;
     let a_stages = base;
     let b_stages = base + STAGES * A_BYTES;
@@ -62,7 +83,6 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED:
     // SAFETY: every thread reaches this one barrier.
     unsafe { sync_block() };
 
-    let k_tiles = p.k.div_ceil(BK);
     let warpgroup = tid / 128;
     if warpgroup == 0 {
         // SAFETY: the whole warpgroup, as in step 2.
@@ -77,11 +97,11 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED:
             // `it` counts stages over the whole walk: stage `it % STAGES`, round
             // `it / STAGES`.
             let mut it = 0u32;
-            let mut tile = block;
-            while tile < tiles {
-                let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
+            let mut u = block;
+            while u < units {
+                let ((tile_m, tile_n), _, first, end) = unit(u);
                 let (m0, n0) = ((tile_m * BM) as i32, (tile_n * BN) as i32);
-                for t in 0..k_tiles {
+                for t in first..end {
                     let s = it % STAGES;
                     if it >= STAGES {
                         // SAFETY: the consumers release every round of every stage.
@@ -99,7 +119,7 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED:
                     }
                     it += 1;
                 }
-                tile += grid;
+                u += grid;
             }
         }
         return;
@@ -110,11 +130,11 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED:
     let consumer = warpgroup - 1;
     let leader = tid % 128 == 0;
     let mut it = 0u32;
-    let mut tile = block;
-    while tile < tiles {
-        let (tile_m, tile_n) = grouped_tile(tile, tiles_m, tiles_n);
+    let mut u = block;
+    while u < units {
+        let ((tile_m, tile_n), slice, first, end) = unit(u);
         let mut d = [0f32; 128];
-        for t in 0..k_tiles {
+        for t in first..end {
             let s = it % STAGES;
             // SAFETY: the producer's arrival and the TMA's bytes complete this round.
             unsafe { full(s).wait((it / STAGES) & 1) };
@@ -123,12 +143,12 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED:
             let a = a_stages + s * A_BYTES + consumer * 64 * 128;
             let b = b_stages + s * B_BYTES;
             // SAFETY: see `multiply_stage`.
-            unsafe { multiply_stage::<T>(&mut d, a, b, t > 0) };
+            unsafe { multiply_stage::<T>(&mut d, a, b, t > first) };
             // SAFETY: the whole warpgroup; the previous stage's products are done.
             unsafe {
                 commit_group();
                 wait_group::<1>();
-                if t > 0 && leader {
+                if t > first && leader {
                     empty((it - 1) % STAGES).arrive();
                 }
             }
@@ -142,7 +162,9 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED:
             }
         }
         let (row0, col0) = (tile_m * BM + consumer * 64, tile_n * BN);
-        if STAGED && p.beta == 0.0 {
+        if p.slices > 1 {
+            store_partial(&p, &d, slice, row0, col0, tid % 128);
+        } else if STAGED && p.beta == 0.0 {
             // SAFETY: the whole consumer warpgroup, at every tile; its staging half is
             // reserved after the stages.
             unsafe {
@@ -159,11 +181,43 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED:
         } else {
             store::<T>(&p, &d, row0, col0, tid % 128);
         }
-        tile += grid;
+        u += grid;
     }
     if STAGED && leader {
         // SAFETY: sm_90a; the block's last stores are done before it exits.
         unsafe { streamline_device::tma::wait_all::<0>() };
+    }
+}
+
+/// Writes this thread's accumulators of the 64 x 256 tile at (`row0`, `col0`), unscaled, into
+/// plane `slice` of the split-K partials (row stride `n`), inside `C`'s bounds only.
+#[inline(always)]
+fn store_partial(p: &HgemmParams, d: &[f32; 128], slice: u32, row0: u32, col0: u32, t: u32) {
+    let (w, l) = (t / 32, t % 32);
+    let plane = (p.partials as *mut f32).wrapping_add(slice as usize * p.m as usize * p.n as usize);
+    for j in 0..32u32 {
+        let col = col0 + 8 * j + 2 * (l % 4);
+        for half in 0..2u32 {
+            let row = row0 + 16 * w + l / 4 + 8 * half;
+            if row >= p.m || col >= p.n {
+                continue;
+            }
+            let i = (4 * j + 2 * half) as usize;
+            let at = plane.wrapping_add(row as usize * p.n as usize + col as usize);
+            // SAFETY: `row < m` and `col < n`: inside plane `slice` of the `slices * m * n`
+            // floats at `partials` (the kernel's contract), `col + 1` only when below `n`; with
+            // `n` even the pair starts on 8 bytes (`col` is even), one store for both.
+            unsafe {
+                if col + 1 < p.n && p.n % 2 == 0 {
+                    *(at as *mut [f32; 2]) = [d[i], d[i + 1]];
+                } else {
+                    *at = d[i];
+                    if col + 1 < p.n {
+                        *at.add(1) = d[i + 1];
+                    }
+                }
+            }
+        }
     }
 }
 
