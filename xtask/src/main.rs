@@ -271,6 +271,8 @@ fn bundle() -> Result<()> {
             "color-jitter",
             "-p",
             "saxpy",
+            "-p",
+            "softmax",
         ])
         .current_dir(&ws)
         .status()?;
@@ -327,7 +329,7 @@ fn bundle() -> Result<()> {
         }
     }
     tests.sort();
-    for bin in ["streamline", "color-jitter", "saxpy"] {
+    for bin in ["streamline", "color-jitter", "saxpy", "softmax"] {
         std::fs::copy(target_dir().join("release").join(bin), dir.join(bin))?;
     }
     for script in [
