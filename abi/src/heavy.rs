@@ -21,6 +21,8 @@ declare! {
     pub const HEAVY_F32: Kernel<HeavyParams> = Kernel::new("heavy_f32");
     /// f16 in memory, f32 arithmetic, one rounding to f16 at the end.
     pub const HEAVY_F16: Kernel<HeavyParams> = Kernel::new("heavy_f16");
+    /// bf16 in memory, f32 arithmetic, one rounding to bf16 at the end.
+    pub const HEAVY_BF16: Kernel<HeavyParams> = Kernel::new("heavy_bf16");
 }
 
 /// Threads per block of the heavy kernels.

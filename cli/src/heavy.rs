@@ -4,7 +4,7 @@
 use super::parse_count;
 use anyhow::{bail, Context, Result};
 use cudarc::driver::{sys::CUevent_flags, CudaSlice, CudaStream};
-use half::f16;
+use half::{bf16, f16};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,6 +18,7 @@ use streamline_testing::data::{count_unwritten, HeavyHost};
 pub enum Dtype {
     F32,
     F16,
+    Bf16,
 }
 
 #[derive(clap::Args, Debug)]
@@ -64,6 +65,7 @@ pub fn run(device: usize, ptx: Option<&Path>, a: HeavyArgs) -> Result<()> {
     match a.dtype {
         Dtype::F32 => experiment::<f32>(&gpu, &a),
         Dtype::F16 => experiment::<f16>(&gpu, &a),
+        Dtype::Bf16 => experiment::<bf16>(&gpu, &a),
     }
 }
 

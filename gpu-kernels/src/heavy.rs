@@ -4,14 +4,14 @@
 //! for the seed's expression), with `sin` and `cos` from one libdevice `sincosf` and
 //! `tan x = sin x / cos x` by the hardware reciprocal division (2 ulp: `|cos x|` of an f32 `x`
 //! is never below 2^-126, where that bound holds). The error budget is written out in
-//! `testing/src/reference/heavy.rs`. The f16 kernel reads f16, computes in f32 and rounds
-//! once to f16 at the end.
+//! `testing/src/reference/heavy.rs`. The f16 and bf16 kernels read their type, compute in f32
+//! and round once to it at the end.
 //!
 //! Memory is accessed with 16-byte vector loads and stores wherever input and output share an
 //! alignment (see [`streamline_abi::VectorSplit`]); the unaligned head and the tail are scalar.
 
 use streamline_abi::heavy::HeavyParams;
-use streamline_abi::heavy::{HEAVY_F16, HEAVY_F32};
+use streamline_abi::heavy::{HEAVY_BF16, HEAVY_F16, HEAVY_F32};
 use streamline_abi::VectorSplit;
 use streamline_device::kernel;
 use streamline_device::{
@@ -88,5 +88,24 @@ kernel! {
     pub unsafe fn heavy_f16(p: HeavyParams) {
         // SAFETY: forwarded from this function's contract.
         unsafe { run::<u16, 8>(p, |b| f16::from_bits(b) as f32, |v| (v as f16).to_bits()) }
+    }
+}
+
+kernel! {
+    #[declared(HEAVY_BF16)]
+    /// bf16 in memory, f32 arithmetic, one rounding to nearest-even bf16 at the end.
+    ///
+    /// # Safety
+    /// `p.x` and `p.y` must address `p.n` readable and writable bf16 values on the device.
+    pub unsafe fn heavy_bf16(p: HeavyParams) {
+        use streamline_device::element::{bf16, Element};
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            run::<u16, 8>(
+                p,
+                |b| bf16::from_bits(b).to_acc(),
+                |v| bf16::from_acc(v).to_bits(),
+            )
+        }
     }
 }

@@ -548,15 +548,16 @@ fn augment_device_draw_at(
 }
 
 /// Seed 000's `y = x^2 + x^3 sin(x) cos(x) + tan(x)` over the elements of `x`, of `dtype`
-/// (`float32` or `float16`).
+/// (`float32`, `float16` or `bfloat16`).
 #[pyfunction]
 fn heavy(py: Python<'_>, io: Io, dtype: &str) -> PyResult<()> {
     const NAMES: Names = &[("y", "out")];
     match dtype {
         "float32" => io.run_as(py, NAMES, |g, s, x, y| heavy_op::<f32>(g, s, x, y)),
         "float16" => io.run_as(py, NAMES, |g, s, x, y| heavy_op::<f16>(g, s, x, y)),
+        "bfloat16" => io.run_as(py, NAMES, |g, s, x, y| heavy_op::<bf16>(g, s, x, y)),
         _ => Err(PyValueError::new_err(format!(
-            "x: dtype {dtype} must be float32 or float16"
+            "x: dtype {dtype} must be float32, float16 or bfloat16"
         ))),
     }
 }

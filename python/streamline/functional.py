@@ -452,11 +452,11 @@ def augment(inpt, size, crop=None, degrees=45.0, interpolation="nearest", kernel
 
 
 def heavy(x, *, out=None, stream=None, device=None):
-    """Seed 000's ``x**2 + x**3 * sin(x) * cos(x) + tan(x)``, elementwise, float32 or float16
-    (computed in float32, rounded once), any shape."""
+    """Seed 000's ``x**2 + x**3 * sin(x) * cos(x) + tan(x)``, elementwise, float32, float16 or
+    bfloat16 (computed in float32, rounded once), any shape."""
     if _tracing():
         return _traced("heavy", out, stream, x)
-    a = array(x, "x", ("float32", "float16"), range(0, 33))
+    a = array(x, "x", ("float32", "float16", "bfloat16"), range(0, 33))
     dev = device_of([("x", a)], device)
     out, y = output(out, [("x", a)], a.shape, a.dtype, dev)
     disjoint("out", y, [("x", a)])

@@ -1,6 +1,6 @@
 //! Inputs and output checks shared by the tests, the CLI and the benchmarks.
 
-use half::f16;
+use half::{bf16, f16};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
 /// Bit pattern written into outputs before a run: a quiet NaN with a payload that no
@@ -92,6 +92,24 @@ impl HeavyHost for f16 {
     }
     fn from_f32(v: f32) -> Self {
         f16::from_f32(v)
+    }
+}
+
+impl HeavyHost for bf16 {
+    fn randn(n: usize, seed: u64) -> Vec<Self> {
+        randn_f32(n, seed).into_iter().map(bf16::from_f32).collect()
+    }
+    fn poison() -> Self {
+        bf16::from_bits(POISON_BF16)
+    }
+    fn is_poison(&self) -> bool {
+        self.to_bits() == POISON_BF16
+    }
+    fn compare(x: &[Self], y: &[Self]) -> crate::reference::heavy::Comparison {
+        crate::reference::heavy::compare_bf16(x, y)
+    }
+    fn from_f32(v: f32) -> Self {
+        bf16::from_f32(v)
     }
 }
 

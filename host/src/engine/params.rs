@@ -265,9 +265,20 @@ fn release_pending(stream: &CudaStream) -> Result<()> {
     let done = std::mem::take(&mut *RELEASED.lock().unwrap_or_else(|p| p.into_inner()));
     let ctx = stream.context();
     ctx.bind_to_thread().op("cuCtxSetCurrent")?;
-    // What was made during a capture may have been read by eager work on any stream.
-    ctx.synchronize().op("cuCtxSynchronize")?;
-    drop(done);
+    // What was made during a capture may have been read by eager work on any stream. Another
+    // thread may be capturing in the driver's global mode, which forbids this thread the
+    // context-wide wait (and the attempt would end that capture): waited for in relaxed mode,
+    // and if the driver still refuses, the memory waits for a later upload.
+    match outside_capture(|| ctx.synchronize().op("cuCtxSynchronize")) {
+        Ok(()) => drop(done),
+        Err(_) => {
+            RELEASED
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(done);
+            ANY_RELEASED.store(true, Ordering::Release);
+        }
+    }
     Ok(())
 }
 

@@ -3,15 +3,15 @@
 use crate::error::Result;
 use crate::runtime::{Gpu, LaunchConfig};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
-use half::f16;
-use streamline_abi::heavy::{HeavyParams, HEAVY_BLOCK, HEAVY_F16, HEAVY_F32};
+use half::{bf16, f16};
+use streamline_abi::heavy::{HeavyParams, HEAVY_BF16, HEAVY_BLOCK, HEAVY_F16, HEAVY_F32};
 use streamline_abi::{Kernel, VectorSplit};
 
 /// Element types the heavy kernel exists for.
 pub trait HeavyElement: DeviceRepr + Copy + 'static {
     /// The kernel for this type.
     const KERNEL: Kernel<HeavyParams>;
-    /// Short name (`f32`, `f16`).
+    /// Short name (`f32`, `f16`, `bf16`).
     const NAME: &'static str;
 }
 
@@ -23,6 +23,11 @@ impl HeavyElement for f32 {
 impl HeavyElement for f16 {
     const KERNEL: Kernel<HeavyParams> = HEAVY_F16;
     const NAME: &'static str = "f16";
+}
+
+impl HeavyElement for bf16 {
+    const KERNEL: Kernel<HeavyParams> = HEAVY_BF16;
+    const NAME: &'static str = "bf16";
 }
 
 /// Launch configuration for `n` elements at these addresses: one 16-byte vector (or one

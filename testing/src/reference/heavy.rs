@@ -32,8 +32,14 @@
 //! Inputs are exact in f32; |x| ≤ 65504 keeps every intermediate finite in f32. The f32 result
 //! obeys the bound above and is rounded once to f16 (round to nearest even), adding at most half
 //! an f16 ulp of the result: `B16 = B32 + ulp16(|y| + B32)/2`.
+//!
+//! # bf16 kernel
+//!
+//! bf16 has f32's exponent range, so its inputs reach the f32 kernel's overflows, which the
+//! reference models as for f32. The f32 result obeys the f32 bound and is rounded once to bf16
+//! (8 significant bits), adding at most half a bf16 ulp: `B = B32 + ulpbf16(|y| + B32)/2`.
 
-use half::f16;
+use half::{bf16, f16};
 use rayon::prelude::*;
 
 /// Unit roundoff of f32.
@@ -44,6 +50,8 @@ const FLOOR32: f64 = 2.2420775429197073e-44; // 2^-145
 const OVERFLOW32: f64 = 3.402_823_567_797_337e38;
 /// Smallest magnitude that rounds to infinity in f16: 65520.
 const OVERFLOW16: f64 = 65520.0;
+/// Smallest magnitude that rounds to infinity in bf16: 2^128 − 2^119.
+const OVERFLOW_BF16: f64 = 3.396_110_258_300_049_5e38;
 
 /// The three terms of the expression, in f64, with `x²` and `x³` overflowing like f32.
 fn terms(x: f64, f32_intermediates: bool) -> (f64, f64, f64) {
@@ -87,6 +95,26 @@ fn half_ulp16(v: f64) -> f64 {
         v.log2().floor() as i32
     };
     2f64.powi(exp - 10) / 2.0
+}
+
+/// The value the bf16 kernel approximates for input `x` (before its final rounding).
+pub fn heavy_bf16(x: bf16) -> f64 {
+    let (a, b, c) = terms(x.to_f64(), true);
+    a + b + c
+}
+
+/// Error bound of the bf16 kernel at `x` (module docs).
+pub fn bound_bf16(x: bf16) -> f64 {
+    let (a, b, c) = terms(x.to_f64(), true);
+    let b32 = U32 * (3.0 * a.abs() + 14.0 * b.abs() + 14.0 * c.abs()) * (1.0 + 1e-5) + FLOOR32;
+    let v = (a + b + c).abs() + b32;
+    // 7 fraction bits; below 2^-126 the spacing is 2^-133.
+    let exp = if v < 2f64.powi(-126) {
+        -126
+    } else {
+        v.log2().floor() as i32
+    };
+    b32 + 2f64.powi(exp - 8)
 }
 
 /// Error bound of the f16 kernel at `x` (module docs).
@@ -192,6 +220,19 @@ pub fn compare_f16(x: &[f16], y: &[f16]) -> Comparison {
             heavy_f16(xv),
             bound_f16(xv),
             OVERFLOW16,
+        )
+    })
+}
+
+/// Compares a bf16 kernel output with the reference, element by element.
+pub fn compare_bf16(x: &[bf16], y: &[bf16]) -> Comparison {
+    compare(x, y, |&xv, &yv| {
+        (
+            xv.to_f64(),
+            yv.to_f64(),
+            heavy_bf16(xv),
+            bound_bf16(xv),
+            OVERFLOW_BF16,
         )
     })
 }

@@ -6,7 +6,7 @@
 //! poisoned first and its guard elements around the view must stay poisoned.
 
 use cudarc::driver::CudaSlice;
-use half::f16;
+use half::{bf16, f16};
 use proptest::prelude::*;
 use streamline::ops::heavy::heavy;
 use streamline_testing::data::HeavyHost;
@@ -110,6 +110,15 @@ fn f16_value() -> impl Strategy<Value = f16> + Clone {
     ]
 }
 
+/// bf16 inputs: any bit pattern (every bf16 value, NaN and ±inf included) and the normal range.
+fn bf16_value() -> impl Strategy<Value = bf16> + Clone {
+    prop_oneof![
+        2 => any::<u16>().prop_map(bf16::from_bits),
+        2 => (-4.0f32..4.0).prop_map(bf16::from_f32),
+        1 => (-200.0f32..200.0).prop_map(bf16::from_f32),
+    ]
+}
+
 fn vec_of<T: std::fmt::Debug>(
     value: impl Strategy<Value = T> + Clone,
 ) -> impl Strategy<Value = Vec<T>> {
@@ -134,12 +143,29 @@ fn heavy_f16_matches_reference() {
     );
 }
 
+#[test]
+fn heavy_bf16_matches_reference() {
+    gpu_property(
+        64,
+        (vec_of(bf16_value()), 0usize..17, 0usize..17),
+        |(x, xo, yo)| check_gpu(&x, xo, yo),
+    );
+}
+
+/// Every bf16 value, at once.
+#[test]
+fn heavy_bf16_every_value() {
+    let x: Vec<bf16> = (0..=u16::MAX).map(bf16::from_bits).collect();
+    check_gpu(&x, 0, 0).unwrap();
+}
+
 /// A large array (past any L2) of the seed's normal inputs, misaligned output.
 #[test]
 fn heavy_large_normal_inputs() {
     let n = (1 << 25) + 3;
     check_gpu(&f32::randn(n, 11), 0, 1).unwrap();
     check_gpu(&f16::randn(n, 12), 3, 3).unwrap();
+    check_gpu(&bf16::randn(n, 13), 5, 2).unwrap();
 }
 
 /// Every f16 value, at once.

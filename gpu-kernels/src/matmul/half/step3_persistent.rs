@@ -164,7 +164,7 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED:
         let (row0, col0) = (tile_m * BM + consumer * 64, tile_n * BN);
         if p.slices > 1 {
             store_partial(&p, &d, slice, row0, col0, tid % 128);
-        } else if STAGED && p.beta == 0.0 {
+        } else if STAGED && p.beta == 0.0 && p.n % 8 == 0 {
             // SAFETY: the whole consumer warpgroup, at every tile; its staging half is
             // reserved after the stages.
             unsafe {

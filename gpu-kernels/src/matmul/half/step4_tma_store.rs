@@ -7,7 +7,8 @@
 //! fall in distinct banks) and one thread hands the boxes to the TMA, which writes whole lines
 //! (clipped to `C`) while the warpgroup goes on to its next tile. The staging area costs a
 //! stage of the ring (three instead of four). With `beta` not 0 the old `C` must be read, and
-//! the results go out as in step 3.
+//! the results go out as in step 3; so they do when `n` is not a multiple of 8, because the TMA
+//! writes a row's last 16 bytes whole, which would reach past `C` into the row's padding.
 
 use super::step2_wgmma::Wgmma;
 use super::step3_persistent::hgemm_persistent;
