@@ -21,7 +21,7 @@
 //! The reference computes `C*` and `S` in f64 from the same half-precision inputs, so its own
 //! error is negligible against the bound.
 
-use crate::reference::matmul::RowCheck;
+use crate::reference::matmul::{row_sums, RowCheck};
 use rayon::prelude::*;
 use streamline::spec::matmul::Gemm;
 
@@ -67,17 +67,7 @@ pub fn rows(
     let underflow = g.k as f64 * f64::powi(2.0, -149);
     rows.par_iter()
         .map(|&i| {
-            let mut sum = vec![0.0f64; g.n];
-            let mut abs = vec![0.0f64; g.n];
-            for kk in 0..g.k {
-                let aik = a[i * g.lda + kk] as f64;
-                let brow = &b[kk * g.ldb..kk * g.ldb + g.n];
-                for j in 0..g.n {
-                    let p = aik * brow[j] as f64;
-                    sum[j] += p;
-                    abs[j] += p.abs();
-                }
-            }
+            let (sum, abs) = row_sums(g, a, b, i);
             let (alpha, beta) = (g.alpha as f64, g.beta as f64);
             let mut value = Vec::with_capacity(g.n);
             let mut bound = Vec::with_capacity(g.n);

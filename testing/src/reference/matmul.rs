@@ -46,17 +46,7 @@ pub fn rows(g: &Gemm, a: &[f32], b: &[f32], c0: &[f32], rows: &[usize]) -> Vec<R
     let underflow = g.k as f64 * f64::powi(2.0, -149);
     rows.par_iter()
         .map(|&i| {
-            let mut sum = vec![0.0f64; g.n];
-            let mut abs = vec![0.0f64; g.n];
-            for kk in 0..g.k {
-                let aik = a[i * g.lda + kk] as f64;
-                let brow = &b[kk * g.ldb..kk * g.ldb + g.n];
-                for j in 0..g.n {
-                    let p = aik * brow[j] as f64;
-                    sum[j] += p;
-                    abs[j] += p.abs();
-                }
-            }
+            let (sum, abs) = row_sums(g, a, b, i);
             let alpha = g.alpha as f64;
             let beta = g.beta as f64;
             let mut value = Vec::with_capacity(g.n);
@@ -77,6 +67,23 @@ pub fn rows(g: &Gemm, a: &[f32], b: &[f32], c0: &[f32], rows: &[usize]) -> Vec<R
             }
         })
         .collect()
+}
+
+/// Row `i` of `A @ B` in f64, `sum_k a_ik b_kj`, and of `S_ij = sum_k |a_ik| |b_kj|`, for
+/// every column `j` (buffers with `g`'s strides).
+pub(crate) fn row_sums(g: &Gemm, a: &[f32], b: &[f32], i: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut sum = vec![0.0f64; g.n];
+    let mut abs = vec![0.0f64; g.n];
+    for kk in 0..g.k {
+        let aik = a[i * g.lda + kk] as f64;
+        let brow = &b[kk * g.ldb..kk * g.ldb + g.n];
+        for j in 0..g.n {
+            let p = aik * brow[j] as f64;
+            sum[j] += p;
+            abs[j] += p.abs();
+        }
+    }
+    (sum, abs)
 }
 
 /// Worst element of a comparison of `C` (with `g`'s strides) against reference rows.
