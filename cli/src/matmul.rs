@@ -4,7 +4,8 @@
 
 use super::parse_count;
 use anyhow::{bail, Context, Result};
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, CudaStream};
+use std::sync::Arc;
 use streamline::error::DriverContext;
 use streamline::ops::matmul::{sgemm, Cublas, Gemm, Kernel, SWEEP};
 use streamline::timing::{median, time_on};
@@ -57,6 +58,27 @@ pub struct MatmulArgs {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
+}
+
+/// The median of `repeat` CUDA-event times of `run` on `stream`, after one warm-up run.
+pub(crate) fn median_time(
+    stream: &Arc<CudaStream>,
+    repeat: u32,
+    run: &mut dyn FnMut() -> streamline::Result<()>,
+) -> Result<f64> {
+    run()?;
+    stream.synchronize().op("cuStreamSynchronize")?;
+    let mut t = Vec::with_capacity(repeat as usize);
+    for _ in 0..repeat {
+        t.push(time_on(stream, &mut *run)?);
+    }
+    Ok(median(&t))
+}
+
+/// The geometric mean and the smallest of `ratios` (of cuBLAS's time over ours).
+pub(crate) fn geomean_and_worst(ratios: &[f64]) -> (f64, f64) {
+    let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+    (geo, ratios.iter().copied().fold(f64::INFINITY, f64::min))
 }
 
 /// The rows `--check` compares.
@@ -117,8 +139,7 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, a: MatmulArgs) -> Resul
         for line in &summary {
             println!("{line}");
         }
-        let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
-        let worst = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let (geo, worst) = geomean_and_worst(&ratios);
         println!(
             "geometric mean {:.1}% of cuBLAS, worst {:.1}%, over {} shapes",
             100.0 * geo,
@@ -185,15 +206,8 @@ fn one_shape(gpu: &Gpu, g: &Gemm, a: &MatmulArgs) -> Result<ShapeResult> {
         "{:<30} {:>10} {:>9} {:>10}",
         "kernel", "ms", "TFLOP/s", "of cuBLAS"
     );
-    let time = |run: &mut dyn FnMut() -> streamline::Result<()>| -> Result<f64> {
-        run()?;
-        stream.synchronize().op("cuStreamSynchronize")?;
-        let mut t = Vec::with_capacity(a.repeat as usize);
-        for _ in 0..a.repeat {
-            t.push(time_on(&stream, &mut *run)?);
-        }
-        Ok(median(&t))
-    };
+    let time =
+        |run: &mut dyn FnMut() -> streamline::Result<()>| median_time(&stream, a.repeat, run);
     let cublas_ms = match &cublas {
         Some(blas) => Some(time(&mut || blas.sgemm(g, &da, &db, &mut dc))?),
         None => None,

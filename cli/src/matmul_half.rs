@@ -1,13 +1,12 @@
 //! `streamline matmul --dtype bf16|f16`: our tensor-core product beside cuBLAS's `GemmEx` on the
 //! same inputs in the same run, optionally checked against the f64 CPU reference.
 
-use crate::matmul::{check_rows, MatmulArgs};
+use crate::matmul::{check_rows, geomean_and_worst, median_time, MatmulArgs};
 use anyhow::{bail, Context, Result};
 use cudarc::driver::CudaSlice;
 use half::{bf16, f16};
 use streamline::error::DriverContext;
 use streamline::ops::hgemm::{hgemm, CublasHalf, Gemm, Half, HgemmKernel, HALF_SWEEP};
-use streamline::timing::{median, time_on};
 use streamline::Gpu;
 use streamline_abi::hgemm::{HGEMM_ALIGN, HGEMM_ALL};
 use streamline_testing::data::{randn_f32, POISON_BF16, POISON_F16};
@@ -94,8 +93,7 @@ fn run_typed<T: HalfHost>(gpu: &Gpu, a: &MatmulArgs) -> Result<()> {
                 100.0 * blas / ours
             );
         }
-        let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
-        let worst = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let (geo, worst) = geomean_and_worst(&ratios);
         println!(
             "{} geometric mean {:.1}% of cuBLAS, worst {:.1}%, over {} runs",
             T::NAME,
@@ -163,15 +161,8 @@ fn one_shape<T: HalfHost>(
         "{:<26} {:>10} {:>9} {:>10}",
         "kernel", "ms", "TFLOP/s", "of cuBLAS"
     );
-    let time = |run: &mut dyn FnMut() -> streamline::Result<()>| -> Result<f64> {
-        run()?;
-        stream.synchronize().op("cuStreamSynchronize")?;
-        let mut t = Vec::with_capacity(a.repeat as usize);
-        for _ in 0..a.repeat {
-            t.push(time_on(&stream, &mut *run)?);
-        }
-        Ok(median(&t))
-    };
+    let time =
+        |run: &mut dyn FnMut() -> streamline::Result<()>| median_time(&stream, a.repeat, run);
     let check = |name: &str,
                  dc: &mut CudaSlice<T>,
                  run: &mut dyn FnMut(&mut CudaSlice<T>) -> streamline::Result<()>|
