@@ -16,57 +16,49 @@
 
 use core::arch::asm;
 
-/// Loads four 8 x 8 matrices of 16-bit elements from shared memory: lane `l` gives the address
-/// of row `l % 8` of matrix `l / 8` (16 contiguous bytes) and receives, in register `j`, the
-/// elements `(l / 4, 2 (l % 4))` and `(l / 4, 2 (l % 4) + 1)` of matrix `j`.
-///
-/// # Safety
-/// All 32 lanes must call it together, each with a 16-byte aligned shared address of 16
-/// initialised bytes. sm_75 or newer.
-#[inline(always)]
-pub unsafe fn ldmatrix_x4(addr: u32) -> [u32; 4] {
-    let r: [u32; 4];
-    // SAFETY: guaranteed by the caller; reads shared memory only.
-    unsafe {
-        let (a, b, c, d): (u32, u32, u32, u32);
-        asm!(
-            "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{a}, {b}, {c}, {d}}}, [{p}];",
-            a = out(reg32) a,
-            b = out(reg32) b,
-            c = out(reg32) c,
-            d = out(reg32) d,
-            p = in(reg32) addr,
-            options(nostack, readonly, preserves_flags)
-        );
-        r = [a, b, c, d];
-    }
-    r
+/// Defines an `ldmatrix.x4` load, `$shape` being `""` or `".trans"`.
+macro_rules! ldmatrix_op {
+    ($(#[$doc:meta])* $name:ident, $shape:literal) => {
+        $(#[$doc])*
+        #[inline(always)]
+        pub unsafe fn $name(addr: u32) -> [u32; 4] {
+            let (a, b, c, d): (u32, u32, u32, u32);
+            // SAFETY: guaranteed by the caller; reads shared memory only.
+            unsafe {
+                asm!(
+                    concat!("ldmatrix.sync.aligned.m8n8.x4", $shape, ".shared.b16 {{{a}, {b}, {c}, {d}}}, [{p}];"),
+                    a = out(reg32) a,
+                    b = out(reg32) b,
+                    c = out(reg32) c,
+                    d = out(reg32) d,
+                    p = in(reg32) addr,
+                    options(nostack, readonly, preserves_flags)
+                );
+            }
+            [a, b, c, d]
+        }
+    };
 }
 
-/// [`ldmatrix_x4`] with each matrix transposed: register `j` of lane `l` holds the elements
-/// `(2 (l % 4), l / 4)` and `(2 (l % 4) + 1, l / 4)` of matrix `j` (the `B` fragment of a
-/// row-major `B`).
-///
-/// # Safety
-/// As for [`ldmatrix_x4`].
-#[inline(always)]
-pub unsafe fn ldmatrix_x4_trans(addr: u32) -> [u32; 4] {
-    let r: [u32; 4];
-    // SAFETY: guaranteed by the caller; reads shared memory only.
-    unsafe {
-        let (a, b, c, d): (u32, u32, u32, u32);
-        asm!(
-            "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{a}, {b}, {c}, {d}}}, [{p}];",
-            a = out(reg32) a,
-            b = out(reg32) b,
-            c = out(reg32) c,
-            d = out(reg32) d,
-            p = in(reg32) addr,
-            options(nostack, readonly, preserves_flags)
-        );
-        r = [a, b, c, d];
-    }
-    r
+ldmatrix_op! {
+    /// Loads four 8 x 8 matrices of 16-bit elements from shared memory: lane `l` gives the
+    /// address of row `l % 8` of matrix `l / 8` (16 contiguous bytes) and receives, in register
+    /// `j`, the elements `(l / 4, 2 (l % 4))` and `(l / 4, 2 (l % 4) + 1)` of matrix `j`.
+    ///
+    /// # Safety
+    /// All 32 lanes must call it together, each with a 16-byte aligned shared address of 16
+    /// initialised bytes. sm_75 or newer.
+    ldmatrix_x4, ""
+}
+
+ldmatrix_op! {
+    /// [`ldmatrix_x4`] with each matrix transposed: register `j` of lane `l` holds the elements
+    /// `(2 (l % 4), l / 4)` and `(2 (l % 4) + 1, l / 4)` of matrix `j` (the `B` fragment of a
+    /// row-major `B`).
+    ///
+    /// # Safety
+    /// As for [`ldmatrix_x4`].
+    ldmatrix_x4_trans, ".trans"
 }
 
 macro_rules! mma_op {
