@@ -562,6 +562,26 @@ fn heavy(py: Python<'_>, io: Io, dtype: &str) -> PyResult<()> {
     }
 }
 
+/// The product of `dims` `(m, n, k)` with row strides `(lda, ldb, ldc)`, as the Python side
+/// passes them.
+fn gemm(
+    dims: (usize, usize, usize),
+    strides: (usize, usize, usize),
+    alpha: f32,
+    beta: f32,
+) -> Gemm {
+    Gemm {
+        m: dims.0,
+        n: dims.1,
+        k: dims.2,
+        lda: strides.0,
+        ldb: strides.1,
+        ldc: strides.2,
+        alpha,
+        beta,
+    }
+}
+
 /// `C = alpha A @ B + beta C` (row-major f32; `dims` `(m, n, k)`, `strides` `(lda, ldb, ldc)`,
 /// each array spanning its rows up to the end of the last).
 #[pyfunction]
@@ -576,16 +596,7 @@ fn sgemm(
     alpha: f32,
     beta: f32,
 ) -> PyResult<()> {
-    let g = Gemm {
-        m: dims.0,
-        n: dims.1,
-        k: dims.2,
-        lda: strides.0,
-        ldb: strides.1,
-        ldc: strides.2,
-        alpha,
-        beta,
-    };
+    let g = gemm(dims, strides, alpha, beta);
     let (a, b, c) = arrays;
     on_stream(py, device, stream, &[("c", "out")], |gpu, s| {
         g.validate()?;
@@ -616,16 +627,7 @@ fn hgemm(
     beta: f32,
     dtype: &str,
 ) -> PyResult<()> {
-    let g = Gemm {
-        m: dims.0,
-        n: dims.1,
-        k: dims.2,
-        lda: strides.0,
-        ldb: strides.1,
-        ldc: strides.2,
-        alpha,
-        beta,
-    };
+    let g = gemm(dims, strides, alpha, beta);
     let (a, b, c) = arrays;
     let auto = hgemm_op::HgemmKernel::Auto;
     match dtype {
