@@ -92,6 +92,12 @@ const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
         0,
         "libdevice sincosf Payne-Hanek reduction (f16 inputs never reach it)",
     ),
+    (
+        "heavy_bf16",
+        32,
+        0,
+        "libdevice sincosf Payne-Hanek reduction for |x| > 105615",
+    ),
     // The fused augmentation's 7-tap kernels (one tile or a strip of them per block, each
     // rotation) are bounded so that four blocks (their shared memory allows four) share an SM:
     // 64 registers for the strips' eight warps, 72 for the one-tile kernels' seven. A few
