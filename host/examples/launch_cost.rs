@@ -7,7 +7,7 @@
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, PushKernelArg};
 use std::time::Instant;
 use streamline::ops::image::{rotate, Interp, PerImage, Shape};
-use streamline::Gpu;
+use streamline::{Gpu, LaunchConfig};
 use streamline_abi::image::{RotateParams, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, ROTATE_NEAREST};
 
 /// The parameter struct as cudarc's launch builder takes it.
@@ -101,8 +101,9 @@ fn main() -> anyhow::Result<()> {
     let block = (IMAGE_BLOCK_X, IMAGE_BLOCK_Y, 1);
     // SAFETY: the parameters address `x` and `y`, which outlive every launch below, and the
     // grid covers every output pixel with one row per thread.
-    per_call("Gpu::launch", &gpu, || unsafe {
-        Ok(gpu.launch(&st, ROTATE_NEAREST, grid, block, p)?)
+    let module = gpu.kernels()?;
+    per_call("Module::launch", &gpu, || unsafe {
+        Ok(module.launch(&st, ROTATE_NEAREST, LaunchConfig::new(grid, block), p)?)
     })?;
     let f = gpu.kernels()?.function(ROTATE_NEAREST)?.clone();
     let cfg = cudarc::driver::LaunchConfig {

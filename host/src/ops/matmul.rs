@@ -360,8 +360,10 @@ fn split_k(
     }
     let scratch = Scratch::new(stream, total * 4)?;
     let pp = scratch.ptr;
-    let (ap, _ra) = a.device_ptr(stream);
-    let (bp, _rb) = b.device_ptr(stream);
+    let module = gpu.kernels()?;
+    let mut launch = module.prepare(stream, t.spec);
+    let ap = launch.read(a);
+    let bp = launch.read(b);
     let params = SplitKParams {
         gemm: g.params(ap, bp, 0),
         partials: pp,
@@ -373,8 +375,9 @@ fn split_k(
     // (`slices = ceil(k / k_slice)`), so the kernel's sub-matrices lie inside them; the
     // partials hold `slices` planes of `m` rows of `splitk_row_stride(n)`; the shared size and
     // block are the tiling's.
-    unsafe { gpu.kernels()?.launch(stream, t.spec, cfg, params)? };
-    let (cp, _wc) = c.device_ptr_mut(stream);
+    unsafe { launch.run(cfg, params)? };
+    let mut launch = module.prepare(stream, SGEMM_SPLITK_REDUCE);
+    let cp = launch.write(c);
     let reduce = SplitKReduceParams {
         partials: pp,
         c: cp,
@@ -393,12 +396,8 @@ fn split_k(
     // `m x n` at stride `ldc` (checked); the kernel strides over the `m n` elements.
     unsafe {
         let per_block = (SPLITK_REDUCE_BLOCK, SPLITK_REDUCE_BLOCK as u64);
-        gpu.launch_strided(
-            stream,
-            SGEMM_SPLITK_REDUCE,
-            steps as u64,
-            per_block,
-            1 << 16,
+        launch.run(
+            LaunchConfig::strided(steps as u64, per_block, 1 << 16),
             reduce,
         )
     }

@@ -2,7 +2,7 @@
 //! kernels loaded when one is first launched (a program that launches only its own kernels
 //! never loads them), and the launch helpers Streamline's launchers use.
 
-use super::config::{DeviceLimits, LaunchConfig};
+use super::config::DeviceLimits;
 use super::image::{EmbeddedModule, KernelImage, KERNELS, SOURCE_HASH};
 use super::module::Module;
 use super::{driver_present, driver_version};
@@ -11,7 +11,6 @@ use cudarc::driver::sys::CUdevice_attribute as Attr;
 use cudarc::driver::{CudaContext, CudaStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
-use streamline_device::Kernel;
 
 /// Static facts about a device.
 #[derive(Clone, Debug)]
@@ -218,61 +217,5 @@ impl Gpu {
     /// The loaded Streamline kernel image (loaded now if this is its first use).
     pub fn image(&self) -> Result<&KernelImage> {
         Ok(self.kernels()?.image())
-    }
-
-    /// Launches one of Streamline's own kernels: [`Module::launch`] on [`Gpu::kernels`] with a
-    /// grid, a block and no dynamic shared memory.
-    ///
-    /// # Safety
-    /// As for [`Module::launch`].
-    pub unsafe fn launch<P: bytemuck::Pod>(
-        &self,
-        stream: &CudaStream,
-        kernel: Kernel<P>,
-        grid: (u32, u32, u32),
-        block: (u32, u32, u32),
-        params: P,
-    ) -> Result<()> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe {
-            self.kernels()?
-                .launch(stream, kernel, LaunchConfig::new(grid, block), params)
-        }
-    }
-
-    /// [`Gpu::launch`] over `items` on the grid of [`LaunchConfig::strided`].
-    ///
-    /// # Safety
-    /// As for [`Module::launch`].
-    pub unsafe fn launch_strided<P: bytemuck::Pod>(
-        &self,
-        stream: &CudaStream,
-        kernel: Kernel<P>,
-        items: u64,
-        (block, per_block): (u32, u64),
-        max_blocks: u32,
-        params: P,
-    ) -> Result<()> {
-        let cfg = LaunchConfig::strided(items, (block, per_block), max_blocks);
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.kernels()?.launch(stream, kernel, cfg, params) }
-    }
-
-    /// [`Gpu::launch`] with `shared_bytes` of dynamic shared memory per block.
-    ///
-    /// # Safety
-    /// As for [`Module::launch`].
-    pub unsafe fn launch_shared<P: bytemuck::Pod>(
-        &self,
-        stream: &CudaStream,
-        kernel: Kernel<P>,
-        grid: (u32, u32, u32),
-        block: (u32, u32, u32),
-        shared_bytes: u32,
-        params: P,
-    ) -> Result<()> {
-        let cfg = LaunchConfig::new(grid, block).with_shared(shared_bytes);
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.kernels()?.launch(stream, kernel, cfg, params) }
     }
 }

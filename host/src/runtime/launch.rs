@@ -218,6 +218,13 @@ impl<'a, P: bytemuck::Pod> Launch<'a, P> {
         ptr
     }
 
+    /// This launch for `kernel` instead, with the buffers already taken: for a launcher that
+    /// picks among kernels of one parameter struct by the addresses it was given (their
+    /// alignment, say).
+    pub fn instead(self, kernel: Kernel<P>) -> Self {
+        Launch { kernel, ..self }
+    }
+
     /// Queues the kernel (see [`Module::launch`]); the buffers' accesses are recorded once it
     /// is queued.
     ///

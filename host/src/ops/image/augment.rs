@@ -7,7 +7,7 @@ use super::{
 };
 use crate::engine::params;
 use crate::error::{DriverContext, Error, Result};
-use crate::runtime::Gpu;
+use crate::runtime::{Gpu, LaunchConfig};
 use crate::spec::image::{AugmentConfig, AugmentDraw};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice};
 use std::sync::Arc;
@@ -369,7 +369,10 @@ impl Augment {
             return Ok(());
         };
         let sp = *sp;
-        let (dp, _d) = self.fused.device_ptr(stream);
+        let mut launch = gpu.kernels()?.prepare(stream, AUGMENT_DRAW);
+        // The draw writes the fused arrays, which only this augmentation's work on `stream`
+        // uses.
+        let dp = launch.read(&*self.fused);
         let (lo, hi) = self.cfg.sigma;
         let p = AugmentDrawParams {
             state: sp,
@@ -388,15 +391,7 @@ impl Augment {
         // SAFETY: the state holds four u32 and the fused arrays `6 n` values before the
         // statistics; one block of the kernel's size; nothing else uses them meanwhile (work
         // on them is ordered by `stream`).
-        unsafe {
-            gpu.launch(
-                stream,
-                AUGMENT_DRAW,
-                (1, 1, 1),
-                (AUGMENT_DRAW_BLOCK, 1, 1),
-                p,
-            )
-        }
+        unsafe { launch.run(LaunchConfig::new((1, 1, 1), (AUGMENT_DRAW_BLOCK, 1, 1)), p) }
     }
 
     /// Runs the fused kernel: `x` uint8 of [`Augment::input_shape`], `y` f32 of
@@ -427,7 +422,6 @@ impl Augment {
         };
         let (grid, tiles, tiles_x) =
             tile_grid("size", (out.h, out.w), (TILE, TILE * strip as u32), out.n)?;
-        let (xp, _r) = x.device_ptr(stream);
         // A graph that captures this run keeps the arrays (and the generator) alive after the
         // augmentation goes.
         let rng = match &self.draw {
@@ -435,8 +429,13 @@ impl Augment {
             Drawn::Host(..) => None,
         };
         params::keep_in_capture(stream, Box::new((self.fused.clone(), rng)))?;
-        let (fp, _f) = self.fused.device_ptr(stream);
-        let (yp, _w) = y.device_ptr_mut(stream);
+        let (c, k) = (self.shape.c as u32, self.cfg.kernel_size as u32);
+        let nearest = self.cfg.interp == Interp::Nearest;
+        let kernel = augment_kernel(c, k, strip as u32, nearest, self.dyadic);
+        let mut launch = gpu.kernels()?.prepare(stream, kernel);
+        let xp = launch.read(x);
+        let fp = launch.read(&*self.fused);
+        let yp = launch.write(y);
         let at = FusedArrays::of(self.shape.n);
         let f32_at = |i: usize| fp + (4 * i) as u64;
         let p = AugmentParams {
@@ -465,8 +464,7 @@ impl Augment {
             strip: strip as u32,
             pad: 0,
         };
-        let (c, k) = (self.shape.c as u32, self.cfg.kernel_size as u32);
-        let dyadic = augment_takes_dyadic(k, p.nearest != 0, self.dyadic);
+        let dyadic = augment_takes_dyadic(k, nearest, self.dyadic);
         let smem = augment_shared_bytes(c, k, dyadic);
         let max = gpu.info().limits.max_shared_per_block;
         if smem > max {
@@ -482,12 +480,14 @@ impl Augment {
                 ),
             ));
         }
-        let kernel = augment_kernel(p.channels, p.ksize, p.strip, p.nearest != 0, self.dyadic);
         self.draw_on_device(gpu, stream)?;
         // SAFETY: every parameter was validated in `Augment::new` (channels, crop, size, kernel
         // size, per-image arrays of `n`), lengths checked above; the shared memory is what the
         // kernel uses for these sizes, and the block fills the kernel's launch bound.
-        unsafe { gpu.launch_shared(stream, kernel, grid, augment_block_dim(kernel), smem, p) }
+        unsafe {
+            let cfg = LaunchConfig::new(grid, augment_block_dim(kernel)).with_shared(smem);
+            launch.run(cfg, p)
+        }
     }
 
     /// Runs the same transform as six separate kernels with their intermediates in `scratch`

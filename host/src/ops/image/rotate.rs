@@ -2,7 +2,7 @@
 
 use super::{check_len, column_grid, layout_bits, PerImage, Shape, BLOCK};
 use crate::error::{Error, Result};
-use crate::runtime::Gpu;
+use crate::runtime::{Gpu, LaunchConfig};
 use crate::spec::image::{Interp, Layout};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use streamline_abi::image::{
@@ -59,11 +59,12 @@ pub fn rotate_relayout(
         return Err(Error::arg("fill", format!("{f}: must be finite")));
     }
     let layout = layout_bits((from, to), (ROTATE_NHWC_IN, ROTATE_NHWC_OUT));
-    let (xp, _r) = x.device_ptr(stream);
     // A graph that captures this launch keeps the angles alive after their owner goes.
     crate::engine::params::keep_in_capture(stream, Box::new(angles.dev.clone()))?;
-    let (ap, _a) = angles.dev.device_ptr(stream);
-    let (yp, _w) = y.device_ptr_mut(stream);
+    let mut launch = gpu.kernels()?.prepare(stream, ROTATE_BILINEAR_STAGED);
+    let xp = launch.read(x);
+    let ap = launch.read(&*angles.dev);
+    let yp = launch.write(y);
     let mut p = RotateParams {
         x: xp,
         y: yp,
@@ -85,10 +86,11 @@ pub fn rotate_relayout(
             shape.n as u32,
         );
         let smem = rotate_staged_shared_bytes(shape.c as u32);
+        let cfg = LaunchConfig::new(grid, BLOCK).with_shared(smem);
         // SAFETY: lengths checked against `shape`; one angle per image; `staged` checked the
         // input's alignment, width, channels and the grid's limits; the grid covers every
         // output tile with the kernel's shared memory.
-        return unsafe { gpu.launch_shared(stream, ROTATE_BILINEAR_STAGED, grid, BLOCK, smem, p) };
+        return unsafe { launch.run(cfg, p) };
     }
     let kernel = match (mode, layout) {
         (Interp::Nearest, 0) => ROTATE_NEAREST,
@@ -101,7 +103,11 @@ pub fn rotate_relayout(
     p.rows = rows;
     // SAFETY: lengths checked against `shape`; one angle per image; the grid covers every
     // output pixel; `kernel` reads the layouts `layout` names.
-    unsafe { gpu.launch(stream, kernel, grid, BLOCK, p) }
+    unsafe {
+        launch
+            .instead(kernel)
+            .run(LaunchConfig::new(grid, BLOCK), p)
+    }
 }
 
 /// Whether a bilinear NCHW rotation of `shape` whose input starts at device address `x` takes
