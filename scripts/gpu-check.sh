@@ -88,7 +88,10 @@ done
 
 step "SASS of the kernels (instruction counts)"
 if command -v cuobjdump >/dev/null; then
-  cuobjdump -sass "$here/sass/gpu_kernels_sm_90.cubin" > "$out/sass_sm_90.txt" && echo "wrote $out/sass_sm_90.txt"
+  kernels=$(mktemp -d)
+  "$here/streamline" info --write-kernels "$kernels" > /dev/null &&
+    cuobjdump -sass "$kernels/sm_90/gpu_kernels.cubin" > "$out/sass_sm_90.txt" && echo "wrote $out/sass_sm_90.txt"
+  rm -rf "$kernels"
 fi
 
 step "cold start: empty driver cache, then warm"

@@ -1,10 +1,23 @@
 //! `streamline info`.
 
-use anyhow::Result;
-use std::path::Path;
+use anyhow::{Context, Result};
+use clap::Args;
+use std::path::{Path, PathBuf};
 use streamline::runtime::{device_count, driver_version, Gpu, KERNELS, SOURCE_HASH};
 
-pub fn run(device: usize, ptx: Option<&Path>) -> Result<()> {
+#[derive(Args)]
+pub struct InfoArgs {
+    /// Write the embedded kernels into DIR instead, as the build wrote them: for each
+    /// architecture `DIR/ARCH/gpu_kernels.manifest.json` with its machine code
+    /// (`gpu_kernels.cubin`) and, where embedded, its PTX (`gpu_kernels.ptx`). Needs no GPU.
+    #[arg(long, value_name = "DIR")]
+    write_kernels: Option<PathBuf>,
+}
+
+pub fn run(device: usize, ptx: Option<&Path>, args: InfoArgs) -> Result<()> {
+    if let Some(dir) = &args.write_kernels {
+        return write_kernels(dir);
+    }
     println!(
         "embedded kernels: {} (kernel sources {})",
         KERNELS.contents(),
@@ -48,6 +61,29 @@ pub fn run(device: usize, ptx: Option<&Path>) -> Result<()> {
                 f.shared_size_bytes().unwrap_or(-1),
                 f.local_size_bytes().unwrap_or(-1)
             );
+        }
+    }
+    Ok(())
+}
+
+/// Writes every embedded architecture's code and manifest under `dir`.
+fn write_kernels(dir: &Path) -> Result<()> {
+    for a in KERNELS.archs {
+        let image = KERNELS.arch_image(a.arch)?;
+        let d = dir.join(a.arch);
+        std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+        let write = |name: &str, bytes: &[u8]| {
+            let path = d.join(name);
+            std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+            println!("wrote {} ({} bytes)", path.display(), bytes.len());
+            anyhow::Ok(())
+        };
+        write("gpu_kernels.manifest.json", a.manifest.as_bytes())?;
+        if let Some(cubin) = &image.cubin {
+            write("gpu_kernels.cubin", cubin)?;
+        }
+        if let Some(ptx) = &image.ptx {
+            write("gpu_kernels.ptx", ptx.as_bytes())?;
         }
     }
     Ok(())

@@ -31,7 +31,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Driver, devices, embedded PTX architectures and per-kernel resources.
-    Info,
+    Info(info::InfoArgs),
     /// Seed 000: the heavy computation on one stream vs split over K streams.
     Heavy(heavy::HeavyArgs),
     /// Matmul (C = alpha A B + beta C) in f32, bf16 or f16, optionally against cuBLAS and the
@@ -71,7 +71,7 @@ fn restore_sigpipe() {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Info => info::run(cli.device, cli.ptx.as_deref()),
+        Command::Info(a) => info::run(cli.device, cli.ptx.as_deref(), a),
         Command::Heavy(a) => heavy::run(cli.device, cli.ptx.as_deref(), a),
         Command::Matmul(a) => matmul::run(cli.device, cli.ptx.as_deref(), a),
         Command::Bench(a) => bench::run(cli.device, cli.ptx.as_deref(), a),

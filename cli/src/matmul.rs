@@ -153,6 +153,22 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, a: MatmulArgs) -> Resul
     Ok(())
 }
 
+/// The element counts of A, B and C (see [`Gemm::validate`]), refused unless A, B and two
+/// C of `elem` bytes each fit in the device's free memory.
+pub fn operands_fit(gpu: &Gpu, g: &Gemm, elem: u128) -> Result<(usize, usize, usize)> {
+    let (na, nb, nc) = g.validate()?;
+    let bytes = elem * (na as u128 + nb as u128 + 2 * nc as u128);
+    let (free, _) = gpu.context().mem_get_info().op("cuMemGetInfo")?;
+    if bytes > free as u128 {
+        bail!(
+            "the shape needs {} MiB of device memory, {} MiB are free",
+            bytes >> 20,
+            free >> 20
+        );
+    }
+    Ok((na, nb, nc))
+}
+
 /// What one shape measured: each kernel's median ms (in the order run), cuBLAS's, and whether
 /// a check failed.
 struct ShapeResult {
@@ -162,20 +178,11 @@ struct ShapeResult {
 }
 
 fn one_shape(gpu: &Gpu, g: &Gemm, a: &MatmulArgs) -> Result<ShapeResult> {
-    let (na, nb, nc) = g.validate()?;
     let kernels: Vec<Kernel> = match a.kernel.as_str() {
         "all" => SGEMM_ALL.iter().map(Kernel::Fixed).collect(),
         s => vec![Kernel::parse(s)?],
     };
-    let bytes = 4 * (na as u128 + nb as u128 + 2 * nc as u128);
-    let (free, _) = gpu.context().mem_get_info().op("cuMemGetInfo")?;
-    if bytes > free as u128 {
-        bail!(
-            "the shape needs {} MiB of device memory, {} MiB are free",
-            bytes >> 20,
-            free >> 20
-        );
-    }
+    let (na, nb, nc) = operands_fit(gpu, g, 4)?;
     let stream = gpu.stream().clone();
     let ha = randn_f32(na, a.seed);
     let hb = randn_f32(nb, a.seed.wrapping_add(1));

@@ -1,7 +1,7 @@
 //! `streamline matmul --dtype bf16|f16`: our tensor-core product beside cuBLAS's `GemmEx` on the
 //! same inputs in the same run, optionally checked against the f64 CPU reference.
 
-use crate::matmul::{check_rows, geomean_and_worst, median_time, MatmulArgs};
+use crate::matmul::{check_rows, geomean_and_worst, median_time, operands_fit, MatmulArgs};
 use anyhow::{bail, Context, Result};
 use cudarc::driver::CudaSlice;
 use half::{bf16, f16};
@@ -116,16 +116,7 @@ fn one_shape<T: HalfHost>(
     a: &MatmulArgs,
     kernels: &[HgemmKernel],
 ) -> Result<(bool, Vec<Row>)> {
-    let (na, nb, nc) = g.validate()?;
-    let bytes = 2 * (na as u128 + nb as u128 + 2 * nc as u128);
-    let (free, _) = gpu.context().mem_get_info().op("cuMemGetInfo")?;
-    if bytes > free as u128 {
-        bail!(
-            "the shape needs {} MiB of device memory, {} MiB are free",
-            bytes >> 20,
-            free >> 20
-        );
-    }
+    let (na, nb, nc) = operands_fit(gpu, g, 2)?;
     let stream = gpu.stream().clone();
     let round = |v: Vec<f32>| -> (Vec<T>, Vec<f32>) {
         let h: Vec<T> = v.into_iter().map(T::from_f32).collect();

@@ -6,34 +6,17 @@ call on another of several inputs that together exceed L2.
 
     python3 examples/python/heavy_bench.py
 """
-import statistics
-
 import torch
+from _timing import input_count, median_ms
 
 import streamline as sl
 
 SIZES = [10_000_000, 100_000_000]
-ROTATE_BYTES = 256 << 20
 dev = torch.device("cuda")
 
 
 def heavy(t):  # seed 000's heavy_computation
     return t.pow(2) + t.pow(3) * torch.sin(t) * torch.cos(t) + torch.tan(t)
-
-
-def median_ms(fn, inputs):
-    runs = max(len(inputs) * 10, 50)
-    times = []
-    for r in range(runs):
-        x = inputs[r % len(inputs)]
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(x)
-        end.record()
-        end.synchronize()
-        if r >= len(inputs):
-            times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def main():
@@ -42,7 +25,7 @@ def main():
     for n in SIZES:
         for dtype, name in [(torch.float32, "f32"), (torch.float16, "f16"), (torch.bfloat16, "bf16")]:
             nbytes = n * torch.finfo(dtype).bits // 8
-            count = max(2, -(-ROTATE_BYTES // nbytes))
+            count = input_count(nbytes)
             inputs = [torch.randn(n, device=dev).to(dtype) for _ in range(count)]
             out = torch.empty(n, device=dev, dtype=dtype)
             ours = median_ms(lambda x, y=out: sl.heavy(x, out=y), inputs)

@@ -10,31 +10,14 @@ atomics; torchvision has none). Prints JSON lines.
     python3 examples/python/roi_align_bench.py
 """
 import json
-import statistics
-
 import torch
 import torchvision.ops as ops
+from _timing import median_ms
 
 import streamline as sl
 
 dev = torch.device("cuda")
-SETS, REPS = 4, 25
-
-
-def timed(fn, sets):
-    for s in sets[:2]:
-        fn(*s)
-    torch.cuda.synchronize()
-    times = []
-    for r in range(REPS):
-        s = sets[r % len(sets)]
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn(*s)
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+SETS = 4
 
 
 def boxes_for(n, per, h, w, lo, hi, g):
@@ -56,17 +39,17 @@ def case(name, shape, per, lo, hi, out, ratio, aligned):
         gy = torch.randn(n * per, c, out, out, device=dev)
         sets.append((x, b, gy))
     fwd = {
-        "torchvision": timed(lambda x, b, gy: ops.roi_align(x, b, out, 1.0, ratio, aligned), sets),
-        "streamline": timed(lambda x, b, gy: sl.roi_align(x, b, out, 1.0, ratio, aligned), sets),
+        "torchvision": median_ms(lambda x, b, gy: ops.roi_align(x, b, out, 1.0, ratio, aligned), sets),
+        "streamline": median_ms(lambda x, b, gy: sl.roi_align(x, b, out, 1.0, ratio, aligned), sets),
     }
 
     def tv_backward(x, b, gy):
         torch.ops.torchvision._roi_align_backward(gy, b, 1.0, out, out, n, c, h, w, ratio, aligned)
 
     bwd = {
-        "torchvision": timed(tv_backward, sets),
-        "streamline": timed(lambda x, b, gy: sl.roi_align_backward(gy, b, shape, out, 1.0, ratio, aligned), sets),
-        "streamline_deterministic": timed(
+        "torchvision": median_ms(tv_backward, sets),
+        "streamline": median_ms(lambda x, b, gy: sl.roi_align_backward(gy, b, shape, out, 1.0, ratio, aligned), sets),
+        "streamline_deterministic": median_ms(
             lambda x, b, gy: sl.roi_align_backward(gy, b, shape, out, 1.0, ratio, aligned, deterministic=True), sets),
     }
     for what, t in (("forward", fwd), ("backward", bwd)):

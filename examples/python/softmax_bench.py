@@ -6,28 +6,11 @@ the same columns as the Rust bench, so both can run in one command on the GPU ma
 
     cargo run --release -p softmax -- bench && python3 examples/python/softmax_bench.py
 """
-import statistics
-
 import torch
+from _timing import input_count, median_ms
 
 SHAPES = [(4096, 1000), (16384, 1000), (8192, 4096), (4096, 32768)]
-ROTATE_BYTES = 256 << 20
 dev = torch.device("cuda")
-
-
-def median_ms(fn, inputs):
-    runs = max(len(inputs) * 10, 50)
-    times = []
-    for r in range(runs):
-        x = inputs[r % len(inputs)]
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(x)
-        end.record()
-        end.synchronize()
-        if r >= len(inputs):
-            times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def main():
@@ -35,7 +18,7 @@ def main():
     for rows, cols in SHAPES:
         for dtype, name in [(torch.float32, "f32"), (torch.bfloat16, "bf16")]:
             nbytes = rows * cols * torch.finfo(dtype).bits // 8
-            count = max(2, -(-ROTATE_BYTES // nbytes))
+            count = input_count(nbytes)
             inputs = [torch.randn(rows, cols, device=dev).to(dtype) for _ in range(count)]
             out = torch.empty(rows, cols, device=dev, dtype=dtype)
             k = median_ms(lambda x: torch.softmax(x, dim=-1), inputs)

@@ -347,28 +347,6 @@ fn bundle() -> Result<()> {
     ] {
         std::fs::copy(ws.join("scripts").join(script), dir.join(script))?;
     }
-    // The highest portable architecture's PTX (for `--ptx`, which has the driver compile it) and
-    // its machine code (for its SASS), kept apart so that `--ptx` finds no cubin beside the PTX.
-    let built = build(
-        &ARCHS_WITH_SM90A
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<Vec<_>>(),
-    )?;
-    if let Some(b) = built.iter().rev().find(|b| !b.arch.ends_with('a')) {
-        let d = dir.join("ptx").join(&b.arch);
-        std::fs::create_dir_all(&d)?;
-        std::fs::copy(&b.ptx, d.join("gpu_kernels.ptx"))?;
-        std::fs::copy(&b.manifest_path, d.join("gpu_kernels.manifest.json"))?;
-        if let Some(cubin) = &b.cubin {
-            std::fs::create_dir_all(dir.join("sass"))?;
-            std::fs::copy(
-                cubin,
-                dir.join("sass")
-                    .join(format!("gpu_kernels_{}.cubin", b.arch)),
-            )?;
-        }
-    }
     // The Python package: its wheel, tests and examples, and the saxpy example's kernels for
     // the test that launches a user's kernel module from Python.
     let whl = wheel()?;
