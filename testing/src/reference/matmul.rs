@@ -99,6 +99,16 @@ pub struct Comparison {
     pub worst_at: (usize, usize),
 }
 
+impl std::fmt::Display for Comparison {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} of {} outside the bound (unwritten elements count too); worst err/bound {} at {:?}",
+            self.outside, self.checked, self.worst_ratio, self.worst_at
+        )
+    }
+}
+
 /// Compares `c` against the reference rows.
 pub fn compare(g: &Gemm, c: &[f32], reference: &[RowCheck]) -> Comparison {
     let mut out = Comparison::default();
