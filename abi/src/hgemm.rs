@@ -6,79 +6,98 @@
 //! addresses 16-byte aligned and `lda`, `ldb`, `ldc` multiples of 8 ([`HGEMM_ALIGN`]), as the
 //! tensor-core loads (and the TMA) require.
 
-use crate::{declare, Kernel};
+use crate::{declare, params, DevPtr, DevPtrMut, Kernel};
+use streamline_device::element::{bf16, f16, Element};
 
 /// Elements per 16 bytes: the alignment of rows (`lda`, `ldb`, `ldc`) the kernels require.
 pub const HGEMM_ALIGN: u32 = 8;
 
-/// Parameters of every `hgemm_*` kernel.
-///
-/// `A` is `m x k` with row stride `lda` (elements), `B` is `k x n` with row stride `ldb`, `C` is
-/// `m x n` with row stride `ldc`, all of the kernel's element type. When `beta == 0`, `C` is not
-/// read (BLAS semantics).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct HgemmParams {
-    /// Device address of `A`.
-    pub a: u64,
-    /// Device address of `B`.
-    pub b: u64,
-    /// Device address of `C`.
-    pub c: u64,
-    /// Device address of three TMA tensor maps (128 bytes each, 64-byte aligned), `A`'s, `B`'s
-    /// and `C`'s, for the kernels that copy with the TMA ([`HgemmTiling::tma`]); 0 for the
-    /// others.
-    pub maps: u64,
-    /// Rows of `A` and `C`.
-    pub m: u32,
-    /// Columns of `B` and `C`.
-    pub n: u32,
-    /// Columns of `A`, rows of `B`.
-    pub k: u32,
-    /// Row stride of `A` in elements (`>= k`, a multiple of [`HGEMM_ALIGN`]).
-    pub lda: u32,
-    /// Row stride of `B` in elements (`>= n`, a multiple of [`HGEMM_ALIGN`]).
-    pub ldb: u32,
-    /// Row stride of `C` in elements (`>= n`, a multiple of [`HGEMM_ALIGN`]).
-    pub ldc: u32,
-    /// Scale of the product.
-    pub alpha: f32,
-    /// Scale of the old `C`; 0 means `C` is write-only.
-    pub beta: f32,
-    /// Slices `K` is cut into (1: none). With more, a persistent step computes each slice's
-    /// unscaled product into its own `m x n` plane of f32 at `partials` (row stride `n`), and
-    /// [`HgemmReduceParams`]' kernel finishes `C`.
-    pub slices: u32,
-    /// `K` tiles (of the step's `bk`) per slice, the last slice taking the rest.
-    pub slice_tiles: u32,
-    /// Device address of `slices * m * n` f32 (unused when `slices` is 1).
-    pub partials: u64,
+params! {
+    /// Parameters of every `hgemm_*` kernel.
+    ///
+    /// `A` is `m x k` with row stride `lda` (elements), `B` is `k x n` with row stride `ldb`, `C` is
+    /// `m x n` with row stride `ldc`, all of the kernel's element type. When `beta == 0`, `C` is not
+    /// read (BLAS semantics).
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct HgemmParams<T: Element> {
+        /// Device address of `A`.
+        pub a: DevPtr<T>,
+        /// Device address of `B`.
+        pub b: DevPtr<T>,
+        /// Device address of `C`.
+        pub c: DevPtrMut<T>,
+        /// Device address of three TMA tensor maps (128 bytes each, 64-byte aligned), `A`'s, `B`'s
+        /// and `C`'s, for the kernels that copy with the TMA ([`HgemmTiling::tma`]); 0 for the
+        /// others.
+        pub maps: DevPtr<TensorMap>,
+        /// Rows of `A` and `C`.
+        pub m: u32,
+        /// Columns of `B` and `C`.
+        pub n: u32,
+        /// Columns of `A`, rows of `B`.
+        pub k: u32,
+        /// Row stride of `A` in elements (`>= k`, a multiple of [`HGEMM_ALIGN`]).
+        pub lda: u32,
+        /// Row stride of `B` in elements (`>= n`, a multiple of [`HGEMM_ALIGN`]).
+        pub ldb: u32,
+        /// Row stride of `C` in elements (`>= n`, a multiple of [`HGEMM_ALIGN`]).
+        pub ldc: u32,
+        /// Scale of the product.
+        pub alpha: f32,
+        /// Scale of the old `C`; 0 means `C` is write-only.
+        pub beta: f32,
+        /// Slices `K` is cut into (1: none). With more, a persistent step computes each slice's
+        /// unscaled product into its own `m x n` plane of f32 at `partials` (row stride `n`), and
+        /// [`HgemmReduceParams`]' kernel finishes `C`.
+        pub slices: u32,
+        /// `K` tiles (of the step's `bk`) per slice, the last slice taking the rest.
+        pub slice_tiles: u32,
+        /// Device address of `slices * m * n` f32 (unused when `slices` is 1).
+        pub partials: DevPtrMut<f32>,
+    }
 }
 
-/// Parameters of `hgemm_splitk_reduce_*`: `C = alpha * (P_0 + P_1 + ...) + beta * C`, the
-/// planes added in slice order for every element, so results do not depend on scheduling.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct HgemmReduceParams {
-    /// Device address of the planes (`slices * m * n` f32, row stride `n`).
-    pub partials: u64,
-    /// Device address of `C`.
-    pub c: u64,
-    /// Rows of `C`.
-    pub m: u32,
-    /// Columns of `C`.
-    pub n: u32,
-    /// Row stride of `C` in elements.
-    pub ldc: u32,
-    /// Number of planes.
-    pub slices: u32,
-    /// Scale of the sum.
-    pub alpha: f32,
-    /// Scale of the old `C`; 0 means `C` is write-only.
-    pub beta: f32,
+/// The 128 bytes of a TMA tensor map (`CUtensorMap`), as [`HgemmParams::maps`] addresses them.
+pub type TensorMap = [u64; 16];
+
+// SAFETY: addresses, u32 and f32 fields whatever `T` is, laid out without padding (checked by
+// the test below); every bit pattern is a valid value.
+#[cfg(feature = "bytemuck")]
+unsafe impl<T: Element> bytemuck::Zeroable for HgemmParams<T> {}
+// SAFETY: as above.
+#[cfg(feature = "bytemuck")]
+unsafe impl<T: Element> bytemuck::Pod for HgemmParams<T> {}
+
+params! {
+    /// Parameters of `hgemm_splitk_reduce_*`: `C = alpha * (P_0 + P_1 + ...) + beta * C`, the
+    /// planes added in slice order for every element, so results do not depend on scheduling.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct HgemmReduceParams<T: Element> {
+        /// Device address of the planes (`slices * m * n` f32, row stride `n`).
+        pub partials: DevPtr<f32>,
+        /// Device address of `C`.
+        pub c: DevPtrMut<T>,
+        /// Rows of `C`.
+        pub m: u32,
+        /// Columns of `C`.
+        pub n: u32,
+        /// Row stride of `C` in elements.
+        pub ldc: u32,
+        /// Number of planes.
+        pub slices: u32,
+        /// Scale of the sum.
+        pub alpha: f32,
+        /// Scale of the old `C`; 0 means `C` is write-only.
+        pub beta: f32,
+    }
 }
+
+// SAFETY: as for `HgemmParams`: no field depends on `T`, no padding (checked below).
+#[cfg(feature = "bytemuck")]
+unsafe impl<T: Element> bytemuck::Zeroable for HgemmReduceParams<T> {}
+// SAFETY: as above.
+#[cfg(feature = "bytemuck")]
+unsafe impl<T: Element> bytemuck::Pod for HgemmReduceParams<T> {}
 
 /// Threads per block of `hgemm_splitk_reduce_*`.
 pub const HGEMM_REDUCE_BLOCK: u32 = 256;
@@ -87,9 +106,9 @@ pub const HGEMM_REDUCE_BLOCK: u32 = 256;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HgemmTiling {
     /// The bf16 kernel.
-    pub bf16: Kernel<HgemmParams>,
+    pub bf16: Kernel<HgemmParams<bf16>>,
     /// The f16 kernel.
-    pub f16: Kernel<HgemmParams>,
+    pub f16: Kernel<HgemmParams<f16>>,
     /// Rows of `C` per block.
     pub bm: u32,
     /// Columns of `C` per block.
@@ -127,28 +146,28 @@ pub const TMA_STORE_STAGES: u32 = 3;
 declare! {
     /// Step 1: `mma.sync` (m16n8k16) from `ldmatrix` fragments, `cp.async` stages, 128 x 128
     /// block tile, eight warps of 64 x 32.
-    pub const HGEMM_1_MMA_BF16: Kernel<HgemmParams> = Kernel::new("hgemm_1_mma_bf16").with_bounds(256, 1);
+    pub const HGEMM_1_MMA_BF16: Kernel<HgemmParams<bf16>> = Kernel::new("hgemm_1_mma_bf16").with_bounds(256, 1);
     /// [`HGEMM_1_MMA_BF16`] for f16.
-    pub const HGEMM_1_MMA_F16: Kernel<HgemmParams> = Kernel::new("hgemm_1_mma_f16").with_bounds(256, 1);
+    pub const HGEMM_1_MMA_F16: Kernel<HgemmParams<f16>> = Kernel::new("hgemm_1_mma_f16").with_bounds(256, 1);
     /// Step 2: warp-specialised `wgmma` (m64n256k16) fed by the TMA through an `mbarrier` ring;
     /// one producer warpgroup, two consumer warpgroups, 128 x 256 block tile. sm_90a only.
-    pub const HGEMM_2_WGMMA_BF16: Kernel<HgemmParams> = Kernel::new("hgemm_2_wgmma_bf16").with_bounds(384, 1).only_on("sm_90a");
+    pub const HGEMM_2_WGMMA_BF16: Kernel<HgemmParams<bf16>> = Kernel::new("hgemm_2_wgmma_bf16").with_bounds(384, 1).only_on("sm_90a");
     /// [`HGEMM_2_WGMMA_BF16`] for f16.
-    pub const HGEMM_2_WGMMA_F16: Kernel<HgemmParams> = Kernel::new("hgemm_2_wgmma_f16").with_bounds(384, 1).only_on("sm_90a");
+    pub const HGEMM_2_WGMMA_F16: Kernel<HgemmParams<f16>> = Kernel::new("hgemm_2_wgmma_f16").with_bounds(384, 1).only_on("sm_90a");
     /// Step 3: step 2 persistent, one block per multiprocessor walking the tiles, the next
     /// tile's stages loading during the last one's stores. sm_90a only.
-    pub const HGEMM_3_PERSISTENT_BF16: Kernel<HgemmParams> = Kernel::new("hgemm_3_persistent_bf16").with_bounds(384, 1).only_on("sm_90a");
+    pub const HGEMM_3_PERSISTENT_BF16: Kernel<HgemmParams<bf16>> = Kernel::new("hgemm_3_persistent_bf16").with_bounds(384, 1).only_on("sm_90a");
     /// [`HGEMM_3_PERSISTENT_BF16`] for f16.
-    pub const HGEMM_3_PERSISTENT_F16: Kernel<HgemmParams> = Kernel::new("hgemm_3_persistent_f16").with_bounds(384, 1).only_on("sm_90a");
+    pub const HGEMM_3_PERSISTENT_F16: Kernel<HgemmParams<f16>> = Kernel::new("hgemm_3_persistent_f16").with_bounds(384, 1).only_on("sm_90a");
     /// Step 4: step 3 with the results written through a staging area of shared memory by the
     /// TMA (where `beta` is 0), three stages. sm_90a only.
-    pub const HGEMM_4_TMA_STORE_BF16: Kernel<HgemmParams> = Kernel::new("hgemm_4_tma_store_bf16").with_bounds(384, 1).only_on("sm_90a");
+    pub const HGEMM_4_TMA_STORE_BF16: Kernel<HgemmParams<bf16>> = Kernel::new("hgemm_4_tma_store_bf16").with_bounds(384, 1).only_on("sm_90a");
     /// [`HGEMM_4_TMA_STORE_BF16`] for f16.
-    pub const HGEMM_4_TMA_STORE_F16: Kernel<HgemmParams> = Kernel::new("hgemm_4_tma_store_f16").with_bounds(384, 1).only_on("sm_90a");
+    pub const HGEMM_4_TMA_STORE_F16: Kernel<HgemmParams<f16>> = Kernel::new("hgemm_4_tma_store_f16").with_bounds(384, 1).only_on("sm_90a");
     /// The sum of split-K planes into a bf16 `C` (see [`HgemmReduceParams`]).
-    pub const HGEMM_SPLITK_REDUCE_BF16: Kernel<HgemmReduceParams> = Kernel::new("hgemm_splitk_reduce_bf16").with_bounds(256, 1);
+    pub const HGEMM_SPLITK_REDUCE_BF16: Kernel<HgemmReduceParams<bf16>> = Kernel::new("hgemm_splitk_reduce_bf16").with_bounds(256, 1);
     /// [`HGEMM_SPLITK_REDUCE_BF16`] into an f16 `C`.
-    pub const HGEMM_SPLITK_REDUCE_F16: Kernel<HgemmReduceParams> = Kernel::new("hgemm_splitk_reduce_f16").with_bounds(256, 1);
+    pub const HGEMM_SPLITK_REDUCE_F16: Kernel<HgemmReduceParams<f16>> = Kernel::new("hgemm_splitk_reduce_f16").with_bounds(256, 1);
 }
 
 /// Step 1's launch: 128 x 128 x 32 tiles, [`MMA_STAGES`] stages of `A` (128 x 32) and `B`
@@ -228,6 +247,20 @@ pub const GROUP_ROWS: u32 = 8;
 mod tests {
     extern crate std;
     use super::*;
+
+    #[test]
+    fn parameter_structs_have_no_padding() {
+        let sum = |f: &[streamline_device::params::FieldInfo]| f.iter().map(|f| f.size).sum();
+        use streamline_device::params::ParamFields;
+        assert_eq!(
+            core::mem::size_of::<HgemmParams<bf16>>(),
+            sum(<HgemmParams<bf16> as ParamFields>::FIELDS)
+        );
+        assert_eq!(
+            core::mem::size_of::<HgemmReduceParams<f16>>(),
+            sum(<HgemmReduceParams<f16> as ParamFields>::FIELDS)
+        );
+    }
 
     #[test]
     fn grouped_tiles_cover_the_grid_once() {

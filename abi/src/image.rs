@@ -11,7 +11,7 @@
 //! `u32::MAX` (`c * h * w <= 2^32 - 1`), so coordinates fit `i32` and offsets inside an image
 //! `u32` on the device; offsets of images in a batch are computed in 64 bits.
 
-use crate::{declare, Kernel};
+use crate::{declare, params, DevPtr, DevPtrMut, Kernel};
 
 /// Threads per block along x of the per-pixel image kernels (one warp along a row).
 pub const IMAGE_BLOCK_X: u32 = 32;
@@ -87,175 +87,181 @@ pub const ELEMENTWISE_BLOCK: u32 = 256;
 /// host refuses boxes that would need more, so a huge box cannot stall the device.
 pub const ROI_MAX_SAMPLES_PER_BIN: u32 = 1 << 16;
 
-/// `to_float`: `y[i] = f32(x[i]) * scale` for `n` bytes at `x`, `n` f32 at `y`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct ToFloatParams {
-    /// Device address of the `u8` input.
-    pub x: u64,
-    /// Device address of the f32 output.
-    pub y: u64,
-    /// Number of elements.
-    pub n: u64,
-    /// Multiplier: 1 (`ToDtype(float32)`) or `f32(1/255)` (`ToDtype(float32, scale=True)`).
-    pub scale: f32,
-    /// Padding (zero).
-    pub pad: u32,
+params! {
+    /// `to_float`: `y[i] = f32(x[i]) * scale` for `n` bytes at `x`, `n` f32 at `y`.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct ToFloatParams {
+        /// Device address of the `u8` input.
+        pub x: DevPtr<u8>,
+        /// Device address of the f32 output.
+        pub y: DevPtrMut<f32>,
+        /// Number of elements.
+        pub n: u64,
+        /// Multiplier: 1 (`ToDtype(float32)`) or `f32(1/255)` (`ToDtype(float32, scale=True)`).
+        pub scale: f32,
+        /// Padding (zero).
+        pub pad: u32,
+    }
 }
 
-/// `to_float_relayout`: `y = f32(x) * scale` for `images` images of `channels` x `plane`
-/// values, read in one layout and written in the other.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct ToFloatRelayoutParams {
-    /// Device address of the `u8` input.
-    pub x: u64,
-    /// Device address of the f32 output.
-    pub y: u64,
-    /// Images.
-    pub images: u32,
-    /// Channels per image.
-    pub channels: u32,
-    /// Pixels per image (`height * width`).
-    pub plane: u32,
-    /// Multiplier: 1 or `f32(1/255)`.
-    pub scale: f32,
-    /// 1: NHWC in, NCHW out; 0: NCHW in, NHWC out.
-    pub to_nchw: u32,
-    /// Padding (zero).
-    pub pad: u32,
+params! {
+    /// `to_float_relayout`: `y = f32(x) * scale` for `images` images of `channels` x `plane`
+    /// values, read in one layout and written in the other.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct ToFloatRelayoutParams {
+        /// Device address of the `u8` input.
+        pub x: DevPtr<u8>,
+        /// Device address of the f32 output.
+        pub y: DevPtrMut<f32>,
+        /// Images.
+        pub images: u32,
+        /// Channels per image.
+        pub channels: u32,
+        /// Pixels per image (`height * width`).
+        pub plane: u32,
+        /// Multiplier: 1 or `f32(1/255)`.
+        pub scale: f32,
+        /// 1: NHWC in, NCHW out; 0: NCHW in, NHWC out.
+        pub to_nchw: u32,
+        /// Padding (zero).
+        pub pad: u32,
+    }
 }
 
-/// `normalize`: `y = (x - mean[c]) / std[c]` over `planes` planes of `plane_len` values,
-/// plane `p` having channel `p % channels`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct NormalizeParams {
-    /// Device address of the f32 input.
-    pub x: u64,
-    /// Device address of the f32 output.
-    pub y: u64,
-    /// Device address of `channels` f32 means followed by `channels` f32 standard deviations.
-    pub stats: u64,
-    /// Number of planes (`n * c`).
-    pub planes: u32,
-    /// Channels per image.
-    pub channels: u32,
-    /// Values per plane (`h * w`).
-    pub plane_len: u32,
-    /// Padding (zero).
-    pub pad: u32,
+params! {
+    /// `normalize`: `y = (x - mean[c]) / std[c]` over `planes` planes of `plane_len` values,
+    /// plane `p` having channel `p % channels`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct NormalizeParams {
+        /// Device address of the f32 input.
+        pub x: DevPtr<f32>,
+        /// Device address of the f32 output.
+        pub y: DevPtrMut<f32>,
+        /// Device address of `channels` f32 means followed by `channels` f32 standard deviations.
+        pub stats: DevPtr<f32>,
+        /// Number of planes (`n * c`).
+        pub planes: u32,
+        /// Channels per image.
+        pub channels: u32,
+        /// Values per plane (`h * w`).
+        pub plane_len: u32,
+        /// Padding (zero).
+        pub pad: u32,
+    }
 }
 
-/// `roi_align`: `torchvision.ops.roi_align` over `num_boxes` boxes `[batch_index, x1, y1, x2,
-/// y2]` (f32) into `num_boxes x channels x out_h x out_w`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct RoiAlignParams {
-    /// Device address of the f32 input, `batch x channels x height x width`.
-    pub x: u64,
-    /// Device address of the boxes, `num_boxes x 5` f32.
-    pub boxes: u64,
-    /// Device address of the f32 output.
-    pub y: u64,
-    /// Images in the input.
-    pub batch: u32,
-    /// Channels per image.
-    pub channels: u32,
-    /// Input height.
-    pub height: u32,
-    /// Input width.
-    pub width: u32,
-    /// Number of boxes.
-    pub num_boxes: u32,
-    /// Output height (`pooled_height`).
-    pub out_h: u32,
-    /// Output width (`pooled_width`).
-    pub out_w: u32,
-    /// Samples per bin along each axis; `<= 0` means adaptive (`ceil(roi_size / out_size)`).
-    pub sampling_ratio: i32,
-    /// Factor from box coordinates to input pixels.
-    pub spatial_scale: f32,
-    /// 1: shift box coordinates by -0.5 pixel (`aligned=True`), 0: not.
-    pub aligned: u32,
-    /// Output rows per thread, `1..=MAX_ROWS_PER_THREAD` (the grid is made for it).
-    pub rows: u32,
-    /// Zero (keeps the layout free of implicit padding).
-    pub pad: u32,
+params! {
+    /// `roi_align`: `torchvision.ops.roi_align` over `num_boxes` boxes `[batch_index, x1, y1, x2,
+    /// y2]` (f32) into `num_boxes x channels x out_h x out_w`.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct RoiAlignParams {
+        /// Device address of the f32 input, `batch x channels x height x width`.
+        pub x: DevPtr<f32>,
+        /// Device address of the boxes, `num_boxes x 5` f32.
+        pub boxes: DevPtr<f32>,
+        /// Device address of the f32 output.
+        pub y: DevPtrMut<f32>,
+        /// Images in the input.
+        pub batch: u32,
+        /// Channels per image.
+        pub channels: u32,
+        /// Input height.
+        pub height: u32,
+        /// Input width.
+        pub width: u32,
+        /// Number of boxes.
+        pub num_boxes: u32,
+        /// Output height (`pooled_height`).
+        pub out_h: u32,
+        /// Output width (`pooled_width`).
+        pub out_w: u32,
+        /// Samples per bin along each axis; `<= 0` means adaptive (`ceil(roi_size / out_size)`).
+        pub sampling_ratio: i32,
+        /// Factor from box coordinates to input pixels.
+        pub spatial_scale: f32,
+        /// 1: shift box coordinates by -0.5 pixel (`aligned=True`), 0: not.
+        pub aligned: u32,
+        /// Output rows per thread, `1..=MAX_ROWS_PER_THREAD` (the grid is made for it).
+        pub rows: u32,
+        /// Zero (keeps the layout free of implicit padding).
+        pub pad: u32,
+    }
 }
 
-/// The gradient of `roi_align` with respect to its input ([`ROI_ALIGN_BACKWARD`] and
-/// [`ROI_ALIGN_BACKWARD_DETERMINISTIC`]): every bin's gradient spread over the pixels its
-/// samples read, with the forward's bilinear weights divided by the bin's sample count.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct RoiAlignBackwardParams {
-    /// Device address of the output's gradient, `num_boxes x channels x out_h x out_w` f32.
-    pub grad_y: u64,
-    /// Device address of the boxes, `num_boxes x 5` f32.
-    pub boxes: u64,
-    /// Device address of the input's gradient, `batch x channels x height x width` f32.
-    pub grad_x: u64,
-    /// Images in the input.
-    pub batch: u32,
-    /// Channels per image.
-    pub channels: u32,
-    /// Input height.
-    pub height: u32,
-    /// Input width.
-    pub width: u32,
-    /// Number of boxes.
-    pub num_boxes: u32,
-    /// Output height.
-    pub out_h: u32,
-    /// Output width.
-    pub out_w: u32,
-    /// Samples per bin along each axis; `<= 0` means adaptive, as in the forward.
-    pub sampling_ratio: i32,
-    /// Factor from box coordinates to input pixels.
-    pub spatial_scale: f32,
-    /// 1: `aligned=True`, 0: not.
-    pub aligned: u32,
+params! {
+    /// The gradient of `roi_align` with respect to its input ([`ROI_ALIGN_BACKWARD`] and
+    /// [`ROI_ALIGN_BACKWARD_DETERMINISTIC`]): every bin's gradient spread over the pixels its
+    /// samples read, with the forward's bilinear weights divided by the bin's sample count.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct RoiAlignBackwardParams {
+        /// Device address of the output's gradient, `num_boxes x channels x out_h x out_w` f32.
+        pub grad_y: DevPtr<f32>,
+        /// Device address of the boxes, `num_boxes x 5` f32.
+        pub boxes: DevPtr<f32>,
+        /// Device address of the input's gradient, `batch x channels x height x width` f32.
+        pub grad_x: DevPtrMut<f32>,
+        /// Images in the input.
+        pub batch: u32,
+        /// Channels per image.
+        pub channels: u32,
+        /// Input height.
+        pub height: u32,
+        /// Input width.
+        pub width: u32,
+        /// Number of boxes.
+        pub num_boxes: u32,
+        /// Output height.
+        pub out_h: u32,
+        /// Output width.
+        pub out_w: u32,
+        /// Samples per bin along each axis; `<= 0` means adaptive, as in the forward.
+        pub sampling_ratio: i32,
+        /// Factor from box coordinates to input pixels.
+        pub spatial_scale: f32,
+        /// 1: `aligned=True`, 0: not.
+        pub aligned: u32,
+    }
 }
 
 /// Threads per block of the `roi_align` backward kernels.
 pub const ROI_ALIGN_BACKWARD_BLOCK: u32 = 256;
 
-/// `rotate_nearest` / `rotate_bilinear` (NCHW in and out) and their `_relayout` twins (the
-/// layouts `layout` names): each image rotated by its own angle about its centre.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct RotateParams {
-    /// Device address of the f32 input, `batch x channels x height x width` (NCHW) or
-    /// `batch x height x width x channels` (NHWC, see `layout`).
-    pub x: u64,
-    /// Device address of the f32 output (same shape, either layout).
-    pub y: u64,
-    /// Device address of `batch` f32 angles in degrees, counter-clockwise.
-    pub angles: u64,
-    /// Images.
-    pub batch: u32,
-    /// Channels per image.
-    pub channels: u32,
-    /// Height.
-    pub height: u32,
-    /// Width.
-    pub width: u32,
-    /// Fill value for pixels whose source lies outside (used when `has_fill == 1`).
-    pub fill: f32,
-    /// 0: zero padding (torchvision's `fill=None`), 1: torchvision's masked fill with `fill`.
-    pub has_fill: u32,
-    /// Output rows per thread, `1..=MAX_ROWS_PER_THREAD` (the grid is made for it).
-    pub rows: u32,
-    /// Layouts: [`ROTATE_NHWC_IN`] and [`ROTATE_NHWC_OUT`] bits (0: NCHW in and out). Read
-    /// by the `_relayout` kernels only, which take 0 as NHWC on both sides.
-    pub layout: u32,
+params! {
+    /// `rotate_nearest` / `rotate_bilinear` (NCHW in and out) and their `_relayout` twins (the
+    /// layouts `layout` names): each image rotated by its own angle about its centre.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct RotateParams {
+        /// Device address of the f32 input, `batch x channels x height x width` (NCHW) or
+        /// `batch x height x width x channels` (NHWC, see `layout`).
+        pub x: DevPtr<f32>,
+        /// Device address of the f32 output (same shape, either layout).
+        pub y: DevPtrMut<f32>,
+        /// Device address of `batch` f32 angles in degrees, counter-clockwise.
+        pub angles: DevPtr<f32>,
+        /// Images.
+        pub batch: u32,
+        /// Channels per image.
+        pub channels: u32,
+        /// Height.
+        pub height: u32,
+        /// Width.
+        pub width: u32,
+        /// Fill value for pixels whose source lies outside (used when `has_fill == 1`).
+        pub fill: f32,
+        /// 0: zero padding (torchvision's `fill=None`), 1: torchvision's masked fill with `fill`.
+        pub has_fill: u32,
+        /// Output rows per thread, `1..=MAX_ROWS_PER_THREAD` (the grid is made for it).
+        pub rows: u32,
+        /// Layouts: [`ROTATE_NHWC_IN`] and [`ROTATE_NHWC_OUT`] bits (0: NCHW in and out). Read
+        /// by the `_relayout` kernels only, which take 0 as NHWC on both sides.
+        pub layout: u32,
+    }
 }
 
 /// `RotateParams::layout` bit: the input is NHWC (pixels with interleaved channels).
@@ -312,135 +318,138 @@ pub const fn rotate_staged_shared_bytes(channels: u32) -> u32 {
     ROTATE_STAGED_SETUP_BYTES + 4 * ROTATE_STAGED_MARGIN + 4 * channels * ROTATE_STAGED_PLANE
 }
 
-/// `gaussian_blur`: separable Gaussian blur with reflect padding, kernel `kx` wide and `ky`
-/// tall (both odd).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct GaussianBlurParams {
-    /// Device address of the f32 input, `batch x channels x height x width`.
-    pub x: u64,
-    /// Device address of the f32 output (same shape).
-    pub y: u64,
-    /// Device address of `batch` pairs `[sigma_x, sigma_y]` (f32), or 0 to use
-    /// `sigma_x`/`sigma_y` below for every image.
-    pub sigmas: u64,
-    /// Images.
-    pub batch: u32,
-    /// Channels per image.
-    pub channels: u32,
-    /// Height.
-    pub height: u32,
-    /// Width.
-    pub width: u32,
-    /// Kernel width (odd, at most [`MAX_KERNEL_SIZE`]).
-    pub kx: u32,
-    /// Kernel height (odd, at most [`MAX_KERNEL_SIZE`]).
-    pub ky: u32,
-    /// Sigma along x for every image when `sigmas == 0`.
-    pub sigma_x: f32,
-    /// Sigma along y for every image when `sigmas == 0`.
-    pub sigma_y: f32,
-    /// Division by the output tiles of a plane, by those of a row of tiles, and by `channels`:
-    /// a block's plane, tile and image from its index ([`blur_output_tile`]'s tiles).
-    pub tiles: FastDiv,
-    pub tiles_x: FastDiv,
-    pub planes: FastDiv,
+params! {
+    /// `gaussian_blur`: separable Gaussian blur with reflect padding, kernel `kx` wide and `ky`
+    /// tall (both odd).
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct GaussianBlurParams {
+        /// Device address of the f32 input, `batch x channels x height x width`.
+        pub x: DevPtr<f32>,
+        /// Device address of the f32 output (same shape).
+        pub y: DevPtrMut<f32>,
+        /// Device address of `batch` pairs `[sigma_x, sigma_y]` (f32), or 0 to use
+        /// `sigma_x`/`sigma_y` below for every image.
+        pub sigmas: DevPtr<f32>,
+        /// Images.
+        pub batch: u32,
+        /// Channels per image.
+        pub channels: u32,
+        /// Height.
+        pub height: u32,
+        /// Width.
+        pub width: u32,
+        /// Kernel width (odd, at most [`MAX_KERNEL_SIZE`]).
+        pub kx: u32,
+        /// Kernel height (odd, at most [`MAX_KERNEL_SIZE`]).
+        pub ky: u32,
+        /// Sigma along x for every image when `sigmas == 0`.
+        pub sigma_x: f32,
+        /// Sigma along y for every image when `sigmas == 0`.
+        pub sigma_y: f32,
+        /// Division by the output tiles of a plane, by those of a row of tiles, and by `channels`:
+        /// a block's plane, tile and image from its index ([`blur_output_tile`]'s tiles).
+        pub tiles: FastDiv,
+        pub tiles_x: FastDiv,
+        pub planes: FastDiv,
+    }
 }
 
-/// `resize_*`: every plane of `planes` planes resized from `in_h x in_w` to `out_h x out_w`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct ResizeParams {
-    /// Device address of the f32 input.
-    pub x: u64,
-    /// Device address of the f32 output.
-    pub y: u64,
-    /// Images.
-    pub batch: u32,
-    /// Channels per image.
-    pub channels: u32,
-    /// Input height.
-    pub in_h: u32,
-    /// Input width.
-    pub in_w: u32,
-    /// Output height.
-    pub out_h: u32,
-    /// Output width.
-    pub out_w: u32,
-    /// `in_h / out_h` in f32, torch's source-coordinate scale.
-    pub scale_h: f32,
-    /// `in_w / out_w` in f32.
-    pub scale_w: f32,
-    /// Output rows per thread, `1..=MAX_ROWS_PER_THREAD` (the grid is made for it).
-    pub rows: u32,
-    /// Zero (keeps the layout free of implicit padding).
-    pub pad: u32,
+params! {
+    /// `resize_*`: every plane of `planes` planes resized from `in_h x in_w` to `out_h x out_w`.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct ResizeParams {
+        /// Device address of the f32 input.
+        pub x: DevPtr<f32>,
+        /// Device address of the f32 output.
+        pub y: DevPtrMut<f32>,
+        /// Images.
+        pub batch: u32,
+        /// Channels per image.
+        pub channels: u32,
+        /// Input height.
+        pub in_h: u32,
+        /// Input width.
+        pub in_w: u32,
+        /// Output height.
+        pub out_h: u32,
+        /// Output width.
+        pub out_w: u32,
+        /// `in_h / out_h` in f32, torch's source-coordinate scale.
+        pub scale_h: f32,
+        /// `in_w / out_w` in f32.
+        pub scale_w: f32,
+        /// Output rows per thread, `1..=MAX_ROWS_PER_THREAD` (the grid is made for it).
+        pub rows: u32,
+        /// Zero (keeps the layout free of implicit padding).
+        pub pad: u32,
+    }
 }
 
-/// `augment`: seed 003's transform, uint8 NCHW or NHWC in, f32 NCHW or NHWC out: to float (times `scale`),
-/// crop each image by its box with `roi_align` (aligned=False, sampling_ratio=-1,
-/// spatial_scale=1) to `crop_h x crop_w`, resize bilinear to `out_h x out_w` (upscaling, where
-/// torchvision's antialias changes nothing), rotate by the image's angle (nearest or bilinear,
-/// zero fill), Gaussian blur (`ksize` square, the image's sigma for both axes, reflect padding),
-/// normalize per channel.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct AugmentParams {
-    /// Device address of the `u8` input, `batch x channels x height x width` (NCHW) or
-    /// `batch x height x width x channels` (NHWC).
-    pub x: u64,
-    /// Device address of the f32 output, `batch x channels x out_h x out_w` (NCHW) or
-    /// `batch x out_h x out_w x channels` (NHWC).
-    pub y: u64,
-    /// Device address of `batch` boxes `[x1, y1, x2, y2]` (f32, input pixels).
-    pub boxes: u64,
-    /// Device address of `batch` angles in degrees (f32, counter-clockwise).
-    pub angles: u64,
-    /// Device address of `batch` blur sigmas (f32).
-    pub sigmas: u64,
-    /// Device address of `channels` means followed by `channels` standard deviations.
-    pub stats: u64,
-    /// Images.
-    pub batch: u32,
-    /// Channels per image (at most [`AUGMENT_MAX_CHANNELS`]).
-    pub channels: u32,
-    /// Input height.
-    pub height: u32,
-    /// Input width.
-    pub width: u32,
-    /// Crop (roi_align output) height.
-    pub crop_h: u32,
-    /// Crop width.
-    pub crop_w: u32,
-    /// Output height (resize target; at least `crop_h`).
-    pub out_h: u32,
-    /// Output width (at least `crop_w`).
-    pub out_w: u32,
-    /// Blur kernel size (odd, at most [`MAX_KERNEL_SIZE`]).
-    pub ksize: u32,
-    /// uint8-to-float multiplier (1 or `f32(1/255)`).
-    pub scale: f32,
-    /// 1: nearest rotation (torchvision's default), 0: bilinear.
-    pub nearest: u32,
-    /// Layouts: [`AUGMENT_NHWC_IN`] and [`AUGMENT_NHWC_OUT`] bits (0: NCHW in and out).
-    pub layout: u32,
-    /// The resize's scales `crop_h / out_h` and `crop_w / out_w` (f32 divisions, as torch
-    /// computes them), found once by the host rather than by every block.
-    pub scale_y: f32,
-    pub scale_x: f32,
-    /// Division by the strips of an image, and by those of a row of strips: a block's image
-    /// and strip from its index. A strip is `strip` output tiles one above the other.
-    pub tiles: FastDiv,
-    pub tiles_x: FastDiv,
-    /// Output tiles ([`TILE`] x [`TILE`]) per strip, at least 1: a block works down its strip
-    /// tile by tile, keeping the rotated rows that the blur's halo shares between a tile and
-    /// the next, so those are rotated once and the block's setup serves every tile.
-    pub strip: u32,
-    /// Zero (keeps the layout free of implicit padding).
-    pub pad: u32,
+params! {
+    /// `augment`: seed 003's transform, uint8 NCHW or NHWC in, f32 NCHW or NHWC out: to float (times `scale`),
+    /// crop each image by its box with `roi_align` (aligned=False, sampling_ratio=-1,
+    /// spatial_scale=1) to `crop_h x crop_w`, resize bilinear to `out_h x out_w` (upscaling, where
+    /// torchvision's antialias changes nothing), rotate by the image's angle (nearest or bilinear,
+    /// zero fill), Gaussian blur (`ksize` square, the image's sigma for both axes, reflect padding),
+    /// normalize per channel.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct AugmentParams {
+        /// Device address of the `u8` input, `batch x channels x height x width` (NCHW) or
+        /// `batch x height x width x channels` (NHWC).
+        pub x: DevPtr<u8>,
+        /// Device address of the f32 output, `batch x channels x out_h x out_w` (NCHW) or
+        /// `batch x out_h x out_w x channels` (NHWC).
+        pub y: DevPtrMut<f32>,
+        /// Device address of `batch` boxes `[x1, y1, x2, y2]` (f32, input pixels).
+        pub boxes: DevPtr<f32>,
+        /// Device address of `batch` angles in degrees (f32, counter-clockwise).
+        pub angles: DevPtr<f32>,
+        /// Device address of `batch` blur sigmas (f32).
+        pub sigmas: DevPtr<f32>,
+        /// Device address of `channels` means followed by `channels` standard deviations.
+        pub stats: DevPtr<f32>,
+        /// Images.
+        pub batch: u32,
+        /// Channels per image (at most [`AUGMENT_MAX_CHANNELS`]).
+        pub channels: u32,
+        /// Input height.
+        pub height: u32,
+        /// Input width.
+        pub width: u32,
+        /// Crop (roi_align output) height.
+        pub crop_h: u32,
+        /// Crop width.
+        pub crop_w: u32,
+        /// Output height (resize target; at least `crop_h`).
+        pub out_h: u32,
+        /// Output width (at least `crop_w`).
+        pub out_w: u32,
+        /// Blur kernel size (odd, at most [`MAX_KERNEL_SIZE`]).
+        pub ksize: u32,
+        /// uint8-to-float multiplier (1 or `f32(1/255)`).
+        pub scale: f32,
+        /// 1: nearest rotation (torchvision's default), 0: bilinear.
+        pub nearest: u32,
+        /// Layouts: [`AUGMENT_NHWC_IN`] and [`AUGMENT_NHWC_OUT`] bits (0: NCHW in and out).
+        pub layout: u32,
+        /// The resize's scales `crop_h / out_h` and `crop_w / out_w` (f32 divisions, as torch
+        /// computes them), found once by the host rather than by every block.
+        pub scale_y: f32,
+        pub scale_x: f32,
+        /// Division by the strips of an image, and by those of a row of strips: a block's image
+        /// and strip from its index. A strip is `strip` output tiles one above the other.
+        pub tiles: FastDiv,
+        pub tiles_x: FastDiv,
+        /// Output tiles ([`TILE`] x [`TILE`]) per strip, at least 1: a block works down its strip
+        /// tile by tile, keeping the rotated rows that the blur's halo shares between a tile and
+        /// the next, so those are rotated once and the block's setup serves every tile.
+        pub strip: u32,
+        /// Zero (keeps the layout free of implicit padding).
+        pub pad: u32,
+    }
 }
 
 /// Division by a divisor `d` fixed for a launch (`1 <= d < 2^31`) of numerators below `2^31`
@@ -457,6 +466,11 @@ pub struct FastDiv {
     pub shift: u32,
     /// Zero (keeps the struct free of implicit padding).
     pub pad: u32,
+}
+
+/// A `FastDiv` field passes as its bytes.
+impl streamline_device::params::Field for FastDiv {
+    const KIND: streamline_device::params::FieldKind = streamline_device::params::FieldKind::Bytes;
 }
 
 impl FastDiv {
@@ -482,43 +496,44 @@ impl FastDiv {
     }
 }
 
-/// The fused augmentation's random draw on the device ([`AUGMENT_DRAW`]): one block draws every
-/// image's crop box, angle and sigma from Philox4x32-10 and then advances the generator's
-/// counter, so each launch (and each replay of a graph that holds it) draws anew.
-///
-/// Image `i` of the draw made at counter value `t` takes the four words of
-/// `philox4x32_10([t_lo, t_hi, i, 0], [seed_lo, seed_hi])`: the crop's top is
-/// `below(w0, max_top + 1)` and its left `below(w1, max_left + 1)`, the angle
-/// `fma(2 degrees, unit(w2), -degrees)`, the sigma `fma(sigma_span, unit(w3), sigma_lo)` (with
-/// image 0's `w3` for every image unless `per_image_sigma`); see `streamline_device::random`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct AugmentDrawParams {
-    /// Device address of the generator's state, four u32: the seed (low word first), then the
-    /// number of draws made so far (low word first), which the kernel advances by one.
-    pub state: u64,
-    /// Device address of the draw: `batch` boxes `[x1, y1, x2, y2]`, then `batch` angles, then
-    /// `batch` sigmas (f32), as [`AugmentParams`] reads them.
-    pub draw: u64,
-    /// Images.
-    pub batch: u32,
-    /// Crop height and width.
-    pub crop_h: u32,
-    pub crop_w: u32,
-    /// Largest top and left of a crop (`height - crop_h`, `width - crop_w`).
-    pub max_top: u32,
-    pub max_left: u32,
-    /// Angles are drawn from `[-degrees, degrees)` (0: no rotation).
-    pub degrees: f32,
-    /// Sigmas are drawn from `[sigma_lo, sigma_lo + sigma_span)` (`sigma_span` 0: always
-    /// `sigma_lo`).
-    pub sigma_lo: f32,
-    pub sigma_span: f32,
-    /// 1: a sigma per image; 0: one sigma for the batch.
-    pub per_image_sigma: u32,
-    /// Zero (keeps the struct free of implicit padding).
-    pub pad: u32,
+params! {
+    /// The fused augmentation's random draw on the device ([`AUGMENT_DRAW`]): one block draws every
+    /// image's crop box, angle and sigma from Philox4x32-10 and then advances the generator's
+    /// counter, so each launch (and each replay of a graph that holds it) draws anew.
+    ///
+    /// Image `i` of the draw made at counter value `t` takes the four words of
+    /// `philox4x32_10([t_lo, t_hi, i, 0], [seed_lo, seed_hi])`: the crop's top is
+    /// `below(w0, max_top + 1)` and its left `below(w1, max_left + 1)`, the angle
+    /// `fma(2 degrees, unit(w2), -degrees)`, the sigma `fma(sigma_span, unit(w3), sigma_lo)` (with
+    /// image 0's `w3` for every image unless `per_image_sigma`); see `streamline_device::random`.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct AugmentDrawParams {
+        /// Device address of the generator's state, four u32: the seed (low word first), then the
+        /// number of draws made so far (low word first), which the kernel advances by one.
+        pub state: DevPtrMut<u32>,
+        /// Device address of the draw: `batch` boxes `[x1, y1, x2, y2]`, then `batch` angles, then
+        /// `batch` sigmas (f32), as [`AugmentParams`] reads them.
+        pub draw: DevPtrMut<f32>,
+        /// Images.
+        pub batch: u32,
+        /// Crop height and width.
+        pub crop_h: u32,
+        pub crop_w: u32,
+        /// Largest top and left of a crop (`height - crop_h`, `width - crop_w`).
+        pub max_top: u32,
+        pub max_left: u32,
+        /// Angles are drawn from `[-degrees, degrees)` (0: no rotation).
+        pub degrees: f32,
+        /// Sigmas are drawn from `[sigma_lo, sigma_lo + sigma_span)` (`sigma_span` 0: always
+        /// `sigma_lo`).
+        pub sigma_lo: f32,
+        pub sigma_span: f32,
+        /// 1: a sigma per image; 0: one sigma for the batch.
+        pub per_image_sigma: u32,
+        /// Zero (keeps the struct free of implicit padding).
+        pub pad: u32,
+    }
 }
 
 /// Threads of the one block of [`AUGMENT_DRAW`].

@@ -2,7 +2,8 @@
 //!
 //! Both sides compile this crate: `gpu-kernels` for `nvptx64-nvidia-cuda`, the host for the
 //! machine it runs on. Every kernel takes exactly one `#[repr(C)]` parameter struct by value
-//! and is declared once here with [`declare!`]: the host launches the typed [`Kernel`] handle,
+//! declared with [`params!`] (typed device addresses, [`DevPtr`] and [`DevPtrMut`], for the memory it reads and writes; every field recorded for the
+//! manifest) and is declared once here with [`declare!`]: the host launches the typed [`Kernel`] handle,
 //! `gpu-kernels` defines the function against the same declaration (a differing name or
 //! parameter type does not compile), and the kernel build checks the PTX's entry points
 //! against the declarations, so nothing is restated by hand on either side.
@@ -15,7 +16,7 @@ pub mod matmul;
 pub mod spin;
 pub mod train;
 
-pub use streamline_device::{declare, Kernel, LaunchBounds};
+pub use streamline_device::{declare, params, DevPtr, DevPtrMut, Kernel, LaunchBounds};
 
 /// How a contiguous elementwise range `[0, n)` splits into a scalar head, a body of 16-byte
 /// vectors and a scalar tail, so that both input and output are accessed with 16-byte

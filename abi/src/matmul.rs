@@ -4,57 +4,64 @@
 //! before (see `gpu-kernels/src/matmul/mod.rs`); every step computes the same thing for any shape,
 //! so the host can run any of them on any input.
 
-use crate::{declare, Kernel};
+use crate::{declare, params, DevPtr, DevPtrMut, Kernel};
 
-/// Parameters of every `sgemm_*` kernel.
-///
-/// `A` is `m x k` with row stride `lda` (elements), `B` is `k x n` with row stride `ldb`, `C` is
-/// `m x n` with row stride `ldc`. When `beta == 0`, `C` is not read (BLAS semantics: its old
-/// contents may be anything, NaN included).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct GemmParams {
-    /// Device address of `A`.
-    pub a: u64,
-    /// Device address of `B`.
-    pub b: u64,
-    /// Device address of `C`.
-    pub c: u64,
-    /// Rows of `A` and `C`.
-    pub m: u32,
-    /// Columns of `B` and `C`.
-    pub n: u32,
-    /// Columns of `A`, rows of `B`.
-    pub k: u32,
-    /// Row stride of `A` in elements (`>= k`).
-    pub lda: u32,
-    /// Row stride of `B` in elements (`>= n`).
-    pub ldb: u32,
-    /// Row stride of `C` in elements (`>= n`).
-    pub ldc: u32,
-    /// Scale of the product.
-    pub alpha: f32,
-    /// Scale of the old `C`; 0 means `C` is write-only.
-    pub beta: f32,
+params! {
+    /// Parameters of every `sgemm_*` kernel.
+    ///
+    /// `A` is `m x k` with row stride `lda` (elements), `B` is `k x n` with row stride `ldb`, `C` is
+    /// `m x n` with row stride `ldc`. When `beta == 0`, `C` is not read (BLAS semantics: its old
+    /// contents may be anything, NaN included).
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct GemmParams {
+        /// Device address of `A`.
+        pub a: DevPtr<f32>,
+        /// Device address of `B`.
+        pub b: DevPtr<f32>,
+        /// Device address of `C`.
+        pub c: DevPtrMut<f32>,
+        /// Rows of `A` and `C`.
+        pub m: u32,
+        /// Columns of `B` and `C`.
+        pub n: u32,
+        /// Columns of `A`, rows of `B`.
+        pub k: u32,
+        /// Row stride of `A` in elements (`>= k`).
+        pub lda: u32,
+        /// Row stride of `B` in elements (`>= n`).
+        pub ldb: u32,
+        /// Row stride of `C` in elements (`>= n`).
+        pub ldc: u32,
+        /// Scale of the product.
+        pub alpha: f32,
+        /// Scale of the old `C`; 0 means `C` is write-only.
+        pub beta: f32,
+    }
 }
 
-/// Parameters of the split-K kernels: the product `gemm`, whose `K` is cut into `slices`
-/// slices of `k_slice` (the last one shorter), each multiplied by its own blocks (grid `z`) into
-/// its own `m x n` plane of `partials` (row stride [`splitk_row_stride`]`(n)`); `gemm.alpha`,
-/// `gemm.beta` and `gemm.c` are applied by [`SplitKReduceParams`]'s kernel, not here.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct SplitKParams {
-    /// The whole product.
-    pub gemm: GemmParams,
-    /// Device address of `slices * m * splitk_row_stride(n)` floats, one plane per slice.
-    pub partials: u64,
-    /// Depth of every slice but the last (a multiple of the tile depth).
-    pub k_slice: u32,
-    /// Number of slices (`ceil(k / k_slice)`).
-    pub slices: u32,
+/// A `GemmParams` field (inside [`SplitKParams`]) passes as its bytes.
+impl streamline_device::params::Field for GemmParams {
+    const KIND: streamline_device::params::FieldKind = streamline_device::params::FieldKind::Bytes;
+}
+
+params! {
+    /// Parameters of the split-K kernels: the product `gemm`, whose `K` is cut into `slices`
+    /// slices of `k_slice` (the last one shorter), each multiplied by its own blocks (grid `z`) into
+    /// its own `m x n` plane of `partials` (row stride [`splitk_row_stride`]`(n)`); `gemm.alpha`,
+    /// `gemm.beta` and `gemm.c` are applied by [`SplitKReduceParams`]'s kernel, not here.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct SplitKParams {
+        /// The whole product.
+        pub gemm: GemmParams,
+        /// Device address of `slices * m * splitk_row_stride(n)` floats, one plane per slice.
+        pub partials: DevPtrMut<f32>,
+        /// Depth of every slice but the last (a multiple of the tile depth).
+        pub k_slice: u32,
+        /// Number of slices (`ceil(k / k_slice)`).
+        pub slices: u32,
+    }
 }
 
 /// Row stride, in floats, of a plane of split-K partial products with `n` columns: `n` rounded
@@ -74,29 +81,30 @@ pub const fn splitk_reduce_by_quads(m: u32, n: u32, ldc: u32, c: u64, partials: 
         && m as u64 * n as u64 <= u32::MAX as u64
 }
 
-/// Parameters of `sgemm_splitk_reduce`: `C = alpha * (P_0 + P_1 + ... ) + beta * C`, the planes
-/// summed in slice order for every element, so results do not depend on scheduling.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct SplitKReduceParams {
-    /// Device address of the `slices` planes of `m x n` partial products (row stride
-    /// [`splitk_row_stride`]`(n)`).
-    pub partials: u64,
-    /// Device address of `C`.
-    pub c: u64,
-    /// Rows of `C`.
-    pub m: u32,
-    /// Columns of `C`.
-    pub n: u32,
-    /// Row stride of `C` in elements.
-    pub ldc: u32,
-    /// Number of planes.
-    pub slices: u32,
-    /// Scale of the product.
-    pub alpha: f32,
-    /// Scale of the old `C`; 0 means `C` is write-only.
-    pub beta: f32,
+params! {
+    /// Parameters of `sgemm_splitk_reduce`: `C = alpha * (P_0 + P_1 + ... ) + beta * C`, the planes
+    /// summed in slice order for every element, so results do not depend on scheduling.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct SplitKReduceParams {
+        /// Device address of the `slices` planes of `m x n` partial products (row stride
+        /// [`splitk_row_stride`]`(n)`).
+        pub partials: DevPtr<f32>,
+        /// Device address of `C`.
+        pub c: DevPtrMut<f32>,
+        /// Rows of `C`.
+        pub m: u32,
+        /// Columns of `C`.
+        pub n: u32,
+        /// Row stride of `C` in elements.
+        pub ldc: u32,
+        /// Number of planes.
+        pub slices: u32,
+        /// Scale of the product.
+        pub alpha: f32,
+        /// Scale of the old `C`; 0 means `C` is write-only.
+        pub beta: f32,
+    }
 }
 
 /// How one kernel tiles `C`: each block of `threads` threads computes a `bm x bn` tile of `C`,

@@ -2,90 +2,95 @@
 //! ReLU and its gradient, the gradient of the mean squared error, a plain SGD update and a
 //! transpose, which together with the matmul make a two-layer MLP's forward and backward pass.
 
-use crate::declare;
+use crate::{declare, params, DevPtr, DevPtrMut};
 
-/// Parameters of `relu_f32`: `y[i] = x[i]` where `x[i] > 0` or is NaN, else `+0`, for
-/// `i < n`. The ranges must not overlap unless `x == y`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct ReluParams {
-    /// Device address of the input.
-    pub x: u64,
-    /// Device address of the output.
-    pub y: u64,
-    /// Number of elements.
-    pub n: u64,
+params! {
+    /// Parameters of `relu_f32`: `y[i] = x[i]` where `x[i] > 0` or is NaN, else `+0`, for
+    /// `i < n`. The ranges must not overlap unless `x == y`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct ReluParams {
+        /// Device address of the input.
+        pub x: DevPtr<f32>,
+        /// Device address of the output.
+        pub y: DevPtrMut<f32>,
+        /// Number of elements.
+        pub n: u64,
+    }
 }
 
-/// Parameters of `relu_backward_f32`: `dx[i] = dy[i]` where `x[i] > 0`, else `+0` (the
-/// gradient of the ReLU at its input `x`, as `threshold_backward` defines it).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct ReluBackwardParams {
-    /// Device address of the incoming gradient.
-    pub dy: u64,
-    /// Device address of the ReLU's input.
-    pub x: u64,
-    /// Device address of the outgoing gradient (may equal `dy`).
-    pub dx: u64,
-    /// Number of elements.
-    pub n: u64,
+params! {
+    /// Parameters of `relu_backward_f32`: `dx[i] = dy[i]` where `x[i] > 0`, else `+0` (the
+    /// gradient of the ReLU at its input `x`, as `threshold_backward` defines it).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct ReluBackwardParams {
+        /// Device address of the incoming gradient.
+        pub dy: DevPtr<f32>,
+        /// Device address of the ReLU's input.
+        pub x: DevPtr<f32>,
+        /// Device address of the outgoing gradient (may equal `dy`).
+        pub dx: DevPtrMut<f32>,
+        /// Number of elements.
+        pub n: u64,
+    }
 }
 
-/// Parameters of `mse_grad_f32`: `d[i] = scale * (y[i] - t[i])`, the gradient of
-/// `sum (y - t)^2 * scale / 2` (with `scale = 2 / count`, of the mean squared error).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct MseGradParams {
-    /// Device address of the prediction.
-    pub y: u64,
-    /// Device address of the target.
-    pub t: u64,
-    /// Device address of the gradient.
-    pub d: u64,
-    /// Number of elements.
-    pub n: u64,
-    /// Factor applied to the difference.
-    pub scale: f32,
-    /// Zero (keeps the struct free of implicit padding).
-    pub pad: u32,
+params! {
+    /// Parameters of `mse_grad_f32`: `d[i] = scale * (y[i] - t[i])`, the gradient of
+    /// `sum (y - t)^2 * scale / 2` (with `scale = 2 / count`, of the mean squared error).
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct MseGradParams {
+        /// Device address of the prediction.
+        pub y: DevPtr<f32>,
+        /// Device address of the target.
+        pub t: DevPtr<f32>,
+        /// Device address of the gradient.
+        pub d: DevPtrMut<f32>,
+        /// Number of elements.
+        pub n: u64,
+        /// Factor applied to the difference.
+        pub scale: f32,
+        /// Zero (keeps the struct free of implicit padding).
+        pub pad: u32,
+    }
 }
 
-/// Parameters of `sgd_f32`: `w[i] = w[i] - lr * g[i]` in place, one rounding (a fused
-/// multiply-add).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct SgdParams {
-    /// Device address of the weights, updated in place.
-    pub w: u64,
-    /// Device address of the gradient (must not overlap `w`).
-    pub g: u64,
-    /// Number of elements.
-    pub n: u64,
-    /// Learning rate.
-    pub lr: f32,
-    /// Zero (keeps the struct free of implicit padding).
-    pub pad: u32,
+params! {
+    /// Parameters of `sgd_f32`: `w[i] = w[i] - lr * g[i]` in place, one rounding (a fused
+    /// multiply-add).
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct SgdParams {
+        /// Device address of the weights, updated in place.
+        pub w: DevPtrMut<f32>,
+        /// Device address of the gradient (must not overlap `w`).
+        pub g: DevPtr<f32>,
+        /// Number of elements.
+        pub n: u64,
+        /// Learning rate.
+        pub lr: f32,
+        /// Zero (keeps the struct free of implicit padding).
+        pub pad: u32,
+    }
 }
 
-/// Parameters of `transpose_f32`: `y[j * rows + i] = x[i * cols + j]` for the row-major
-/// `rows x cols` matrix `x` (the ranges must not overlap).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-pub struct TransposeParams {
-    /// Device address of the input.
-    pub x: u64,
-    /// Device address of the output.
-    pub y: u64,
-    /// Rows of the input.
-    pub rows: u32,
-    /// Columns of the input.
-    pub cols: u32,
+params! {
+    /// Parameters of `transpose_f32`: `y[j * rows + i] = x[i * cols + j]` for the row-major
+    /// `rows x cols` matrix `x` (the ranges must not overlap).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct TransposeParams {
+        /// Device address of the input.
+        pub x: DevPtr<f32>,
+        /// Device address of the output.
+        pub y: DevPtrMut<f32>,
+        /// Rows of the input.
+        pub rows: u32,
+        /// Columns of the input.
+        pub cols: u32,
+    }
 }
 
 declare! {

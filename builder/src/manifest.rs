@@ -35,7 +35,8 @@ pub struct FieldInfo {
     pub offset: usize,
     /// Size in bytes.
     pub size: usize,
-    /// `u8` .. `u64`, `i8` .. `i64`, `f32`, `f64`, or `bytes` (arrays and other types).
+    /// `u8` .. `u64`, `i8` .. `i64`, `f16`, `bf16`, `f32`, `f64`, or `bytes` (arrays); for a
+    /// device address (`DevPtr<T>` / `DevPtrMut<T>`) `*const T` or `*mut T` of those.
     pub kind: String,
 }
 
@@ -252,7 +253,9 @@ pub fn decode_fields(words: &[u32], size: usize, kernel: &str) -> Result<Vec<Fie
     for f in 0..n {
         let at = 2 + f * params::FIELD_WORDS;
         let (offset, fsize) = (words[at] as usize, words[at + 1] as usize);
-        let kind = params::FieldKind::from_code(words[at + 2])
+        let code = words[at + 2];
+        let kind = params::FieldKind::from_code(code & 0xff)
+            .zip(params::Pointer::from_code(code >> 8))
             .with_context(|| format!("kernel `{kernel}`: field {f} has an unknown kind"))?;
         let name = params::name_of(&words[at + 3..at + 3 + params::NAME_WORDS + 1])
             .and_then(|b| std::str::from_utf8(b).ok())
@@ -269,10 +272,30 @@ pub fn decode_fields(words: &[u32], size: usize, kernel: &str) -> Result<Vec<Fie
             name,
             offset,
             size: fsize,
-            kind: kind.name().to_string(),
+            kind: kind_name(kind),
         });
     }
     Ok(out)
+}
+
+/// How the manifest records `f`, a field of a parameter struct as `params!` describes it.
+pub fn field_info(f: &params::FieldInfo) -> FieldInfo {
+    FieldInfo {
+        name: f.name.to_string(),
+        offset: f.offset,
+        size: f.size,
+        kind: kind_name((f.kind, f.pointer)),
+    }
+}
+
+/// The manifest's name of a field's type: its kind (`f32`), or for a device address its
+/// access and element kind (`*const f32`, `*mut u8`).
+fn kind_name((kind, pointer): (params::FieldKind, params::Pointer)) -> String {
+    match pointer {
+        params::Pointer::No => kind.name().to_string(),
+        params::Pointer::Const => format!("*const {}", kind.name()),
+        params::Pointer::Mut => format!("*mut {}", kind.name()),
+    }
 }
 
 /// The declaration records (`streamline_device::KernelRecord`) in raw PTX, by kernel name,
@@ -372,16 +395,21 @@ pub fn finish_ptx(raw: &str) -> Result<(String, Vec<EntryInfo>)> {
     }
     let mut entries = parse_entries(&ptx);
     for e in &mut entries {
-        let Some((_, ty)) = types.iter().find(|(k, _)| *k == e.name) else {
-            continue;
-        };
-        let Some(ty) = params::name_of(ty).and_then(|b| std::str::from_utf8(b).ok()) else {
-            continue;
-        };
-        if let Some((_, words)) = structs.iter().find(|(s, _)| s == ty) {
-            let size = e.params.first().map_or(0, |p| p.size);
-            e.fields = Some(decode_fields(words, size, &e.name)?);
-        }
+        let words = types
+            .iter()
+            .find(|(k, _)| *k == e.name)
+            .and_then(|(_, ty)| params::name_of(ty))
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .and_then(|ty| structs.iter().find(|(s, _)| s == ty))
+            .map(|(_, words)| words)
+            .with_context(|| {
+                format!(
+                    "kernel `{}`: the PTX records no fields of its parameter struct (declare it with `streamline_device::params!`)",
+                    e.name
+                )
+            })?;
+        let size = e.params.first().map_or(0, |p| p.size);
+        e.fields = Some(decode_fields(words, size, &e.name)?);
     }
     Ok((ptx, entries))
 }
@@ -462,15 +490,39 @@ mod tests {
 }
 
 #[cfg(test)]
+/// A `.b8` global as LLVM writes it, with `words` as its bytes.
+fn test_global(prefix: &str, name: &str, words: &[u32]) -> String {
+    let bytes: Vec<String> = words
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .map(|b| b.to_string())
+        .collect();
+    format!(
+        ".visible .global .align 4 .b8 {prefix}{name}[{}] = {{{}}};\n",
+        words.len() * 4,
+        bytes.join(", ")
+    )
+}
+
+#[cfg(test)]
 mod record_tests {
     use super::*;
 
     const RAW: &str = ".version 8.0\n.visible .global .align 4 .b8 __streamline_kernel_k[20] = {1, 0, 0, 0, 24, 0, 0, 0, 8, 0, 0, 0, 0, 1, 0, 0, 2};\n\
         .visible .entry k(\n\t.param .align 8 .b8 k_param_0[24]\n)\n{\n\tret;\n}\n";
 
+    /// [`RAW`] with the records of `k`'s parameter struct (no fields).
+    fn raw() -> String {
+        format!(
+            "{RAW}{}{}",
+            test_global(params::PARAMS_PREFIX, "k", &params::encode(&[])),
+            test_global(params::TYPE_PREFIX, "k", &params::type_record("k"))
+        )
+    }
+
     #[test]
     fn records_give_bounds_and_leave_the_ptx() {
-        let (ptx, entries) = finish_ptx(RAW).unwrap();
+        let (ptx, entries) = finish_ptx(&raw()).unwrap();
         assert!(!ptx.contains(KernelRecord::PREFIX));
         assert!(ptx.contains(".maxntid 256, 1, 1\n.minnctapersm 2\n{"));
         assert_eq!(entries.len(), 1);
@@ -486,7 +538,7 @@ mod record_tests {
 
     #[test]
     fn an_entry_without_a_declaration_fails_naming_it() {
-        let raw = RAW.replace("__streamline_kernel_k[", "__streamline_kernel_other[");
+        let raw = raw().replace("__streamline_kernel_k[", "__streamline_kernel_other[");
         let e = finish_ptx(&raw).unwrap_err().to_string();
         assert!(e.contains("entry `k` that no declaration names"), "{e}");
     }
@@ -494,7 +546,8 @@ mod record_tests {
     #[test]
     fn a_declaration_without_an_entry_fails_naming_it() {
         let raw = format!(
-            "{RAW}.visible .global .align 4 .b8 __streamline_kernel_gone[20] = {{1, 0, 0, 0, 4, 0, 0, 0, 4}};\n"
+            "{}.visible .global .align 4 .b8 __streamline_kernel_gone[20] = {{1, 0, 0, 0, 4, 0, 0, 0, 4}};\n",
+            raw()
         );
         let e = finish_ptx(&raw).unwrap_err().to_string();
         assert!(
@@ -505,7 +558,7 @@ mod record_tests {
 
     #[test]
     fn a_layout_that_differs_from_the_declaration_fails() {
-        let raw = RAW.replace("{1, 0, 0, 0, 24,", "{1, 0, 0, 0, 16,");
+        let raw = raw().replace("{1, 0, 0, 0, 24,", "{1, 0, 0, 0, 16,");
         let e = finish_ptx(&raw).unwrap_err().to_string();
         assert!(e.contains("kernel `k` takes"), "{e}");
     }
@@ -514,49 +567,38 @@ mod record_tests {
 #[cfg(test)]
 mod field_tests {
     use super::*;
-    use streamline_device::params::{encode, type_record, FieldInfo as F, FieldKind};
-
-    /// A `.b8` global as LLVM writes it, with `words` as its bytes.
-    fn global(prefix: &str, name: &str, words: &[u32]) -> String {
-        let bytes: Vec<String> = words
-            .iter()
-            .flat_map(|w| w.to_le_bytes())
-            .map(|b| b.to_string())
-            .collect();
-        format!(
-            ".visible .global .align 4 .b8 {prefix}{name}[{}] = {{{}}};\n",
-            words.len() * 4,
-            bytes.join(", ")
-        )
-    }
+    use streamline_device::params::{encode, type_record, FieldInfo as F, FieldKind, Pointer};
 
     const FIELDS: &[F] = &[
         F {
             name: "x",
             offset: 0,
             size: 8,
-            kind: FieldKind::U64,
+            kind: FieldKind::F32,
+            pointer: Pointer::Mut,
         },
         F {
             name: "n",
             offset: 8,
             size: 4,
             kind: FieldKind::U32,
+            pointer: Pointer::No,
         },
         F {
             name: "scale",
             offset: 12,
             size: 4,
             kind: FieldKind::F32,
+            pointer: Pointer::No,
         },
     ];
 
     fn ptx(fields: &[F]) -> String {
         format!(
             ".version 8.0\n{}{}{}.visible .entry k(\n\t.param .align 8 .b8 k_param_0[16]\n)\n{{\n\tret;\n}}\n",
-            global(KernelRecord::PREFIX, "k", &[1, 16, 8, 0, 0]),
-            global(params::PARAMS_PREFIX, "KParams", &encode(fields)),
-            global(params::TYPE_PREFIX, "k", &type_record("crate :: KParams")),
+            test_global(KernelRecord::PREFIX, "k", &[1, 16, 8, 0, 0]),
+            test_global(params::PARAMS_PREFIX, "k", &encode(fields)),
+            test_global(params::TYPE_PREFIX, "k", &type_record("k")),
         )
     }
 
@@ -572,7 +614,7 @@ mod field_tests {
         assert_eq!(
             got,
             [
-                ("x", 0, 8, "u64"),
+                ("x", 0, 8, "*mut f32"),
                 ("n", 8, 4, "u32"),
                 ("scale", 12, 4, "f32")
             ]
@@ -585,8 +627,9 @@ mod field_tests {
         wide[2].offset = 14;
         let e = finish_ptx(&ptx(&wide)).unwrap_err().to_string();
         assert!(e.contains("field `scale`"), "{e}");
-        // A kernel whose struct has no record keeps no fields.
-        let plain = ptx(FIELDS).replace("__streamline_params_KParams", "__streamline_params_Other");
-        assert_eq!(finish_ptx(&plain).unwrap().1[0].fields, None);
+        // A kernel whose struct has no record is refused.
+        let plain = ptx(FIELDS).replace("__streamline_params_k", "__streamline_params_other");
+        let e = finish_ptx(&plain).unwrap_err().to_string();
+        assert!(e.contains("records no fields"), "{e}");
     }
 }

@@ -68,7 +68,9 @@ macro_rules! int_accumulator {
 int_accumulator!(i32, u32);
 
 /// A type kernels store in memory and compute on through its accumulator type.
-pub trait Element: Copy + bytemuck::Pod + 'static {
+pub trait Element:
+    Copy + bytemuck::Pod + crate::params::Field + crate::params::Pointee + 'static
+{
     /// The type arithmetic on this element is carried in.
     type Acc: Accumulator;
     /// The type's name, as `#[instances(..)]` spells it in entry names (`softmax_bf16`).

@@ -46,27 +46,12 @@ macro_rules! __kernel_instance {
     };
 }
 
-/// The parameter-type record of one instance: the struct's own name where it is not generic;
-/// for a generic struct, the instance's name, under which its fields are recorded too.
+/// The parameter-struct records of one instance, under the instance's name.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __instance_params {
-    ([] $name:ident $I:ident $P:ty) => {
-        #[export_name = concat!("__streamline_ptype_", stringify!($name), "_", stringify!($I))]
-        #[used]
-        static PTYPE: [u32; $crate::params::NAME_WORDS + 1] =
-            $crate::params::type_record(stringify!($P));
-    };
-    ([$($arg:tt)+] $name:ident $I:ident $P:ty) => {
-        #[export_name = concat!("__streamline_ptype_", stringify!($name), "_", stringify!($I))]
-        #[used]
-        static PTYPE: [u32; $crate::params::NAME_WORDS + 1] =
-            $crate::params::type_record(concat!(stringify!($name), "_", stringify!($I)));
-
-        #[export_name = concat!("__streamline_params_", stringify!($name), "_", stringify!($I))]
-        #[used]
-        static FIELDS: [u32; $crate::params::RECORD_WORDS] =
-            $crate::params::encode(<$P as $crate::params::ParamFields>::FIELDS);
+    ($args:tt $name:ident $I:ident $P:ty) => {
+        $crate::__param_records!(concat!(stringify!($name), "_", stringify!($I)), $P);
     };
 }
 
@@ -91,9 +76,13 @@ macro_rules! __kernel_generic {
         ///
         /// A generic kernel: this is the handle of its instance for `T`, one of the types of
         /// its `#[instances(..)]`.
-        $vis const fn $name<$G: $name::Instance + $($bound)*>() -> $crate::Kernel<$P> {
+        $vis const fn $name<$G: $name::Instance + $($bound)*>() -> $crate::Kernel<$P>
+        where
+            $P: $crate::params::ParamFields,
+        {
             $crate::__with_bounds!(
                 $crate::Kernel::<$P>::new(<$G as $name::Instance>::ENTRY), $bounds)
+                .with_fields(<$P as $crate::params::ParamFields>::FIELDS)
         }
 
         #[cfg(not(target_arch = "nvptx64"))]
@@ -133,23 +122,25 @@ macro_rules! __with_bounds {
 #[cfg(test)]
 mod tests {
     use crate::element::{bf16, Element};
-    use crate::params::{FieldKind, ParamFields};
-    use crate::{kernel, params, Kernel, KernelRecord};
+    use crate::params::{FieldKind, ParamFields, Pointer};
+    use crate::{kernel, params, DevPtrMut, Kernel, KernelRecord};
 
     params! {
         /// A generic parameter struct.
         #[derive(Clone, Copy)]
         pub struct FillParams<T: Element> {
-            pub y: u64,
+            pub y: DevPtrMut<T>,
             pub n: u32,
             pub value: T,
         }
     }
 
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    pub struct Plain {
-        pub x: u64,
+    params! {
+        /// A parameter struct that is not generic.
+        #[derive(Clone, Copy)]
+        pub struct Plain {
+            pub x: u64,
+        }
     }
 
     kernel! {
@@ -197,10 +188,15 @@ mod tests {
         let f = <FillParams<bf16> as ParamFields>::FIELDS;
         assert_eq!(f.len(), 3);
         assert_eq!((f[2].name, f[2].offset, f[2].size), ("value", 12, 2));
-        assert_eq!(f[2].kind, FieldKind::Bytes);
+        assert_eq!(f[2].kind, FieldKind::BF16);
+        assert_eq!((f[0].kind, f[0].pointer), (FieldKind::BF16, Pointer::Mut));
         assert_eq!(
             <FillParams<f32> as ParamFields>::FIELDS[2].kind,
             FieldKind::F32
+        );
+        assert_eq!(
+            fill::<f32>().fields(),
+            Some(<FillParams<f32> as ParamFields>::FIELDS)
         );
     }
 }

@@ -1,6 +1,7 @@
 //! Writing GPU kernels for Streamline in Rust.
 //!
-//! A kernel is one `#[repr(C)]` parameter struct and one function inside [`kernel!`]. The crate
+//! A kernel is one parameter struct, declared with [`params!`], and one function inside
+//! [`kernel!`]. The crate
 //! that holds them is compiled twice: for `nvptx64-nvidia-cuda` (by `streamline-builder`, from
 //! the host crate's `build.rs`), where [`kernel!`] emits the PTX entry point, and for the host,
 //! where the same [`kernel!`] emits a typed handle, a [`Kernel<P>`] constant of the same name.
@@ -12,9 +13,12 @@
 //! #![no_std]
 //! use streamline_device::prelude::*;
 //!
-//! #[repr(C)]
-//! #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-//! pub struct SaxpyParams { pub x: u64, pub y: u64, pub n: u64, pub a: f32, pub pad: u32 }
+//! params! {
+//!     #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+//!     pub struct SaxpyParams {
+//!         pub x: DevPtr<f32>, pub y: DevPtrMut<f32>, pub n: u64, pub a: f32, pub pad: u32
+//!     }
+//! }
 //!
 //! kernel! {
 //!     /// `y = a x + y`.
@@ -22,7 +26,7 @@
 //!     /// # Safety
 //!     /// `x` and `y` must address `n` f32 each on the device.
 //!     pub unsafe fn saxpy(p: SaxpyParams) {
-//!         let (x, y) = (p.x as *const f32, p.y as *mut f32);
+//!         let (x, y) = (p.x.as_ptr(), p.y.as_mut_ptr());
 //!         for i in grid_stride(p.n) {
 //!             // SAFETY: `i < n`, inside both arrays by the contract.
 //!             unsafe { *y.add(i) = p.a * *x.add(i) + *y.add(i) };
@@ -54,6 +58,7 @@
 use core::marker::PhantomData;
 
 pub use element::{bf16, f16};
+pub use ptr::{DevPtr, DevPtrMut};
 
 #[cfg(target_arch = "nvptx64")]
 pub mod atomic;
@@ -70,6 +75,7 @@ pub mod mem;
 #[cfg(all(target_arch = "nvptx64", target_feature = "sm_80"))]
 pub mod mma;
 pub mod params;
+pub mod ptr;
 pub mod random;
 #[cfg(target_arch = "nvptx64")]
 pub mod reduce;
@@ -88,7 +94,7 @@ pub mod wgmma;
 /// What a kernel file needs: the macros and [`Kernel`] on both targets, and the device helpers
 /// when compiling for the GPU.
 pub mod prelude {
-    pub use crate::{declare, device, kernel, params, Kernel, LaunchBounds};
+    pub use crate::{declare, device, kernel, params, DevPtr, DevPtrMut, Kernel, LaunchBounds};
     pub use crate::{element::Element, element::Float, shared_array};
 
     #[cfg(target_arch = "nvptx64")]
@@ -126,6 +132,7 @@ pub struct Kernel<P> {
     name: &'static str,
     bounds: Option<LaunchBounds>,
     only_on: Option<&'static str>,
+    fields: Option<&'static [params::FieldInfo]>,
     params: PhantomData<fn(P)>,
 }
 
@@ -136,8 +143,23 @@ impl<P> Kernel<P> {
             name,
             bounds: None,
             only_on: None,
+            fields: None,
             params: PhantomData,
         }
+    }
+
+    /// This kernel with its parameter struct's fields, which the host checks against the
+    /// fields the built module records for the entry ([`kernel!`] and [`declare!`] add them).
+    pub const fn with_fields(self, fields: &'static [params::FieldInfo]) -> Self {
+        Kernel {
+            fields: Some(fields),
+            ..self
+        }
+    }
+
+    /// The parameter struct's fields, where known (see [`Kernel::with_fields`]).
+    pub const fn fields(&self) -> Option<&'static [params::FieldInfo]> {
+        self.fields
     }
 
     /// This kernel with launch bounds (see [`LaunchBounds`]).
@@ -403,17 +425,15 @@ macro_rules! __kernel_here {
         #[cfg(not(target_arch = "nvptx64"))]
         $(#[$attr])*
         #[allow(non_upper_case_globals)]
-        $vis const $name: $crate::Kernel<$P> = $decl;
+        $vis const $name: $crate::Kernel<$P> =
+            $decl.with_fields(<$P as $crate::params::ParamFields>::FIELDS);
 
         #[cfg(target_arch = "nvptx64")]
         const _: () = {
             #[export_name = concat!("__streamline_kernel_", stringify!($name))]
             #[used]
             static RECORD: [u32; $crate::KernelRecord::WORDS] = $crate::Kernel::<$P>::record(&$decl);
-            #[export_name = concat!("__streamline_ptype_", stringify!($name))]
-            #[used]
-            static PTYPE: [u32; $crate::params::NAME_WORDS + 1] =
-                $crate::params::type_record(stringify!($P));
+            $crate::__param_records!(stringify!($name), $P);
         };
 
         #[cfg(target_arch = "nvptx64")]
@@ -434,24 +454,29 @@ macro_rules! __or_one {
     };
 }
 
-/// Declares a kernel's parameter struct (`#[repr(C)]` is added) and records its fields for the
-/// manifest: each field's name, offset, size and kind ([`params::FieldKind`]: integers, floats,
-/// and arrays, which pass as bytes), so that a caller holding only the built module, such as Python's
-/// `sl.load_module`, can fill it by field name with each value checked.
+/// Declares a kernel's parameter struct (`#[repr(C)]` is added) and describes its fields: each
+/// field's name, offset, size and kind ([`params::FieldKind`]: integers, floats, arrays, which
+/// pass as bytes, and typed device addresses, [`DevPtr`] and [`DevPtrMut`]). Every kernel's
+/// struct is declared with it: [`kernel!`] and [`declare!`] record the fields in the manifest
+/// under the kernel's name, the host checks them when it looks the kernel up, and a caller
+/// holding only the built module, such as Python's `sl.load_module`, fills the struct by field
+/// name with each value checked.
 ///
 /// ```ignore
 /// params! {
 ///     /// Parameters of `saxpy`.
 ///     #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-///     pub struct SaxpyParams { pub x: u64, pub y: u64, pub n: u64, pub a: f32, pub pad: u32 }
+///     pub struct SaxpyParams {
+///         pub x: DevPtr<f32>, pub y: DevPtrMut<f32>, pub n: u64, pub a: f32, pub pad: u32
+///     }
 /// }
 /// ```
 ///
 /// At most 32 fields, names of at most 32 bytes (a longer one fails the build).
 ///
-/// A generic struct (`pub struct FillParams<T: Element> { .., pub value: T }`) is recorded
-/// for each instance of the generic kernel that takes it (see [`kernel!`]); its fields' types
-/// must each be a [`params::Field`] for every instance.
+/// A generic struct (`pub struct FillParams<T: Element> { pub y: DevPtrMut<T>, .. }`) is
+/// recorded for each instance of the generic kernel that takes it (see [`kernel!`]); its
+/// fields' types must each be a [`params::Field`] for every instance.
 #[macro_export]
 macro_rules! params {
     (
@@ -478,6 +503,7 @@ macro_rules! params {
                     offset: ::core::mem::offset_of!(Self, $field),
                     size: ::core::mem::size_of::<$ty>(),
                     kind: <$ty as $crate::params::Field>::KIND,
+                    pointer: <$ty as $crate::params::Field>::POINTER,
                 } ),*
             ];
         }
@@ -499,17 +525,26 @@ macro_rules! params {
                     offset: ::core::mem::offset_of!($name, $field),
                     size: ::core::mem::size_of::<$ty>(),
                     kind: <$ty as $crate::params::Field>::KIND,
+                    pointer: <$ty as $crate::params::Field>::POINTER,
                 } ),*
             ];
         }
+    };
+}
 
-        #[cfg(target_arch = "nvptx64")]
-        const _: () = {
-            #[export_name = concat!("__streamline_params_", stringify!($name))]
-            #[used]
-            static FIELDS: [u32; $crate::params::RECORD_WORDS] =
-                $crate::params::encode(<$name as $crate::params::ParamFields>::FIELDS);
-        };
+/// The records of kernel `$name`'s parameter struct `$P` for the manifest: its fields, under
+/// the kernel's name (see [`params::PARAMS_PREFIX`]).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __param_records {
+    ($name:expr, $P:ty) => {
+        #[export_name = concat!("__streamline_ptype_", $name)]
+        #[used]
+        static PTYPE: [u32; $crate::params::NAME_WORDS + 1] = $crate::params::type_record($name);
+        #[export_name = concat!("__streamline_params_", $name)]
+        #[used]
+        static FIELDS: [u32; $crate::params::RECORD_WORDS] =
+            $crate::params::encode(<$P as $crate::params::ParamFields>::FIELDS);
     };
 }
 
@@ -538,7 +573,8 @@ macro_rules! declare {
     )*) => {$(
         $(#[$attr])*
         $vis const $c: $crate::Kernel<$P> =
-            $crate::Kernel::<$P>::new($name) $(.with_bounds($max, $min))? $(.only_on($arch))?;
+            $crate::Kernel::<$P>::new($name) $(.with_bounds($max, $min))? $(.only_on($arch))?
+                .with_fields(<$P as $crate::params::ParamFields>::FIELDS);
 
         #[cfg(target_arch = "nvptx64")]
         $(#[cfg(target_feature = $arch)])?
@@ -546,6 +582,7 @@ macro_rules! declare {
             #[export_name = concat!("__streamline_kernel_", $name)]
             #[used]
             static RECORD: [u32; $crate::KernelRecord::WORDS] = $crate::Kernel::<$P>::record(&$c);
+            $crate::__param_records!($name, $P);
         };
     )*};
 }

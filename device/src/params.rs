@@ -1,9 +1,9 @@
 //! A kernel's parameter struct described field by field, for the manifest: each field's name,
-//! offset, size and kind, so that a caller who has only the built module (Python's
-//! `sl.load_module`) can fill the struct by field name, with each value checked against its
-//! field's type. Declare the struct with [`params!`](crate::params!); structs declared without
-//! it still work everywhere, with only their size and alignment recorded. A field is an
-//! integer, a float or an array of them.
+//! offset, size and kind, so that the host can check its struct against the built module's
+//! and a caller who has only the built module (Python's `sl.load_module`) can fill the struct
+//! by field name, with each value checked against its field's type. Declare the struct with
+//! [`params!`](crate::params!). A field is an integer, a float, an array of them, or a typed
+//! device address ([`crate::ptr`]).
 
 /// Kind of a parameter field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +21,32 @@ pub enum FieldKind {
     F64 = 10,
     /// An array: passed as its bytes.
     Bytes = 11,
+    F16 = 12,
+    BF16 = 13,
+}
+
+/// Whether a field is a device address, and of which access ([`crate::ptr`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Pointer {
+    /// A value, not an address.
+    No = 0,
+    /// [`DevPtr<T>`](crate::ptr::DevPtr): memory the kernel reads.
+    Const = 1,
+    /// [`DevPtrMut<T>`](crate::ptr::DevPtrMut): memory the kernel writes.
+    Mut = 2,
+}
+
+impl Pointer {
+    /// The access of a manifest code.
+    pub const fn from_code(code: u32) -> Option<Pointer> {
+        Some(match code {
+            0 => Pointer::No,
+            1 => Pointer::Const,
+            2 => Pointer::Mut,
+            _ => return None,
+        })
+    }
 }
 
 impl FieldKind {
@@ -38,6 +64,8 @@ impl FieldKind {
             FieldKind::F32 => "f32",
             FieldKind::F64 => "f64",
             FieldKind::Bytes => "bytes",
+            FieldKind::F16 => "f16",
+            FieldKind::BF16 => "bf16",
         }
     }
 
@@ -55,14 +83,25 @@ impl FieldKind {
             9 => FieldKind::F32,
             10 => FieldKind::F64,
             11 => FieldKind::Bytes,
+            12 => FieldKind::F16,
+            13 => FieldKind::BF16,
             _ => return None,
         })
     }
 }
 
-/// A type a parameter field may have, with its [`FieldKind`].
+/// A type a parameter field may have, with its [`FieldKind`] (for a device address, its
+/// element's kind) and whether it is a device address.
 pub trait Field {
     /// How the manifest records it.
+    const KIND: FieldKind;
+    /// Whether it is a device address.
+    const POINTER: Pointer = Pointer::No;
+}
+
+/// A type a [`DevPtr`](crate::ptr::DevPtr) may point to: a number or an array of them.
+pub trait Pointee {
+    /// How the manifest records the elements.
     const KIND: FieldKind;
 }
 
@@ -71,23 +110,31 @@ macro_rules! field {
         impl Field for $t {
             const KIND: FieldKind = FieldKind::$k;
         }
+        impl Pointee for $t {
+            const KIND: FieldKind = FieldKind::$k;
+        }
     )*};
 }
 field!(u8 => U8, u16 => U16, u32 => U32, u64 => U64, i8 => I8, i16 => I16, i32 => I32,
-    i64 => I64, f32 => F32, f64 => F64);
-
-/// Half-precision fields pass as their two bytes.
-impl Field for crate::element::f16 {
-    const KIND: FieldKind = FieldKind::Bytes;
-}
-
-/// Half-precision fields pass as their two bytes.
-impl Field for crate::element::bf16 {
-    const KIND: FieldKind = FieldKind::Bytes;
-}
+    i64 => I64, f32 => F32, f64 => F64, crate::element::f16 => F16,
+    crate::element::bf16 => BF16);
 
 impl<T, const N: usize> Field for [T; N] {
     const KIND: FieldKind = FieldKind::Bytes;
+}
+
+impl<T, const N: usize> Pointee for [T; N] {
+    const KIND: FieldKind = FieldKind::Bytes;
+}
+
+impl<T: Pointee> Field for crate::ptr::DevPtr<T> {
+    const KIND: FieldKind = T::KIND;
+    const POINTER: Pointer = Pointer::Const;
+}
+
+impl<T: Pointee> Field for crate::ptr::DevPtrMut<T> {
+    const KIND: FieldKind = T::KIND;
+    const POINTER: Pointer = Pointer::Mut;
 }
 
 /// One field of a parameter struct.
@@ -97,9 +144,15 @@ pub struct FieldInfo {
     pub offset: usize,
     pub size: usize,
     pub kind: FieldKind,
+    pub pointer: Pointer,
 }
 
 /// A parameter struct that [`params!`](crate::params!) declared: its fields in order.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not declared with `streamline_device::params!`",
+    label = "a kernel's parameter struct records its fields",
+    note = "wrap the struct in `params! {{ .. }}` so that the manifest records its fields"
+)]
 pub trait ParamFields {
     const FIELDS: &'static [FieldInfo];
 }
@@ -112,7 +165,7 @@ pub const PARAMS_PREFIX: &str = "__streamline_params_";
 /// length and [`NAME_WORDS`] words of its bytes.
 pub const TYPE_PREFIX: &str = "__streamline_ptype_";
 /// Record format version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Most fields a recorded struct may have.
 pub const MAX_FIELDS: usize = 32;
 /// Words of a name (at most `4 * NAME_WORDS` bytes).
@@ -152,7 +205,7 @@ pub const fn encode(fields: &[FieldInfo]) -> [u32; RECORD_WORDS] {
         let at = 2 + f * FIELD_WORDS;
         out[at] = fields[f].offset as u32;
         out[at + 1] = fields[f].size as u32;
-        out[at + 2] = fields[f].kind as u32;
+        out[at + 2] = fields[f].kind as u32 | (fields[f].pointer as u32) << 8;
         let name = name_words(fields[f].name, "a params! field name has at most 32 bytes");
         let mut w = 0;
         while w <= NAME_WORDS {

@@ -17,7 +17,7 @@ kernel! {
     /// `p.state` must address four u32 and `p.draw` `6 * p.batch` f32 on the device, neither
     /// used by other work while this runs; one block of `AUGMENT_DRAW_BLOCK` threads.
     pub unsafe fn augment_draw(p: AugmentDrawParams) {
-        let state = p.state as *mut u32;
+        let state = p.state.as_mut_ptr();
         // SAFETY: `state` holds four u32 by the contract; they are written only after the
         // barrier below, which every thread reaches after these reads.
         let (key, t) = unsafe {
@@ -27,7 +27,7 @@ kernel! {
             )
         };
         let n = p.batch as usize;
-        let draw = p.draw as *mut f32;
+        let draw = p.draw.as_mut_ptr();
         let batch_sigma = philox4x32_10([t[0], t[1], 0, 0], key)[3];
         let mut i = thread_xy().0 as usize;
         while i < n {

@@ -13,6 +13,7 @@
 
 use streamline_abi::image::{IMAGE_BLOCK_X, IMAGE_BLOCK_Y};
 use streamline_device::thread::{block_xyz, grid_z, thread_xy};
+use streamline_device::{DevPtr, DevPtrMut};
 
 /// The output pixels of one thread: column `j` of image `n`, and up to `per_thread` rows
 /// `IMAGE_BLOCK_Y` apart, those below the plane's height.
@@ -83,7 +84,7 @@ impl Column {
 /// 32-bit offset from these pointers, and the output pointer is a per-thread register.
 #[inline(always)]
 pub fn image_and_column(
-    (x, y): (u64, u64),
+    (x, y): (DevPtr<f32>, DevPtrMut<f32>),
     channels: u32,
     (plane_in, plane_out): (u32, u32),
     n: u32,
@@ -91,8 +92,9 @@ pub fn image_and_column(
 ) -> (*const f32, *mut f32) {
     let n = n as usize * channels as usize;
     (
-        (x as *const f32).wrapping_add(n * plane_in as usize),
-        (y as *mut f32).wrapping_add(n * plane_out as usize + j as usize),
+        x.as_ptr().wrapping_add(n * plane_in as usize),
+        y.as_mut_ptr()
+            .wrapping_add(n * plane_out as usize + j as usize),
     )
 }
 

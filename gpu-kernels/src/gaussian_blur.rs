@@ -24,10 +24,10 @@ use streamline_abi::image::{
     BLUR_FAST_VALUES, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, TILE,
 };
 use streamline_abi::image::{GAUSSIAN_BLUR, GAUSSIAN_BLUR_FAST};
-use streamline_device::kernel;
 use streamline_device::mem::{copy_async, copy_wait, lds2, shared_addr, stg2_at, stg_at};
 use streamline_device::thread::{block_x, sync_block, thread_xy};
 use streamline_device::warp::{shfl_idx, FULL_MASK};
+use streamline_device::{kernel, DevPtr};
 
 /// Blurs one `TILE x TILE` output tile whose top-left pixel is `(y0, x0)` of a plane of
 /// `h x w`. `fill_input(buf, rows, cols)` must write the tile and its halo (reflected at the
@@ -156,10 +156,10 @@ fn block_plane(
     let (ty, tx) = p.tiles_x.divmod(t);
     let at = (ty * th, tx * tw);
     let n = p.planes.divmod(plane).0;
-    let sig = if p.sigmas == 0 {
+    let sig = if p.sigmas == DevPtr::NULL {
         (p.sigma_x, p.sigma_y)
     } else {
-        let s = p.sigmas as *const f32;
+        let s = p.sigmas.as_ptr();
         // SAFETY: `n < batch`; `sigmas` holds `2 * batch` f32.
         unsafe {
             (
@@ -250,8 +250,8 @@ kernel! {
         }
         let (h, w) = (p.height as i32, p.width as i32);
         let base = plane as usize * p.height as usize * p.width as usize;
-        let src = (p.x as *const f32).wrapping_add(base);
-        let dst = (p.y as *mut f32).wrapping_add(base);
+        let src = p.x.as_ptr().wrapping_add(base);
+        let dst = p.y.as_mut_ptr().wrapping_add(base);
         // Copies straight to shared memory (`cp.async`), all of a thread's in flight at once.
         let fill = |buf: *mut f32, rows: usize, cols: usize| {
             let (tx, ty) = thread_xy();
@@ -316,8 +316,8 @@ unsafe fn fast<const R: usize, const W: usize>(
     let rows = th + 2 * R;
     let (h, w) = (p.height as i32, p.width as i32);
     let base = plane as usize * p.height as usize * p.width as usize;
-    let src = (p.x as *const f32).wrapping_add(base);
-    let dst = (p.y as *mut f32).wrapping_add(base);
+    let src = p.x.as_ptr().wrapping_add(base);
+    let dst = p.y.as_mut_ptr().wrapping_add(base);
     let tile = gpu_launch_sized_workgroup_mem::<f32>();
     let (tx, ty) = thread_xy();
     let (tx, ty) = (tx as usize, ty as usize);

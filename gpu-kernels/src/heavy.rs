@@ -33,11 +33,15 @@ struct Vec16<T: Copy, const L: usize>([T; L]);
 
 /// One elementwise kernel over `T`, with `load`/`store` converting to and from f32.
 #[inline(always)]
-unsafe fn run<T: Copy, const L: usize>(p: HeavyParams, load: fn(T) -> f32, store: fn(f32) -> T) {
+unsafe fn run<E: streamline_device::element::Element, T: Copy, const L: usize>(
+    p: HeavyParams<E>,
+    load: fn(T) -> f32,
+    store: fn(f32) -> T,
+) {
     let elem = core::mem::size_of::<T>() as u64;
-    let split = VectorSplit::new(p.x, p.y, p.n, elem);
-    let x = p.x as *const T;
-    let y = p.y as *mut T;
+    let split = VectorSplit::new(p.x.addr(), p.y.addr(), p.n, elem);
+    let x = p.x.cast::<T>().as_ptr();
+    let y = p.y.cast::<T>().as_mut_ptr();
     let (first, stride) = global_x();
 
     let mut v = first;
@@ -73,9 +77,9 @@ kernel! {
     ///
     /// # Safety
     /// `p.x` and `p.y` must address `p.n` readable and writable f32 values on the device.
-    pub unsafe fn heavy_f32(p: HeavyParams) {
+    pub unsafe fn heavy_f32(p: HeavyParams<f32>) {
         // SAFETY: forwarded from this function's contract.
-        unsafe { run::<f32, 4>(p, |v| v, |v| v) }
+        unsafe { run::<f32, f32, 4>(p, |v| v, |v| v) }
     }
 }
 
@@ -85,9 +89,9 @@ kernel! {
     ///
     /// # Safety
     /// `p.x` and `p.y` must address `p.n` readable and writable f16 values on the device.
-    pub unsafe fn heavy_f16(p: HeavyParams) {
+    pub unsafe fn heavy_f16(p: HeavyParams<streamline_device::f16>) {
         // SAFETY: forwarded from this function's contract.
-        unsafe { run::<u16, 8>(p, |b| f16::from_bits(b) as f32, |v| (v as f16).to_bits()) }
+        unsafe { run::<_, u16, 8>(p, |b| f16::from_bits(b) as f32, |v| (v as f16).to_bits()) }
     }
 }
 
@@ -97,11 +101,11 @@ kernel! {
     ///
     /// # Safety
     /// `p.x` and `p.y` must address `p.n` readable and writable bf16 values on the device.
-    pub unsafe fn heavy_bf16(p: HeavyParams) {
+    pub unsafe fn heavy_bf16(p: HeavyParams<streamline_device::bf16>) {
         use streamline_device::element::{bf16, Element};
         // SAFETY: forwarded from this function's contract.
         unsafe {
-            run::<u16, 8>(
+            run::<_, u16, 8>(
                 p,
                 |b| bf16::from_bits(b).to_acc(),
                 |v| bf16::from_acc(v).to_bits(),

@@ -18,7 +18,7 @@ struct Floats4([f32; 4]);
 /// with the same rule).
 #[inline(always)]
 fn vectorised(p: &NormalizeParams) -> bool {
-    p.plane_len % 4 == 0 && p.x % 16 == 0 && p.y % 16 == 0
+    p.plane_len % 4 == 0 && p.x.addr() % 16 == 0 && p.y.addr() % 16 == 0
 }
 
 kernel! {
@@ -39,7 +39,7 @@ kernel! {
             return;
         }
         let c = (plane % p.channels.max(1)) as usize;
-        let stats = p.stats as *const f32;
+        let stats = p.stats.as_ptr();
         // SAFETY: `c < channels`; `stats` holds `2 * channels` values.
         let (m, s) = unsafe {
             (
@@ -48,8 +48,8 @@ kernel! {
             )
         };
         let base = plane as usize * p.plane_len as usize;
-        let x = p.x as *const f32;
-        let y = p.y as *mut f32;
+        let x = p.x.as_ptr();
+        let y = p.y.as_mut_ptr();
         if vec {
             let e = base + unit as usize * 4;
             // SAFETY: 16-byte aligned bases and a plane length that is a multiple of 4, so the

@@ -60,7 +60,7 @@ unsafe fn run<const ONE: bool>(p: RoiAlignParams) {
         p.rows,
         #[inline(always)]
         |col| {
-            let bx = (p.boxes as *const f32).wrapping_add(col.n as usize * 5);
+            let bx = p.boxes.as_ptr().wrapping_add(col.n as usize * 5);
             // SAFETY: `n < num_boxes`; each box is 5 f32.
             let (bi, coords) = unsafe {
                 (
@@ -249,7 +249,7 @@ impl Bins<'_> {
     #[inline(always)]
     fn image(&self) -> *const f32 {
         let p = self.p;
-        (p.x as *const f32)
+        p.x.as_ptr()
             .wrapping_add(self.img * p.channels as usize * (p.height * p.width) as usize)
     }
 
@@ -261,7 +261,7 @@ impl Bins<'_> {
     unsafe fn store<const N: usize>(&self, first: u32, ph: u32, v: &[f32; N]) {
         let p = self.p;
         let plane_out = p.out_h * p.out_w;
-        let dst = (p.y as *mut f32).wrapping_add(
+        let dst = p.y.as_mut_ptr().wrapping_add(
             self.col.n as usize * p.channels as usize * plane_out as usize + self.col.j as usize,
         );
         let o = ph * p.out_w;

@@ -27,7 +27,7 @@ use streamline_device::thread::grid_stride;
 /// `p.boxes` must hold `5 * num_boxes` f32 and `k < num_boxes`.
 #[inline(always)]
 unsafe fn roi_of(p: &RoiAlignBackwardParams, k: usize) -> (Option<u32>, Roi) {
-    let bx = (p.boxes as *const f32).wrapping_add(k * 5);
+    let bx = p.boxes.as_ptr().wrapping_add(k * 5);
     // SAFETY: box `k` is five f32 inside the array (this function's contract).
     let (bi, coords) = unsafe {
         (
@@ -64,8 +64,8 @@ kernel! {
         let (h, w) = (p.height as i32, p.width as i32);
         let (oh, ow, ch) = (p.out_h as u64, p.out_w as u64, p.channels as u64);
         let plane = p.height as usize * p.width as usize;
-        let gy = p.grad_y as *const f32;
-        let gx = p.grad_x as *mut f32;
+        let gy = p.grad_y.as_ptr();
+        let gx = p.grad_x.as_mut_ptr();
         for i in grid_stride(p.num_boxes as u64 * ch * oh * ow) {
             let idx = i as u64;
             let pw = (idx % ow) as u32;
@@ -117,8 +117,8 @@ kernel! {
         let (h, w) = (p.height as i32, p.width as i32);
         let hw = p.height as u64 * p.width as u64;
         let groups = (p.channels as usize).div_ceil(GROUP) as u64;
-        let gy = p.grad_y as *const f32;
-        let gx = p.grad_x as *mut f32;
+        let gy = p.grad_y.as_ptr();
+        let gx = p.grad_x.as_mut_ptr();
         let bin_len = p.out_h as usize * p.out_w as usize;
         for i in grid_stride(p.batch as u64 * groups * hw) {
             let idx = i as u64;
@@ -205,7 +205,7 @@ kernel! {
 /// `p.boxes` must hold `5 * num_boxes` f32 and `k < num_boxes`.
 #[inline(always)]
 unsafe fn may_reach(p: &RoiAlignBackwardParams, k: usize, n: u32, yy: i32, xx: i32) -> bool {
-    let bx = (p.boxes as *const f32).wrapping_add(k * 5);
+    let bx = p.boxes.as_ptr().wrapping_add(k * 5);
     // SAFETY: box `k` is five f32 inside the array (this function's contract).
     let b = unsafe {
         [

@@ -45,7 +45,7 @@ use streamline_device::thread::{block_xyz, sync_block, thread_xy};
 #[inline(always)]
 fn rotation(p: &RotateParams, n: u32) -> Rotation {
     // SAFETY: `n < batch`; `angles` holds `batch` f32.
-    let deg = unsafe { (p.angles as *const f32).add(n as usize).read() };
+    let deg = unsafe { p.angles.as_ptr().add(n as usize).read() };
     Rotation::new(deg, p.height, p.width)
 }
 
@@ -418,7 +418,9 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
     };
     let (pitch, rows) = (pitch as usize, st.rows.min(max_rows));
     let plane = p.height * p.width;
-    let image = (p.x as *const f32).wrapping_add(n as usize * p.channels as usize * plane as usize);
+    let image =
+        p.x.as_ptr()
+            .wrapping_add(n as usize * p.channels as usize * plane as usize);
     // Half a warp per window row, a 16-byte chunk per thread, the chunks the row is read in.
     let (half, q) = (tx / 16, tx % 16);
     if q < st.chunks {
@@ -455,7 +457,9 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
     // the copy (where they would raise the register count past the launch bound's 40).
     // SAFETY: written before the first barrier, never written since.
     let st = unsafe { addr_of!((*setup).window).read() };
-    let out = (p.y as *mut f32).wrapping_add(n as usize * p.channels as usize * plane as usize);
+    let out =
+        p.y.as_mut_ptr()
+            .wrapping_add(n as usize * p.channels as usize * plane as usize);
     let last_row = max_rows as i32 - 1;
     let last_col = pitch as i32 - 2;
     for k in 0..4u32 {

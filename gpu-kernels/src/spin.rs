@@ -33,8 +33,8 @@ kernel! {
     pub unsafe fn spin_copy_f32(p: SpinCopyParams) {
         let start = now_ns();
         while now_ns().wrapping_sub(start) < p.spin_ns {}
-        let x = p.x as *const f32;
-        let y = p.y as *mut f32;
+        let x = p.x.as_ptr();
+        let y = p.y.as_mut_ptr();
         let (first, stride) = global_x();
         let mut i = first;
         while i < p.n {

@@ -27,10 +27,10 @@ kernel! {
     /// # Safety
     /// `p.x` must address `p.n` readable bytes and `p.y` `p.n` writable f32 on the device.
     pub unsafe fn to_float(p: ToFloatParams) {
-        let x = p.x as *const u8;
-        let y = p.y as *mut f32;
+        let x = p.x.as_ptr();
+        let y = p.y.as_mut_ptr();
         let (first, stride) = global_x();
-        let aligned = p.x % 16 == 0 && p.y % 16 == 0;
+        let aligned = p.x.addr() % 16 == 0 && p.y.addr() % 16 == 0;
         let vectors = if aligned { p.n / 16 } else { 0 };
         let mut v = first;
         while v < vectors {
@@ -81,8 +81,8 @@ kernel! {
         let image = c as usize * plane as usize;
         let mut n = by;
         while n < p.images {
-            let x = (p.x as *const u8).wrapping_add(n as usize * image);
-            let y = (p.y as *mut f32).wrapping_add(n as usize * image);
+            let x = p.x.as_ptr().wrapping_add(n as usize * image);
+            let y = p.y.as_mut_ptr().wrapping_add(n as usize * image);
             let mut px = bx * dx + tx;
             while px < plane {
                 let mut k = 0;

@@ -19,7 +19,7 @@ kernel! {
     /// `p.x` must address `p.n` readable f32 and `p.y` `p.n` writable f32, not overlapping unless
     /// equal.
     pub unsafe fn relu_f32(p: ReluParams) {
-        let (x, y) = (p.x as *const f32, p.y as *mut f32);
+        let (x, y) = (p.x.as_ptr(), p.y.as_mut_ptr());
         let (mut i, stride) = global_x();
         while i < p.n {
             // SAFETY: `i < n`; both ranges hold `n` elements (host-validated).
@@ -40,7 +40,7 @@ kernel! {
     /// `p.dy`, `p.x` must address `p.n` readable f32 and `p.dx` `p.n` writable f32; `dx` may
     /// equal `dy` but must not overlap `x` or partially overlap `dy`.
     pub unsafe fn relu_backward_f32(p: ReluBackwardParams) {
-        let (dy, x, dx) = (p.dy as *const f32, p.x as *const f32, p.dx as *mut f32);
+        let (dy, x, dx) = (p.dy.as_ptr(), p.x.as_ptr(), p.dx.as_mut_ptr());
         let (mut i, stride) = global_x();
         while i < p.n {
             // SAFETY: `i < n`; the three ranges hold `n` elements (host-validated).
@@ -61,7 +61,7 @@ kernel! {
     /// `p.y`, `p.t` must address `p.n` readable f32 and `p.d` `p.n` writable f32 not overlapping
     /// either input unless equal to it.
     pub unsafe fn mse_grad_f32(p: MseGradParams) {
-        let (y, t, d) = (p.y as *const f32, p.t as *const f32, p.d as *mut f32);
+        let (y, t, d) = (p.y.as_ptr(), p.t.as_ptr(), p.d.as_mut_ptr());
         let (mut i, stride) = global_x();
         while i < p.n {
             // SAFETY: `i < n`; the three ranges hold `n` elements (host-validated).
@@ -81,7 +81,7 @@ kernel! {
     /// `p.w` must address `p.n` readable and writable f32 and `p.g` `p.n` readable f32, not
     /// overlapping `w`.
     pub unsafe fn sgd_f32(p: SgdParams) {
-        let (w, g) = (p.w as *mut f32, p.g as *const f32);
+        let (w, g) = (p.w.as_mut_ptr(), p.g.as_ptr());
         let (mut i, stride) = global_x();
         while i < p.n {
             // SAFETY: `i < n`; both ranges hold `n` elements (host-validated) and do not overlap.
@@ -118,7 +118,7 @@ kernel! {
             )
         };
         let (rows, cols) = (p.rows as usize, p.cols as usize);
-        let (x, y) = (p.x as *const f32, p.y as *mut f32);
+        let (x, y) = (p.x.as_ptr(), p.y.as_mut_ptr());
         let c = bx * T + tx;
         let mut k = ty;
         while k < T {

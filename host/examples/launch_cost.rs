@@ -7,7 +7,7 @@
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, PushKernelArg};
 use std::time::Instant;
 use streamline::ops::image::{rotate, Interp, PerImage, Shape};
-use streamline::{Gpu, LaunchConfig};
+use streamline::{DevPtr, DevPtrMut, Gpu, LaunchConfig};
 use streamline_abi::image::{RotateParams, IMAGE_BLOCK_X, IMAGE_BLOCK_Y, ROTATE_NEAREST};
 
 /// The parameter struct as cudarc's launch builder takes it.
@@ -80,9 +80,9 @@ fn main() -> anyhow::Result<()> {
         let (xp, _r) = x.device_ptr(&st);
         let (yp, _w) = y.device_ptr_mut(&st);
         RotateParams {
-            x: xp,
-            y: yp,
-            angles: xp,
+            x: DevPtr::from_addr(xp),
+            y: DevPtrMut::from_addr(yp),
+            angles: DevPtr::from_addr(xp),
             batch: shape.n as u32,
             channels: shape.c as u32,
             height: shape.h as u32,
@@ -99,9 +99,9 @@ fn main() -> anyhow::Result<()> {
         shape.n as u32,
     );
     let block = (IMAGE_BLOCK_X, IMAGE_BLOCK_Y, 1);
+    let module = gpu.kernels()?;
     // SAFETY: the parameters address `x` and `y`, which outlive every launch below, and the
     // grid covers every output pixel with one row per thread.
-    let module = gpu.kernels()?;
     per_call("Module::launch", &gpu, || unsafe {
         Ok(module.launch(&st, ROTATE_NEAREST, LaunchConfig::new(grid, block), p)?)
     })?;

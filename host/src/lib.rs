@@ -25,4 +25,4 @@ extern crate self as streamline;
 pub use cudarc;
 pub use error::{Error, Result};
 pub use runtime::{EmbeddedArch, EmbeddedModule, Gpu, Launch, LaunchConfig, Module};
-pub use streamline_device::{Kernel, LaunchBounds};
+pub use streamline_device::{DevPtr, DevPtrMut, Kernel, LaunchBounds};

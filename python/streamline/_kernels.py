@@ -77,7 +77,21 @@ def load_module(ptx, device=0):
 
 
 _PACK = {"u8": "<B", "u16": "<H", "u32": "<I", "u64": "<Q", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q",
-         "f32": "<f", "f64": "<d"}
+         "f16": "<e", "f32": "<f", "f64": "<d"}
+
+#: a pointer field's element kind -> (torch dtype name, ``__cuda_array_interface__`` typestr)
+_ELEMENTS = {"u8": ("uint8", "|u1"), "i8": ("int8", "|i1"), "u16": ("uint16", "<u2"), "i16": ("int16", "<i2"),
+             "u32": ("uint32", "<u4"), "i32": ("int32", "<i4"), "u64": ("uint64", "<u8"), "i64": ("int64", "<i8"),
+             "f16": ("float16", "<f2"), "bf16": ("bfloat16", None), "f32": ("float32", "<f4"),
+             "f64": ("float64", "<f8")}
+
+
+def _bf16_bits(v):
+    """``v`` rounded to the nearest bfloat16 (ties to even), as its 16 bits."""
+    bits = struct.unpack("<I", struct.pack("<f", v))[0]
+    if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:
+        return (bits >> 16) | 0x40  # a quiet NaN
+    return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
 
 
 class TypedKernel:
@@ -85,8 +99,10 @@ class TypedKernel:
     ``m.saxpy(grid, block, x=x, y=y, n=n, a=2.0)``. Each value is checked against its field's
     type in the manifest (an unknown or missing name, or a value of the wrong type, raises
     ``TypeError`` naming the field; an integer out of its field's range ``ValueError``). A
-    ``u64`` field also takes a CUDA tensor (or ``__cuda_array_interface__`` object) of the
-    module's device: its address. Fields named ``pad...`` or ``_...`` default to zero. The
+    device-address field (``*const f32``, ``*mut bf16``: ``DevPtr<T>`` and ``DevPtrMut<T>`` in
+    Rust) takes a CUDA tensor (or ``__cuda_array_interface__`` object) of the module's device
+    whose element type is the field's (another raises ``TypeError``), or an integer address.
+    Fields named ``pad...`` or ``_...`` default to zero. The
     launch queues on PyTorch's current stream (or ``stream``), checked like
     :meth:`KernelModule.launch`; a tensor passed on another stream than its own is recorded
     on it, so its memory is not reused before the kernel ran."""
@@ -118,8 +134,18 @@ class TypedKernel:
                     raise TypeError(f"{self.name}: field {fname!r} takes {size} bytes, got {v!r}")
                 data[off:off + size] = bytes(v)
                 continue
-            if kind == "u64" and not isinstance(v, numbers.Integral):
-                v = self._address(fname, v, tensors)
+            if kind.startswith("*"):
+                if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+                    v = self._address(fname, kind, v, tensors)
+                kind = "u64"
+            if kind == "bf16":
+                if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                    raise TypeError(f"{self.name}: field {fname!r} ({kind}) takes a number, got {type(v).__name__}")
+                try:
+                    struct.pack_into("<H", data, off, _bf16_bits(float(v)))
+                except (OverflowError, struct.error):
+                    raise ValueError(f"{self.name}: field {fname!r} ({kind}) cannot hold {v!r}") from None
+                continue
             if kind.startswith("f"):
                 if isinstance(v, bool) or not isinstance(v, numbers.Real):
                     raise TypeError(f"{self.name}: field {fname!r} ({kind}) takes a number, got {type(v).__name__}")
@@ -144,19 +170,27 @@ class TypedKernel:
                 if isinstance(t, torch.Tensor):
                     t.record_stream(torch.cuda.ExternalStream(s, device=self.module.device))
 
-    def _address(self, fname, v, tensors):
-        """The device address of a tensor or ``__cuda_array_interface__`` object for field
-        ``fname``, checked to be on the module's device."""
+    def _address(self, fname, kind, v, tensors):
+        """The device address of a tensor or ``__cuda_array_interface__`` object for the
+        pointer field ``fname`` of ``kind`` (``*const f32``), checked to be on the module's
+        device and to hold the field's element type."""
+        elem = kind.split()[-1]
+        dtype, typestr = _ELEMENTS.get(elem, (None, None))
         torch = _torch()
         if torch is not None and isinstance(v, torch.Tensor):
             if not v.is_cuda or v.get_device() != self.module.device:
                 raise ValueError(f"{self.name}: field {fname!r} takes a tensor on cuda:{self.module.device}, "
                                  f"got one on {v.device}")
+            if dtype is not None and v.dtype != getattr(torch, dtype):
+                raise TypeError(f"{self.name}: field {fname!r} ({kind}) takes a {dtype} tensor, got {v.dtype}")
             tensors.append(v)
             return v.data_ptr()
         cai = getattr(v, "__cuda_array_interface__", None)
         if cai is not None:
+            if typestr is not None and cai.get("typestr") != typestr:
+                raise TypeError(f"{self.name}: field {fname!r} ({kind}) takes {elem} elements ({typestr}), "
+                                f"got {cai.get('typestr')!r}")
             tensors.append(v)
             return int(cai["data"][0])
-        raise TypeError(f"{self.name}: field {fname!r} (u64) takes an integer or a CUDA tensor, "
+        raise TypeError(f"{self.name}: field {fname!r} ({kind}) takes a CUDA tensor or an integer address, "
                         f"got {type(v).__name__}")

@@ -2,6 +2,7 @@
 argument, and a clear NoGpuError when a GPU function is reached. Objects exposing
 ``__cuda_array_interface__`` stand in for tensors; nothing here touches device memory."""
 import ctypes
+import struct
 
 import pytest
 
@@ -252,8 +253,15 @@ class _Recorder:
         self.calls.append((stream, name, grid, block, shared, data, align))
 
 
-SAXPY_FIELDS = [("x", 0, 8, "u64"), ("y", 8, 8, "u64"), ("n", 16, 8, "u64"), ("a", 24, 4, "f32"),
+SAXPY_FIELDS = [("x", 0, 8, "*const f32"), ("y", 8, 8, "*mut f32"), ("n", 16, 8, "u64"), ("a", 24, 4, "f32"),
                 ("pad", 28, 4, "u32")]
+
+
+class _DeviceArray:
+    """A ``__cuda_array_interface__`` object of ``typestr`` elements at ``addr``."""
+
+    def __init__(self, addr, typestr):
+        self.__cuda_array_interface__ = {"data": (addr, False), "typestr": typestr, "shape": (4,), "version": 3}
 
 
 def test_typed_kernel_packs_fields_by_name_as_repr_c():
@@ -265,18 +273,36 @@ def test_typed_kernel_packs_fields_by_name_as_repr_c():
 
     rec = _Recorder()
     k = TypedKernel(rec, "saxpy", 32, 8, SAXPY_FIELDS)
-    assert repr(k) == "<kernel saxpy(x: u64, y: u64, n: u64, a: f32, pad: u32)>"
+    assert repr(k) == "<kernel saxpy(x: *const f32, y: *mut f32, n: u64, a: f32, pad: u32)>"
     k(4, (256,), x=0x7000_0000, y=0x7000_1000, n=1000, a=2.5)  # pad defaults to 0
-    (stream, name, grid, block, shared, data, align), = rec.calls
+    k(4, (256,), x=_DeviceArray(0x7000_0000, "<f4"), y=_DeviceArray(0x7000_1000, "<f4"), n=1000, a=2.5)
+    (stream, name, grid, block, shared, data, align), again = rec.calls
     assert (name, grid, block, shared, align) == ("saxpy", (4, 1, 1), (256, 1, 1), 0, 8)
     assert data == bytes(SaxpyParams(0x7000_0000, 0x7000_1000, 1000, 2.5, 0))
+    assert again[5] == data
+
+
+def test_typed_kernel_packs_half_precision_fields():
+    from streamline._kernels import TypedKernel, _bf16_bits
+
+    assert [_bf16_bits(v) for v in (1.0, -2.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8, 3.4e38)] == [
+        0x3F80, 0xC000, 0x3F80, 0x3F82, 0x7F80]
+    rec = _Recorder()
+    fields = [("h", 0, 2, "f16"), ("b", 2, 2, "bf16"), ("y", 8, 8, "*mut bf16")]
+    TypedKernel(rec, "k", 16, 8, fields)(1, 32, h=1.5, b=-2.0, y=_DeviceArray(0x100, "<u2"))
+    data = rec.calls[0][5]
+    assert data[:4] == struct.pack("<eH", 1.5, 0xC000) and data[8:] == struct.pack("<Q", 0x100)
 
 
 @pytest.mark.parametrize("kwargs,error,match", [
     (dict(x=1, y=2, n=3, a=1.0, b=4), TypeError, "saxpy: no field 'b'; its fields are x, y, n, a, pad"),
     (dict(x=1, y=2, a=1.0), TypeError, "saxpy: field 'n' \\(u64\\) is missing"),
     (dict(x=1, y=2, n=3, a="2"), TypeError, "saxpy: field 'a' \\(f32\\) takes a number, got str"),
-    (dict(x=1, y=2, n=3.5, a=1.0), TypeError, "saxpy: field 'n' \\(u64\\) takes an integer or a CUDA tensor"),
+    (dict(x=1, y=2, n=3.5, a=1.0), TypeError, "saxpy: field 'n' \\(u64\\) takes an integer, got float"),
+    (dict(x=2.0, y=2, n=3, a=1.0), TypeError,
+     "saxpy: field 'x' \\(\\*const f32\\) takes a CUDA tensor or an integer address, got float"),
+    (dict(x=_DeviceArray(1, "<f8"), y=2, n=3, a=1.0), TypeError,
+     "saxpy: field 'x' \\(\\*const f32\\) takes f32 elements \\(<f4\\), got '<f8'"),
     (dict(x=1, y=2, n=-1, a=1.0), ValueError, "saxpy: field 'n' \\(u64\\) is -1; allowed 0..="),
     (dict(x=1, y=2, n=3, a=1.0, pad=2**32), ValueError, "saxpy: field 'pad' \\(u32\\) is 4294967296"),
     (dict(x=1, y=2, n=3, a=True), TypeError, "saxpy: field 'a' \\(f32\\) takes a number, got bool"),

@@ -435,7 +435,7 @@ def test_user_kernels_called_by_field_name():
     tests/tests/suite/out_of_tree.rs), each called from Python with its fields by name, tensors for
     addresses, against torch; wrong fields refused before any launch."""
     m = sl.load_module(saxpy_ptx())
-    assert repr(m.saxpy) == "<kernel saxpy(x: u64, y: u64, n: u64, a: f32, pad: u32)>"
+    assert repr(m.saxpy) == "<kernel saxpy(x: *const f32, y: *mut f32, n: u64, a: f32, pad: u32)>"
     n = 1_000_003
     x, y = torch.randn(n, device=DEV), torch.randn(n, device=DEV)
     want = (2.5 * x.double() + y.double()).float()
@@ -445,6 +445,8 @@ def test_user_kernels_called_by_field_name():
         m.saxpy(1, 32, x=x, y=y, a=1.0)
     with pytest.raises(ValueError, match="saxpy: field 'x' takes a tensor on cuda:0, got one on cpu"):
         m.saxpy(1, 32, x=x.cpu(), y=y, n=n, a=1.0)
+    with pytest.raises(TypeError, match=r"saxpy: field 'y' \(\*mut f32\) takes a float32 tensor, got torch.float16"):
+        m.saxpy(1, 32, x=x, y=y.half(), n=n, a=1.0)
     docs = os.environ.get("STREAMLINE_DOCS_PTX")
     if not docs or not os.path.exists(docs):
         pytest.skip("STREAMLINE_DOCS_PTX names no built my_op_kernels.ptx (tests/tests/suite/out_of_tree.rs)")

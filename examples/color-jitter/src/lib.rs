@@ -7,7 +7,7 @@ use std::sync::Arc;
 use streamline::cudarc::driver::CudaStream;
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::ops::image::Shape;
-use streamline::{EmbeddedModule, Error, Gpu, LaunchConfig, Module, Result};
+use streamline::{DevPtrMut, EmbeddedModule, Error, Gpu, LaunchConfig, Module, Result};
 use streamline_scenarios::augment_train::Transform;
 
 /// The PTX `build.rs` built from `kernels/`.
@@ -138,8 +138,8 @@ impl ColorJitter {
                 .prepare(stream, color_jitter_kernels::jitter_gray_sum);
             let p = JitterParams {
                 x: l.read(x),
-                y: 0,
-                factors: l.read(factors),
+                y: DevPtrMut::NULL,
+                factors: l.read(factors).cast(),
                 sums: l.write(sums),
                 plane: self.plane,
                 pad: 0,
@@ -154,8 +154,8 @@ impl ColorJitter {
         let p = JitterParams {
             x: l.read(x),
             y: l.write(y),
-            factors: l.read(factors),
-            sums: l.read(sums),
+            factors: l.read(factors).cast(),
+            sums: l.write(sums),
             plane: self.plane,
             pad: 0,
         };

@@ -104,7 +104,9 @@ impl<const STRIP: bool, const COPY: bool> Tile<STRIP, COPY> {
         } else {
             (ow, 1, oh * ow)
         };
-        let dst = (p.y as *mut f32).wrapping_add(nu * C * oh as usize * ow as usize);
+        let dst =
+            p.y.as_mut_ptr()
+                .wrapping_add(nu * C * oh as usize * ow as usize);
         let gx = x0 as u32 + tx as u32;
         let y0 = (self.top + r) as u32;
         // The channels' statistics read into registers before the first store (the compiler

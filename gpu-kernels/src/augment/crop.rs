@@ -45,7 +45,7 @@ impl Crop {
             (w, 1, plane)
         };
         Crop {
-            img: (p.x as *const u8).wrapping_add(n * c as usize * plane as usize),
+            img: p.x.as_ptr().wrapping_add(n * c as usize * plane as usize),
             strides,
             h: p.height as i32,
             w: p.width as i32,

@@ -293,7 +293,7 @@ unsafe fn augment_block<
     // it, each field written by one thread and read after the barrier below.
     let roi = || {
         let bx = unsafe {
-            let bp = (p.boxes as *const f32).add(4 * nu);
+            let bp = p.boxes.as_ptr().add(4 * nu);
             [
                 bp.read(),
                 bp.add(1).read(),
@@ -312,7 +312,7 @@ unsafe fn augment_block<
         )
     };
     if lin == 0 {
-        let angle = unsafe { (p.angles as *const f32).add(nu).read() };
+        let angle = unsafe { p.angles.as_ptr().add(nu).read() };
         let rot = Rotation::new(angle, p.out_h, p.out_w);
         let whole = tile.window(&rot, (0, side - 1), (0, side - 1));
         unsafe {
@@ -333,7 +333,7 @@ unsafe fn augment_block<
         unsafe { (*s.setup).roi = roi() };
     } else if lin >= 160 && lin < 160 + C as u32 {
         let c = lin as usize - 160;
-        let stats = p.stats as *const f32;
+        let stats = p.stats.as_ptr();
         unsafe {
             (*s.setup).mean[c] = stats.add(c).read();
             (*s.setup).inv_std[c] = 1.0 / stats.add(C + c).read();
@@ -341,7 +341,7 @@ unsafe fn augment_block<
     } else if lin >= 32 && lin < 32 + taps as u32 {
         let w = lin as usize - 32;
         let off = (taps - k as usize) / 2;
-        let sigma = unsafe { (p.sigmas as *const f32).add(nu).read() };
+        let sigma = unsafe { p.sigmas.as_ptr().add(nu).read() };
         let v = if w >= off && w < off + k as usize {
             gauss((w - off) as u32, k / 2, sigma)
         } else {

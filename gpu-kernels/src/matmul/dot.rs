@@ -59,11 +59,11 @@ kernel! {
         let (n, k, ldb) = (p.n as usize, p.k as usize, p.ldb as usize);
         let c0 = bx * COLS;
         let cols = (n - c0).min(COLS);
-        let vec = p.b % 16 == 0 && ldb % 4 == 0;
+        let vec = p.b.addr() % 16 == 0 && ldb % 4 == 0;
         // SAFETY: `r < m` (one block row per row of C), so row `r` of A is inside it.
-        let a = unsafe { (p.a as *const f32).add(r * p.lda as usize) };
+        let a = unsafe { p.a.as_ptr().add(r * p.lda as usize) };
         // SAFETY: `c0 < n`, so column `c0` of B's first row is inside it.
-        let b = unsafe { (p.b as *const f32).add(c0) };
+        let b = unsafe { p.b.as_ptr().add(c0) };
         let mut acc = [0.0f32; COLS];
         let mut kk = tid;
         while kk + (UNROLL - 1) * THREADS < k {
@@ -121,7 +121,7 @@ kernel! {
                 for w in 1..THREADS / 32 {
                     sum += *sums.add(w * COLS + tid);
                 }
-                let c = (p.c as *mut f32).add(r * p.ldc as usize + c0 + tid);
+                let c = p.c.as_mut_ptr().add(r * p.ldc as usize + c0 + tid);
                 epilogue(c, sum, p.alpha, p.beta);
             }
         }

@@ -177,14 +177,14 @@ impl Frame {
         let (bx, by, tid, _) = ids();
         let (bx, by) = if swizzle { swizzled(bx, by) } else { (bx, by) };
         Frame {
-            a: p.a as *const f32,
-            b: p.b as *const f32,
+            a: p.a.as_ptr(),
+            b: p.b.as_ptr(),
             m: p.m as usize,
             n: p.n as usize,
             k: p.k as usize,
             lda: p.lda as usize,
             ldb: p.ldb as usize,
-            vec_ab: (p.a | p.b) % 16 == 0 && p.lda % 4 == 0 && p.ldb % 4 == 0,
+            vec_ab: (p.a.addr() | p.b.addr()) % 16 == 0 && p.lda % 4 == 0 && p.ldb % 4 == 0,
             row0: by * BM,
             col0: bx * BN,
             tid,
@@ -414,9 +414,9 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
     #[inline(always)]
     unsafe fn write_c(p: &GemmParams, f: &Frame, acc: &[[f32; TN]; 8]) {
         let (ty, tx) = Self::position(f.tid);
-        let c = p.c as *mut f32;
+        let c = p.c.as_mut_ptr();
         let ldc = p.ldc as usize;
-        let vec_c = p.c % 16 == 0 && ldc % 4 == 0;
+        let vec_c = p.c.addr() % 16 == 0 && ldc % 4 == 0;
         for i in 0..8 {
             let r = f.row0 + (i / 4) * (BM / 2) + ty * 4 + i % 4;
             if r >= f.m {

@@ -3,6 +3,7 @@
 
 use super::step5_pipelined::pipelined_in;
 use super::*;
+use streamline_device::{DevPtr, DevPtrMut};
 
 /// Split-K: the blocks of grid `z` multiply slice `z` of `K` (`k_slice` deep, the last one what
 /// remains) with step 5's loop (8 x `TN` outputs per thread: `TN` 16 is step 8's) and write it,
@@ -30,9 +31,10 @@ unsafe fn split_k<
     let ldp = splitk_row_stride(g.n);
     let plane = g.m as u64 * ldp as u64;
     let p = GemmParams {
-        a: g.a + 4 * k0,
-        b: g.b + 4 * k0 * g.ldb as u64,
-        c: s.partials + 4 * z * plane,
+        // Byte offsets of the slice's first column of `A`, row of `B` and plane.
+        a: DevPtr::from_addr(g.a.addr() + 4 * k0),
+        b: DevPtr::from_addr(g.b.addr() + 4 * k0 * g.ldb as u64),
+        c: DevPtrMut::from_addr(s.partials.addr() + 4 * z * plane),
         k: (g.k as u64 - k0).min(s.k_slice as u64) as u32,
         ldc: ldp,
         alpha: 1.0,
@@ -111,9 +113,9 @@ kernel! {
         let (m, n) = (p.m as u64, p.n as u64);
         let ldp = splitk_row_stride(p.n) as usize;
         let plane = m as usize * ldp;
-        let parts = p.partials as *const f32;
-        let c = p.c as *mut f32;
-        if splitk_reduce_by_quads(p.m, p.n, p.ldc, p.c, p.partials) {
+        let parts = p.partials.as_ptr();
+        let c = p.c.as_mut_ptr();
+        if splitk_reduce_by_quads(p.m, p.n, p.ldc, p.c.addr(), p.partials.addr()) {
             let per_row = p.n / 4;
             for q in streamline_device::thread::grid_stride(m * n / 4) {
                 let q = q as u32;

@@ -18,7 +18,7 @@ kernel! {
         if row >= p.m as usize || col >= p.n as usize {
             return;
         }
-        let (a, b, c) = (p.a as *const f32, p.b as *const f32, p.c as *mut f32);
+        let (a, b, c) = (p.a.as_ptr(), p.b.as_ptr(), p.c.as_mut_ptr());
         let mut acc = 0.0f32;
         for kk in 0..p.k as usize {
             // SAFETY: `row < m`, `kk < k`, `col < n`: inside A and B.

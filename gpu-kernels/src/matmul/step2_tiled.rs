@@ -15,7 +15,7 @@ kernel! {
         let row = by * T + ty;
         let col = bx * T + tx;
         let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
-        let (a, b, c) = (p.a as *const f32, p.b as *const f32, p.c as *mut f32);
+        let (a, b, c) = (p.a.as_ptr(), p.b.as_ptr(), p.c.as_mut_ptr());
         let sa = gpu_launch_sized_workgroup_mem::<F4>() as *mut f32;
         // SAFETY: the launch provides 2 * T * T floats of shared memory.
         let sb = unsafe { sa.add(T * T) };

@@ -20,7 +20,7 @@ kernel! {
         const THREADS: usize = 256;
         let (bx, by, tid, _) = ids();
         let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
-        let (a, b) = (p.a as *const f32, p.b as *const f32);
+        let (a, b) = (p.a.as_ptr(), p.b.as_ptr());
         let row0 = by * BM;
         let col0 = bx * BN;
         let (ty, tx) = (tid / (BN / 8), tid % (BN / 8));
@@ -76,7 +76,7 @@ kernel! {
             barrier();
             k0 += BK;
         }
-        let c = p.c as *mut f32;
+        let c = p.c.as_mut_ptr();
         for (i, acc_row) in acc.iter().enumerate() {
             let gr = row0 + ty * 8 + i;
             for (j, &v) in acc_row.iter().enumerate() {

@@ -7,27 +7,22 @@ use half::{bf16, f16};
 use streamline_abi::heavy::{HeavyParams, HEAVY_BF16, HEAVY_BLOCK, HEAVY_F16, HEAVY_F32};
 use streamline_abi::{Kernel, VectorSplit};
 
-/// Element types the heavy kernel exists for.
-pub trait HeavyElement: DeviceRepr + Copy + 'static {
+/// Element types the heavy kernel exists for (named by their `Element::NAME`).
+pub trait HeavyElement: DeviceRepr + streamline_device::element::Element {
     /// The kernel for this type.
-    const KERNEL: Kernel<HeavyParams>;
-    /// Short name (`f32`, `f16`, `bf16`).
-    const NAME: &'static str;
+    const KERNEL: Kernel<HeavyParams<Self>>;
 }
 
 impl HeavyElement for f32 {
-    const KERNEL: Kernel<HeavyParams> = HEAVY_F32;
-    const NAME: &'static str = "f32";
+    const KERNEL: Kernel<HeavyParams<f32>> = HEAVY_F32;
 }
 
 impl HeavyElement for f16 {
-    const KERNEL: Kernel<HeavyParams> = HEAVY_F16;
-    const NAME: &'static str = "f16";
+    const KERNEL: Kernel<HeavyParams<f16>> = HEAVY_F16;
 }
 
 impl HeavyElement for bf16 {
-    const KERNEL: Kernel<HeavyParams> = HEAVY_BF16;
-    const NAME: &'static str = "bf16";
+    const KERNEL: Kernel<HeavyParams<bf16>> = HEAVY_BF16;
 }
 
 /// Launch configuration for `n` elements at these addresses: one 16-byte vector (or one
@@ -59,7 +54,7 @@ pub fn heavy<T: HeavyElement>(
     let mut launch = gpu.kernels()?.prepare(stream, T::KERNEL);
     let xp = launch.read(x);
     let yp = launch.write(y);
-    let (grid, block) = launch_config(xp, yp, n, elem);
+    let (grid, block) = launch_config(xp.addr(), yp.addr(), n, elem);
     let params = HeavyParams { x: xp, y: yp, n };
     // SAFETY: `x` and `y` are live device allocations of `n` elements of `T` (lengths checked
     // above), they are distinct (one is borrowed shared, the other exclusively), and the launch

@@ -22,43 +22,40 @@ use streamline_abi::hgemm::{
     HGEMM_ALL, HGEMM_REDUCE_BLOCK, HGEMM_SPLITK_REDUCE_BF16, HGEMM_SPLITK_REDUCE_F16,
 };
 use streamline_device::Kernel as KernelHandle;
+use streamline_device::{DevPtr, DevPtrMut};
 
 pub use crate::spec::matmul::Gemm;
 
 /// An element type of the half-precision kernels.
-pub trait Half: cudarc::driver::DeviceRepr + Copy + 'static {
-    /// Its name: `bf16` or `f16`.
-    const NAME: &'static str;
+pub trait Half: cudarc::driver::DeviceRepr + streamline_device::element::Element {
     /// The driver's name of the type for tensor maps.
     const TMA: CUtensorMapDataType;
     /// cuBLAS's name of the type.
     const BLAS: blas_sys::cudaDataType_t;
     /// The step's kernel for this type.
-    fn kernel(t: &HgemmTiling) -> KernelHandle<HgemmParams>;
+    fn kernel(t: &HgemmTiling) -> KernelHandle<HgemmParams<Self>>;
     /// The split-K reduction into this type.
-    fn reduce() -> KernelHandle<HgemmReduceParams>;
+    fn reduce() -> KernelHandle<HgemmReduceParams<Self>>;
 }
 
 impl Half for bf16 {
-    const NAME: &'static str = "bf16";
     const TMA: CUtensorMapDataType = CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     const BLAS: blas_sys::cudaDataType_t = blas_sys::cudaDataType_t::CUDA_R_16BF;
-    fn kernel(t: &HgemmTiling) -> KernelHandle<HgemmParams> {
+    fn kernel(t: &HgemmTiling) -> KernelHandle<HgemmParams<bf16>> {
         t.bf16
     }
-    fn reduce() -> KernelHandle<HgemmReduceParams> {
+    fn reduce() -> KernelHandle<HgemmReduceParams<bf16>> {
         HGEMM_SPLITK_REDUCE_BF16
     }
 }
 
 impl Half for f16 {
-    const NAME: &'static str = "f16";
     const TMA: CUtensorMapDataType = CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     const BLAS: blas_sys::cudaDataType_t = blas_sys::cudaDataType_t::CUDA_R_16F;
-    fn kernel(t: &HgemmTiling) -> KernelHandle<HgemmParams> {
+    fn kernel(t: &HgemmTiling) -> KernelHandle<HgemmParams<f16>> {
         t.f16
     }
-    fn reduce() -> KernelHandle<HgemmReduceParams> {
+    fn reduce() -> KernelHandle<HgemmReduceParams<f16>> {
         HGEMM_SPLITK_REDUCE_F16
     }
 }
@@ -205,7 +202,9 @@ pub fn hgemm<T: Half>(
         a: launch.read(a),
         b: launch.read(b),
         c: launch.write(c),
-        maps: maps.as_deref().map_or(0, |m| launch.read(m)),
+        maps: maps
+            .as_deref()
+            .map_or(DevPtr::NULL, |m| launch.read(m).cast()),
         m: g.m as u32,
         n: g.n as u32,
         k: g.k as u32,
@@ -216,7 +215,7 @@ pub fn hgemm<T: Half>(
         beta: g.beta,
         slices: split.map_or(1, |s| s.slices),
         slice_tiles: split.map_or(0, |s| s.slice_tiles),
-        partials: partials.as_ref().map_or(0, |p| p.ptr),
+        partials: partials.as_ref().map_or(DevPtrMut::NULL, |p| p.floats()),
     };
     let cfg = LaunchConfig::new((blocks, 1, 1), (t.threads, 1, 1)).with_shared(t.shared_bytes);
     // SAFETY: `check_lengths` proved each buffer holds its matrix with its stride and
@@ -230,7 +229,7 @@ pub fn hgemm<T: Half>(
         return Ok(());
     };
     let reduce = HgemmReduceParams {
-        partials: partials.ptr,
+        partials: partials.floats().as_const(),
         c: params.c,
         m: params.m,
         n: params.n,

@@ -13,13 +13,14 @@ use streamline_abi::matmul::{
     SGEMM_SPLITK_64X64, SGEMM_SPLITK_ALL, SGEMM_SPLITK_REDUCE, SGEMM_SPLITK_WIDE_128X128,
     SGEMM_WHOLE, SPLITK_REDUCE_BLOCK,
 };
+use streamline_device::{DevPtr, DevPtrMut};
 
 pub use crate::spec::matmul::{Gemm, MAX_DIM};
 
 /// The launch side of a product.
 impl Gemm {
     /// The kernels' parameters for this product with `A`, `B` and `C` at these addresses.
-    pub fn params(&self, a: u64, b: u64, c: u64) -> GemmParams {
+    pub fn params(&self, a: DevPtr<f32>, b: DevPtr<f32>, c: DevPtrMut<f32>) -> GemmParams {
         GemmParams {
             a,
             b,
@@ -309,6 +310,11 @@ pub(crate) struct Scratch<'a> {
 }
 
 impl<'a> Scratch<'a> {
+    /// The scratch as f32s, which kernels write and read.
+    pub(crate) fn floats(&self) -> DevPtrMut<f32> {
+        DevPtrMut::from_addr(self.ptr)
+    }
+
     pub(crate) fn new(stream: &'a CudaStream, bytes: usize) -> Result<Scratch<'a>> {
         stream.context().bind_to_thread().op("cuCtxSetCurrent")?;
         // SAFETY: allocates `bytes` in the stream's order; the memory is freed by `drop` in
@@ -359,13 +365,13 @@ fn split_k(
         return Err(Error::arg("m", "too many rows for one split-K launch"));
     }
     let scratch = Scratch::new(stream, total * 4)?;
-    let pp = scratch.ptr;
+    let pp = scratch.floats();
     let module = gpu.kernels()?;
     let mut launch = module.prepare(stream, t.spec);
     let ap = launch.read(a);
     let bp = launch.read(b);
     let params = SplitKParams {
-        gemm: g.params(ap, bp, 0),
+        gemm: g.params(ap, bp, DevPtrMut::NULL),
         partials: pp,
         k_slice: k_slice as u32,
         slices: slices as u32,
@@ -379,7 +385,7 @@ fn split_k(
     let mut launch = module.prepare(stream, SGEMM_SPLITK_REDUCE);
     let cp = launch.write(c);
     let reduce = SplitKReduceParams {
-        partials: pp,
+        partials: pp.as_const(),
         c: cp,
         m: g.m as u32,
         n: g.n as u32,
@@ -390,7 +396,7 @@ fn split_k(
     };
     // The grid is sized for the kernel's steps: four elements each where it can use 16-byte
     // accesses.
-    let quads = splitk_reduce_by_quads(g.m as u32, g.n as u32, g.ldc as u32, cp, pp);
+    let quads = splitk_reduce_by_quads(g.m as u32, g.n as u32, g.ldc as u32, cp.addr(), pp.addr());
     let steps = if quads { outputs / 4 } else { outputs };
     // SAFETY: the partials were written by the launch before on this stream; `C` holds
     // `m x n` at stride `ldc` (checked); the kernel strides over the `m n` elements.

@@ -8,7 +8,8 @@ use std::borrow::Cow;
 use std::path::Path;
 use streamline_builder::arch::Arch;
 use streamline_builder::manifest::{
-    bytes_hash, parse_entries, ptx_hash, BoundsInfo, EntryInfo, Manifest, ParamInfo,
+    bytes_hash, field_info, parse_entries, ptx_hash, BoundsInfo, EntryInfo, FieldInfo, Manifest,
+    ParamInfo,
 };
 use streamline_device::Kernel;
 
@@ -456,6 +457,29 @@ impl KernelImage {
                 entry.bounds
             ));
         }
-        Ok(())
+        let Some(fields) = kernel.fields() else {
+            return Ok(());
+        };
+        let want: Vec<FieldInfo> = fields.iter().map(field_info).collect();
+        match &entry.fields {
+            Some(have) if *have == want => Ok(()),
+            Some(have) => {
+                let differs = |(i, w): (usize, &FieldInfo)| have.get(i) != Some(w);
+                let at = want.iter().enumerate().find(|&p| differs(p)).map_or(want.len(), |p| p.0);
+                let show = |f: Option<&FieldInfo>| {
+                    f.map_or("nothing".to_string(), |f| {
+                        format!("`{}: {}` at byte {}", f.name, f.kind, f.offset)
+                    })
+                };
+                self.fail(format!(
+                    "kernel `{name}`'s parameter field {at} is {} in the image but {} in this binary: the image is stale, rebuild it",
+                    show(have.get(at)),
+                    show(want.get(at))
+                ))
+            }
+            None => self.fail(format!(
+                "kernel `{name}`: the image records no fields of its parameter struct (built by an older Streamline): rebuild it"
+            )),
+        }
     }
 }

@@ -10,7 +10,7 @@ use crate::error::{DriverContext, Error, Result};
 use cudarc::driver::sys::CUfunction_attribute as FnAttr;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, PushKernelArg, SyncOnDrop};
 use streamline_builder::manifest::EntryInfo;
-use streamline_device::Kernel;
+use streamline_device::{DevPtr, DevPtrMut, Kernel};
 
 /// Wraps a kernel parameter struct so it can be passed by value.
 #[repr(transparent)]
@@ -204,18 +204,21 @@ pub struct Launch<'a, P> {
 }
 
 impl<'a, P: bytemuck::Pod> Launch<'a, P> {
-    /// The device address of `buf`, which the kernel reads.
-    pub fn read<T>(&mut self, buf: &'a impl DevicePtr<T>) -> u64 {
+    /// The device address of `buf`, which the kernel reads, typed with its elements: it fits
+    /// only a `DevPtr<T>` field of the parameter struct.
+    pub fn read<T>(&mut self, buf: &'a impl DevicePtr<T>) -> DevPtr<T> {
         let (ptr, guard) = buf.device_ptr(self.stream);
         self.guards.push(guard);
-        ptr
+        DevPtr::from_addr(ptr)
     }
 
-    /// The device address of `buf`, which the kernel writes (and may read).
-    pub fn write<T>(&mut self, buf: &'a mut impl DevicePtrMut<T>) -> u64 {
+    /// The device address of `buf`, which the kernel writes (and may read), typed with its
+    /// elements: it fits a `DevPtrMut<T>` field (or, through [`DevPtrMut::as_const`], a
+    /// `DevPtr<T>` one).
+    pub fn write<T>(&mut self, buf: &'a mut impl DevicePtrMut<T>) -> DevPtrMut<T> {
         let (ptr, guard) = buf.device_ptr_mut(self.stream);
         self.guards.push(guard);
-        ptr
+        DevPtrMut::from_addr(ptr)
     }
 
     /// This launch for `kernel` instead, with the buffers already taken: for a launcher that

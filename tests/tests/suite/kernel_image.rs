@@ -5,6 +5,7 @@ use streamline::runtime::{embedded_archs, KernelImage, KERNELS, SOURCE_HASH};
 use streamline::Kernel;
 use streamline_abi::heavy::{HeavyParams, HEAVY_F32};
 use streamline_abi::image::{RoiAlignParams, ROI_ALIGN, ROTATE_NEAREST};
+use streamline_device::params::ParamFields;
 
 /// The embedded sm_90 PTX, which the tests below edit.
 fn image() -> KernelImage {
@@ -176,8 +177,46 @@ fn a_handle_of_another_parameter_type_is_refused() {
     assert!(e.contains("heavy_f32") && e.contains("size: 16"), "{e}");
     // The same layout under its own declaration passes.
     image()
-        .entry(Kernel::<HeavyParams>::new("heavy_f32"))
+        .entry(Kernel::<HeavyParams<f32>>::new("heavy_f32"))
         .unwrap();
+}
+
+#[test]
+fn every_kernel_records_its_fields_and_a_struct_that_differs_is_refused() {
+    let img = image();
+    for e in &img.manifest.kernels {
+        assert!(e.fields.is_some(), "{} records no fields", e.name);
+    }
+    let fields = img.entry(HEAVY_F32).unwrap().fields.clone().unwrap();
+    let kinds: Vec<_> = fields
+        .iter()
+        .map(|f| (f.name.as_str(), f.kind.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [("x", "*const f32"), ("y", "*mut f32"), ("n", "u64")]
+    );
+    // The f16 kernel's struct has the same layout, not the same types: its handle is refused
+    // for the f32 entry.
+    let f16_fields = <HeavyParams<half::f16> as ParamFields>::FIELDS;
+    let swapped = Kernel::<HeavyParams<f32>>::new("heavy_f32").with_fields(f16_fields);
+    let e = img.entry(swapped).unwrap_err().to_string();
+    assert!(
+        e.contains("field 0 is `x: *const f32` at byte 0 in the image but `x: *const f16`"),
+        "{e}"
+    );
+    // So is a struct whose fields were reordered.
+    let mut reordered = <HeavyParams<f32> as ParamFields>::FIELDS.to_vec();
+    reordered.swap(0, 1);
+    let reordered: &'static [_] = Box::leak(reordered.into_boxed_slice());
+    let e = img
+        .entry(Kernel::<HeavyParams<f32>>::new("heavy_f32").with_fields(reordered))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("field 0 is `x: *const f32`") && e.contains("`y: *mut f32`"),
+        "{e}"
+    );
 }
 
 #[test]

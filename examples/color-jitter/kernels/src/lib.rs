@@ -17,24 +17,25 @@ use streamline_device::prelude::*;
 /// Threads per block of both kernels.
 pub const JITTER_BLOCK: u32 = 256;
 
-/// Parameters of both kernels. The grid is `(blocks, n, 1)`: blocks along x walk the pixels of
-/// image `blockIdx.y`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct JitterParams {
-    /// Device address of the input, `n x 3 x plane` f32.
-    pub x: u64,
-    /// Device address of the output, `n x 3 x plane` f32 (`color_jitter` only).
-    pub y: u64,
-    /// Device address of `n` factor quadruples `[brightness, contrast, saturation, 0]`.
-    pub factors: u64,
-    /// Device address of `n` f32 grayscale sums: zeroed, then accumulated by
-    /// `jitter_gray_sum`, read by `color_jitter`.
-    pub sums: u64,
-    /// Pixels per image plane (`h * w`).
-    pub plane: u32,
-    /// Padding (zero).
-    pub pad: u32,
+params! {
+    /// Parameters of both kernels. The grid is `(blocks, n, 1)`: blocks along x walk the
+    /// pixels of image `blockIdx.y`.
+    #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+    pub struct JitterParams {
+        /// Device address of the input, `n x 3 x plane` f32.
+        pub x: DevPtr<f32>,
+        /// Device address of the output, `n x 3 x plane` f32 (`color_jitter` only).
+        pub y: DevPtrMut<f32>,
+        /// Device address of `n` factor quadruples `[brightness, contrast, saturation, 0]`.
+        pub factors: DevPtr<[f32; 4]>,
+        /// Device address of `n` f32 grayscale sums: zeroed, then accumulated by
+        /// `jitter_gray_sum`, read by `color_jitter`.
+        pub sums: DevPtrMut<f32>,
+        /// Pixels per image plane (`h * w`).
+        pub plane: u32,
+        /// Padding (zero).
+        pub pad: u32,
+    }
 }
 
 device! {
@@ -60,7 +61,7 @@ device! {
         let (tx, _) = thread_xy();
         let (gx, _, _) = grid_dim_xyz();
         // SAFETY: `img` is below the grid's y dimension, the image count (contract).
-        let f = unsafe { *(p.factors as *const [f32; 4]).add(img as usize) };
+        let f = unsafe { *p.factors.as_ptr().add(img as usize) };
         let first = bx as usize * JITTER_BLOCK as usize + tx as usize;
         (img as usize, f, first, gx as usize * JITTER_BLOCK as usize)
     }
@@ -79,7 +80,7 @@ kernel! {
         let (img, f, mut i, stride) = unsafe { place(&p) };
         let plane = p.plane as usize;
         // SAFETY: image `img` lies inside `x` (contract).
-        let x = unsafe { (p.x as *const f32).add(img * 3 * plane) };
+        let x = unsafe { p.x.as_ptr().add(img * 3 * plane) };
         let mut acc = 0.0f32;
         while i < plane {
             // SAFETY: `i < plane`, so the three planes' pixels lie inside image `img`.
@@ -92,7 +93,7 @@ kernel! {
         let sum = unsafe { warp_sum_f32(acc) };
         if lane_id() == 0 {
             // SAFETY: `sums` holds one f32 per image, accessed only atomically here.
-            unsafe { atomic_add_f32((p.sums as *mut f32).add(img), sum) };
+            unsafe { atomic_add_f32(p.sums.as_mut_ptr().add(img), sum) };
         }
     }
 }
@@ -110,13 +111,13 @@ kernel! {
         let (img, f, mut i, stride) = unsafe { place(&p) };
         let plane = p.plane as usize;
         // SAFETY: one sum per image (contract).
-        let mean = unsafe { *(p.sums as *const f32).add(img) } / p.plane as f32;
+        let mean = unsafe { *p.sums.as_ptr().add(img) } / p.plane as f32;
         let (b, c, s) = (f[0], f[1], f[2]);
         // SAFETY: image `img` lies inside `x` and `y` (contract).
         let (x, y) = unsafe {
             (
-                (p.x as *const f32).add(img * 3 * plane),
-                (p.y as *mut f32).add(img * 3 * plane),
+                p.x.as_ptr().add(img * 3 * plane),
+                p.y.as_mut_ptr().add(img * 3 * plane),
             )
         };
         while i < plane {

@@ -10,9 +10,9 @@ params! {
     #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
     pub struct SaxpyParams {
         /// Device address of the `n` f32 of `x`.
-        pub x: u64,
+        pub x: DevPtr<f32>,
         /// Device address of the `n` f32 of `y`, read and overwritten.
-        pub y: u64,
+        pub y: DevPtrMut<f32>,
         /// Number of elements.
         pub n: u64,
         /// The scale of `x`.
@@ -28,7 +28,7 @@ kernel! {
     /// # Safety
     /// `p.x` and `p.y` must each address `p.n` f32 on the device, not overlapping.
     pub unsafe fn saxpy(p: SaxpyParams) {
-        let (x, y) = (p.x as *const f32, p.y as *mut f32);
+        let (x, y) = (p.x.as_ptr(), p.y.as_mut_ptr());
         for i in grid_stride(p.n) {
             // SAFETY: `i < n`, so both accesses lie inside the arrays the contract names.
             unsafe { *y.add(i) = fmaf(p.a, *x.add(i), *y.add(i)) };

@@ -20,19 +20,25 @@ pub const WARP_COLS: u32 = 1024;
 pub const WARP_ROWS: u32 = BLOCK / 32;
 
 params! {
-    /// Parameters of [`softmax`]: the matrices' addresses and shape.
-    #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-    pub struct SoftmaxParams {
+    /// Parameters of [`softmax`] over elements `T`: the matrices' addresses and shape.
+    #[derive(Clone, Copy, Debug)]
+    pub struct SoftmaxParams<T: Element> {
         /// Device address of the input, `rows x cols` elements, row-major.
-        pub x: u64,
+        pub x: DevPtr<T>,
         /// Device address of the output, `rows x cols` elements, row-major.
-        pub y: u64,
+        pub y: DevPtrMut<T>,
         /// Number of rows.
         pub rows: u32,
         /// Number of columns (at least 1).
         pub cols: u32,
     }
 }
+
+// SAFETY: two 8-byte addresses and two u32 whatever `T` is: no padding, and every bit pattern
+// is a valid value. (bytemuck's derive does not take generic structs.)
+unsafe impl<T: Element> bytemuck::Zeroable for SoftmaxParams<T> {}
+// SAFETY: as above.
+unsafe impl<T: Element> bytemuck::Pod for SoftmaxParams<T> {}
 
 /// Sixteen bytes of a row, loaded or stored with one access.
 #[derive(Clone, Copy)]
@@ -206,13 +212,13 @@ kernel! {
     /// # Safety
     /// `p.x` and `p.y` must each address `p.rows * p.cols` elements of `T` on the device, not
     /// overlapping, with `p.cols >= 1`, launched as said above.
-    pub unsafe fn softmax<T: Lanes>(p: SoftmaxParams) {
+    pub unsafe fn softmax<T: Lanes>(p: SoftmaxParams<T>) {
         let cols = p.cols as usize;
         // SAFETY: blocks of BLOCK threads (a multiple of 32); every thread reaches each use
         // below together (the branches depend on the launch's parameters, or on the row, which
         // is the same across each warp that uses only its warp).
         let block = unsafe { Block::new() };
-        let (x, y) = (p.x as *const T, p.y as *mut T);
+        let (x, y) = (p.x.as_ptr(), p.y.as_mut_ptr());
         if p.cols <= WARP_COLS {
             let r = block_x() * WARP_ROWS + thread_xy().0 / 32;
             if r < p.rows {

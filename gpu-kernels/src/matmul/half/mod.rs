@@ -36,6 +36,8 @@ pub mod step4_tma_store;
 /// A 16-bit operand type of the tensor cores: conversions to and from f32 pairs and the
 /// products that take it.
 pub trait Operand {
+    /// The element type in memory.
+    type Elem: streamline_device::element::Element;
     /// Two f32 rounded to nearest-even into one register, `lo` in the low half.
     fn pack(lo: f32, hi: f32) -> u32;
     /// The two elements of a register, low half first.
@@ -54,6 +56,7 @@ pub struct F16;
 
 device! {
     impl Operand for Bf16 {
+        type Elem = streamline_device::bf16;
         #[inline(always)]
         fn pack(lo: f32, hi: f32) -> u32 {
             let r: u32;
@@ -81,6 +84,7 @@ device! {
     }
 
     impl Operand for F16 {
+        type Elem = streamline_device::f16;
         #[inline(always)]
         fn pack(lo: f32, hi: f32) -> u32 {
             let r: u32;
@@ -122,7 +126,7 @@ device! {
     /// (`C` unread when `beta` is 0), the elements outside `C` skipped.
     #[inline(always)]
     pub(crate) fn store_pair<T: Operand>(
-        p: &streamline_abi::hgemm::HgemmParams,
+        p: &streamline_abi::hgemm::HgemmParams<T::Elem>,
         row: u32,
         col: u32,
         x: f32,
@@ -132,7 +136,7 @@ device! {
             return;
         }
         let (mut x, mut y) = (p.alpha * x, p.alpha * y);
-        let at = (p.c as *mut u16).wrapping_add(row as usize * p.ldc as usize + col as usize);
+        let at = p.c.cast::<u16>().as_mut_ptr().wrapping_add(row as usize * p.ldc as usize + col as usize);
         if col + 1 < p.n {
             // SAFETY: `row < m`, `col + 1 < n`: two elements inside `C`, 4-byte aligned (`col`
             // even, `ldc` a multiple of 8, `c` 16-byte aligned: the kernels' contract).

@@ -8,10 +8,10 @@ use streamline_device::kernel;
 use streamline_device::thread::grid_stride;
 
 #[inline(always)]
-unsafe fn reduce<T: Operand>(p: HgemmReduceParams) {
+unsafe fn reduce<T: Operand>(p: HgemmReduceParams<T::Elem>) {
     let plane = p.m as usize * p.n as usize;
-    let partials = p.partials as *const f32;
-    let c = p.c as *mut u16;
+    let partials = p.partials.as_ptr();
+    let c = p.c.cast::<u16>().as_mut_ptr();
     for i in grid_stride(plane as u64) {
         let (row, col) = (i / p.n as usize, i % p.n as usize);
         let mut sum = 0.0f32;
@@ -38,7 +38,7 @@ kernel! {
     /// # Safety
     /// `partials` must address `slices * m * n` readable f32 and `c` an `m x n` bf16 matrix with
     /// row stride `ldc`, on the device.
-    pub unsafe fn hgemm_splitk_reduce_bf16(p: HgemmReduceParams) {
+    pub unsafe fn hgemm_splitk_reduce_bf16(p: HgemmReduceParams<streamline_device::bf16>) {
         // SAFETY: forwarded.
         unsafe { reduce::<Bf16>(p) }
     }
@@ -50,7 +50,7 @@ kernel! {
     ///
     /// # Safety
     /// As for [`hgemm_splitk_reduce_bf16`], with an f16 `C`.
-    pub unsafe fn hgemm_splitk_reduce_f16(p: HgemmReduceParams) {
+    pub unsafe fn hgemm_splitk_reduce_f16(p: HgemmReduceParams<streamline_device::f16>) {
         // SAFETY: forwarded.
         unsafe { reduce::<F16>(p) }
     }

@@ -45,7 +45,15 @@ const fn b_at(r: u32, u: u32) -> u32 {
 /// Starts the copies of `K` tile `t` into stage `s`: two 16-byte units of `A` and two of `B`
 /// per thread.
 #[inline(always)]
-unsafe fn load_stage(p: &HgemmParams, base: u32, s: u32, t: u32, m0: u32, n0: u32, tid: u32) {
+unsafe fn load_stage<E: streamline_device::element::Element>(
+    p: &HgemmParams<E>,
+    base: u32,
+    s: u32,
+    t: u32,
+    m0: u32,
+    n0: u32,
+    tid: u32,
+) {
     let k0 = t * BK;
     let a_dst = base + s * A_BYTES;
     let b_dst = base + STAGES * A_BYTES + s * B_BYTES;
@@ -60,9 +68,10 @@ unsafe fn load_stage(p: &HgemmParams, base: u32, s: u32, t: u32, m0: u32, n0: u3
             0
         };
         let src = if bytes > 0 {
-            (p.a as *const u16).wrapping_add(row as usize * p.lda as usize + col as usize)
+            p.a.as_ptr()
+                .wrapping_add(row as usize * p.lda as usize + col as usize)
         } else {
-            p.a as *const u16
+            p.a.as_ptr()
         };
         // SAFETY: `bytes` of `src` lie inside `A` (row < m, columns below k) and `src` is
         // 16-byte aligned (`col` a multiple of 8, `lda` too, `a` 16-byte aligned); the
@@ -77,9 +86,10 @@ unsafe fn load_stage(p: &HgemmParams, base: u32, s: u32, t: u32, m0: u32, n0: u3
             0
         };
         let src = if bytes > 0 {
-            (p.b as *const u16).wrapping_add(row as usize * p.ldb as usize + col as usize)
+            p.b.as_ptr()
+                .wrapping_add(row as usize * p.ldb as usize + col as usize)
         } else {
-            p.b as *const u16
+            p.b.as_ptr()
         };
         // SAFETY: as for `A`, with `ldb`.
         unsafe { copy_async16(b_dst + b_at(r, u), src as *const f32, bytes) };
@@ -87,7 +97,7 @@ unsafe fn load_stage(p: &HgemmParams, base: u32, s: u32, t: u32, m0: u32, n0: u3
 }
 
 #[inline(always)]
-unsafe fn hgemm_mma<T: Operand>(p: HgemmParams) {
+unsafe fn hgemm_mma<T: Operand>(p: HgemmParams<T::Elem>) {
     // SAFETY: special registers, defined inside a kernel.
     let (tid, block) = unsafe { (nvptx::_thread_idx_x(), nvptx::_block_idx_x()) };
     let (tile_m, tile_n) = grouped_tile(block, p.m.div_ceil(BM), p.n.div_ceil(BN));
@@ -172,7 +182,7 @@ kernel! {
     /// # Safety
     /// As for every `hgemm_*` kernel (`HgemmParams`); launched with 256 threads and
     /// `HGEMM_1_MMA.shared_bytes` of dynamic shared memory.
-    pub unsafe fn hgemm_1_mma_bf16(p: HgemmParams) {
+    pub unsafe fn hgemm_1_mma_bf16(p: HgemmParams<streamline_device::bf16>) {
         // SAFETY: forwarded.
         unsafe { hgemm_mma::<Bf16>(p) }
     }
@@ -184,7 +194,7 @@ kernel! {
     ///
     /// # Safety
     /// As for [`hgemm_1_mma_bf16`].
-    pub unsafe fn hgemm_1_mma_f16(p: HgemmParams) {
+    pub unsafe fn hgemm_1_mma_f16(p: HgemmParams<streamline_device::f16>) {
         // SAFETY: forwarded.
         unsafe { hgemm_mma::<F16>(p) }
     }

@@ -39,6 +39,111 @@ pub(super) const B_BOX: u32 = BK * 64 * 2;
 /// Bytes of a stage of `B`: four boxes side by side in `n`.
 pub(super) const B_BYTES: u32 = B_BOX * (BN / 64);
 
+/// The ring of stages at the start of dynamic shared memory (1024-byte aligned, as the 128-byte
+/// swizzle needs): `STAGES` stages of `A`, then `STAGES` of `B`, then `gap` bytes (step 4's
+/// staging area), then each stage's `full` and `empty` barriers.
+#[derive(Clone, Copy)]
+pub(super) struct Ring<const STAGES: u32> {
+    /// Shared address of the first stage of `A`.
+    pub(super) a: u32,
+    /// Shared address of the first stage of `B`.
+    pub(super) b: u32,
+    bars: u32,
+}
+
+impl<const STAGES: u32> Ring<STAGES> {
+    #[inline(always)]
+    pub(super) fn new(gap: u32) -> Self {
+        let a = (shared_addr(dynamic_shared::<f32>()) + 1023) & !1023;
+        let b = a + STAGES * A_BYTES;
+        Ring {
+            a,
+            b,
+            bars: b + STAGES * B_BYTES + gap,
+        }
+    }
+
+    /// Shared address of the `gap` after the stages.
+    #[inline(always)]
+    pub(super) fn gap(self) -> u32 {
+        self.b + STAGES * B_BYTES
+    }
+
+    /// Stage `s`'s barrier that its bytes have landed (one arrival, the producer's).
+    #[inline(always)]
+    pub(super) fn full(self, s: u32) -> MBarrier {
+        MBarrier(self.bars + 8 * s)
+    }
+
+    /// Stage `s`'s barrier that its products are done (one arrival per consumer warpgroup).
+    #[inline(always)]
+    pub(super) fn empty(self, s: u32) -> MBarrier {
+        MBarrier(self.bars + 8 * (STAGES + s))
+    }
+
+    /// Thread 0 initialises the barriers; then the block synchronises.
+    ///
+    /// # Safety
+    /// Every thread of the block calls it once, first; the block's shared memory holds the
+    /// ring and its barriers (the launch's `shared_bytes`).
+    #[inline(always)]
+    pub(super) unsafe fn init(self, tid: u32) {
+        if tid == 0 {
+            for s in 0..STAGES {
+                // SAFETY: 16 bytes per stage reserved after the stages (`shared_bytes`), used
+                // by no one before the barrier below.
+                unsafe {
+                    self.full(s).init(1);
+                    self.empty(s).init(2);
+                }
+            }
+            // SAFETY: sm_90a kernel.
+            unsafe { MBarrier::fence_init() };
+        }
+        // SAFETY: every thread reaches this one barrier (the contract).
+        unsafe { sync_block() };
+    }
+
+    /// The producer's request for `K` tile `k0` of output tile (`m0`, `n0`) into stage `s`:
+    /// one box of `A` and `BN / 64` of `B` through the tensor maps `maps`, counted on the
+    /// stage's `full` barrier.
+    ///
+    /// # Safety
+    /// The producer thread only, with the stage free (its `empty` barrier's last round done)
+    /// and `maps` acquired ([`acquire_maps`]).
+    #[inline(always)]
+    pub(super) unsafe fn load(self, s: u32, (map_a, map_b): (u64, u64), k0: i32, m0: i32, n0: i32) {
+        let full = self.full(s);
+        // SAFETY: the stage is free (the contract); its barrier expects exactly the five
+        // boxes' bytes, out-of-bounds parts included; the stages are 1024-aligned.
+        unsafe {
+            full.arrive_expect_tx(A_BYTES + B_BYTES);
+            load_2d(self.a + s * A_BYTES, map_a, k0, m0, full.0);
+            for j in 0..BN / 64 {
+                let dst = self.b + s * B_BYTES + j * B_BOX;
+                load_2d(dst, map_b, n0 + 64 * j as i32, k0, full.0);
+            }
+        }
+    }
+}
+
+/// The tensor maps of `A` and `B`, acquired for the TMA.
+///
+/// # Safety
+/// `p.maps` addresses the maps the host wrote before the launch (the contract of `maps`).
+#[inline(always)]
+pub(super) unsafe fn acquire_maps<E: streamline_device::element::Element>(
+    p: &HgemmParams<E>,
+) -> (u64, u64) {
+    let (map_a, map_b) = (p.maps.addr(), p.maps.wrapping_add(1).addr());
+    // SAFETY: the maps are the host's (the contract).
+    unsafe {
+        acquire_map(map_a);
+        acquire_map(map_b);
+    }
+    (map_a, map_b)
+}
+
 /// Multiplies the stage's 64-row slice of `A` (at shared address `a`) by its `B` (at `b`) into
 /// `d`: four `k`-steps of 16.
 #[inline(always)]
@@ -63,30 +168,15 @@ pub(super) unsafe fn multiply_stage<T: Wgmma>(
 }
 
 #[inline(always)]
-unsafe fn hgemm_wgmma<T: Wgmma>(p: HgemmParams) {
+unsafe fn hgemm_wgmma<T: Wgmma>(p: HgemmParams<T::Elem>) {
     // SAFETY: special registers, defined inside a kernel.
     let (tid, block) = unsafe { (nvptx::_thread_idx_x(), nvptx::_block_idx_x()) };
     let (tile_m, tile_n) = grouped_tile(block, p.m.div_ceil(BM), p.n.div_ceil(BN));
-    let base = (shared_addr(dynamic_shared::<f32>()) + 1023) & !1023;
-    let a_stages = base;
-    let b_stages = base + STAGES * A_BYTES;
-    let bars = b_stages + STAGES * B_BYTES;
-    let full = |s: u32| MBarrier(bars + 8 * s);
-    let empty = |s: u32| MBarrier(bars + 8 * (STAGES + s));
-    if tid == 0 {
-        for s in 0..STAGES {
-            // SAFETY: 16 bytes per stage reserved after the stages (`shared_bytes`), used by
-            // no one before the barrier below.
-            unsafe {
-                full(s).init(1);
-                empty(s).init(2);
-            }
-        }
-        // SAFETY: sm_90a kernel.
-        unsafe { MBarrier::fence_init() };
-    }
-    // SAFETY: every thread reaches this one barrier.
-    unsafe { sync_block() };
+    let ring = Ring::<STAGES>::new(0);
+    let (a_stages, b_stages) = (ring.a, ring.b);
+    let (full, empty) = (|s| ring.full(s), |s| ring.empty(s));
+    // SAFETY: every thread, first; `shared_bytes` holds the ring.
+    unsafe { ring.init(tid) };
 
     let k_tiles = p.k.div_ceil(BK);
     let warpgroup = tid / 128;
@@ -94,12 +184,8 @@ unsafe fn hgemm_wgmma<T: Wgmma>(p: HgemmParams) {
         // SAFETY: the whole warpgroup; it keeps only a loop counter and addresses.
         unsafe { release_registers::<40>() };
         if tid == 0 {
-            let (map_a, map_b) = (p.maps, p.maps + 128);
             // SAFETY: the host wrote both maps before the launch (the contract of `maps`).
-            unsafe {
-                acquire_map(map_a);
-                acquire_map(map_b);
-            }
+            let maps = unsafe { acquire_maps(&p) };
             let (m0, n0) = ((tile_m * BM) as i32, (tile_n * BN) as i32);
             for t in 0..k_tiles {
                 let s = t % STAGES;
@@ -108,17 +194,8 @@ unsafe fn hgemm_wgmma<T: Wgmma>(p: HgemmParams) {
                     // this stage once its products are done.
                     unsafe { empty(s).wait((t / STAGES + 1) & 1) };
                 }
-                let k0 = (t * BK) as i32;
-                // SAFETY: the stage is free (above); its barrier expects exactly the five
-                // boxes' bytes, out-of-bounds parts included; the stages are 1024-aligned.
-                unsafe {
-                    full(s).arrive_expect_tx(A_BYTES + B_BYTES);
-                    load_2d(a_stages + s * A_BYTES, map_a, k0, m0, full(s).0);
-                    for j in 0..BN / 64 {
-                        let dst = b_stages + s * B_BYTES + j * B_BOX;
-                        load_2d(dst, map_b, n0 + 64 * j as i32, k0, full(s).0);
-                    }
-                }
+                // SAFETY: the producer thread; the stage is free (above), the maps acquired.
+                unsafe { ring.load(s, maps, (t * BK) as i32, m0, n0) };
             }
         }
         return;
@@ -157,7 +234,13 @@ unsafe fn hgemm_wgmma<T: Wgmma>(p: HgemmParams) {
 /// Writes this thread's accumulators of the 64 x 256 tile at (`row0`, `col0`) (the layout of
 /// `streamline_device::wgmma`'s module documentation).
 #[inline(always)]
-pub(super) fn store<T: Wgmma>(p: &HgemmParams, d: &[f32; 128], row0: u32, col0: u32, t: u32) {
+pub(super) fn store<T: Wgmma>(
+    p: &HgemmParams<T::Elem>,
+    d: &[f32; 128],
+    row0: u32,
+    col0: u32,
+    t: u32,
+) {
     let (w, l) = (t / 32, t % 32);
     for j in 0..32u32 {
         let col = col0 + 8 * j + 2 * (l % 4);
@@ -203,7 +286,7 @@ kernel! {
     /// As for every `hgemm_*` kernel (`HgemmParams`), with `maps` addressing the tensor maps of
     /// `A` and `B` the host encoded for this step; launched with 384 threads and
     /// `HGEMM_2_WGMMA.shared_bytes` of dynamic shared memory.
-    pub unsafe fn hgemm_2_wgmma_bf16(p: HgemmParams) {
+    pub unsafe fn hgemm_2_wgmma_bf16(p: HgemmParams<streamline_device::bf16>) {
         // SAFETY: forwarded.
         unsafe { hgemm_wgmma::<Bf16>(p) }
     }
@@ -215,7 +298,7 @@ kernel! {
     ///
     /// # Safety
     /// As for [`hgemm_2_wgmma_bf16`].
-    pub unsafe fn hgemm_2_wgmma_f16(p: HgemmParams) {
+    pub unsafe fn hgemm_2_wgmma_f16(p: HgemmParams<streamline_device::f16>) {
         // SAFETY: forwarded.
         unsafe { hgemm_wgmma::<F16>(p) }
     }

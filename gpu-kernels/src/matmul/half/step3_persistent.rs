@@ -12,19 +12,16 @@
 //! `p.slices` slices and the blocks walk (tile, slice) pairs, each writing its unscaled
 //! product into the slice's f32 plane; `hgemm_splitk_reduce_*` then adds the planes in order.
 
-use super::step2_wgmma::{multiply_stage, store, Wgmma, A_BYTES, BK, BM, BN, B_BOX, B_BYTES};
+use super::step2_wgmma::{
+    acquire_maps, multiply_stage, store, Ring, Wgmma, A_BYTES, BK, BM, BN, B_BYTES,
+};
 use super::step4_tma_store::{store_staged, STAGING_BYTES};
 use super::{Bf16, F16};
 use core::arch::nvptx;
 use streamline_abi::hgemm::{
     grouped_tile, HgemmParams, HGEMM_3_PERSISTENT_BF16, HGEMM_3_PERSISTENT_F16, WGMMA_STAGES,
 };
-use streamline_device::barrier::MBarrier;
 use streamline_device::kernel;
-use streamline_device::mem::shared_addr;
-use streamline_device::shared::dynamic_shared;
-use streamline_device::thread::sync_block;
-use streamline_device::tma::{acquire_map, load_2d};
 use streamline_device::wgmma::{
     claim_registers, commit_group, fence, release_registers, wait_group,
 };
@@ -33,7 +30,7 @@ use streamline_device::wgmma::{
 /// (through shared memory and the TMA, where `beta` is 0) after the stages.
 #[inline(always)]
 pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED: bool>(
-    p: HgemmParams,
+    p: HgemmParams<T::Elem>,
 ) {
     // SAFETY: special registers, defined inside a kernel.
     let (tid, block, grid) = unsafe {
@@ -62,38 +59,19 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED:
             end,
         )
     };
-    let base = (shared_addr(dynamic_shared::<f32>()) + 1023) & !1023;
-    let a_stages = base;
-    let b_stages = base + STAGES * A_BYTES;
-    let staging = b_stages + STAGES * B_BYTES;
-    let bars = staging + if STAGED { STAGING_BYTES } else { 0 };
-    let full = |s: u32| MBarrier(bars + 8 * s);
-    let empty = |s: u32| MBarrier(bars + 8 * (STAGES + s));
-    if tid == 0 {
-        for s in 0..STAGES {
-            // SAFETY: as in step 2.
-            unsafe {
-                full(s).init(1);
-                empty(s).init(2);
-            }
-        }
-        // SAFETY: sm_90a kernel.
-        unsafe { MBarrier::fence_init() };
-    }
-    // SAFETY: every thread reaches this one barrier.
-    unsafe { sync_block() };
+    let ring = Ring::<STAGES>::new(if STAGED { STAGING_BYTES } else { 0 });
+    let (a_stages, b_stages, staging) = (ring.a, ring.b, ring.gap());
+    let (full, empty) = (|s| ring.full(s), |s| ring.empty(s));
+    // SAFETY: every thread, first; `shared_bytes` holds the ring and the staging area.
+    unsafe { ring.init(tid) };
 
     let warpgroup = tid / 128;
     if warpgroup == 0 {
         // SAFETY: the whole warpgroup, as in step 2.
         unsafe { release_registers::<40>() };
         if tid == 0 {
-            let (map_a, map_b) = (p.maps, p.maps + 128);
             // SAFETY: the host wrote both maps before the launch.
-            unsafe {
-                acquire_map(map_a);
-                acquire_map(map_b);
-            }
+            let maps = unsafe { acquire_maps(&p) };
             // `it` counts stages over the whole walk: stage `it % STAGES`, round
             // `it / STAGES`.
             let mut it = 0u32;
@@ -107,16 +85,8 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED:
                         // SAFETY: the consumers release every round of every stage.
                         unsafe { empty(s).wait((it / STAGES + 1) & 1) };
                     }
-                    let k0 = (t * BK) as i32;
-                    // SAFETY: as in step 2.
-                    unsafe {
-                        full(s).arrive_expect_tx(A_BYTES + B_BYTES);
-                        load_2d(a_stages + s * A_BYTES, map_a, k0, m0, full(s).0);
-                        for j in 0..BN / 64 {
-                            let dst = b_stages + s * B_BYTES + j * B_BOX;
-                            load_2d(dst, map_b, n0 + 64 * j as i32, k0, full(s).0);
-                        }
-                    }
+                    // SAFETY: the producer thread; the stage is free (above), the maps acquired.
+                    unsafe { ring.load(s, maps, (t * BK) as i32, m0, n0) };
                     it += 1;
                 }
                 u += grid;
@@ -192,9 +162,19 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED:
 /// Writes this thread's accumulators of the 64 x 256 tile at (`row0`, `col0`), unscaled, into
 /// plane `slice` of the split-K partials (row stride `n`), inside `C`'s bounds only.
 #[inline(always)]
-fn store_partial(p: &HgemmParams, d: &[f32; 128], slice: u32, row0: u32, col0: u32, t: u32) {
+fn store_partial<E: streamline_device::element::Element>(
+    p: &HgemmParams<E>,
+    d: &[f32; 128],
+    slice: u32,
+    row0: u32,
+    col0: u32,
+    t: u32,
+) {
     let (w, l) = (t / 32, t % 32);
-    let plane = (p.partials as *mut f32).wrapping_add(slice as usize * p.m as usize * p.n as usize);
+    let plane = p
+        .partials
+        .as_mut_ptr()
+        .wrapping_add(slice as usize * p.m as usize * p.n as usize);
     for j in 0..32u32 {
         let col = col0 + 8 * j + 2 * (l % 4);
         for half in 0..2u32 {
@@ -227,7 +207,7 @@ kernel! {
     ///
     /// # Safety
     /// As for `hgemm_2_wgmma_bf16`; any grid size (the blocks share the tiles).
-    pub unsafe fn hgemm_3_persistent_bf16(p: HgemmParams) {
+    pub unsafe fn hgemm_3_persistent_bf16(p: HgemmParams<streamline_device::bf16>) {
         // SAFETY: forwarded.
         unsafe { hgemm_persistent::<Bf16, WGMMA_STAGES, false>(p) }
     }
@@ -239,7 +219,7 @@ kernel! {
     ///
     /// # Safety
     /// As for [`hgemm_3_persistent_bf16`].
-    pub unsafe fn hgemm_3_persistent_f16(p: HgemmParams) {
+    pub unsafe fn hgemm_3_persistent_f16(p: HgemmParams<streamline_device::f16>) {
         // SAFETY: forwarded.
         unsafe { hgemm_persistent::<F16, WGMMA_STAGES, false>(p) }
     }

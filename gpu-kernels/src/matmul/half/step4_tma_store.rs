@@ -25,14 +25,14 @@ pub(super) const STAGING_BYTES: u32 = 2 * 64 * 256 * 2;
 
 /// Writes this thread's accumulators of the 64 x 256 tile at (`row0`, `col0`) times `alpha`
 /// into the staging area at `staging`, then (thread 0 of the warpgroup) has the TMA store it
-/// through the map of `C` (`p.maps + 256`).
+/// through the map of `C` (the third of `p.maps`).
 ///
 /// # Safety
 /// All 128 threads of consumer warpgroup `consumer` call it, at every tile; `staging` is its
 /// own 32 KiB of the block's shared memory, 1024-byte aligned; sm_90a.
 #[inline(always)]
 pub(super) unsafe fn store_staged<T: Wgmma>(
-    p: &HgemmParams,
+    p: &HgemmParams<T::Elem>,
     d: &[f32; 128],
     staging: u32,
     row0: u32,
@@ -76,7 +76,7 @@ pub(super) unsafe fn store_staged<T: Wgmma>(
         fence_shared();
         sync_named(barrier, 128);
         if t == 0 {
-            let map_c = p.maps + 256;
+            let map_c = p.maps.wrapping_add(2).addr();
             for bx in 0..4u32 {
                 store_2d(
                     map_c,
@@ -97,7 +97,7 @@ kernel! {
     /// # Safety
     /// As for `hgemm_3_persistent_bf16`, with `maps` also holding the tensor map of `C`
     /// (third, boxes of 64 x 64, 128-byte swizzle).
-    pub unsafe fn hgemm_4_tma_store_bf16(p: HgemmParams) {
+    pub unsafe fn hgemm_4_tma_store_bf16(p: HgemmParams<streamline_device::bf16>) {
         // SAFETY: forwarded.
         unsafe { hgemm_persistent::<Bf16, TMA_STORE_STAGES, true>(p) }
     }
@@ -109,7 +109,7 @@ kernel! {
     ///
     /// # Safety
     /// As for [`hgemm_4_tma_store_bf16`].
-    pub unsafe fn hgemm_4_tma_store_f16(p: HgemmParams) {
+    pub unsafe fn hgemm_4_tma_store_f16(p: HgemmParams<streamline_device::f16>) {
         // SAFETY: forwarded.
         unsafe { hgemm_persistent::<F16, TMA_STORE_STAGES, true>(p) }
     }

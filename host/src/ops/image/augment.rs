@@ -16,6 +16,7 @@ use streamline_abi::image::{
     AugmentDrawParams, AugmentParams, AUGMENT_DRAW, AUGMENT_DRAW_BLOCK, AUGMENT_NHWC_IN,
     AUGMENT_NHWC_OUT, ROI_MAX_SAMPLES_PER_BIN, TILE,
 };
+use streamline_device::DevPtrMut;
 
 /// An augmentation ready to run: configuration and draw validated and on the device.
 pub struct Augment {
@@ -375,8 +376,9 @@ impl Augment {
         let dp = launch.read(&*self.fused);
         let (lo, hi) = self.cfg.sigma;
         let p = AugmentDrawParams {
-            state: sp,
-            draw: dp,
+            state: DevPtrMut::from_addr(sp),
+            // The draw writes the fused arrays through their shared handle.
+            draw: DevPtrMut::from_addr(dp.addr()),
             batch: self.shape.n as u32,
             crop_h: self.cfg.crop as u32,
             crop_w: self.cfg.crop as u32,
@@ -437,7 +439,7 @@ impl Augment {
         let fp = launch.read(&*self.fused);
         let yp = launch.write(y);
         let at = FusedArrays::of(self.shape.n);
-        let f32_at = |i: usize| fp + (4 * i) as u64;
+        let f32_at = |i: usize| fp.wrapping_add(i as u64);
         let p = AugmentParams {
             x: xp,
             y: yp,

@@ -9,6 +9,7 @@ use streamline_abi::image::{
     blur_fast, blur_output_tile, blur_shared_bytes, FastDiv, GaussianBlurParams, GAUSSIAN_BLUR,
     GAUSSIAN_BLUR_FAST,
 };
+use streamline_device::DevPtr;
 
 /// Sigma of `gaussian_blur`.
 pub enum Sigma<'a> {
@@ -68,7 +69,7 @@ pub fn gaussian_blur(
     };
     let mut launch = gpu.kernels()?.prepare(stream, kernel);
     let xp = launch.read(x);
-    let sigmas = sp.map_or(0, |d| launch.read(&**d));
+    let sigmas = sp.map_or(DevPtr::NULL, |d| launch.read(&**d));
     let yp = launch.write(y);
     let p = GaussianBlurParams {
         x: xp,

@@ -82,7 +82,8 @@ pub fn normalize(
         plane_len: plane as u32,
         pad: 0,
     };
-    let vec = plane.is_multiple_of(4) && xp.is_multiple_of(16) && yp.is_multiple_of(16);
+    let vec =
+        plane.is_multiple_of(4) && xp.addr().is_multiple_of(16) && yp.addr().is_multiple_of(16);
     let units = if vec { plane / 4 } else { plane };
     let grid = grid_of(
         "x",

@@ -11,6 +11,7 @@ use streamline_abi::image::{
     RoiAlignBackwardParams, RoiAlignParams, ROI_ALIGN, ROI_ALIGN_BACKWARD,
     ROI_ALIGN_BACKWARD_BLOCK, ROI_ALIGN_BACKWARD_DETERMINISTIC, ROI_ALIGN_ONE_SAMPLE,
 };
+use streamline_device::DevPtr;
 
 /// Boxes of `roi_align`, `[batch_index, x1, y1, x2, y2]` each, on the device: uploaded from
 /// the host and checked, or in the caller's device memory ([`RoiBoxes::on_device`]).
@@ -158,7 +159,7 @@ pub fn roi_align(
     let yp = launch.write(y);
     let p = RoiAlignParams {
         x: xp,
-        boxes: bp,
+        boxes: DevPtr::from_addr(bp),
         y: yp,
         batch: shape.n as u32,
         channels: shape.c as u32,
@@ -214,7 +215,12 @@ pub fn roi_align_backward(
     if !deterministic {
         // SAFETY: `gxp` addresses `shape.len()` f32 (checked above), written on `stream` only.
         unsafe {
-            cudarc::driver::result::memset_d8_async(gxp, 0, shape.len() * 4, stream.cu_stream())
+            cudarc::driver::result::memset_d8_async(
+                gxp.addr(),
+                0,
+                shape.len() * 4,
+                stream.cu_stream(),
+            )
         }
         .map_err(|e| Error::Driver {
             op: "cuMemsetD8Async",
@@ -223,7 +229,7 @@ pub fn roi_align_backward(
     }
     let p = RoiAlignBackwardParams {
         grad_y: gyp,
-        boxes: bp,
+        boxes: DevPtr::from_addr(bp),
         grad_x: gxp,
         batch: shape.n as u32,
         channels: shape.c as u32,

@@ -78,7 +78,7 @@ pub fn rotate_relayout(
         rows: 1,
         layout,
     };
-    if mode == Interp::Bilinear && layout == 0 && staged(shape, xp) {
+    if mode == Interp::Bilinear && layout == 0 && staged(shape, xp.addr()) {
         let tile = ROTATE_STAGED_TILE as usize;
         let grid = (
             shape.w.div_ceil(tile) as u32,
