@@ -346,8 +346,7 @@ impl Built {
     /// The expression `streamline::include_kernels!` expands to: the module's name, source
     /// hash and, per architecture, its manifest, its cubin and its PTX where embedded (the
     /// highest architecture's, every architecture's with [`Builder::all_ptx`], and any without
-    /// a cubin), all included at compile time, the code zlib-compressed (see
-    /// [`compressed`]).
+    /// a cubin), all included at compile time and zlib-compressed (see [`compressed`]).
     pub fn embed_code(&self) -> Result<String> {
         let included = |p: &Path| -> Result<String> {
             Ok(format!(
@@ -379,9 +378,9 @@ impl Built {
                 None => "None".to_string(),
             };
             code.push_str(&format!(
-                "        ::streamline::EmbeddedArch {{ arch: {:?}, ptx: {ptx}, cubin: {cubin}, manifest: include_str!({:?}) }},\n",
+                "        ::streamline::EmbeddedArch {{ arch: {:?}, ptx: {ptx}, cubin: {cubin}, manifest: include_bytes!({:?}) }},\n",
                 b.arch,
-                b.manifest_path.display().to_string()
+                compressed(&b.manifest_path)?.display().to_string()
             ));
         }
         code.push_str("    ],\n}\n");

@@ -78,7 +78,8 @@ fn write_kernels(dir: &Path) -> Result<()> {
             println!("wrote {} ({} bytes)", path.display(), bytes.len());
             anyhow::Ok(())
         };
-        write("gpu_kernels.manifest.json", a.manifest.as_bytes())?;
+        let manifest = serde_json::to_string_pretty(&image.manifest)?;
+        write("gpu_kernels.manifest.json", manifest.as_bytes())?;
         if let Some(cubin) = &image.cubin {
             write("gpu_kernels.cubin", cubin)?;
         }

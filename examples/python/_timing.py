@@ -4,7 +4,7 @@ import statistics
 
 import torch
 
-#: bytes the inputs of one timed case span together (an H200's L2 is 50 MiB)
+#: bytes the inputs of one timed case span together (several times the L2 of current GPUs)
 ROTATE_BYTES = 256 << 20
 
 

@@ -13,8 +13,8 @@ use streamline_builder::manifest::{
 };
 use streamline_device::Kernel;
 
-/// One architecture of an [`EmbeddedModule`]. The code is zlib-compressed (it is most of a
-/// binary that embeds it); only what a device loads is inflated.
+/// One architecture of an [`EmbeddedModule`]. Everything is zlib-compressed (the code is most
+/// of a binary that embeds it); only what a device loads is inflated.
 #[derive(Clone, Copy, Debug)]
 pub struct EmbeddedArch {
     /// The architecture, e.g. `sm_90`.
@@ -24,8 +24,8 @@ pub struct EmbeddedArch {
     pub ptx: Option<&'static [u8]>,
     /// Its machine code, zlib-compressed, where built.
     pub cubin: Option<&'static [u8]>,
-    /// Its manifest's JSON.
-    pub manifest: &'static str,
+    /// Its manifest's JSON, zlib-compressed.
+    pub manifest: &'static [u8],
 }
 
 impl EmbeddedArch {
@@ -157,7 +157,8 @@ impl EmbeddedModule {
     }
 
     fn manifest(&self, a: &EmbeddedArch) -> Result<Manifest> {
-        serde_json::from_str(a.manifest).map_err(|e| Error::KernelImage {
+        let json = a.inflate(self.name, "manifest", a.manifest)?;
+        serde_json::from_slice(&json).map_err(|e| Error::KernelImage {
             origin: format!("embedded {} {}", self.name, a.arch),
             reason: format!("bad manifest: {e}"),
         })
