@@ -137,7 +137,10 @@ class TypedKernel:
             if kind.startswith("*"):
                 if not isinstance(v, numbers.Integral) or isinstance(v, bool):
                     v = self._address(fname, kind, v, tensors)
-                kind = "u64"
+                if not 0 <= int(v) < 2**64:
+                    raise ValueError(f"{self.name}: field {fname!r} ({kind}) is {int(v)}; allowed 0..={2**64 - 1}")
+                struct.pack_into("<Q", data, off, int(v))
+                continue
             if kind == "bf16":
                 if isinstance(v, bool) or not isinstance(v, numbers.Real):
                     raise TypeError(f"{self.name}: field {fname!r} ({kind}) takes a number, got {type(v).__name__}")

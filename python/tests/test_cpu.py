@@ -304,6 +304,7 @@ def test_typed_kernel_packs_half_precision_fields():
     (dict(x=_DeviceArray(1, "<f8"), y=2, n=3, a=1.0), TypeError,
      "saxpy: field 'x' \\(\\*const f32\\) takes f32 elements \\(<f4\\), got '<f8'"),
     (dict(x=1, y=2, n=-1, a=1.0), ValueError, "saxpy: field 'n' \\(u64\\) is -1; allowed 0..="),
+    (dict(x=-1, y=2, n=3, a=1.0), ValueError, "saxpy: field 'x' \\(\\*const f32\\) is -1; allowed 0..="),
     (dict(x=1, y=2, n=3, a=1.0, pad=2**32), ValueError, "saxpy: field 'pad' \\(u32\\) is 4294967296"),
     (dict(x=1, y=2, n=3, a=True), TypeError, "saxpy: field 'a' \\(f32\\) takes a number, got bool"),
 ])
