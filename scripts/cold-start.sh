@@ -42,7 +42,8 @@ ptx=$(mktemp -d)
 trap 'rm -rf "$ptx"' EXIT
 "$here/streamline" info --write-kernels "$ptx/all" > /dev/null || { echo "writing the kernels: FAILED"; exit 1; }
 arch=$(ls "$ptx/all" | grep -v 'a$' | sort -V | tail -1)
-cp "$ptx/all/$arch/gpu_kernels.ptx" "$ptx/all/$arch/gpu_kernels.manifest.json" "$ptx/"
+cp "$ptx/all/$arch/gpu_kernels.ptx" "$ptx/all/$arch/gpu_kernels.manifest.json" "$ptx/" ||
+  { echo "no embedded PTX to copy ($arch): FAILED"; exit 1; }
 heavy=(heavy --n 1e6 --streams 1 --repeat 1)
 measure "streamline heavy (embedded machine code)" "$here/streamline" "${heavy[@]}" || status=1
 measure "streamline heavy (PTX, compiled by the driver)" \

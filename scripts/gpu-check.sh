@@ -89,8 +89,11 @@ done
 step "SASS of the kernels (instruction counts)"
 if command -v cuobjdump >/dev/null; then
   kernels=$(mktemp -d)
-  "$here/streamline" info --write-kernels "$kernels" > /dev/null &&
+  if "$here/streamline" info --write-kernels "$kernels" > /dev/null; then
     cuobjdump -sass "$kernels/sm_90/gpu_kernels.cubin" > "$out/sass_sm_90.txt" && echo "wrote $out/sass_sm_90.txt"
+  else
+    echo "writing the embedded kernels failed: no SASS"; status=1
+  fi
   rm -rf "$kernels"
 fi
 

@@ -288,6 +288,17 @@ pub fn field_info(f: &params::FieldInfo) -> FieldInfo {
     }
 }
 
+/// Whether the manifest's `m` records `f` (what [`field_info`] makes of it), without
+/// allocating.
+pub fn field_matches(m: &FieldInfo, f: &params::FieldInfo) -> bool {
+    let kind = match f.pointer {
+        params::Pointer::No => Some(m.kind.as_str()),
+        params::Pointer::Const => m.kind.strip_prefix("*const "),
+        params::Pointer::Mut => m.kind.strip_prefix("*mut "),
+    };
+    m.name == f.name && m.offset == f.offset && m.size == f.size && kind == Some(f.kind.name())
+}
+
 /// The manifest's name of a field's type: its kind (`f32`), or for a device address its
 /// access and element kind (`*const f32`, `*mut u8`).
 fn kind_name((kind, pointer): (params::FieldKind, params::Pointer)) -> String {

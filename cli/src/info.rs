@@ -7,9 +7,10 @@ use streamline::runtime::{device_count, driver_version, Gpu, KERNELS, SOURCE_HAS
 
 #[derive(Args)]
 pub struct InfoArgs {
-    /// Write the embedded kernels into DIR instead, as the build wrote them: for each
-    /// architecture `DIR/ARCH/gpu_kernels.manifest.json` with its machine code
-    /// (`gpu_kernels.cubin`) and, where embedded, its PTX (`gpu_kernels.ptx`). Needs no GPU.
+    /// Write the embedded kernels into DIR instead: for each architecture
+    /// `DIR/ARCH/gpu_kernels.manifest.json` with its machine code (`gpu_kernels.cubin`) and,
+    /// where embedded (the highest portable architecture's), its PTX (`gpu_kernels.ptx`), as
+    /// `--ptx` and `streamline_builder` read them. Needs no GPU.
     #[arg(long, value_name = "DIR")]
     write_kernels: Option<PathBuf>,
 }

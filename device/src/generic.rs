@@ -15,9 +15,9 @@
 //! (a `const fn`); a type not in the list does not compile (`softmax::Instance` is not
 //! implemented for it). The types are named by one identifier each (import `bf16` first).
 //!
-//! A generic parameter struct (`SoftmaxParams<T>`) declared with [`params!`](crate::params!)
-//! has its fields recorded per instance; any other must still be `#[repr(C)]` and
-//! `bytemuck::Pod` for each listed type.
+//! The parameter struct is declared with [`params!`](crate::params!); a generic one
+//! (`SoftmaxParams<T>`) has its fields recorded per instance, and must be `bytemuck::Pod`
+//! for each listed type (with no byte between or after its fields, which the build checks).
 
 /// One instance of a generic kernel: its declaration records and its entry.
 #[doc(hidden)]
@@ -126,9 +126,21 @@ mod tests {
     use crate::{kernel, params, DevPtrMut, Kernel, KernelRecord};
 
     params! {
-        /// A generic parameter struct.
+        /// A generic parameter struct, without padding for any `T`.
         #[derive(Clone, Copy)]
         pub struct FillParams<T: Element> {
+            pub y: DevPtrMut<T>,
+            pub n: u32,
+            pub value: T,
+            pub pad: [T; 3],
+            pub pad2: u32,
+        }
+    }
+
+    params! {
+        /// A generic parameter struct with padding after `value` for 2-byte types.
+        #[derive(Clone, Copy)]
+        pub struct Padded<T: Element> {
             pub y: DevPtrMut<T>,
             pub n: u32,
             pub value: T,
@@ -171,8 +183,8 @@ mod tests {
             k.bounds().map(|b| (b.max_threads, b.min_blocks)),
             Some((128, 2))
         );
-        assert_eq!(k.param_size(), 16);
-        assert_eq!(fill::<f32>().param_size(), 16);
+        assert_eq!(k.param_size(), 24);
+        assert_eq!(fill::<f32>().param_size(), 32);
         let r = KernelRecord::decode(&fill::<f32>().record()).unwrap();
         assert_eq!(r.bounds, fill::<f32>().bounds());
         const TOUCH: Kernel<Plain> = touch::<u8>();
@@ -186,7 +198,7 @@ mod tests {
     #[test]
     fn a_generic_struct_records_its_fields_per_type() {
         let f = <FillParams<bf16> as ParamFields>::FIELDS;
-        assert_eq!(f.len(), 3);
+        assert_eq!(f.len(), 5);
         assert_eq!((f[2].name, f[2].offset, f[2].size), ("value", 12, 2));
         assert_eq!(f[2].kind, FieldKind::BF16);
         assert_eq!((f[0].kind, f[0].pointer), (FieldKind::BF16, Pointer::Mut));
@@ -198,5 +210,16 @@ mod tests {
             fill::<f32>().fields(),
             Some(<FillParams<f32> as ParamFields>::FIELDS)
         );
+    }
+    #[test]
+    fn a_struct_with_padding_is_refused() {
+        extern crate std;
+        use crate::params::padding_free;
+        assert!(padding_free(<Padded<f32> as ParamFields>::FIELDS, 16));
+        assert!(!padding_free(<Padded<bf16> as ParamFields>::FIELDS, 16));
+        let refused = std::panic::catch_unwind(|| {
+            Kernel::<Padded<bf16>>::new("k").with_fields(<Padded<bf16> as ParamFields>::FIELDS)
+        });
+        assert!(refused.is_err());
     }
 }

@@ -150,7 +150,12 @@ impl<P> Kernel<P> {
 
     /// This kernel with its parameter struct's fields, which the host checks against the
     /// fields the built module records for the entry ([`kernel!`] and [`declare!`] add them).
+    /// They must cover `P` with no byte left over (see [`params::padding_free`]).
     pub const fn with_fields(self, fields: &'static [params::FieldInfo]) -> Self {
+        assert!(
+            params::padding_free(fields, core::mem::size_of::<P>()),
+            "a kernel's parameter struct has bytes no field covers: add explicit `pad` fields"
+        );
         Kernel {
             fields: Some(fields),
             ..self
@@ -543,8 +548,20 @@ macro_rules! __param_records {
         static PTYPE: [u32; $crate::params::NAME_WORDS + 1] = $crate::params::type_record($name);
         #[export_name = concat!("__streamline_params_", $name)]
         #[used]
-        static FIELDS: [u32; $crate::params::RECORD_WORDS] =
-            $crate::params::encode(<$P as $crate::params::ParamFields>::FIELDS);
+        static FIELDS: [u32; $crate::params::RECORD_WORDS] = {
+            assert!(
+                $crate::params::padding_free(
+                    <$P as $crate::params::ParamFields>::FIELDS,
+                    ::core::mem::size_of::<$P>()
+                ),
+                concat!(
+                    "the parameter struct of kernel `",
+                    $name,
+                    "` has bytes no field covers: add explicit `pad` fields"
+                )
+            );
+            $crate::params::encode(<$P as $crate::params::ParamFields>::FIELDS)
+        };
     };
 }
 

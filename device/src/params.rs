@@ -147,22 +147,23 @@ pub struct FieldInfo {
     pub pointer: Pointer,
 }
 
-/// A parameter struct that [`params!`](crate::params!) declared: its fields in order.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not declared with `streamline_device::params!`",
     label = "a kernel's parameter struct records its fields",
     note = "wrap the struct in `params! {{ .. }}` so that the manifest records its fields"
 )]
+/// A parameter struct that [`params!`](crate::params!) declared: its fields in order.
 pub trait ParamFields {
     const FIELDS: &'static [FieldInfo];
 }
 
 /// The parameter-struct record as it travels through the PTX: a global named
-/// [`PARAMS_PREFIX`]`STRUCT` of [`RECORD_WORDS`] u32: a version, the number of fields, then
-/// per field its offset, size, kind and name (its length, then [`NAME_WORDS`] words of bytes).
+/// [`PARAMS_PREFIX`]`KERNEL` of [`RECORD_WORDS`] u32: a version, the number of fields, then
+/// per field its offset, size, kind (the element's kind in the low byte, the [`Pointer`] access
+/// in the next) and name (its length, then [`NAME_WORDS`] words of bytes).
 pub const PARAMS_PREFIX: &str = "__streamline_params_";
-/// The global naming a kernel's parameter struct: [`TYPE_PREFIX`]`KERNEL`, holding the name's
-/// length and [`NAME_WORDS`] words of its bytes.
+/// The global [`TYPE_PREFIX`]`KERNEL` naming the record of a kernel's fields (the kernel's
+/// own name), as its length and [`NAME_WORDS`] words of its bytes.
 pub const TYPE_PREFIX: &str = "__streamline_ptype_";
 /// Record format version.
 pub const VERSION: u32 = 2;
@@ -191,6 +192,21 @@ const fn name_words(s: &str, what: &str) -> [u32; NAME_WORDS + 1] {
     out
 }
 
+/// Whether `fields`, in order, cover a struct of `size` bytes with no byte between or after
+/// them: `Pod` allows no padding, and a generic struct's `unsafe impl` of it rests on this.
+pub const fn padding_free(fields: &[FieldInfo], size: usize) -> bool {
+    let mut end = 0;
+    let mut i = 0;
+    while i < fields.len() {
+        if fields[i].offset != end {
+            return false;
+        }
+        end += fields[i].size;
+        i += 1;
+    }
+    end == size
+}
+
 /// The record of `fields` (see [`PARAMS_PREFIX`]).
 pub const fn encode(fields: &[FieldInfo]) -> [u32; RECORD_WORDS] {
     assert!(
@@ -217,8 +233,8 @@ pub const fn encode(fields: &[FieldInfo]) -> [u32; RECORD_WORDS] {
     out
 }
 
-/// The record naming a kernel's parameter type, from `stringify!` of it: its last path
-/// segment (see [`TYPE_PREFIX`]).
+/// The record [`TYPE_PREFIX`]`KERNEL` holds: the name under which the kernel's fields are
+/// recorded, which is the kernel's own (a path's last segment, without generic arguments).
 pub const fn type_record(ty: &str) -> [u32; NAME_WORDS + 1] {
     let b = ty.as_bytes();
     let mut end = 0;
@@ -232,7 +248,10 @@ pub const fn type_record(ty: &str) -> [u32; NAME_WORDS + 1] {
     let (head, _) = b.split_at(end);
     let (_, name) = head.split_at(start);
     match core::str::from_utf8(name) {
-        Ok(s) => name_words(s, "a kernel's parameter type name has at most 32 bytes"),
+        Ok(s) => name_words(
+            s,
+            "a kernel's name (with its instance's type) has at most 32 bytes",
+        ),
         Err(_) => [0; NAME_WORDS + 1],
     }
 }

@@ -82,16 +82,26 @@ _PACK = {"u8": "<B", "u16": "<H", "u32": "<I", "u64": "<Q", "i8": "<b", "i16": "
 #: a pointer field's element kind -> (torch dtype name, ``__cuda_array_interface__`` typestr)
 _ELEMENTS = {"u8": ("uint8", "|u1"), "i8": ("int8", "|i1"), "u16": ("uint16", "<u2"), "i16": ("int16", "<i2"),
              "u32": ("uint32", "<u4"), "i32": ("int32", "<i4"), "u64": ("uint64", "<u8"), "i64": ("int64", "<i8"),
-             "f16": ("float16", "<f2"), "bf16": ("bfloat16", None), "f32": ("float32", "<f4"),
+             "f16": ("float16", "<f2"), "bf16": ("bfloat16", ("<u2", "<i2", "|V2")), "f32": ("float32", "<f4"),
              "f64": ("float64", "<f8")}
 
 
 def _bf16_bits(v):
-    """``v`` rounded to the nearest bfloat16 (ties to even), as its 16 bits."""
+    """``v`` rounded once to the nearest bfloat16 (ties to even), as its 16 bits; a finite
+    ``v`` beyond bfloat16's range raises ``OverflowError``."""
     bits = struct.unpack("<I", struct.pack("<f", v))[0]
-    if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:
-        return (bits >> 16) | 0x40  # a quiet NaN
-    return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    if (bits & 0x7F800000) == 0x7F800000:
+        return (bits >> 16) | (0x40 if bits & 0x7FFFFF else 0)  # NaN stays a (quiet) NaN
+    # Round to f32 to odd first, so that the rounding to bfloat16 below is the only one.
+    f = struct.unpack("<f", struct.pack("<I", bits))[0]
+    if f != v:
+        if abs(f) > abs(v):
+            bits -= 1
+        bits |= 1
+    out = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    if out & 0x7F80 == 0x7F80:
+        raise OverflowError(f"{v!r} is beyond bfloat16's range")
+    return out
 
 
 class TypedKernel:
@@ -178,21 +188,23 @@ class TypedKernel:
         pointer field ``fname`` of ``kind`` (``*const f32``), checked to be on the module's
         device and to hold the field's element type."""
         elem = kind.split()[-1]
-        dtype, typestr = _ELEMENTS.get(elem, (None, None))
+        dtype, typestrs = _ELEMENTS.get(elem, (None, None))
+        typestrs = (typestrs,) if isinstance(typestrs, str) else typestrs
         torch = _torch()
         if torch is not None and isinstance(v, torch.Tensor):
             if not v.is_cuda or v.get_device() != self.module.device:
                 raise ValueError(f"{self.name}: field {fname!r} takes a tensor on cuda:{self.module.device}, "
                                  f"got one on {v.device}")
-            if dtype is not None and v.dtype != getattr(torch, dtype):
+            want = getattr(torch, dtype, None) if dtype is not None else None
+            if want is not None and v.dtype != want:
                 raise TypeError(f"{self.name}: field {fname!r} ({kind}) takes a {dtype} tensor, got {v.dtype}")
             tensors.append(v)
             return v.data_ptr()
         cai = getattr(v, "__cuda_array_interface__", None)
         if cai is not None:
-            if typestr is not None and cai.get("typestr") != typestr:
-                raise TypeError(f"{self.name}: field {fname!r} ({kind}) takes {elem} elements ({typestr}), "
-                                f"got {cai.get('typestr')!r}")
+            if typestrs is not None and cai.get("typestr") not in typestrs:
+                raise TypeError(f"{self.name}: field {fname!r} ({kind}) takes {elem} elements "
+                                f"({' or '.join(typestrs)}), got {cai.get('typestr')!r}")
             tensors.append(v)
             return int(cai["data"][0])
         raise TypeError(f"{self.name}: field {fname!r} ({kind}) takes a CUDA tensor or an integer address, "

@@ -285,8 +285,13 @@ def test_typed_kernel_packs_fields_by_name_as_repr_c():
 def test_typed_kernel_packs_half_precision_fields():
     from streamline._kernels import TypedKernel, _bf16_bits
 
-    assert [_bf16_bits(v) for v in (1.0, -2.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8, 3.4e38)] == [
-        0x3F80, 0xC000, 0x3F80, 0x3F82, 0x7F80]
+    # Ties to even, one rounding only (1 + 2^-8 + 2^-30 is above the tie: rounding through f32
+    # first would make it one), signed infinities and NaN kept.
+    assert [_bf16_bits(v) for v in (1.0, -2.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8, 1 + 2**-8 + 2**-30)] == [
+        0x3F80, 0xC000, 0x3F80, 0x3F82, 0x3F81]
+    assert (_bf16_bits(float("-inf")), _bf16_bits(float("nan")) & 0x7FC0) == (0xFF80, 0x7FC0)
+    with pytest.raises(OverflowError):
+        _bf16_bits(3.4e38)
     rec = _Recorder()
     fields = [("h", 0, 2, "f16"), ("b", 2, 2, "bf16"), ("y", 8, 8, "*mut bf16")]
     TypedKernel(rec, "k", 16, 8, fields)(1, 32, h=1.5, b=-2.0, y=_DeviceArray(0x100, "<u2"))
@@ -303,6 +308,8 @@ def test_typed_kernel_packs_half_precision_fields():
      "saxpy: field 'x' \\(\\*const f32\\) takes a CUDA tensor or an integer address, got float"),
     (dict(x=_DeviceArray(1, "<f8"), y=2, n=3, a=1.0), TypeError,
      "saxpy: field 'x' \\(\\*const f32\\) takes f32 elements \\(<f4\\), got '<f8'"),
+    (dict(x=1, y=_DeviceArray(2, "<f2"), n=3, a=1.0), TypeError,
+     "saxpy: field 'y' \\(\\*mut f32\\) takes f32 elements \\(<f4\\), got '<f2'"),
     (dict(x=1, y=2, n=-1, a=1.0), ValueError, "saxpy: field 'n' \\(u64\\) is -1; allowed 0..="),
     (dict(x=-1, y=2, n=3, a=1.0), ValueError, "saxpy: field 'x' \\(\\*const f32\\) is -1; allowed 0..="),
     (dict(x=1, y=2, n=3, a=1.0, pad=2**32), ValueError, "saxpy: field 'pad' \\(u32\\) is 4294967296"),

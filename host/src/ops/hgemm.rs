@@ -228,9 +228,10 @@ pub fn hgemm<T: Half>(
     let (Some(s), Some(partials)) = (split, &partials) else {
         return Ok(());
     };
+    let mut launch = module.prepare(stream, T::reduce());
     let reduce = HgemmReduceParams {
         partials: partials.floats().as_const(),
-        c: params.c,
+        c: launch.write(c),
         m: params.m,
         n: params.n,
         ldc: params.ldc,
@@ -243,11 +244,10 @@ pub fn hgemm<T: Half>(
         .div_ceil(HGEMM_REDUCE_BLOCK as u64)
         .min(64 * sms as u64) as u32;
     let cfg = LaunchConfig::new((blocks, 1, 1), (HGEMM_REDUCE_BLOCK, 1, 1));
-    let launch = module.prepare(stream, T::reduce());
     // SAFETY: the partials hold the `slices` planes the product just wrote (ordered before on
     // the same stream) and `c` is `m x n` with stride `ldc`, as checked above; the grid-stride
     // loop covers any grid. The launch reads `c` (when `beta` is not 0) after the product
-    // kernel, which did not touch it.
+    // kernel, which did not touch it, and later users of `c` on other streams wait for it.
     unsafe { launch.run(cfg, reduce) }
 }
 

@@ -8,8 +8,8 @@ use std::borrow::Cow;
 use std::path::Path;
 use streamline_builder::arch::Arch;
 use streamline_builder::manifest::{
-    bytes_hash, field_info, parse_entries, ptx_hash, BoundsInfo, EntryInfo, FieldInfo, Manifest,
-    ParamInfo,
+    bytes_hash, field_info, field_matches, parse_entries, ptx_hash, BoundsInfo, EntryInfo,
+    FieldInfo, Manifest, ParamInfo,
 };
 use streamline_device::Kernel;
 
@@ -407,8 +407,8 @@ impl KernelImage {
         Ok(())
     }
 
-    /// The manifest entry of `kernel`, refused unless its parameter layout and launch bounds
-    /// are those the host's declaration says (a stale or foreign image).
+    /// The manifest entry of `kernel`, refused unless its parameter layout, launch bounds and
+    /// parameter fields are those the host's declaration says (a stale or foreign image).
     pub fn entry<P>(&self, kernel: Kernel<P>) -> Result<&EntryInfo> {
         let name = kernel.name();
         match self.manifest.kernels.iter().find(|e| e.name == name) {
@@ -435,7 +435,8 @@ impl KernelImage {
         }
     }
 
-    /// [`KernelImage::entry`]'s checks of `kernel`'s entry: parameter layout and bounds.
+    /// [`KernelImage::entry`]'s checks of `kernel`'s entry: parameter layout, bounds and fields
+    /// (compared without allocating: every launch makes them).
     pub(super) fn check_entry<P>(&self, entry: &EntryInfo, kernel: Kernel<P>) -> Result<()> {
         let name = kernel.name();
         let want = [ParamInfo {
@@ -461,10 +462,15 @@ impl KernelImage {
         let Some(fields) = kernel.fields() else {
             return Ok(());
         };
-        let want: Vec<FieldInfo> = fields.iter().map(field_info).collect();
         match &entry.fields {
-            Some(have) if *have == want => Ok(()),
+            Some(have)
+                if have.len() == fields.len()
+                    && have.iter().zip(fields).all(|(h, f)| field_matches(h, f)) =>
+            {
+                Ok(())
+            }
             Some(have) => {
+                let want: Vec<FieldInfo> = fields.iter().map(field_info).collect();
                 let differs = |(i, w): (usize, &FieldInfo)| have.get(i) != Some(w);
                 let at = want.iter().enumerate().find(|&p| differs(p)).map_or(want.len(), |p| p.0);
                 let show = |f: Option<&FieldInfo>| {
