@@ -397,7 +397,9 @@ impl Augment {
     }
 
     /// Runs the fused kernel: `x` uint8 of [`Augment::input_shape`], `y` f32 of
-    /// [`Augment::output_shape`], in the layouts of [`Augment::layouts`].
+    /// [`Augment::output_shape`], in the layouts of [`Augment::layouts`]. Each run writes its
+    /// draw into this augmentation's own arrays first, so runs of one `Augment` on several
+    /// streams must be ordered by the caller, as for its [`DeviceRng`].
     pub fn run_fused(
         &self,
         gpu: &Gpu,
