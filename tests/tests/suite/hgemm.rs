@@ -224,17 +224,25 @@ fn hgemm_edge_and_deep_shapes_every_step() {
 }
 
 /// Captured in the engine's CUDA graph and replayed with new inputs, each step gives the
-/// eager call's result bit for bit (the TMA step's tensor maps live in memory the graph keeps).
+/// eager call's result bit for bit (the TMA step's tensor maps live in memory the graph keeps),
+/// split-K included: two output tiles with 65 `K` tiles make steps 3 and 4 cut `K` into slices,
+/// whose partials the graph allocates and frees itself.
 #[test]
 fn hgemm_replays_under_capture_as_eager() {
     let Some(gpu) = gpu() else { return };
+    for (m, n, k) in [(200, 136, 312), (200, 136, 65 * 64)] {
+        let g = Gemm {
+            alpha: 0.75,
+            beta: 0.5,
+            ..Gemm::dense(m, n, k)
+        };
+        replays_as_eager(gpu, &g);
+    }
+}
+
+fn replays_as_eager(gpu: &Gpu, g: &Gemm) {
     let pool = StreamPool::with_streams(gpu, 1).unwrap();
     let st = pool.stream(0).unwrap();
-    let g = Gemm {
-        alpha: 0.75,
-        beta: 0.5,
-        ..Gemm::dense(200, 136, 312)
-    };
     let (na, nb, nc) = g.validate().unwrap();
     for kernel in [
         HgemmKernel::Step(&HGEMM_1_MMA),
@@ -253,7 +261,7 @@ fn hgemm_replays_under_capture_as_eager() {
         let mut want = DeviceBuffer::<bf16>::zeros(&pool, 0, nc).unwrap();
         pool.synchronize().unwrap();
         let cap = pool.begin_capture(0).unwrap();
-        hgemm(gpu, st, kernel, &g, &a, &b, &mut c).unwrap();
+        hgemm(gpu, st, kernel, g, &a, &b, &mut c).unwrap();
         let graph = cap.end().unwrap();
         for r in 0..3u64 {
             let c0 = values::<bf16>(nc, 30 + r).0;
@@ -261,12 +269,16 @@ fn hgemm_replays_under_capture_as_eager() {
             streamline::engine::memory::h2d(st, &values::<bf16>(nb, 20 + r).0, &mut b).unwrap();
             streamline::engine::memory::h2d(st, &c0, &mut c).unwrap();
             streamline::engine::memory::h2d(st, &c0, &mut want).unwrap();
-            hgemm(gpu, st, kernel, &g, &a, &b, &mut want).unwrap();
+            hgemm(gpu, st, kernel, g, &a, &b, &mut want).unwrap();
             graph.launch().unwrap();
             pool.synchronize().unwrap();
             let (y, e) = (c.to_vec(st).unwrap(), want.to_vec(st).unwrap());
             let same = y.iter().zip(&e).all(|(p, q)| p.to_bits() == q.to_bits());
-            assert!(same, "{kernel:?} replay {r} differs from eager");
+            assert!(
+                same,
+                "{kernel:?} {}x{}x{} replay {r} differs from eager",
+                g.m, g.n, g.k
+            );
         }
     }
 }
