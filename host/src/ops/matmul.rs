@@ -305,7 +305,7 @@ pub fn sgemm(
 /// `cuMemFreeAsync`), for scratch that only the work queued on that stream between the two
 /// touches: no events, two driver calls.
 pub(crate) struct Scratch<'a> {
-    pub(crate) ptr: cudarc::driver::sys::CUdeviceptr,
+    ptr: cudarc::driver::sys::CUdeviceptr,
     stream: &'a CudaStream,
 }
 

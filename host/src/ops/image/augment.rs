@@ -371,13 +371,12 @@ impl Augment {
         };
         let sp = *sp;
         let mut launch = gpu.kernels()?.prepare(stream, AUGMENT_DRAW);
-        // The draw writes the fused arrays, which only this augmentation's work on `stream`
-        // uses.
+        // The draw writes the fused arrays, through their shared handle (see `run_fused` for
+        // the ordering across streams).
         let dp = launch.read(&*self.fused);
         let (lo, hi) = self.cfg.sigma;
         let p = AugmentDrawParams {
             state: DevPtrMut::from_addr(sp),
-            // The draw writes the fused arrays through their shared handle.
             draw: DevPtrMut::from_addr(dp.addr()),
             batch: self.shape.n as u32,
             crop_h: self.cfg.crop as u32,
