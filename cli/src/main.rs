@@ -1,6 +1,7 @@
 //! The `streamline` command line: the kernels, benchmarks and stream scenarios run from a shell.
 
 mod bench;
+mod collective;
 mod heavy;
 mod img;
 mod info;
@@ -43,6 +44,9 @@ enum Command {
     Op(img::OpArgs),
     /// Seed 003's augmentation on PNG/JPEG images (or a synthetic one): PNGs and a contact sheet.
     Augment(img::AugmentArgs),
+    /// NCCL collectives between GPUs through the engine: bus bandwidth and latency per
+    /// message size, checked against the CPU.
+    Collective(collective::CollectiveArgs),
     /// The seeds' stream scenarios: serial vs overlapped, overlap metrics, trace and timeline.
     Pipeline(pipeline::PipelineArgs),
 }
@@ -78,5 +82,6 @@ fn run(cli: Cli) -> Result<()> {
         Command::Op(a) => img::run_op(cli.device, cli.ptx.as_deref(), a),
         Command::Augment(a) => img::run_augment(cli.device, cli.ptx.as_deref(), a),
         Command::Pipeline(a) => pipeline::run(cli.device, cli.ptx.as_deref(), a),
+        Command::Collective(a) => collective::run(cli.device, a),
     }
 }

@@ -65,6 +65,21 @@ pub enum Error {
     /// A stop was requested (Ctrl-C) and the run stopped early; says how far it got.
     #[error("interrupted: {0}")]
     Interrupted(String),
+    /// An NCCL call failed (`code` is its `ncclResult_t`; -1 for a communicator already
+    /// aborted).
+    #[error("NCCL error in {op} (code {code}): {reason}")]
+    Nccl {
+        op: &'static str,
+        code: i32,
+        reason: String,
+    },
+    /// A wait had a deadline and it passed (a peer that never joined, died or stalled); what
+    /// was waited on was aborted.
+    #[error("timed out after {seconds:.0} s: {during}")]
+    Timeout { during: String, seconds: f64 },
+    /// The processes of a multi-process run could not meet.
+    #[error("rendezvous at {address}: {reason}")]
+    Rendezvous { address: String, reason: String },
     /// A file could not be read or written.
     #[error("cannot access {path}")]
     Io {

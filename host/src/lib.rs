@@ -6,6 +6,8 @@
 //! - [`spec`]: what an operation is asked to do, and the checks that need no device.
 //! - [`timing`]: CUDA-event timing and the statistics the benchmarks report.
 //! - [`engine`]: stream pools, cross-stream buffer safety, pipelines, CUDA graphs, timelines.
+//! - [`multi`]: several GPUs, of one process or of many: collectives over NCCL on engine
+//!   streams and buffers.
 //!
 //! This is the crate a program or a kernel crate depends on. Testing lives beside it, in
 //! `streamline-testing` (property-test helpers, the CPU references of our kernels, random
@@ -14,6 +16,7 @@
 
 pub mod engine;
 pub mod error;
+pub mod multi;
 pub mod ops;
 pub mod runtime;
 pub mod spec;

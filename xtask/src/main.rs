@@ -322,8 +322,24 @@ fn bundle() -> Result<()> {
         std::fs::copy(exe, dir.join("tests").join(&name))?;
         tests.push(name);
     }
-    // The project `tests/tests/suite/out_of_tree.rs` writes from docs/writing-kernels.md, when that
-    // test has run here: its test binaries run on the GPU machine like ours.
+    // The project `tests/tests/suite/out_of_tree.rs` writes from docs/writing-kernels.md, built
+    // now from the docs as they are: its test binaries run on the GPU machine like ours, and its
+    // kernels serve the Python test that calls them by field name.
+    let status = Command::new(&cargo)
+        .args([
+            "test",
+            "-p",
+            "streamline-tests",
+            "--test",
+            "suite",
+            "--",
+            "out_of_tree",
+        ])
+        .current_dir(&ws)
+        .status()?;
+    if !status.success() {
+        bail!("building the project of docs/writing-kernels.md failed");
+    }
     if let Ok(entries) = std::fs::read_dir(target_dir().join("out-of-tree/bin")) {
         for e in entries.flatten() {
             let name = format!("test-{}", e.file_name().to_string_lossy());
@@ -344,6 +360,7 @@ fn bundle() -> Result<()> {
         "cvcuda_rotate_geometry.py",
         "cvcuda_fresh_inputs.py",
         "cold-start.sh",
+        "multi-gpu-check.sh",
     ] {
         std::fs::copy(ws.join("scripts").join(script), dir.join(script))?;
     }

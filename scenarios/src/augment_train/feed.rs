@@ -13,24 +13,43 @@ use streamline::engine::{
     DeviceBuffer, Loader, LoaderStats, PinnedBuffer, Plan, SteadyGraphs, StreamPool, Streamed,
 };
 use streamline::error::{DriverContext, Error, Result};
+use streamline::multi::Comm;
 use streamline::ops::image::{Augment, AugmentConfig, AugmentDraw, Layout, Shape};
 use streamline::Gpu;
 use streamline_testing::data::fan_in_weights;
 use streamline_testing::reference::train::Mlp;
 
+use super::model::Reduce;
 use super::*;
+
+/// Which part of each global batch a GPU trains on: part `index` of `count` (the whole batch
+/// on one GPU). Each part is a batch of its own, drawn or read apart from the others.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Shard {
+    pub(super) index: usize,
+    pub(super) count: usize,
+}
+
+impl Shard {
+    pub(super) const WHOLE: Shard = Shard { index: 0, count: 1 };
+
+    /// The seed of this part's data and draws (the whole batch's for part 0).
+    fn seed(&self, seed: u64) -> u64 {
+        seed + 7919 * self.index as u64
+    }
+}
 
 /// Where the batches come from: filled on the loader's threads, the same batch for the same
 /// index every time (the check rebuilds the last one).
 pub(super) enum Source {
     /// [`DATA`] generated batches (uint8 NHWC and one-hot targets), cycled through.
     Generated { images: Vec<u8>, targets: Vec<f32> },
-    /// Decoded from a folder.
-    Folder(ImageFolder),
+    /// Decoded from a folder: this GPU's part of each global batch.
+    Folder(ImageFolder, Shard),
 }
 
 impl Source {
-    pub(super) fn new(o: &Options, batch: usize, seed: u64) -> Result<Source> {
+    pub(super) fn new(o: &Options, batch: usize, seed: u64, shard: Shard) -> Result<Source> {
         if let Some(dir) = &o.input {
             let f = ImageFolder::open(dir, o.size)?;
             if f.classes().len() > o.train.classes {
@@ -44,10 +63,10 @@ impl Source {
                     ),
                 ));
             }
-            return Ok(Source::Folder(f));
+            return Ok(Source::Folder(f, shard));
         }
         let per = batch * CHANNELS * o.size * o.size;
-        let mut rng = StdRng::seed_from_u64(seed);
+        let mut rng = StdRng::seed_from_u64(shard.seed(seed));
         let images: Vec<u8> = (0..per * DATA).map(|_| rng.gen()).collect();
         let mut targets = vec![0.0f32; batch * o.train.classes * DATA];
         for row in targets.chunks_mut(o.train.classes) {
@@ -75,7 +94,7 @@ impl Source {
                 targets.copy_from_slice(&t[k * m..(k + 1) * m]);
                 Ok(())
             }
-            Source::Folder(f) => f.fill_batch(i, batch, images, targets),
+            Source::Folder(f, s) => f.fill_batch(i * s.count + s.index, batch, images, targets),
         }
     }
 }
@@ -102,6 +121,8 @@ pub(super) struct Setup {
     /// The extra transform's outputs (empty without one).
     pub(super) ring_x2: Vec<DeviceBuffer<f32>>,
     pub(super) model: Model,
+    /// A data-parallel run's communicator and the stream its all-reduces run on.
+    pub(super) reduce: Option<(Arc<Comm>, Arc<CudaStream>)>,
     pub(super) w1: Vec<f32>,
     pub(super) w2: Vec<f32>,
 }
@@ -114,10 +135,23 @@ impl Setup {
         seed: u64,
         extra: Option<&mut (dyn Transform + '_)>,
     ) -> Result<Setup> {
+        Setup::for_shard(pool, o, batch, seed, extra, Shard::WHOLE)
+    }
+
+    /// What one GPU of a data-parallel run trains on: part `shard` of each global batch (with
+    /// the same initial weights on every GPU), the gradients in [`Options::buckets`] buckets.
+    pub(super) fn for_shard(
+        pool: &StreamPool,
+        o: &Options,
+        batch: usize,
+        seed: u64,
+        extra: Option<&mut (dyn Transform + '_)>,
+        shard: Shard,
+    ) -> Result<Setup> {
         let shape = Shape::new(batch, CHANNELS, o.size, o.size);
         let cfg = config(o.size);
         let per = shape.len();
-        let source = Arc::new(Source::new(o, batch, seed)?);
+        let source = Arc::new(Source::new(o, batch, seed, shard)?);
         let window = window(o.workers);
         let slots = (0..2 * window)
             .map(|_| {
@@ -143,7 +177,13 @@ impl Setup {
         unsafe { ctx.disable_event_tracking() };
         let augments = (0..DATA)
             .map(|k| {
-                let draw = AugmentDraw::random(&cfg, batch, o.size, o.size, seed + 10 + k as u64);
+                let draw = AugmentDraw::random(
+                    &cfg,
+                    batch,
+                    o.size,
+                    o.size,
+                    shard.seed(seed) + 10 + k as u64,
+                );
                 // Decoders give HWC pixels: the fused kernel reads them in place.
                 Augment::new(stream, shape, &cfg, &draw)
                     .map(|a| a.with_layouts(Layout::Nhwc, Layout::Nchw))
@@ -188,8 +228,13 @@ impl Setup {
                 }
                 None => Vec::new(),
             },
-            model: Model::new(pool, 1, m, &w1, &w2)?,
+            model: if shard.count > 1 {
+                Model::with_buckets(pool, 1, m, &w1, &w2, o.buckets)?
+            } else {
+                Model::new(pool, 1, m, &w1, &w2)?
+            },
             augments,
+            reduce: None,
             w1,
             w2,
         })
@@ -207,7 +252,12 @@ impl Setup {
             (2, None) | (3, Some(_)) => {
                 // The extra transform's output where there is one.
                 let x = self.ring_x2.get(s).unwrap_or(&self.ring_x[s]);
-                self.model.step(gpu, c.stream, x, &self.ring_t[s])
+                let reduce = self
+                    .reduce
+                    .as_ref()
+                    .map(|(comm, stream)| Reduce { comm, stream });
+                self.model
+                    .step_with(gpu, c.stream, x, &self.ring_t[s], reduce.as_ref())
             }
             (0, _) => self.copy(gpu, c.iteration, s, c.stream),
             _ => self.augments[c.iteration % DATA].run_fused(

@@ -17,12 +17,13 @@
 //!
 //! The module follows a run: `feed` (where batches come from and what one batch size runs
 //! on), `model` (the MLP the model stream trains), `run` (the timed runs and the report),
-//! `check` (the last step against the CPU references) and `report` (which stage bounds the
-//! throughput).
+//! `check` (the last step against the CPU references), `report` (which stage bounds the
+//! throughput) and `parallel` (the same on several GPUs, data-parallel over NCCL).
 
 mod check;
 mod feed;
 mod model;
+mod parallel;
 mod report;
 mod run;
 
@@ -50,9 +51,16 @@ pub struct Options {
     /// labels); generated batches without one.
     #[arg(long, value_name = "DIR")]
     pub input: Option<PathBuf>,
-    /// Host threads filling the batches (decoding the images).
+    /// Host threads filling the batches (decoding the images), per GPU.
     #[arg(long, default_value_t = Options::default().workers)]
     pub workers: usize,
+    /// GPUs training data-parallel (devices 0..N), each on its own batch of the batch size:
+    /// gradients averaged over NCCL. With more than one, the report sets N GPUs against one.
+    #[arg(long, default_value_t = Options::default().gpus)]
+    pub gpus: usize,
+    /// Buckets of the first layer's gradient all-reduced as each is computed (with --gpus).
+    #[arg(long, default_value_t = Options::default().buckets)]
+    pub buckets: usize,
 }
 
 impl Default for Options {
@@ -62,6 +70,8 @@ impl Default for Options {
             size: 256,
             input: None,
             workers: std::thread::available_parallelism().map_or(4, |n| n.get().min(8)),
+            gpus: 1,
+            buckets: 8,
         }
     }
 }
@@ -102,6 +112,18 @@ pub fn validate(o: &Options) -> Result<()> {
         return Err(Error::arg(
             "steps",
             format!("must be in 1..=2^40, got {}", o.train.steps),
+        ));
+    }
+    if !(1..=64).contains(&o.gpus) {
+        return Err(Error::arg(
+            "gpus",
+            format!("must be in 1..=64, got {}", o.gpus),
+        ));
+    }
+    if !(1..=64).contains(&o.buckets) {
+        return Err(Error::arg(
+            "buckets",
+            format!("must be in 1..=64, got {}", o.buckets),
         ));
     }
     if !(1..=256).contains(&o.workers) {

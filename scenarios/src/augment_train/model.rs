@@ -1,7 +1,11 @@
-//! The MLP the model stream trains: its weights and the intermediates of one SGD step.
+//! The MLP the model stream trains: its weights and the intermediates of one SGD step, and,
+//! when the step is one GPU's part of a data-parallel step, the all-reduce of its gradients.
 
+use cudarc::driver::CudaStream;
+use std::sync::Arc;
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::error::Result;
+use streamline::multi::{Comm, ReduceOp};
 use streamline::ops::matmul::{sgemm, Gemm, Kernel};
 use streamline::ops::train::{mse_grad, relu, relu_backward, sgd, transpose};
 use streamline::Gpu;
@@ -23,7 +27,21 @@ pub(crate) struct Model {
     pub(super) w2t: DeviceBuffer<f32>,
     pub(super) da: DeviceBuffer<f32>,
     pub(super) dh: DeviceBuffer<f32>,
-    pub(super) dw1: DeviceBuffer<f32>,
+    /// `dL/dW1` in buckets of whole rows (one bucket on one GPU): each bucket is a buffer of
+    /// its own, so that its all-reduce overlaps the product that fills the next one.
+    pub(super) dw1: Vec<DeviceBuffer<f32>>,
+}
+
+/// Where a data-parallel step all-reduces its gradients: the GPU's communicator and the
+/// stream the all-reduces run on (ordered with the model stream by the buffers' tracking).
+pub(crate) struct Reduce<'a> {
+    pub(crate) comm: &'a Comm,
+    pub(crate) stream: &'a Arc<CudaStream>,
+}
+
+/// Rows of `W1` per gradient bucket for `buckets` buckets over `inputs` rows.
+pub(crate) fn bucket_rows(inputs: usize, buckets: usize) -> usize {
+    inputs.div_ceil(buckets.clamp(1, inputs.max(1)))
 }
 
 impl Model {
@@ -34,8 +52,21 @@ impl Model {
         w1: &[f32],
         w2: &[f32],
     ) -> Result<Model> {
+        Model::with_buckets(pool, lane, m, w1, w2, 1)
+    }
+
+    /// The model with `dL/dW1` in `buckets` buckets of whole rows.
+    pub(crate) fn with_buckets(
+        pool: &StreamPool,
+        lane: usize,
+        m: Mlp,
+        w1: &[f32],
+        w2: &[f32],
+        buckets: usize,
+    ) -> Result<Model> {
         let (b, d, h, o) = (m.batch, m.inputs, m.hidden, m.outputs);
         let z = |n| DeviceBuffer::zeros(pool, lane, n);
+        let rows = bucket_rows(d, buckets);
         Ok(Model {
             m,
             w1: DeviceBuffer::from_slice(pool, lane, w1)?,
@@ -50,7 +81,9 @@ impl Model {
             w2t: z(o * h)?,
             da: z(b * h)?,
             dh: z(b * h)?,
-            dw1: z(d * h)?,
+            dw1: (0..d.div_ceil(rows))
+                .map(|k| z((rows.min(d - k * rows)) * h))
+                .collect::<Result<_>>()?,
         })
     }
 
@@ -61,6 +94,20 @@ impl Model {
         s: &cudarc::driver::CudaStream,
         x: &DeviceBuffer<f32>,
         t: &DeviceBuffer<f32>,
+    ) -> Result<()> {
+        self.step_with(gpu, s, x, t, None)
+    }
+
+    /// One SGD step; with `reduce`, this GPU's part of a data-parallel step: the gradients are
+    /// averaged over the GPUs before the update, `dL/dW2` while `dL/dW1` is computed and each
+    /// bucket of `dL/dW1` while the next is.
+    pub(crate) fn step_with(
+        &mut self,
+        gpu: &Gpu,
+        s: &cudarc::driver::CudaStream,
+        x: &DeviceBuffer<f32>,
+        t: &DeviceBuffer<f32>,
+        reduce: Option<&Reduce>,
     ) -> Result<()> {
         let Mlp {
             batch: b,
@@ -112,18 +159,34 @@ impl Model {
             &self.w2t,
             &mut self.da,
         )?;
+        if let Some(r) = reduce {
+            r.comm
+                .all_reduce_in_place(r.stream, &mut self.dw2, ReduceOp::Avg)?;
+        }
         relu_backward(gpu, s, &self.da, &self.hpre, &mut self.dh)?;
         transpose(gpu, s, b, d, x, &mut self.xt)?;
-        sgemm(
-            gpu,
-            s,
-            k,
-            &Gemm::dense(d, h, b),
-            &self.xt,
-            &self.dh,
-            &mut self.dw1,
-        )?;
-        sgd(gpu, s, &mut self.w1, &self.dw1, lr)?;
+        let rows = bucket_rows(d, self.dw1.len());
+        for (i, g) in self.dw1.iter_mut().enumerate() {
+            let r0 = i * rows;
+            let n = g.len() / h;
+            sgemm(
+                gpu,
+                s,
+                k,
+                &Gemm::dense(n, h, b),
+                &self.xt.view(r0 * b..(r0 + n) * b)?,
+                &self.dh,
+                g,
+            )?;
+            if let Some(r) = reduce {
+                r.comm.all_reduce_in_place(r.stream, g, ReduceOp::Avg)?;
+            }
+        }
+        for (i, g) in self.dw1.iter().enumerate() {
+            let r0 = i * rows;
+            let n = g.len() / h;
+            sgd(gpu, s, &mut self.w1.view_mut(r0 * h..(r0 + n) * h)?, g, lr)?;
+        }
         sgd(gpu, s, &mut self.w2, &self.dw2, lr)
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::{median_ms, per_step_us, recorded, Check, Common, Report, MIB, THROUGHPUT_COLUMNS};
 use streamline::engine::{LoaderStats, Plan, StreamPool};
-use streamline::error::Result;
+use streamline::error::{Error, Result};
 use streamline::Gpu;
 
 use super::check::verify;
@@ -88,6 +88,15 @@ pub fn run_with(
     mut extra: Option<&mut (dyn Transform + '_)>,
 ) -> Result<Report> {
     validate(o)?;
+    if o.gpus > 1 {
+        if extra.is_some() {
+            return Err(Error::arg(
+                "gpus",
+                "a transform of one's own runs on one GPU: leave --gpus at 1",
+            ));
+        }
+        return super::parallel::run_parallel(gpu, common, o);
+    }
     let extra_name = extra.as_ref().map(|t| t.name().to_string());
     let plan = spec(extra_name.as_deref()).plan()?;
     let extra = &mut extra;

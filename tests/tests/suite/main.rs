@@ -10,6 +10,7 @@ mod image;
 mod kernel_image;
 mod launch;
 mod matmul;
+mod multi;
 mod out_of_tree;
 mod pipeline_props;
 mod spin;

@@ -66,28 +66,48 @@ fn a_project_written_from_the_docs_builds_and_passes_its_tests() {
     // The kernel's PTX and manifest, for the Python test that calls it by field name (kept in
     // `target/out-of-tree/ptx/sm_XX/` for `cargo xtask bundle`); its fields reached the manifest.
     let ptx_dir = target.join("ptx");
-    let mut manifests = 0;
-    for entry in std::fs::read_dir(target.join("target/debug/build"))
+    // The build directory this build wrote last: earlier builds (of earlier docs) keep theirs.
+    let newest = std::fs::read_dir(target.join("target/debug/build"))
         .unwrap()
         .flatten()
-    {
-        let out = entry.path().join("out/streamline");
-        let Ok(archs) = std::fs::read_dir(&out) else {
-            continue;
-        };
-        for arch in archs.flatten() {
+        .map(|e| e.path().join("out/streamline"))
+        .filter_map(|out| {
+            let written = std::fs::read_dir(&out)
+                .ok()?
+                .flatten()
+                .filter_map(|a| {
+                    let m = a.path().join("my_op_kernels.manifest.json");
+                    std::fs::metadata(m).and_then(|m| m.modified()).ok()
+                })
+                .max()?;
+            Some((written, out))
+        })
+        .max_by_key(|(written, _)| *written)
+        .map(|(_, out)| out);
+    let mut manifests = 0;
+    if let Some(out) = newest {
+        for arch in std::fs::read_dir(&out).unwrap().flatten() {
             let manifest = arch.path().join("my_op_kernels.manifest.json");
             let Ok(text) = std::fs::read_to_string(&manifest) else {
                 continue;
             };
             let m: serde_json::Value = serde_json::from_str(&text).unwrap();
-            let fields: Vec<&str> = m["kernels"][0]["fields"]
+            let fields: Vec<(&str, &str)> = m["kernels"][0]["fields"]
                 .as_array()
                 .expect("the docs' kernel's manifest records its fields")
                 .iter()
-                .map(|f| f["name"].as_str().unwrap())
+                .map(|f| (f["name"].as_str().unwrap(), f["kind"].as_str().unwrap()))
                 .collect();
-            assert_eq!(fields, ["x", "y", "n", "scale", "pad"]);
+            assert_eq!(
+                fields,
+                [
+                    ("x", "*const f32"),
+                    ("y", "*mut f32"),
+                    ("n", "u64"),
+                    ("scale", "f32"),
+                    ("pad", "u32")
+                ]
+            );
             let dest = ptx_dir.join(arch.file_name());
             std::fs::create_dir_all(&dest).unwrap();
             for f in ["my_op_kernels.ptx", "my_op_kernels.manifest.json"] {

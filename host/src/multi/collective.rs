@@ -1,0 +1,536 @@
+//! Collectives on tracked buffers, queued on engine streams: all-reduce, broadcast,
+//! all-gather, reduce-scatter, and point-to-point send and receive.
+//!
+//! A [`Batch`] gathers collectives (one per GPU when one process drives several, or several
+//! on one GPU) and queues them as one NCCL group. Every argument is checked when a collective
+//! is added, so that either all of a batch is queued or none of it: a batch queued on only
+//! some GPUs would leave the others waiting forever. The buffers' accesses are ordered like a
+//! kernel's: a collective waits for the last write of what it reads and for every read of
+//! what it writes, and later users wait for it, without the host waiting.
+
+use super::comm::{nccl_error, Comm};
+use super::library::{nccl, IN_PROGRESS, SUCCESS};
+use crate::error::{DriverContext, Error, Result};
+use cudarc::driver::sys::CUstream;
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, DeviceSlice, SyncOnDrop};
+use cudarc::nccl::sys::{ncclDataType_t as D, ncclRedOp_t as R};
+use std::ffi::{c_int, c_void};
+
+/// An element type NCCL reduces and moves.
+pub trait Element: DeviceRepr + bytemuck::Pod {
+    /// NCCL's `ncclDataType_t` for it.
+    const NCCL: c_int;
+}
+
+macro_rules! element {
+    ($($t:ty => $d:ident),*) => {$(
+        impl Element for $t {
+            const NCCL: c_int = D::$d as c_int;
+        }
+    )*};
+}
+element!(i8 => ncclInt8, u8 => ncclUint8, i32 => ncclInt32, u32 => ncclUint32, i64 => ncclInt64,
+    u64 => ncclUint64, half::f16 => ncclFloat16, f32 => ncclFloat32, f64 => ncclFloat64,
+    half::bf16 => ncclBfloat16);
+
+/// How an all-reduce or reduce-scatter combines the ranks' elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    /// The sum divided by the number of ranks.
+    Avg,
+}
+
+impl ReduceOp {
+    fn nccl(self) -> c_int {
+        (match self {
+            ReduceOp::Sum => R::ncclSum,
+            ReduceOp::Prod => R::ncclProd,
+            ReduceOp::Max => R::ncclMax,
+            ReduceOp::Min => R::ncclMin,
+            ReduceOp::Avg => R::ncclAvg,
+        }) as c_int
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum What {
+    AllReduce(c_int),
+    Broadcast(c_int),
+    AllGather,
+    ReduceScatter(c_int),
+    Send(c_int),
+    Recv(c_int),
+}
+
+/// One checked collective, ready to queue.
+struct Call<'a> {
+    comm: &'a Comm,
+    stream: CUstream,
+    what: What,
+    send: u64,
+    recv: u64,
+    /// Elements NCCL's call takes (per rank where NCCL counts per rank).
+    count: usize,
+    dtype: c_int,
+}
+
+/// Collectives queued together as one NCCL group when [`Batch::run`] is called; dropping a
+/// batch without running it queues nothing.
+#[derive(Default)]
+pub struct Batch<'a> {
+    calls: Vec<Call<'a>>,
+    /// Record each access once the group is queued (the buffers' tracking).
+    guards: Vec<SyncOnDrop<'a>>,
+}
+
+/// The device ordinal of `stream`.
+fn ordinal(stream: &CudaStream) -> usize {
+    stream.context().ordinal()
+}
+
+impl<'a> Batch<'a> {
+    pub fn new() -> Self {
+        Batch::default()
+    }
+
+    /// Number of collectives gathered.
+    pub fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Whether nothing was gathered.
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+
+    fn check_stream(comm: &Comm, stream: &CudaStream) -> Result<()> {
+        if ordinal(stream) != comm.ordinal() {
+            return Err(Error::arg(
+                "stream",
+                format!(
+                    "is a stream of device {}, the communicator of rank {} is on device {}",
+                    ordinal(stream),
+                    comm.rank(),
+                    comm.ordinal()
+                ),
+            ));
+        }
+        let mut status = cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: a live stream; writes one status.
+        unsafe { cudarc::driver::sys::cuStreamIsCapturing(stream.cu_stream(), &mut status) }
+            .result()
+            .op("cuStreamIsCapturing")?;
+        if status != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
+            return Err(Error::Capture {
+                during: "queue an NCCL collective",
+                reason: "collectives are not captured into CUDA graphs: queue them outside the capture, between graph launches",
+            });
+        }
+        Ok(())
+    }
+
+    fn check_buffer<T>(
+        comm: &Comm,
+        arg: &'static str,
+        b: &impl DeviceSlice<T>,
+        len: usize,
+    ) -> Result<()> {
+        let on = ordinal(b.stream());
+        if on != comm.ordinal() {
+            return Err(Error::arg(
+                arg,
+                format!(
+                    "lives on device {on}, the communicator of rank {} is on device {}",
+                    comm.rank(),
+                    comm.ordinal()
+                ),
+            ));
+        }
+        if b.len() != len {
+            return Err(Error::arg(
+                arg,
+                format!("holds {} elements, the collective needs {len}", b.len()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Adds an all-reduce of `send` into `recv` (both `len` elements).
+    pub fn all_reduce<T: Element>(
+        &mut self,
+        comm: &'a Comm,
+        stream: &'a CudaStream,
+        send: &'a impl DevicePtr<T>,
+        recv: &'a mut impl DevicePtrMut<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let n = send.len();
+        Self::check_stream(comm, stream)?;
+        Self::check_buffer(comm, "send", send, n)?;
+        Self::check_buffer(comm, "recv", &*recv, n)?;
+        let (s, g1) = send.device_ptr(stream);
+        let (r, g2) = recv.device_ptr_mut(stream);
+        self.push(
+            comm,
+            stream,
+            What::AllReduce(op.nccl()),
+            s,
+            r,
+            n,
+            T::NCCL,
+            [Some(g1), Some(g2)],
+        );
+        Ok(())
+    }
+
+    /// Adds an all-reduce of `buf` into itself.
+    pub fn all_reduce_in_place<T: Element>(
+        &mut self,
+        comm: &'a Comm,
+        stream: &'a CudaStream,
+        buf: &'a mut impl DevicePtrMut<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let n = buf.len();
+        Self::check_stream(comm, stream)?;
+        Self::check_buffer(comm, "buf", &*buf, n)?;
+        let (p, g) = buf.device_ptr_mut(stream);
+        self.push(
+            comm,
+            stream,
+            What::AllReduce(op.nccl()),
+            p,
+            p,
+            n,
+            T::NCCL,
+            [Some(g), None],
+        );
+        Ok(())
+    }
+
+    /// Adds a broadcast of rank `root`'s `buf` into every rank's `buf`.
+    pub fn broadcast<T: Element>(
+        &mut self,
+        comm: &'a Comm,
+        stream: &'a CudaStream,
+        buf: &'a mut impl DevicePtrMut<T>,
+        root: usize,
+    ) -> Result<()> {
+        if root >= comm.world_size() {
+            return Err(Error::arg(
+                "root",
+                format!(
+                    "must be in 0..{} (the world size), got {root}",
+                    comm.world_size()
+                ),
+            ));
+        }
+        let n = buf.len();
+        Self::check_stream(comm, stream)?;
+        Self::check_buffer(comm, "buf", &*buf, n)?;
+        let (p, g) = buf.device_ptr_mut(stream);
+        self.push(
+            comm,
+            stream,
+            What::Broadcast(root as c_int),
+            p,
+            p,
+            n,
+            T::NCCL,
+            [Some(g), None],
+        );
+        Ok(())
+    }
+
+    /// Adds an all-gather: every rank's `send` (`n` elements) into `recv` (`n` x world size,
+    /// rank `r`'s part at `r n`).
+    pub fn all_gather<T: Element>(
+        &mut self,
+        comm: &'a Comm,
+        stream: &'a CudaStream,
+        send: &'a impl DevicePtr<T>,
+        recv: &'a mut impl DevicePtrMut<T>,
+    ) -> Result<()> {
+        let n = send.len();
+        Self::check_stream(comm, stream)?;
+        Self::check_buffer(comm, "recv", &*recv, n * comm.world_size())?;
+        Self::check_buffer(comm, "send", send, n)?;
+        let (s, g1) = send.device_ptr(stream);
+        let (r, g2) = recv.device_ptr_mut(stream);
+        self.push(
+            comm,
+            stream,
+            What::AllGather,
+            s,
+            r,
+            n,
+            T::NCCL,
+            [Some(g1), Some(g2)],
+        );
+        Ok(())
+    }
+
+    /// Adds a reduce-scatter: the ranks' `send` (`n` x world size) reduced, rank `r` getting
+    /// part `r` (`n` elements) in `recv`.
+    pub fn reduce_scatter<T: Element>(
+        &mut self,
+        comm: &'a Comm,
+        stream: &'a CudaStream,
+        send: &'a impl DevicePtr<T>,
+        recv: &'a mut impl DevicePtrMut<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let n = recv.len();
+        Self::check_stream(comm, stream)?;
+        Self::check_buffer(comm, "send", send, n * comm.world_size())?;
+        Self::check_buffer(comm, "recv", &*recv, n)?;
+        let (s, g1) = send.device_ptr(stream);
+        let (r, g2) = recv.device_ptr_mut(stream);
+        self.push(
+            comm,
+            stream,
+            What::ReduceScatter(op.nccl()),
+            s,
+            r,
+            n,
+            T::NCCL,
+            [Some(g1), Some(g2)],
+        );
+        Ok(())
+    }
+
+    /// Adds a send of `buf` to rank `peer` (which adds the matching [`Batch::recv`]).
+    pub fn send<T: Element>(
+        &mut self,
+        comm: &'a Comm,
+        stream: &'a CudaStream,
+        buf: &'a impl DevicePtr<T>,
+        peer: usize,
+    ) -> Result<()> {
+        Self::check_peer(comm, peer)?;
+        Self::check_stream(comm, stream)?;
+        Self::check_buffer(comm, "buf", buf, buf.len())?;
+        let (p, g) = buf.device_ptr(stream);
+        self.push(
+            comm,
+            stream,
+            What::Send(peer as c_int),
+            p,
+            0,
+            buf.len(),
+            T::NCCL,
+            [Some(g), None],
+        );
+        Ok(())
+    }
+
+    /// Adds a receive into `buf` from rank `peer`.
+    pub fn recv<T: Element>(
+        &mut self,
+        comm: &'a Comm,
+        stream: &'a CudaStream,
+        buf: &'a mut impl DevicePtrMut<T>,
+        peer: usize,
+    ) -> Result<()> {
+        Self::check_peer(comm, peer)?;
+        Self::check_stream(comm, stream)?;
+        let n = buf.len();
+        Self::check_buffer(comm, "buf", &*buf, n)?;
+        let (p, g) = buf.device_ptr_mut(stream);
+        self.push(
+            comm,
+            stream,
+            What::Recv(peer as c_int),
+            0,
+            p,
+            n,
+            T::NCCL,
+            [Some(g), None],
+        );
+        Ok(())
+    }
+
+    fn check_peer(comm: &Comm, peer: usize) -> Result<()> {
+        if peer >= comm.world_size() || peer == comm.rank() {
+            return Err(Error::arg(
+                "peer",
+                format!(
+                    "must be another rank in 0..{} than this one ({}), got {peer}",
+                    comm.world_size(),
+                    comm.rank()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        comm: &'a Comm,
+        stream: &'a CudaStream,
+        what: What,
+        send: u64,
+        recv: u64,
+        count: usize,
+        dtype: c_int,
+        guards: [Option<SyncOnDrop<'a>>; 2],
+    ) {
+        self.calls.push(Call {
+            comm,
+            stream: stream.cu_stream(),
+            what,
+            send,
+            recv,
+            count,
+            dtype,
+        });
+        self.guards.extend(guards.into_iter().flatten());
+    }
+
+    /// Queues every gathered collective as one group and waits (on the host) until NCCL has
+    /// queued them, not until they finish; their buffers' later users are ordered after them.
+    pub fn run(self) -> Result<()> {
+        let Batch { calls, guards } = self;
+        if calls.is_empty() {
+            return Ok(());
+        }
+        let n = nccl()?;
+        let mut comms: Vec<&Comm> = Vec::new();
+        for c in &calls {
+            if !comms.iter().any(|k| std::ptr::eq(*k, c.comm)) {
+                comms.push(c.comm);
+            }
+        }
+        let locks: Vec<_> = comms
+            .iter()
+            .map(|c| c.busy.lock().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        let raws = comms.iter().map(|c| c.raw()).collect::<Result<Vec<_>>>()?;
+        // SAFETY: opens the group the calls below join; closed below on every path.
+        let r = unsafe { (n.group_start)() };
+        if r != SUCCESS {
+            return Err(nccl_error(n, r, "ncclGroupStart", std::ptr::null_mut()));
+        }
+        let mut failed = None;
+        for c in &calls {
+            let raw = raws[comms
+                .iter()
+                .position(|k| std::ptr::eq(*k, c.comm))
+                .expect("gathered")];
+            if let Err(e) = c.comm.context().bind_to_thread().op("cuCtxSetCurrent") {
+                failed.get_or_insert(e);
+                break;
+            }
+            let (s, r) = (c.send as *const c_void, c.recv as *mut c_void);
+            // SAFETY: the addresses are the checked buffers' (on the communicator's device, of
+            // the lengths each call reads and writes), kept alive and ordered by the guards
+            // until the group is queued; the stream is live and on the same device.
+            let res = unsafe {
+                match c.what {
+                    What::AllReduce(op) => {
+                        (n.all_reduce)(s, r, c.count, c.dtype, op, raw, c.stream)
+                    }
+                    What::Broadcast(root) => {
+                        (n.broadcast)(s, r, c.count, c.dtype, root, raw, c.stream)
+                    }
+                    What::AllGather => (n.all_gather)(s, r, c.count, c.dtype, raw, c.stream),
+                    What::ReduceScatter(op) => {
+                        (n.reduce_scatter)(s, r, c.count, c.dtype, op, raw, c.stream)
+                    }
+                    What::Send(peer) => (n.send)(s, c.count, c.dtype, peer, raw, c.stream),
+                    What::Recv(peer) => (n.recv)(r, c.count, c.dtype, peer, raw, c.stream),
+                }
+            };
+            if res != SUCCESS && res != IN_PROGRESS {
+                failed.get_or_insert(nccl_error(n, res, "queueing a collective", raw));
+                break;
+            }
+        }
+        // SAFETY: closes the group opened above.
+        let r = unsafe { (n.group_end)() };
+        if r != SUCCESS && r != IN_PROGRESS {
+            failed.get_or_insert(nccl_error(n, r, "ncclGroupEnd", std::ptr::null_mut()));
+        }
+        drop(locks);
+        if let Some(e) = failed {
+            comms.iter().for_each(|c| c.abort());
+            return Err(e);
+        }
+        for c in &comms {
+            c.settle("queueing collectives")?;
+        }
+        // Every access is recorded on its stream now, after the group's kernels.
+        drop(guards);
+        Ok(())
+    }
+}
+
+impl Comm {
+    /// All-reduces `send` into `recv` on `stream` (one GPU of the group; the others make the
+    /// same call).
+    pub fn all_reduce<T: Element>(
+        &self,
+        stream: &CudaStream,
+        send: &impl DevicePtr<T>,
+        recv: &mut impl DevicePtrMut<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let mut b = Batch::new();
+        b.all_reduce(self, stream, send, recv, op)?;
+        b.run()
+    }
+
+    /// All-reduces `buf` into itself on `stream`.
+    pub fn all_reduce_in_place<T: Element>(
+        &self,
+        stream: &CudaStream,
+        buf: &mut impl DevicePtrMut<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let mut b = Batch::new();
+        b.all_reduce_in_place(self, stream, buf, op)?;
+        b.run()
+    }
+
+    /// Broadcasts rank `root`'s `buf` into every rank's `buf`, on `stream`.
+    pub fn broadcast<T: Element>(
+        &self,
+        stream: &CudaStream,
+        buf: &mut impl DevicePtrMut<T>,
+        root: usize,
+    ) -> Result<()> {
+        let mut b = Batch::new();
+        b.broadcast(self, stream, buf, root)?;
+        b.run()
+    }
+
+    /// All-gathers every rank's `send` into `recv`, on `stream`.
+    pub fn all_gather<T: Element>(
+        &self,
+        stream: &CudaStream,
+        send: &impl DevicePtr<T>,
+        recv: &mut impl DevicePtrMut<T>,
+    ) -> Result<()> {
+        let mut b = Batch::new();
+        b.all_gather(self, stream, send, recv)?;
+        b.run()
+    }
+
+    /// Reduce-scatters the ranks' `send` into each rank's part `recv`, on `stream`.
+    pub fn reduce_scatter<T: Element>(
+        &self,
+        stream: &CudaStream,
+        send: &impl DevicePtr<T>,
+        recv: &mut impl DevicePtrMut<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let mut b = Batch::new();
+        b.reduce_scatter(self, stream, send, recv, op)?;
+        b.run()
+    }
+}

@@ -1,0 +1,349 @@
+//! Seed 003 data-parallel: N GPUs each train on their own batch of the batch size (part of a
+//! global batch N times as large), every GPU with its own stream pool (transform, model and
+//! communication streams), feed and model, driven by a host thread of its own. The gradients
+//! are averaged over NCCL on the communication stream, `dL/dW2` while `dL/dW1` is computed and
+//! `dL/dW1` bucket by bucket as each is computed, so every GPU applies the same update and the
+//! next batch's augmentation runs meanwhile.
+//!
+//! The report sets N GPUs against one GPU with the same batch, timed in the same command:
+//! steps/s, images/s, the scaling efficiency, and how much of the gradients' all-reduce the
+//! step hides. The check: the weights bit-identical on every GPU, and the last step against
+//! the f64 reference of one SGD step on the global batch (what one GPU would compute from all
+//! N parts).
+
+use crate::{check_mlp_weights, sample_indices, Check, Common, Report};
+use std::sync::{Arc, Barrier};
+use std::time::Instant;
+use streamline::engine::pool::StreamSpec;
+use streamline::engine::{Plan, StreamPool};
+use streamline::error::{Error, Result};
+use streamline::multi::{Batch, Comm, ReduceOp, DEFAULT_TIMEOUT};
+use streamline::timing::median;
+use streamline::Gpu;
+use streamline_testing::reference::train::{mlp_step, Mlp};
+
+use super::feed::{Setup, Shard};
+use super::*;
+
+/// One GPU's part of the run.
+struct Member<'g> {
+    gpu: &'g Gpu,
+    pool: StreamPool,
+    comm: Arc<Comm>,
+}
+
+/// The pool of one GPU: transform, model and communication streams.
+fn pool(gpu: &Gpu) -> Result<StreamPool> {
+    StreamPool::new(
+        gpu,
+        &[
+            StreamSpec::new("transform"),
+            StreamSpec::new("model"),
+            StreamSpec::new("comm"),
+        ],
+    )
+}
+
+/// Median host milliseconds of `work` over `reps` runs after one warm-up run.
+fn wall_ms(reps: usize, mut work: impl FnMut() -> Result<()>) -> Result<f64> {
+    work()?;
+    let mut v = Vec::with_capacity(reps);
+    for _ in 0..reps.max(1) {
+        let t = Instant::now();
+        work()?;
+        v.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(median(&v))
+}
+
+/// Runs `f(member, setup)` on a thread per GPU, all starting together; the first error wins.
+fn on_every_gpu(
+    members: &[Member],
+    setups: &mut [Setup],
+    f: impl Fn(&Member, &mut Setup) -> Result<()> + Sync,
+) -> Result<()> {
+    let start = Barrier::new(members.len());
+    std::thread::scope(|s| {
+        let handles: Vec<_> = members
+            .iter()
+            .zip(setups.iter_mut())
+            .map(|(m, su)| {
+                let (start, f) = (&start, &f);
+                s.spawn(move || {
+                    start.wait();
+                    let r = f(m, su);
+                    if r.is_err() {
+                        // The peers' collectives can never complete: end them now.
+                        m.comm.abort();
+                    }
+                    r
+                })
+            })
+            .collect();
+        let mut first = Ok(());
+        for h in handles {
+            let r = h
+                .join()
+                .unwrap_or_else(|_| Err(Error::Interrupted("a GPU's thread panicked".into())));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    })
+}
+
+/// `steps` steps of the pipelined run on one GPU, waited for.
+fn steps_on(m: &Member, su: &mut Setup, plan: &Plan, steps: usize) -> Result<()> {
+    su.run(m.gpu, &m.pool, plan, &[0, 1], None, &mut None, steps)?;
+    m.comm.synchronize(m.pool.stream(2)?)?;
+    m.pool.synchronize()
+}
+
+/// Runs seed 003 data-parallel on devices `0..o.gpus` (`gpu` is device 0).
+pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
+    validate(o)?;
+    let n = o.gpus;
+    let devices = streamline::runtime::device_count()?;
+    if !(2..=devices).contains(&n) {
+        return Err(Error::arg(
+            "gpus",
+            format!("must be in 1..={devices} (the devices here), got {n}"),
+        ));
+    }
+    if gpu.info().ordinal != 0 {
+        return Err(Error::arg(
+            "device",
+            "a data-parallel run uses devices 0..N: leave --device at 0",
+        ));
+    }
+    let others = (1..n)
+        .map(|d| Gpu::new(d, None))
+        .collect::<Result<Vec<_>>>()?;
+    let gpus: Vec<&Gpu> = std::iter::once(gpu).chain(others.iter()).collect();
+    let comms = Comm::local(&gpus, DEFAULT_TIMEOUT)?;
+    let members = gpus
+        .iter()
+        .zip(comms)
+        .map(|(g, c)| {
+            Ok(Member {
+                gpu: g,
+                pool: pool(g)?,
+                comm: Arc::new(c),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let plan = spec(None).plan()?;
+    let steps = o.train.steps;
+    let mut table = vec![[
+        "batch per GPU",
+        "GPUs",
+        "steps/s",
+        "images/s",
+        "scaling efficiency",
+        "gradient all-reduce alone ms",
+        "all-reduce hidden",
+    ]
+    .map(String::from)
+    .to_vec()];
+    let mut check = Check::default();
+    let mut head = (0.0, 0.0);
+    let mut verified = false;
+    let (headline, smallest) = o.train.headline_and_smallest();
+    for (i, &batch) in o.train.batches.iter().enumerate() {
+        let seed = common.seed + 100 * i as u64;
+        // One GPU, the same batch: the baseline of this command.
+        let one = {
+            let m = &members[0];
+            let mut su = Setup::new(&m.pool, o, batch, seed, None)?;
+            wall_ms(common.reps, || {
+                su.run(m.gpu, &m.pool, &plan, &[0, 1], None, &mut None, steps)?;
+                m.pool.synchronize()
+            })? / steps as f64
+        };
+        let mut setups = members
+            .iter()
+            .enumerate()
+            .map(|(g, m)| {
+                let mut su =
+                    Setup::for_shard(&m.pool, o, batch, seed, None, Shard { index: g, count: n })?;
+                su.reduce = Some((m.comm.clone(), m.pool.stream(2)?.clone()));
+                Ok(su)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let many = wall_ms(common.reps, || {
+            on_every_gpu(&members, &mut setups, |m, su| steps_on(m, su, &plan, steps))
+        })? / steps as f64;
+        let comm_ms = all_reduce_alone(&members, &mut setups, common.reps)?;
+        same_weights(&members, &setups, &mut check)?;
+        if batch == smallest && !verified {
+            let s = steps.clamp(2, 4 * DEPTH);
+            verify(&members, &mut setups, &plan, common, s, &mut check)?;
+            verified = true;
+        }
+        let efficiency = one / many;
+        let hidden = (1.0 - (many - one) / comm_ms).clamp(0.0, 1.0);
+        let row = |g: usize, ms: f64, eff: String, alone: String, hid: String| {
+            vec![
+                batch.to_string(),
+                g.to_string(),
+                format!("{:.1}", 1e3 / ms),
+                format!("{:.0}", 1e3 / ms * (g * batch) as f64),
+                eff,
+                alone,
+                hid,
+            ]
+        };
+        table.push(row(1, one, "1.00".into(), "-".into(), "-".into()));
+        table.push(row(
+            n,
+            many,
+            format!("{efficiency:.3}"),
+            format!("{comm_ms:.3}"),
+            format!("{:.0}%", 100.0 * hidden),
+        ));
+        if batch == headline {
+            head = (one, many);
+        }
+    }
+    let (one, many) = head;
+    let params = CHANNELS * o.size * o.size * o.train.hidden + o.train.hidden * o.train.classes;
+    Ok(Report {
+        name: "augment-train".into(),
+        workload: format!(
+            "seed 003 data-parallel on {n} GPUs ({}): each GPU augments its own batch of uint8 3x{s}x{s} on its transform stream while its model stream trains the 2-layer MLP ({} -> {} -> {}) on the previous one; the {:.0} MiB of gradients are averaged over NCCL on a communication stream ({} buckets of W1's, each as soon as computed); {steps} steps per run; one GPU with the same batch timed in the same command",
+            gpus[0].info().name,
+            CHANNELS * o.size * o.size,
+            o.train.hidden,
+            o.train.classes,
+            params as f64 * 4.0 / (1u64 << 20) as f64,
+            o.buckets,
+            s = o.size
+        ),
+        // Time per N batches: one GPU trains them one after another, N GPUs side by side.
+        serial_ms: one * n as f64,
+        overlapped_ms: many,
+        graph_ms: None,
+        rows: Vec::new(),
+        table,
+        metrics: streamline::engine::Timeline::default().metrics(),
+        timeline: Default::default(),
+        check,
+        notes: vec![
+            format!(
+                "batch {headline} per GPU: one GPU {:.2} ms per step, {n} GPUs {:.2} ms per step (of {n} batches): {:.2}x the images per second, scaling efficiency {:.3}",
+                one,
+                many,
+                n as f64 * one / many,
+                one / many
+            ),
+            "the serial and overlapped columns above are the time for N batches on one GPU and on N GPUs".into(),
+            "the last step of the smallest batch is checked against the f64 reference of one SGD step on the global batch (all GPUs' parts), and the weights bit for bit across GPUs after every batch size".into(),
+        ],
+    })
+}
+
+/// Median ms of the gradients' all-reduces alone (every bucket and `dL/dW2`), as a step
+/// queues them, with nothing else running.
+fn all_reduce_alone(members: &[Member], setups: &mut [Setup], reps: usize) -> Result<f64> {
+    wall_ms(reps, || {
+        let mut batch = Batch::new();
+        for (m, su) in members.iter().zip(setups.iter_mut()) {
+            let s = m.pool.stream(2)?;
+            let model = &mut su.model;
+            batch.all_reduce_in_place(&m.comm, s, &mut model.dw2, ReduceOp::Avg)?;
+            for g in model.dw1.iter_mut() {
+                batch.all_reduce_in_place(&m.comm, s, g, ReduceOp::Avg)?;
+            }
+        }
+        batch.run()?;
+        for m in members {
+            m.comm.synchronize(m.pool.stream(2)?)?;
+        }
+        Ok(())
+    })
+}
+
+/// Compares every GPU's weights with GPU 0's, bit for bit.
+fn same_weights(members: &[Member], setups: &[Setup], check: &mut Check) -> Result<()> {
+    let read = |m: &Member, su: &Setup| -> Result<Vec<f32>> {
+        let s = m.pool.stream(1)?;
+        let mut w = su.model.w1.to_vec(s)?;
+        w.extend(su.model.w2.to_vec(s)?);
+        Ok(w)
+    };
+    let first = read(&members[0], &setups[0])?;
+    for (m, su) in members.iter().zip(setups).skip(1) {
+        let w = read(m, su)?;
+        let bad = w
+            .iter()
+            .zip(&first)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        check.add_counts(
+            &format!(
+                "weights of GPU {} equal GPU 0's bit for bit",
+                m.gpu.info().ordinal
+            ),
+            w.len(),
+            bad,
+            (0, 0),
+        );
+    }
+    Ok(())
+}
+
+/// Runs `steps` steps from the initial weights and checks the last one against the f64 step
+/// on the global batch.
+fn verify(
+    members: &[Member],
+    setups: &mut [Setup],
+    plan: &Plan,
+    common: &Common,
+    steps: usize,
+    check: &mut Check,
+) -> Result<()> {
+    let last = steps - 1;
+    on_every_gpu(members, setups, |m, su| {
+        su.reset(&m.pool)?;
+        su.hosted = true;
+        su.loader.start(steps)?;
+        plan.run(&m.pool, &[0, 1], 0..last, None, |c| {
+            su.stage(m.gpu, &mut None, c)
+        })?;
+        m.comm.synchronize(m.pool.stream(2)?)?;
+        m.pool.synchronize()
+    })?;
+    let s0 = members[0].pool.stream(1)?;
+    let w1 = setups[0].model.w1.to_vec(s0)?;
+    let w2 = setups[0].model.w2.to_vec(s0)?;
+    on_every_gpu(members, setups, |m, su| {
+        plan.run(&m.pool, &[0, 1], last..steps, None, |c| {
+            su.stage(m.gpu, &mut None, c)
+        })?;
+        m.comm.synchronize(m.pool.stream(2)?)?;
+        m.pool.synchronize()?;
+        su.loader.finish().map(|_| ())
+    })?;
+    let w1n = setups[0].model.w1.to_vec(s0)?;
+    let w2n = setups[0].model.w2.to_vec(s0)?;
+    // The global batch: every GPU's augmented part and its targets, in rank order.
+    let mut x = Vec::new();
+    let mut t = Vec::new();
+    for (m, su) in members.iter().zip(setups.iter()) {
+        x.extend(su.ring_x[last % DEPTH].to_vec(m.pool.stream(1)?)?);
+        let shape = su.augments[0].input_shape();
+        let mut nhwc = vec![0u8; shape.len()];
+        let mut tt = vec![0f32; su.batch * su.model.m.outputs];
+        su.source.fill(last, su.batch, &mut nhwc, &mut tt)?;
+        t.extend(tt);
+    }
+    let m = Mlp {
+        batch: setups[0].batch * members.len(),
+        ..setups[0].model.m
+    };
+    let rows = sample_indices(m.inputs, (common.sample / m.hidden).max(2), common.seed);
+    let want = mlp_step(&m, &x, &t, &w1, &w2, &rows);
+    check_mlp_weights(check, "global-batch ", (&w1n, &w2n), m.hidden, &want);
+    Ok(())
+}

@@ -1,0 +1,290 @@
+//! Several GPUs through NCCL: every collective against the CPU over awkward counts, random
+//! device subsets and stream assignments; ranks in their own threads meeting through a
+//! rendezvous; and the faults: a rank that never joins or never takes part ends in a clear
+//! error within the deadline, never a hang. Skipped, with one line, without two GPUs or NCCL.
+
+use proptest::prelude::*;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+use streamline::engine::{DeviceBuffer, StreamPool};
+use streamline::multi::{Batch, Comm, ReduceOp, Rendezvous};
+use streamline::Gpu;
+use streamline_tests::gpu_config;
+
+/// Every device of the machine with a pool of three streams each, when there are two or more
+/// and NCCL loads; else `None` after one line saying why.
+fn devices() -> Option<&'static [(Gpu, StreamPool)]> {
+    static ALL: OnceLock<Result<Vec<(Gpu, StreamPool)>, String>> = OnceLock::new();
+    let all = ALL.get_or_init(|| {
+        let n = streamline::runtime::device_count().map_err(|e| e.to_string())?;
+        if n < 2 {
+            return Err(format!(
+                "{n} CUDA device(s) here, the multi-GPU tests need 2"
+            ));
+        }
+        streamline::multi::version().map_err(|e| e.to_string())?;
+        (0..n)
+            .map(|d| {
+                let g = Gpu::new(d, None).map_err(|e| e.to_string())?;
+                let p = StreamPool::named(&g, &["a", "b", "c"]).map_err(|e| e.to_string())?;
+                Ok((g, p))
+            })
+            .collect()
+    });
+    match all {
+        Ok(v) => Some(v),
+        Err(e) => {
+            eprintln!("skipping multi-GPU test: {e}");
+            None
+        }
+    }
+}
+
+/// Rank `r`'s element `i`: a small whole number, so that sums over the ranks are exact in f32
+/// in any order (and the mean rounds once per rank: see `close`).
+fn input(r: usize, i: usize) -> f32 {
+    ((i * 7 + r * 13) % 61) as f32 - 30.0
+}
+
+/// The mean of `world` inputs of magnitude at most 30: NCCL either divides the exact sum once
+/// or multiplies each input by a rounded `1 / world` and sums, at most `world + 2` roundings,
+/// each within half an ulp of a value below 32 (2^-20), plus `1 / world`'s own relative
+/// rounding (2^-24) on at most 30: `(world + 2) * 2^-19` bounds the difference.
+fn close(got: f32, want: f64, world: usize) -> bool {
+    (got as f64 - want).abs() <= (world as f64 + 2.0) * 2f64.powi(-19)
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Case {
+    AllReduce(ReduceOp),
+    Broadcast(usize),
+    AllGather,
+    ReduceScatter,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    prop_oneof![
+        prop::sample::select(vec![
+            ReduceOp::Sum,
+            ReduceOp::Max,
+            ReduceOp::Min,
+            ReduceOp::Avg
+        ])
+        .prop_map(Case::AllReduce),
+        (0usize..4).prop_map(Case::Broadcast),
+        Just(Case::AllGather),
+        Just(Case::ReduceScatter),
+    ]
+}
+
+#[test]
+fn collectives_agree_with_the_cpu_over_devices_counts_and_streams() {
+    let Some(all) = devices() else { return };
+    let strategy = (
+        2..=all.len(),
+        1usize..=70_001,
+        case(),
+        prop::collection::vec((0usize..3, 0usize..3), all.len()),
+    );
+    let mut runner = proptest::test_runner::TestRunner::new(gpu_config(12));
+    runner
+        .run(&strategy, |(world, count, case, lanes)| {
+            let members = &all[..world];
+            let comms = Comm::local(&members.iter().map(|(g, _)| g).collect::<Vec<_>>(), Duration::from_secs(60)).unwrap();
+            // Per rank: the input written on one stream, the collective queued on another.
+            let (send_n, recv_n) = match case {
+                Case::AllReduce(_) | Case::Broadcast(_) => (count, count),
+                Case::AllGather => (count, count * world),
+                Case::ReduceScatter => (count * world, count),
+            };
+            let mut bufs = Vec::new();
+            for (r, (_, pool)) in members.iter().enumerate() {
+                let (w, _) = lanes[r];
+                let inp: Vec<f32> = (0..send_n).map(|i| input(r, i)).collect();
+                let send = DeviceBuffer::from_slice(pool, w, &inp).unwrap();
+                let recv = match case {
+                    Case::AllReduce(_) | Case::Broadcast(_) => DeviceBuffer::from_slice(pool, w, &inp).unwrap(),
+                    _ => DeviceBuffer::from_slice(pool, w, &vec![f32::NAN; recv_n]).unwrap(),
+                };
+                bufs.push((send, recv));
+            }
+            let mut batch = Batch::new();
+            for (r, ((_, pool), (send, recv))) in members.iter().zip(bufs.iter_mut()).enumerate() {
+                let s = pool.stream(lanes[r].1).unwrap();
+                let c = &comms[r];
+                match case {
+                    Case::AllReduce(op) => batch.all_reduce_in_place(c, s, recv, op).unwrap(),
+                    Case::Broadcast(root) => batch.broadcast(c, s, recv, root % world).unwrap(),
+                    Case::AllGather => batch.all_gather(c, s, &*send, recv).unwrap(),
+                    Case::ReduceScatter => batch.reduce_scatter(c, s, &*send, recv, ReduceOp::Sum).unwrap(),
+                }
+            }
+            batch.run().unwrap();
+            for (r, ((_, pool), (_, recv))) in members.iter().zip(&bufs).enumerate() {
+                // Read back on a third stream: ordered after the collective by the tracking.
+                let got = recv.to_vec(pool.stream((lanes[r].1 + 1) % 3).unwrap()).unwrap();
+                for (i, g) in got.iter().enumerate() {
+                    let col = |k: usize, j: usize| input(k, j) as f64;
+                    let want = match case {
+                        Case::AllReduce(ReduceOp::Sum) => (0..world).map(|k| col(k, i)).sum(),
+                        Case::AllReduce(ReduceOp::Max) => (0..world).map(|k| col(k, i)).fold(f64::MIN, f64::max),
+                        Case::AllReduce(ReduceOp::Min) => (0..world).map(|k| col(k, i)).fold(f64::MAX, f64::min),
+                        Case::AllReduce(_) => (0..world).map(|k| col(k, i)).sum::<f64>() / world as f64,
+                        Case::Broadcast(root) => col(root % world, i),
+                        Case::AllGather => col(i / count, i % count),
+                        Case::ReduceScatter => (0..world).map(|k| col(k, r * count + i)).sum(),
+                    };
+                    let ok = match case {
+                        Case::AllReduce(ReduceOp::Avg) => close(*g, want, world),
+                        _ => *g as f64 == want,
+                    };
+                    prop_assert!(ok, "{case:?} world {world} count {count}: rank {r} element {i} is {g}, want {want}");
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn ranks_in_their_own_threads_meet_through_a_rendezvous() {
+    let Some(all) = devices() else { return };
+    let dir = std::env::temp_dir().join(format!("sl-multi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for rdv in [
+        format!("tcp://127.0.0.1:{port}"),
+        format!("file://{}/id", dir.display()),
+    ] {
+        let rdv: Rendezvous = rdv.parse().unwrap();
+        let world = all.len();
+        let sums: Vec<Vec<f32>> = std::thread::scope(|s| {
+            let hs: Vec<_> = all
+                .iter()
+                .enumerate()
+                .map(|(r, (g, pool))| {
+                    let rdv = rdv.clone();
+                    s.spawn(move || {
+                        let c = Comm::join(g, r, world, &rdv, Duration::from_secs(60)).unwrap();
+                        assert_eq!((c.rank(), c.world_size(), c.ordinal()), (r, world, r));
+                        let mut b =
+                            DeviceBuffer::from_slice(pool, 0, &[r as f32 + 1.0; 1001]).unwrap();
+                        c.all_reduce_in_place(pool.stream(1).unwrap(), &mut b, ReduceOp::Sum)
+                            .unwrap();
+                        c.broadcast(pool.stream(1).unwrap(), &mut b, world - 1)
+                            .unwrap();
+                        c.synchronize(pool.stream(1).unwrap()).unwrap();
+                        b.to_vec(pool.stream(2).unwrap()).unwrap()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let want = (world * (world + 1) / 2) as f32;
+        for v in sums {
+            assert!(v.iter().all(|x| *x == want), "{rdv}: {:?}", &v[..4]);
+        }
+    }
+    assert!(
+        !dir.join("id").exists(),
+        "rank 0 removes the rendezvous file"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_rank_that_never_joins_or_never_takes_part_ends_in_an_error_not_a_hang() {
+    let Some(all) = devices() else { return };
+    // Rank 1 never starts: rank 0 gives up at the rendezvous.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let rdv: Rendezvous = format!("tcp://127.0.0.1:{port}").parse().unwrap();
+    let t = Instant::now();
+    let e = Comm::join(&all[0].0, 0, 2, &rdv, Duration::from_secs(2))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("ranks [1] did not join"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(10));
+    // Both join and all-reduce once; then rank 1 stops taking part (as a hung or dead peer
+    // would): rank 0's second all-reduce never completes, and its wait ends at the deadline.
+    let comms = Comm::local(&[&all[0].0, &all[1].0], Duration::from_secs(60)).unwrap();
+    let mut bufs = Vec::new();
+    for (_, pool) in &all[..2] {
+        bufs.push(DeviceBuffer::from_slice(pool, 0, &[1.0f32; 4096]).unwrap());
+    }
+    let mut batch = Batch::new();
+    for ((c, (_, pool)), b) in comms.iter().zip(&all[..2]).zip(bufs.iter_mut()) {
+        batch
+            .all_reduce_in_place(c, pool.stream(0).unwrap(), b, ReduceOp::Sum)
+            .unwrap();
+    }
+    batch.run().unwrap();
+    let mut comms = comms.into_iter();
+    let c0 = comms.next().unwrap().with_timeout(Duration::from_secs(3));
+    let pool = &all[0].1;
+    c0.synchronize(pool.stream(0).unwrap()).unwrap();
+    let b = &mut bufs[0];
+    c0.all_reduce_in_place(pool.stream(0).unwrap(), b, ReduceOp::Sum)
+        .unwrap();
+    let t = Instant::now();
+    let e = c0
+        .synchronize(pool.stream(0).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("timed out after 3 s"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(20));
+    let e = c0
+        .all_reduce_in_place(pool.stream(0).unwrap(), b, ReduceOp::Sum)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("aborted"), "{e}");
+    drop(c0);
+    drop(comms);
+    // The aborted collective left the stream usable.
+    pool.synchronize().unwrap();
+}
+
+#[test]
+fn buffers_and_streams_of_another_device_or_a_capture_are_refused() {
+    let Some(all) = devices() else { return };
+    let comms = Comm::local(&[&all[0].0, &all[1].0], Duration::from_secs(60)).unwrap();
+    let (p0, p1) = (&all[0].1, &all[1].1);
+    let mut on1 = DeviceBuffer::<f32>::zeros(p1, 0, 16).unwrap();
+    let mut on0 = DeviceBuffer::<f32>::zeros(p0, 0, 16).unwrap();
+    let e = Batch::new()
+        .all_reduce_in_place(&comms[0], p0.stream(0).unwrap(), &mut on1, ReduceOp::Sum)
+        .unwrap_err();
+    assert!(e.to_string().contains("`buf`: lives on device 1"), "{e}");
+    let e = Batch::new()
+        .all_reduce_in_place(&comms[0], p1.stream(0).unwrap(), &mut on0, ReduceOp::Sum)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("`stream`: is a stream of device 1"),
+        "{e}"
+    );
+    // A batch with a refused collective holds nothing: it runs as a no-op.
+    let mut b = Batch::new();
+    let e = b
+        .broadcast(&comms[0], p0.stream(0).unwrap(), &mut on0, 2)
+        .unwrap_err();
+    assert!(e.to_string().contains("`root`"), "{e}");
+    assert!(b.is_empty());
+    b.run().unwrap();
+    let cap = p0.begin_capture(0).unwrap();
+    let e = comms[0]
+        .all_reduce_in_place(p0.stream(0).unwrap(), &mut on0, ReduceOp::Sum)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("not captured into CUDA graphs"),
+        "{e}"
+    );
+    drop(cap);
+}
