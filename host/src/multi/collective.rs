@@ -169,22 +169,7 @@ impl<'a> Batch<'a> {
         op: ReduceOp,
     ) -> Result<()> {
         let n = send.len();
-        Self::check_stream(comm, stream)?;
-        Self::check_buffer(comm, "send", send, n)?;
-        Self::check_buffer(comm, "recv", &*recv, n)?;
-        let (s, g1) = send.device_ptr(stream);
-        let (r, g2) = recv.device_ptr_mut(stream);
-        self.push(
-            comm,
-            stream,
-            What::AllReduce(op.nccl()),
-            s,
-            r,
-            n,
-            T::NCCL,
-            [Some(g1), Some(g2)],
-        );
-        Ok(())
+        self.apart(comm, stream, send, recv, (n, n), What::AllReduce(op.nccl()))
     }
 
     /// Adds an all-reduce of `buf` into itself.
@@ -195,21 +180,7 @@ impl<'a> Batch<'a> {
         buf: &'a mut impl DevicePtrMut<T>,
         op: ReduceOp,
     ) -> Result<()> {
-        let n = buf.len();
-        Self::check_stream(comm, stream)?;
-        Self::check_buffer(comm, "buf", &*buf, n)?;
-        let (p, g) = buf.device_ptr_mut(stream);
-        self.push(
-            comm,
-            stream,
-            What::AllReduce(op.nccl()),
-            p,
-            p,
-            n,
-            T::NCCL,
-            [Some(g), None],
-        );
-        Ok(())
+        self.in_place(comm, stream, buf, What::AllReduce(op.nccl()))
     }
 
     /// Adds a broadcast of rank `root`'s `buf` into every rank's `buf`.
@@ -229,21 +200,7 @@ impl<'a> Batch<'a> {
                 ),
             ));
         }
-        let n = buf.len();
-        Self::check_stream(comm, stream)?;
-        Self::check_buffer(comm, "buf", &*buf, n)?;
-        let (p, g) = buf.device_ptr_mut(stream);
-        self.push(
-            comm,
-            stream,
-            What::Broadcast(root as c_int),
-            p,
-            p,
-            n,
-            T::NCCL,
-            [Some(g), None],
-        );
-        Ok(())
+        self.in_place(comm, stream, buf, What::Broadcast(root as c_int))
     }
 
     /// Adds an all-gather: every rank's `send` (`n` elements) into `recv` (`n` x world size,
@@ -256,22 +213,8 @@ impl<'a> Batch<'a> {
         recv: &'a mut impl DevicePtrMut<T>,
     ) -> Result<()> {
         let n = send.len();
-        Self::check_stream(comm, stream)?;
-        Self::check_buffer(comm, "recv", &*recv, n * comm.world_size())?;
-        Self::check_buffer(comm, "send", send, n)?;
-        let (s, g1) = send.device_ptr(stream);
-        let (r, g2) = recv.device_ptr_mut(stream);
-        self.push(
-            comm,
-            stream,
-            What::AllGather,
-            s,
-            r,
-            n,
-            T::NCCL,
-            [Some(g1), Some(g2)],
-        );
-        Ok(())
+        let lens = (n, n * comm.world_size());
+        self.apart(comm, stream, send, recv, lens, What::AllGather)
     }
 
     /// Adds a reduce-scatter: the ranks' `send` (`n` x world size) reduced, rank `r` getting
@@ -285,22 +228,15 @@ impl<'a> Batch<'a> {
         op: ReduceOp,
     ) -> Result<()> {
         let n = recv.len();
-        Self::check_stream(comm, stream)?;
-        Self::check_buffer(comm, "send", send, n * comm.world_size())?;
-        Self::check_buffer(comm, "recv", &*recv, n)?;
-        let (s, g1) = send.device_ptr(stream);
-        let (r, g2) = recv.device_ptr_mut(stream);
-        self.push(
+        let lens = (n * comm.world_size(), n);
+        self.apart(
             comm,
             stream,
+            send,
+            recv,
+            lens,
             What::ReduceScatter(op.nccl()),
-            s,
-            r,
-            n,
-            T::NCCL,
-            [Some(g1), Some(g2)],
-        );
-        Ok(())
+        )
     }
 
     /// Adds a send of `buf` to rank `peer` (which adds the matching [`Batch::recv`]).
@@ -315,10 +251,11 @@ impl<'a> Batch<'a> {
         Self::check_stream(comm, stream)?;
         Self::check_buffer(comm, "buf", buf, buf.len())?;
         let (p, g) = buf.device_ptr(stream);
+        let what = What::Send(peer as c_int);
         self.push(
             comm,
             stream,
-            What::Send(peer as c_int),
+            what,
             p,
             0,
             buf.len(),
@@ -337,19 +274,51 @@ impl<'a> Batch<'a> {
         peer: usize,
     ) -> Result<()> {
         Self::check_peer(comm, peer)?;
-        Self::check_stream(comm, stream)?;
+        self.in_place(comm, stream, buf, What::Recv(peer as c_int))
+    }
+
+    /// A collective that reads and writes `buf` alone (a receive only writes it).
+    fn in_place<T: Element>(
+        &mut self,
+        comm: &'a Comm,
+        stream: &'a CudaStream,
+        buf: &'a mut impl DevicePtrMut<T>,
+        what: What,
+    ) -> Result<()> {
         let n = buf.len();
+        Self::check_stream(comm, stream)?;
         Self::check_buffer(comm, "buf", &*buf, n)?;
         let (p, g) = buf.device_ptr_mut(stream);
+        let send = if matches!(what, What::Recv(_)) { 0 } else { p };
+        self.push(comm, stream, what, send, p, n, T::NCCL, [Some(g), None]);
+        Ok(())
+    }
+
+    /// A collective from `send` into `recv`, of `lens` elements each; NCCL counts the smaller.
+    fn apart<T: Element>(
+        &mut self,
+        comm: &'a Comm,
+        stream: &'a CudaStream,
+        send: &'a impl DevicePtr<T>,
+        recv: &'a mut impl DevicePtrMut<T>,
+        lens: (usize, usize),
+        what: What,
+    ) -> Result<()> {
+        Self::check_stream(comm, stream)?;
+        Self::check_buffer(comm, "send", send, lens.0)?;
+        Self::check_buffer(comm, "recv", &*recv, lens.1)?;
+        let (s, g1) = send.device_ptr(stream);
+        let (r, g2) = recv.device_ptr_mut(stream);
+        let count = lens.0.min(lens.1);
         self.push(
             comm,
             stream,
-            What::Recv(peer as c_int),
-            0,
-            p,
-            n,
+            what,
+            s,
+            r,
+            count,
             T::NCCL,
-            [Some(g), None],
+            [Some(g1), Some(g2)],
         );
         Ok(())
     }
@@ -480,9 +449,7 @@ impl Comm {
         recv: &mut impl DevicePtrMut<T>,
         op: ReduceOp,
     ) -> Result<()> {
-        let mut b = Batch::new();
-        b.all_reduce(self, stream, send, recv, op)?;
-        b.run()
+        alone(|b| b.all_reduce(self, stream, send, recv, op))
     }
 
     /// All-reduces `buf` into itself on `stream`.
@@ -492,9 +459,7 @@ impl Comm {
         buf: &mut impl DevicePtrMut<T>,
         op: ReduceOp,
     ) -> Result<()> {
-        let mut b = Batch::new();
-        b.all_reduce_in_place(self, stream, buf, op)?;
-        b.run()
+        alone(|b| b.all_reduce_in_place(self, stream, buf, op))
     }
 
     /// Broadcasts rank `root`'s `buf` into every rank's `buf`, on `stream`.
@@ -504,9 +469,7 @@ impl Comm {
         buf: &mut impl DevicePtrMut<T>,
         root: usize,
     ) -> Result<()> {
-        let mut b = Batch::new();
-        b.broadcast(self, stream, buf, root)?;
-        b.run()
+        alone(|b| b.broadcast(self, stream, buf, root))
     }
 
     /// All-gathers every rank's `send` into `recv`, on `stream`.
@@ -516,9 +479,7 @@ impl Comm {
         send: &impl DevicePtr<T>,
         recv: &mut impl DevicePtrMut<T>,
     ) -> Result<()> {
-        let mut b = Batch::new();
-        b.all_gather(self, stream, send, recv)?;
-        b.run()
+        alone(|b| b.all_gather(self, stream, send, recv))
     }
 
     /// Reduce-scatters the ranks' `send` into each rank's part `recv`, on `stream`.
@@ -529,8 +490,13 @@ impl Comm {
         recv: &mut impl DevicePtrMut<T>,
         op: ReduceOp,
     ) -> Result<()> {
-        let mut b = Batch::new();
-        b.reduce_scatter(self, stream, send, recv, op)?;
-        b.run()
+        alone(|b| b.reduce_scatter(self, stream, send, recv, op))
     }
+}
+
+/// Queues the one collective that `add` adds, as a batch of its own.
+fn alone<'a>(add: impl FnOnce(&mut Batch<'a>) -> Result<()>) -> Result<()> {
+    let mut b = Batch::new();
+    add(&mut b)?;
+    b.run()
 }

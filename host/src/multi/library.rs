@@ -59,6 +59,18 @@ impl Config {
 
 type Stream = CUstream;
 
+/// A collective from one buffer into another with one more `int` (a reduction, or a root):
+/// `(send, recv, count, datatype, op or root, comm, stream)`.
+type WithOp = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    c_int,
+    c_int,
+    ncclComm_t,
+    Stream,
+) -> NcclResult;
+
 /// The NCCL calls Streamline makes, resolved once from the loaded library.
 pub(crate) struct Nccl {
     /// Where the library was found, for messages.
@@ -79,24 +91,9 @@ pub(crate) struct Nccl {
     pub(crate) get_last_error: unsafe extern "C" fn(ncclComm_t) -> *const c_char,
     pub(crate) group_start: unsafe extern "C" fn() -> NcclResult,
     pub(crate) group_end: unsafe extern "C" fn() -> NcclResult,
-    pub(crate) all_reduce: unsafe extern "C" fn(
-        *const c_void,
-        *mut c_void,
-        usize,
-        c_int,
-        c_int,
-        ncclComm_t,
-        Stream,
-    ) -> NcclResult,
-    pub(crate) broadcast: unsafe extern "C" fn(
-        *const c_void,
-        *mut c_void,
-        usize,
-        c_int,
-        c_int,
-        ncclComm_t,
-        Stream,
-    ) -> NcclResult,
+    pub(crate) all_reduce: WithOp,
+    /// `ncclBroadcast`: the `int` is the root rank.
+    pub(crate) broadcast: WithOp,
     pub(crate) all_gather: unsafe extern "C" fn(
         *const c_void,
         *mut c_void,
@@ -105,15 +102,7 @@ pub(crate) struct Nccl {
         ncclComm_t,
         Stream,
     ) -> NcclResult,
-    pub(crate) reduce_scatter: unsafe extern "C" fn(
-        *const c_void,
-        *mut c_void,
-        usize,
-        c_int,
-        c_int,
-        ncclComm_t,
-        Stream,
-    ) -> NcclResult,
+    pub(crate) reduce_scatter: WithOp,
     pub(crate) send:
         unsafe extern "C" fn(*const c_void, usize, c_int, c_int, ncclComm_t, Stream) -> NcclResult,
     pub(crate) recv:

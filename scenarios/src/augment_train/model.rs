@@ -30,6 +30,10 @@ pub(crate) struct Model {
     /// `dL/dW1` in buckets of whole rows (one bucket on one GPU): each bucket is a buffer of
     /// its own, so that its all-reduce overlaps the product that fills the next one.
     pub(super) dw1: Vec<DeviceBuffer<f32>>,
+    /// In a data-parallel step: the last step's averaged `dL/dW1` is not yet applied. The next
+    /// step applies it bucket by bucket just before that bucket's part of its first product,
+    /// so that the forward starts while later buckets are still being averaged.
+    pending: bool,
 }
 
 /// Where a data-parallel step all-reduces its gradients: the GPU's communicator and the
@@ -84,6 +88,7 @@ impl Model {
             dw1: (0..d.div_ceil(rows))
                 .map(|k| z((rows.min(d - k * rows)) * h))
                 .collect::<Result<_>>()?,
+            pending: false,
         })
     }
 
@@ -100,7 +105,8 @@ impl Model {
 
     /// One SGD step; with `reduce`, this GPU's part of a data-parallel step: the gradients are
     /// averaged over the GPUs before the update, `dL/dW2` while `dL/dW1` is computed and each
-    /// bucket of `dL/dW1` while the next is.
+    /// bucket of `dL/dW1` while the next is, and `W1`'s update is left to the next step's
+    /// forward (or [`Model::flush`]).
     pub(crate) fn step_with(
         &mut self,
         gpu: &Gpu,
@@ -117,16 +123,42 @@ impl Model {
             lr,
         } = self.m;
         let k = Kernel::Auto;
-        // Forward: a = relu(x W1), y = a W2.
-        sgemm(
-            gpu,
-            s,
-            k,
-            &Gemm::dense(b, h, d),
-            x,
-            &self.w1,
-            &mut self.hpre,
-        )?;
+        let rows = bucket_rows(d, self.dw1.len());
+        // Forward: a = relu(x W1), y = a W2; in a data-parallel step `x W1` as the sum of the
+        // buckets' products, each bucket of W1 updated just before its product.
+        if reduce.is_some() {
+            for (i, g) in self.dw1.iter().enumerate() {
+                let (r0, n) = (i * rows, g.len() / h);
+                if self.pending {
+                    sgd(gpu, s, &mut self.w1.view_mut(r0 * h..(r0 + n) * h)?, g, lr)?;
+                }
+                let part = Gemm {
+                    lda: d,
+                    beta: if i == 0 { 0.0 } else { 1.0 },
+                    ..Gemm::dense(b, h, n)
+                };
+                sgemm(
+                    gpu,
+                    s,
+                    k,
+                    &part,
+                    &x.view(r0..r0 + (b - 1) * d + n)?,
+                    &self.w1.view(r0 * h..(r0 + n) * h)?,
+                    &mut self.hpre,
+                )?;
+            }
+            self.pending = false;
+        } else {
+            sgemm(
+                gpu,
+                s,
+                k,
+                &Gemm::dense(b, h, d),
+                x,
+                &self.w1,
+                &mut self.hpre,
+            )?;
+        }
         relu(gpu, s, &self.hpre, &mut self.a)?;
         sgemm(
             gpu,
@@ -165,7 +197,6 @@ impl Model {
         }
         relu_backward(gpu, s, &self.da, &self.hpre, &mut self.dh)?;
         transpose(gpu, s, b, d, x, &mut self.xt)?;
-        let rows = bucket_rows(d, self.dw1.len());
         for (i, g) in self.dw1.iter_mut().enumerate() {
             let r0 = i * rows;
             let n = g.len() / h;
@@ -182,11 +213,38 @@ impl Model {
                 r.comm.all_reduce_in_place(r.stream, g, ReduceOp::Avg)?;
             }
         }
-        for (i, g) in self.dw1.iter().enumerate() {
-            let r0 = i * rows;
-            let n = g.len() / h;
-            sgd(gpu, s, &mut self.w1.view_mut(r0 * h..(r0 + n) * h)?, g, lr)?;
+        if reduce.is_some() {
+            self.pending = true;
+        } else {
+            self.update_w1(gpu, s)?;
         }
         sgd(gpu, s, &mut self.w2, &self.dw2, lr)
+    }
+
+    /// Applies a data-parallel step's `dL/dW1` still pending (see [`Model::step_with`]), on
+    /// stream `s`: after the last step of a run, before its weights are read.
+    pub(crate) fn flush(&mut self, gpu: &Gpu, s: &cudarc::driver::CudaStream) -> Result<()> {
+        if self.pending {
+            self.update_w1(gpu, s)?;
+        }
+        Ok(())
+    }
+
+    /// `W1 -= lr dL/dW1`, bucket by bucket.
+    fn update_w1(&mut self, gpu: &Gpu, s: &cudarc::driver::CudaStream) -> Result<()> {
+        let rows = bucket_rows(self.m.inputs, self.dw1.len());
+        let h = self.m.hidden;
+        for (i, g) in self.dw1.iter().enumerate() {
+            let (r0, n) = (i * rows, g.len() / h);
+            sgd(
+                gpu,
+                s,
+                &mut self.w1.view_mut(r0 * h..(r0 + n) * h)?,
+                g,
+                self.m.lr,
+            )?;
+        }
+        self.pending = false;
+        Ok(())
     }
 }

@@ -2,8 +2,10 @@
 //! global batch N times as large), every GPU with its own stream pool (transform, model and
 //! communication streams), feed and model, driven by a host thread of its own. The gradients
 //! are averaged over NCCL on the communication stream, `dL/dW2` while `dL/dW1` is computed and
-//! `dL/dW1` bucket by bucket as each is computed, so every GPU applies the same update and the
-//! next batch's augmentation runs meanwhile.
+//! `dL/dW1` bucket by bucket as each is computed; each bucket's update is applied just before
+//! its part of the next step's first product, so that the next forward starts while later
+//! buckets travel. Every GPU applies the same update; the next batch's augmentation runs
+//! meanwhile.
 //!
 //! The report sets N GPUs against one GPU with the same batch, timed in the same command:
 //! steps/s, images/s, the scaling efficiency, and how much of the gradients' all-reduce the
@@ -96,6 +98,7 @@ fn on_every_gpu(
 /// `steps` steps of the pipelined run on one GPU, waited for.
 fn steps_on(m: &Member, su: &mut Setup, plan: &Plan, steps: usize) -> Result<()> {
     su.run(m.gpu, &m.pool, plan, &[0, 1], None, &mut None, steps)?;
+    su.model.flush(m.gpu, m.pool.stream(1)?)?;
     m.comm.synchronize(m.pool.stream(2)?)?;
     m.pool.synchronize()
 }
@@ -311,6 +314,7 @@ fn verify(
         plan.run(&m.pool, &[0, 1], 0..last, None, |c| {
             su.stage(m.gpu, &mut None, c)
         })?;
+        su.model.flush(m.gpu, m.pool.stream(1)?)?;
         m.comm.synchronize(m.pool.stream(2)?)?;
         m.pool.synchronize()
     })?;
@@ -321,6 +325,7 @@ fn verify(
         plan.run(&m.pool, &[0, 1], last..steps, None, |c| {
             su.stage(m.gpu, &mut None, c)
         })?;
+        su.model.flush(m.gpu, m.pool.stream(1)?)?;
         m.comm.synchronize(m.pool.stream(2)?)?;
         m.pool.synchronize()?;
         su.loader.finish().map(|_| ())
