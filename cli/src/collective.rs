@@ -39,9 +39,10 @@ pub struct CollectiveArgs {
     /// The collective.
     #[arg(long, value_enum, default_value = "all-reduce")]
     op: Op,
-    /// Message sizes in bytes (f32 elements; K, M, G suffixes), comma-separated: the buffer
-    /// each rank reduces (all-reduce, broadcast), gathers into (all-gather) or scatters from
-    /// (reduce-scatter).
+    /// Message sizes in bytes (K, M, G suffixes), comma-separated: the buffer each rank
+    /// reduces (all-reduce, broadcast), gathers into (all-gather) or scatters from
+    /// (reduce-scatter), in f32 (for the last two, a whole number per rank; the table shows the
+    /// bytes as run).
     #[arg(long, value_delimiter = ',', value_parser = parse_bytes, default_value = "64K,1M,16M,256M,1G")]
     bytes: Vec<usize>,
     /// Collectives per timed repetition (1..=100000).
@@ -95,6 +96,9 @@ pub fn run(device: usize, a: CollectiveArgs) -> Result<()> {
         None => {
             if a.rank.is_some() || a.rendezvous.is_some() {
                 bail!("--rank and --rendezvous go with --world-size (one GPU per process)");
+            }
+            if device != 0 {
+                bail!("--device does not apply with --gpus: the process drives devices 0..N");
             }
             let devices = streamline::runtime::device_count()?;
             if !(1..=devices).contains(&a.gpus) {
@@ -151,11 +155,13 @@ pub fn run(device: usize, a: CollectiveArgs) -> Result<()> {
             "bytes", "time µs", "algbw GB/s", "busbw GB/s", "check"
         );
     }
-    for &bytes in &a.bytes {
-        let elems = bytes / 4;
-        let (send_n, recv_n) = lengths(a.op, elems, world).with_context(|| {
-            format!("--bytes {bytes}: must hold a whole number of f32 per rank")
+    for &asked in &a.bytes {
+        let (send_n, recv_n) = lengths(a.op, asked / 4, world).with_context(|| {
+            format!("--bytes {asked}: must hold at least one f32 per rank ({world} ranks)")
         })?;
+        // The message as run: whole f32, and for all-gather and reduce-scatter a whole number
+        // of them per rank.
+        let bytes = 4 * send_n.max(recv_n);
         let mut bufs = members
             .iter()
             .map(|m| {
@@ -215,19 +221,15 @@ pub fn run(device: usize, a: CollectiveArgs) -> Result<()> {
     Ok(())
 }
 
-/// Elements of each rank's send and receive buffers for a message of `elems` f32.
+/// Elements of each rank's send and receive buffers for a message of at most `elems` f32 (for
+/// all-gather and reduce-scatter, the largest multiple of the world size).
 fn lengths(op: Op, elems: usize, world: usize) -> Option<(usize, usize)> {
-    if elems == 0 {
-        return None;
-    }
+    let part = elems / world;
     match op {
+        _ if elems == 0 => None,
         Op::AllReduce | Op::Broadcast => Some((elems, elems)),
-        Op::AllGather => elems
-            .is_multiple_of(world)
-            .then_some((elems / world, elems)),
-        Op::ReduceScatter => elems
-            .is_multiple_of(world)
-            .then_some((elems, elems / world)),
+        Op::AllGather => (part > 0).then_some((part, part * world)),
+        Op::ReduceScatter => (part > 0).then_some((part * world, part)),
     }
 }
 
@@ -310,4 +312,22 @@ fn check(
         bail!("{wrong} elements differ from the CPU's result");
     }
     Ok("exact".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_whole_f32_and_whole_parts_per_rank() {
+        assert_eq!(lengths(Op::AllReduce, 6 / 4, 2), Some((1, 1)));
+        assert_eq!(lengths(Op::AllReduce, 0, 2), None);
+        assert_eq!(lengths(Op::AllGather, 16384, 3), Some((5461, 16383)));
+        assert_eq!(lengths(Op::ReduceScatter, 16384, 3), Some((16383, 5461)));
+        assert_eq!(lengths(Op::AllGather, 2, 3), None);
+        assert_eq!(parse_bytes("64K"), Ok(65536));
+        assert_eq!(parse_bytes("1g"), Ok(1 << 30));
+        assert!(parse_bytes("x").is_err());
+        assert_eq!(bus_factor(Op::AllReduce, 4), 1.5);
+    }
 }

@@ -375,6 +375,8 @@ impl<'a> Batch<'a> {
                 comms.push(c.comm);
             }
         }
+        // Locked in one order (by address), whatever order the batch named them in.
+        comms.sort_by_key(|c| *c as *const Comm as usize);
         let locks: Vec<_> = comms
             .iter()
             .map(|c| c.busy.lock().unwrap_or_else(|e| e.into_inner()))
@@ -431,7 +433,12 @@ impl<'a> Batch<'a> {
             return Err(e);
         }
         for c in &comms {
-            c.settle("queueing collectives")?;
+            if let Err(e) = c.settle("queueing collectives") {
+                // The others' parts may still be queueing on NCCL's thread: end them all
+                // before the guards record the buffers' accesses.
+                comms.iter().for_each(|c| c.abort());
+                return Err(e);
+            }
         }
         // Every access is recorded on its stream now, after the group's kernels.
         drop(guards);

@@ -149,7 +149,12 @@ impl Comm {
             (n.comm_init_rank_config)(&mut raw, world as i32, id_of(&id), rank as i32, &mut cfg)
         };
         if raw.is_null() || (r != SUCCESS && r != IN_PROGRESS) {
-            return Err(nccl_error(n, r, "ncclCommInitRankConfig", raw));
+            let e = nccl_error(n, r, "ncclCommInitRankConfig", raw);
+            if !raw.is_null() {
+                // SAFETY: the handle NCCL returned with its error, freed once and not used after.
+                let _ = unsafe { (n.comm_abort)(raw) };
+            }
+            return Err(e);
         }
         let comm = Comm::wrap(raw, rank, world, gpu.context(), timeout);
         // On an error the communicator is aborted (by `settle`, or as it is dropped).
@@ -234,7 +239,7 @@ impl Comm {
                 IN_PROGRESS if Instant::now() < deadline => pause(start),
                 IN_PROGRESS => return Err(self.time_out(during)),
                 r => {
-                    let e = nccl_error(n, r, "ncclCommGetAsyncError", self.raw);
+                    let e = self.failed(n, r, during);
                     self.abort();
                     return Err(e);
                 }
@@ -249,6 +254,21 @@ impl Comm {
         let r = unsafe { (n.comm_get_async_error)(raw, &mut state) };
         check(n, r, "ncclCommGetAsyncError")?;
         Ok(state)
+    }
+
+    /// The error NCCL reported for this communicator's work, with the rank and what was waited
+    /// for.
+    fn failed(&self, n: &Nccl, r: i32, during: &str) -> Error {
+        Error::Nccl {
+            op: "asynchronous work",
+            code: r,
+            reason: format!(
+                "rank {} of {}: {during}: {}",
+                self.rank,
+                self.world,
+                describe(n, r, self.raw)
+            ),
+        }
     }
 
     fn time_out(&self, during: &str) -> Error {
@@ -279,7 +299,7 @@ impl Comm {
             match self.async_error(n)? {
                 SUCCESS | IN_PROGRESS => {}
                 r => {
-                    let e = nccl_error(n, r, "ncclCommGetAsyncError", self.raw);
+                    let e = self.failed(n, r, "a collective queued on the stream");
                     self.abort();
                     return Err(e);
                 }

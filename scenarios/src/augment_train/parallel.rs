@@ -58,6 +58,19 @@ fn wall_ms(reps: usize, mut work: impl FnMut() -> Result<()>) -> Result<f64> {
     Ok(median(&v))
 }
 
+/// Aborts every GPU's communicator when dropped armed: a thread that fails or panics leaves its
+/// peers' collectives waiting for it, and their threads may be waiting on the host for work
+/// queued behind those collectives; aborting ends both.
+struct AbortAll<'a, 'g>(&'a [Member<'g>], bool);
+
+impl Drop for AbortAll<'_, '_> {
+    fn drop(&mut self) {
+        if self.1 {
+            self.0.iter().for_each(|m| m.comm.abort());
+        }
+    }
+}
+
 /// Runs `f(member, setup)` on a thread per GPU, all starting together; the first error wins.
 fn on_every_gpu(
     members: &[Member],
@@ -73,11 +86,9 @@ fn on_every_gpu(
                 let (start, f) = (&start, &f);
                 s.spawn(move || {
                     start.wait();
+                    let mut guard = AbortAll(members, true);
                     let r = f(m, su);
-                    if r.is_err() {
-                        // The peers' collectives can never complete: end them now.
-                        m.comm.abort();
-                    }
+                    guard.1 = r.is_err();
                     r
                 })
             })

@@ -11,6 +11,14 @@ use streamline::multi::{Batch, Comm, ReduceOp, Rendezvous};
 use streamline::Gpu;
 use streamline_tests::gpu_config;
 
+/// Held by each test: they share the devices' pools, and collectives of two groups queued in
+/// opposite orders on the same streams would wait on each other.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Every device of the machine with a pool of three streams each, when there are two or more
 /// and NCCL loads; else `None` after one line saying why.
 fn devices() -> Option<&'static [(Gpu, StreamPool)]> {
@@ -79,6 +87,7 @@ fn case() -> impl Strategy<Value = Case> {
 
 #[test]
 fn collectives_agree_with_the_cpu_over_devices_counts_and_streams() {
+    let _one = one_at_a_time();
     let Some(all) = devices() else { return };
     let strategy = (
         2..=all.len(),
@@ -120,6 +129,9 @@ fn collectives_agree_with_the_cpu_over_devices_counts_and_streams() {
                 }
             }
             batch.run().unwrap();
+            for (r, ((_, pool), c)) in members.iter().zip(&comms).enumerate() {
+                c.synchronize(pool.stream(lanes[r].1).unwrap()).unwrap();
+            }
             for (r, ((_, pool), (_, recv))) in members.iter().zip(&bufs).enumerate() {
                 // Read back on a third stream: ordered after the collective by the tracking.
                 let got = recv.to_vec(pool.stream((lanes[r].1 + 1) % 3).unwrap()).unwrap();
@@ -148,6 +160,7 @@ fn collectives_agree_with_the_cpu_over_devices_counts_and_streams() {
 
 #[test]
 fn ranks_in_their_own_threads_meet_through_a_rendezvous() {
+    let _one = one_at_a_time();
     let Some(all) = devices() else { return };
     let dir = std::env::temp_dir().join(format!("sl-multi-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -198,6 +211,7 @@ fn ranks_in_their_own_threads_meet_through_a_rendezvous() {
 
 #[test]
 fn a_rank_that_never_joins_or_never_takes_part_ends_in_an_error_not_a_hang() {
+    let _one = one_at_a_time();
     let Some(all) = devices() else { return };
     // Rank 1 never starts: rank 0 gives up at the rendezvous.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -254,6 +268,7 @@ fn a_rank_that_never_joins_or_never_takes_part_ends_in_an_error_not_a_hang() {
 
 #[test]
 fn buffers_and_streams_of_another_device_or_a_capture_are_refused() {
+    let _one = one_at_a_time();
     let Some(all) = devices() else { return };
     let comms = Comm::local(&[&all[0].0, &all[1].0], Duration::from_secs(60)).unwrap();
     let (p0, p1) = (&all[0].1, &all[1].1);
