@@ -81,6 +81,8 @@ pub fn check_rank(rank: usize, world: usize) -> Result<()> {
 const ACCEPTED: u8 = 1;
 const WRONG_WORLD: u8 = 2;
 const DUPLICATE: u8 = 3;
+/// Sent to the ranks already accepted when rank 0 gives up because of another one.
+const GAVE_UP: u8 = 4;
 
 impl Rendezvous {
     /// Exchanges the id: rank 0 gives `id` (from `make_id`, called only on rank 0) to every
@@ -155,20 +157,27 @@ fn serve(
                     u64::from_le_bytes(hello[..8].try_into().expect("8 bytes")) as usize;
                 let their_rank =
                     u64::from_le_bytes(hello[8..].try_into().expect("8 bytes")) as usize;
-                if their_world != world {
-                    let _ = s.write_all(&[WRONG_WORLD]);
-                    return Err(r.fail(format!(
+                let refusal = if their_world != world {
+                    Some((WRONG_WORLD, format!(
                         "rank {their_rank} was started with world size {their_world}, rank 0 with {world}"
-                    )));
-                }
-                if their_rank == 0
+                    )))
+                } else if their_rank == 0
                     || their_rank >= world
                     || peers.iter().any(|(k, _)| *k == their_rank)
                 {
-                    let _ = s.write_all(&[DUPLICATE]);
-                    return Err(r.fail(format!(
-                        "rank {their_rank} joined twice or is out of range 1..{world}"
-                    )));
+                    Some((
+                        DUPLICATE,
+                        format!("rank {their_rank} joined twice or is out of range 1..{world}"),
+                    ))
+                } else {
+                    None
+                };
+                if let Some((status, reason)) = refusal {
+                    let _ = s.write_all(&[status]);
+                    for (_, p) in &mut peers {
+                        let _ = p.write_all(&[GAVE_UP]);
+                    }
+                    return Err(r.fail(reason));
                 }
                 peers.push((their_rank, s));
             }
@@ -240,6 +249,11 @@ fn join(
                 "rank 0 was started with another world size than this rank's {world}"
             )))
         }
+        GAVE_UP => {
+            return Err(r.fail(format!(
+                "rank 0 gave up after refusing another rank (its error says which); rank {rank} stops too"
+            )))
+        }
         _ => return Err(r.fail(format!("rank 0 refused rank {rank} (joined twice?)"))),
     }
     let mut id = [0u8; ID_BYTES];
@@ -291,6 +305,9 @@ fn read_file(
                     b.len(),
                     8 + ID_BYTES
                 )))
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(r.fail(format!("cannot read it: {e}")))
             }
             Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
             Err(_) => return Err(timed_out(r, "rank 0 wrote no id")),
@@ -403,5 +420,38 @@ mod tests {
             .exchange(0, 0, Duration::from_secs(1), || Ok(id(1)))
             .unwrap_err();
         assert!(e.to_string().contains("`world_size`"), "{e}");
+    }
+
+    #[test]
+    fn ranks_already_accepted_hear_that_rank_zero_gave_up() {
+        let r = Rendezvous::Tcp(free_addr());
+        let (a, b, c) = std::thread::scope(|s| {
+            let (r0, r1, r2) = (r.clone(), r.clone(), r.clone());
+            let h0 = s.spawn(move || r0.exchange(0, 3, Duration::from_secs(10), || Ok(id(1))));
+            let h1 = s.spawn(move || r1.exchange(1, 3, Duration::from_secs(10), || Ok(id(2))));
+            let h2 = s.spawn(move || {
+                std::thread::sleep(Duration::from_millis(500));
+                r2.exchange(2, 4, Duration::from_secs(10), || Ok(id(3)))
+            });
+            (h0.join().unwrap(), h1.join().unwrap(), h2.join().unwrap())
+        });
+        let a = a.unwrap_err().to_string();
+        assert!(a.contains("rank 2 was started with world size 4"), "{a}");
+        let b = b.unwrap_err().to_string();
+        assert!(b.contains("rank 0 gave up"), "{b}");
+        let c = c.unwrap_err().to_string();
+        assert!(c.contains("another world size"), "{c}");
+    }
+
+    #[test]
+    fn an_unreadable_rendezvous_file_is_an_error_at_once() {
+        let dir = std::env::temp_dir();
+        let t = Instant::now();
+        let e = Rendezvous::File(dir)
+            .exchange(1, 2, Duration::from_secs(10), || Ok(id(1)))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot read it"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(5));
     }
 }
