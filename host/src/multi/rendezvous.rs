@@ -424,23 +424,30 @@ mod tests {
 
     #[test]
     fn ranks_already_accepted_hear_that_rank_zero_gave_up() {
-        let r = Rendezvous::Tcp(free_addr());
-        let (a, b, c) = std::thread::scope(|s| {
-            let (r0, r1, r2) = (r.clone(), r.clone(), r.clone());
+        let addr = free_addr();
+        let r = Rendezvous::Tcp(addr.clone());
+        std::thread::scope(|s| {
+            let r0 = r.clone();
             let h0 = s.spawn(move || r0.exchange(0, 3, Duration::from_secs(10), || Ok(id(1))));
-            let h1 = s.spawn(move || r1.exchange(1, 3, Duration::from_secs(10), || Ok(id(2))));
-            let h2 = s.spawn(move || {
-                std::thread::sleep(Duration::from_millis(500));
-                r2.exchange(2, 4, Duration::from_secs(10), || Ok(id(3)))
-            });
-            (h0.join().unwrap(), h1.join().unwrap(), h2.join().unwrap())
+            // Rank 1, by hand: connected (and so queued for rank 0) before rank 2 starts.
+            let mut one = loop {
+                match TcpStream::connect(&addr) {
+                    Ok(c) => break c,
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            };
+            let mut hello = 3u64.to_le_bytes().to_vec();
+            hello.extend_from_slice(&1u64.to_le_bytes());
+            one.write_all(&hello).unwrap();
+            let c = r.exchange(2, 4, Duration::from_secs(10), || Ok(id(3)));
+            let a = h0.join().unwrap().unwrap_err().to_string();
+            assert!(a.contains("rank 2 was started with world size 4"), "{a}");
+            let mut status = [0u8; 1];
+            one.read_exact(&mut status).unwrap();
+            assert_eq!(status[0], GAVE_UP);
+            let c = c.unwrap_err().to_string();
+            assert!(c.contains("another world size"), "{c}");
         });
-        let a = a.unwrap_err().to_string();
-        assert!(a.contains("rank 2 was started with world size 4"), "{a}");
-        let b = b.unwrap_err().to_string();
-        assert!(b.contains("rank 0 gave up"), "{b}");
-        let c = c.unwrap_err().to_string();
-        assert!(c.contains("another world size"), "{c}");
     }
 
     #[test]
