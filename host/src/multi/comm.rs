@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long a wait on NCCL (joining, a collective, finishing) may take unless told otherwise.
+/// How long a wait on NCCL (joining, queueing, a collective's completion) may take unless told
+/// otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// One GPU's membership in a group of GPUs that run collectives together.
@@ -348,13 +349,12 @@ fn pause(since: Instant) {
 /// Step 2: one all-reduce of a single element on every communicator, on `streams`, waited for
 /// with the deadline.
 fn warm_up(comms: &[Comm], streams: &[Arc<CudaStream>]) -> Result<()> {
-    let bufs = streams
+    let mut bufs = streams
         .iter()
         .map(|s| s.alloc_zeros::<f32>(1).op("cuMemAllocAsync"))
         .collect::<Result<Vec<_>>>()?;
-    let mut views: Vec<_> = bufs.into_iter().collect();
     let mut batch = super::Batch::new();
-    for ((c, s), b) in comms.iter().zip(streams).zip(views.iter_mut()) {
+    for ((c, s), b) in comms.iter().zip(streams).zip(bufs.iter_mut()) {
         batch.all_reduce_in_place(c, s, b, super::ReduceOp::Sum)?;
     }
     batch.run()?;
