@@ -213,13 +213,16 @@ fn write_timeline(args: &CommonArgs, t: &Timeline, what: &str) -> Result<usize> 
 fn print(r: &Report) {
     println!("pipeline {}: {}", r.name, r.workload);
     println!("{:<40} {:>10} {:>9}", "run", "median ms", "speed-up");
-    println!(
-        "{:<40} {:>10.4} {:>9}",
-        "serial (every lane on one stream)", r.serial_ms, "1.00x"
-    );
+    let [first, second] = r.runs.clone().unwrap_or_else(|| {
+        [
+            "serial (every lane on one stream)".into(),
+            "overlapped (one stream per lane)".into(),
+        ]
+    });
+    println!("{:<40} {:>10.4} {:>9}", first, r.serial_ms, "1.00x");
     println!(
         "{:<40} {:>10.4} {:>8.2}x",
-        "overlapped (one stream per lane)",
+        second,
         r.overlapped_ms,
         r.speedup()
     );
@@ -253,6 +256,10 @@ fn print(r: &Report) {
         }
     }
     let m = &r.metrics;
+    if m.tracks.is_empty() {
+        print_notes(r);
+        return;
+    }
     println!();
     println!(
         "recorded overlapped run: span {:.1} µs, device idle {:.1} µs, concurrency {:.2}, copy hidden under compute {:.1}%, longest stream busy {:.1}% of the span",
@@ -277,6 +284,11 @@ fn print(r: &Report) {
             t.longest_gap_us
         );
     }
+    print_notes(r);
+}
+
+/// The report's findings and its check.
+fn print_notes(r: &Report) {
     for n in &r.notes {
         println!("- {n}");
     }

@@ -148,6 +148,7 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         serial_ms: serial,
         overlapped_ms: overlapped,
         graph_ms,
+        runs: None,
         rows: Vec::new(),
         table: Vec::new(),
         notes: vec![format!(

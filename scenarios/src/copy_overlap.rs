@@ -427,6 +427,7 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         serial_ms: serial,
         overlapped_ms: overlapped,
         graph_ms,
+        runs: None,
         rows: vec![
             Row {
                 label: "pageable, one stream".into(),

@@ -312,6 +312,7 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         serial_ms: head.0,
         overlapped_ms: head.1,
         graph_ms: head.2,
+        runs: None,
         rows: Vec::new(),
         table,
         metrics,

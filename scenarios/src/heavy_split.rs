@@ -200,6 +200,7 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         serial_ms: serial,
         overlapped_ms: overlapped,
         graph_ms: graph,
+        runs: None,
         rows,
         table: Vec::new(),
         metrics: timeline.metrics(),

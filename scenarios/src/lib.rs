@@ -170,6 +170,9 @@ pub struct Report {
     pub overlapped_ms: f64,
     /// Median ms of the graph replay of the overlapped schedule, when asked for.
     pub graph_ms: Option<f64>,
+    /// What the serial and overlapped times are, where not every lane on one stream against
+    /// one stream per lane.
+    pub runs: Option<[String; 2]>,
     /// Further timed configurations (sweeps).
     pub rows: Vec<Row>,
     /// A table of its own (first row the header), when the scenario has one (e.g. seed 003's

@@ -234,10 +234,13 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             o.buckets,
             s = o.size
         ),
-        // Time per N batches: one GPU trains them one after another, N GPUs side by side.
         serial_ms: one * n as f64,
         overlapped_ms: many,
         graph_ms: None,
+        runs: Some([
+            "one GPU, N batches one after another".into(),
+            "N GPUs side by side".into(),
+        ]),
         rows: Vec::new(),
         table,
         metrics: streamline::engine::Timeline::default().metrics(),
@@ -251,7 +254,6 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
                 n as f64 * one / many,
                 one / many
             ),
-            "the serial and overlapped columns above are the time for N batches on one GPU and on N GPUs".into(),
             "the last step of the smallest batch is checked against the f64 reference of one SGD step on the global batch (all GPUs' parts), and the weights bit for bit across GPUs after every batch size".into(),
         ],
     })

@@ -223,6 +223,7 @@ pub fn run_with(
         serial_ms: head.serial,
         overlapped_ms: head.piped,
         graph_ms: head.graph,
+        runs: None,
         rows: Vec::new(),
         table,
         metrics,
