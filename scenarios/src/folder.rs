@@ -2,8 +2,21 @@
 //! `DataLoader` give a training loop, for [`streamline::engine::Loader`]'s threads to run.
 
 use image::imageops::FilterType;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use streamline::error::{Error, Result};
+
+/// What a batch does with an image that does not decode (corrupt, truncated, empty).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnBadImage {
+    /// The run stops with an error naming the file.
+    #[default]
+    Fail,
+    /// The file is left out: the next image of the folder that decodes takes its place, so
+    /// the batch stays full, and the file is listed in the report.
+    Skip,
+}
 
 /// Whether `p` names a PNG or JPEG file.
 fn is_image(p: &Path) -> bool {
@@ -39,6 +52,9 @@ pub struct ImageFolder {
     labels: Vec<usize>,
     classes: Vec<String>,
     size: usize,
+    on_bad: OnBadImage,
+    /// Files left out so far (shared by the clones the loader's threads use).
+    skipped: Arc<Mutex<BTreeSet<PathBuf>>>,
 }
 
 impl ImageFolder {
@@ -46,6 +62,11 @@ impl ImageFolder {
     /// a class (sorted by name, as torchvision's `ImageFolder` numbers them) and its images
     /// are labelled with it; otherwise the images directly in `dir` all have class 0.
     pub fn open(dir: &Path, size: usize) -> Result<ImageFolder> {
+        ImageFolder::open_with(dir, size, OnBadImage::Fail)
+    }
+
+    /// [`ImageFolder::open`], with images that do not decode handled as `on_bad` says.
+    pub fn open_with(dir: &Path, size: usize, on_bad: OnBadImage) -> Result<ImageFolder> {
         if !(1..=1 << 14).contains(&size) {
             return Err(Error::arg(
                 "size",
@@ -86,7 +107,15 @@ impl ImageFolder {
             labels,
             classes,
             size,
+            on_bad,
+            skipped: Arc::default(),
         })
+    }
+
+    /// The files left out so far because they did not decode, sorted.
+    pub fn skipped(&self) -> Vec<PathBuf> {
+        let set = self.skipped.lock().unwrap_or_else(|e| e.into_inner());
+        set.iter().cloned().collect()
     }
 
     /// Number of images.
@@ -173,11 +202,39 @@ impl ImageFolder {
         }
         targets.fill(0.0);
         for j in 0..batch {
-            let k = (index * batch + j) % self.len();
-            self.decode(k, &mut images[j * per..(j + 1) * per])?;
+            let k = self.decode_from(
+                (index * batch + j) % self.len(),
+                &mut images[j * per..(j + 1) * per],
+            )?;
             targets[j * classes + self.label(k)] = 1.0;
         }
         Ok(())
+    }
+
+    /// Decodes image `k`, or with [`OnBadImage::Skip`] the first image from `k` on (cycling)
+    /// that decodes; returns the one decoded.
+    fn decode_from(&self, k: usize, out: &mut [u8]) -> Result<usize> {
+        let mut first = None;
+        for step in 0..self.len() {
+            let at = (k + step) % self.len();
+            match self.decode(at, out) {
+                Ok(()) => return Ok(at),
+                Err(e) if self.on_bad == OnBadImage::Fail => return Err(e),
+                Err(e) => {
+                    let mut set = self.skipped.lock().unwrap_or_else(|p| p.into_inner());
+                    set.insert(self.files[at].clone());
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        Err(Error::arg(
+            "input",
+            format!(
+                "none of the {} images decodes (the first error: {})",
+                self.len(),
+                first.map_or_else(String::new, |e| e.to_string())
+            ),
+        ))
     }
 }
 
@@ -244,5 +301,44 @@ mod tests {
         assert!(ImageFolder::open(&d, 0).is_err());
         std::fs::remove_dir_all(&d).unwrap();
         std::fs::remove_dir_all(&empty).unwrap();
+    }
+
+    #[test]
+    fn bad_images_fail_with_their_path_or_are_skipped_and_listed() {
+        let d = folder("bad");
+        for (k, v) in [(0u8, 10u8), (2, 30)] {
+            image::RgbImage::from_pixel(2, 2, image::Rgb([v; 3]))
+                .save(d.join(format!("{k}.png")))
+                .unwrap();
+        }
+        std::fs::write(d.join("1.jpg"), []).unwrap();
+        std::fs::write(d.join("3.jpg"), [0xff, 0xd8, 0xff]).unwrap();
+        let (mut images, mut targets) = (vec![0u8; 4 * 12], vec![0f32; 4]);
+        let fail = ImageFolder::open(&d, 2).unwrap();
+        let e = fail
+            .fill_batch(0, 4, &mut images, &mut targets)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("1.jpg"), "{e}");
+        let skip = ImageFolder::open_with(&d, 2, OnBadImage::Skip).unwrap();
+        skip.fill_batch(0, 4, &mut images, &mut targets).unwrap();
+        // 0.png, 1.jpg -> 2.png, 2.png, 3.jpg -> 0.png: every slot holds a decoded image.
+        let firsts: Vec<u8> = images.chunks(12).map(|im| im[0]).collect();
+        assert_eq!(firsts, [10, 30, 30, 10]);
+        assert_eq!(skip.skipped(), [d.join("1.jpg"), d.join("3.jpg")]);
+        // The loader's clones share the list.
+        assert_eq!(skip.clone().skipped().len(), 2);
+        let all_bad = folder("all-bad");
+        std::fs::write(all_bad.join("x.jpg"), []).unwrap();
+        let f = ImageFolder::open_with(&all_bad, 2, OnBadImage::Skip).unwrap();
+        let e = f
+            .fill_batch(0, 1, &mut images[..12], &mut targets[..1])
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("none of the 1 images decodes"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+        std::fs::remove_dir_all(&all_bad).unwrap();
     }
 }

@@ -51,7 +51,7 @@ pub(super) enum Source {
 impl Source {
     pub(super) fn new(o: &Options, batch: usize, seed: u64, shard: Shard) -> Result<Source> {
         if let Some(dir) = &o.input {
-            let f = ImageFolder::open(dir, o.size)?;
+            let f = ImageFolder::open_with(dir, o.size, o.on_bad_image)?;
             if f.classes().len() > o.train.classes {
                 return Err(Error::arg(
                     "input",
@@ -73,6 +73,14 @@ impl Source {
             row[rng.gen_range(0..o.train.classes)] = 1.0;
         }
         Ok(Source::Generated { images, targets })
+    }
+
+    /// The files of a folder left out so far because they did not decode.
+    pub(super) fn skipped(&self) -> Vec<std::path::PathBuf> {
+        match self {
+            Source::Folder(f, _) => f.skipped(),
+            Source::Generated { .. } => Vec::new(),
+        }
     }
 
     /// Batch `i` into `images` (NHWC) and `targets`.

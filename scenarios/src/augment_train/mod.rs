@@ -30,6 +30,7 @@ mod run;
 pub(crate) use model::Model;
 pub use run::{run, run_with};
 
+use crate::folder::OnBadImage;
 use crate::Training;
 use cudarc::driver::CudaStream;
 
@@ -51,6 +52,11 @@ pub struct Options {
     /// labels); generated batches without one.
     #[arg(long, value_name = "DIR")]
     pub input: Option<PathBuf>,
+    /// What a batch does with an image of `--input` that does not decode: stop the run with
+    /// an error naming it, or leave it out (the next image takes its place; the report lists
+    /// the files left out).
+    #[arg(long, value_enum, default_value_t = OnBadImage::Fail)]
+    pub on_bad_image: OnBadImage,
     /// Host threads filling the batches (decoding the images), per GPU.
     #[arg(long, default_value_t = Options::default().workers)]
     pub workers: usize,
@@ -69,6 +75,7 @@ impl Default for Options {
             train: Training::default(),
             size: 256,
             input: None,
+            on_bad_image: OnBadImage::Fail,
             workers: std::thread::available_parallelism().map_or(4, |n| n.get().min(8)),
             gpus: 1,
             buckets: 8,
@@ -91,6 +98,23 @@ const CHANNELS: usize = 3;
 /// besides the ring's copies in flight.
 fn window(workers: usize) -> usize {
     DEPTH * (workers + DEPTH).div_ceil(2 * DEPTH)
+}
+
+/// The report's line on the images left out with `--on-bad-image skip`, if any were.
+fn skipped_note(skipped: &std::collections::BTreeSet<PathBuf>) -> Option<String> {
+    let names: Vec<String> = skipped
+        .iter()
+        .take(20)
+        .map(|p| p.display().to_string())
+        .collect();
+    (!skipped.is_empty()).then(|| {
+        format!(
+            "{} images of the folder did not decode and were left out (--on-bad-image skip): {}{}",
+            skipped.len(),
+            names.join(", "),
+            if skipped.len() > 20 { ", ..." } else { "" }
+        )
+    })
 }
 
 /// Checks the options.

@@ -163,6 +163,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let mut check = Check::default();
     let mut head = (0.0, 0.0);
     let mut verified = false;
+    let mut skipped = std::collections::BTreeSet::new();
     let (headline, smallest) = o.train.headline_and_smallest();
     for (i, &batch) in o.train.batches.iter().enumerate() {
         let seed = common.seed + 100 * i as u64;
@@ -219,8 +220,18 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         if batch == headline {
             head = (one, many);
         }
+        skipped.extend(setups.iter().flat_map(|su| su.source.skipped()));
     }
     let (one, many) = head;
+    let mut notes = vec![
+        format!(
+            "batch {headline} per GPU: one GPU {one:.2} ms per step, {n} GPUs {many:.2} ms per step (of {n} batches): {:.2}x the images per second, scaling efficiency {:.3}",
+            n as f64 * one / many,
+            one / many
+        ),
+        "the last step of the smallest batch is checked against the f64 reference of one SGD step on the global batch (all GPUs' parts), and the weights bit for bit across GPUs after every batch size".into(),
+    ];
+    notes.extend(skipped_note(&skipped));
     let params = CHANNELS * o.size * o.size * o.train.hidden + o.train.hidden * o.train.classes;
     Ok(Report {
         name: "augment-train".into(),
@@ -246,16 +257,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         metrics: streamline::engine::Timeline::default().metrics(),
         timeline: Default::default(),
         check,
-        notes: vec![
-            format!(
-                "batch {headline} per GPU: one GPU {:.2} ms per step, {n} GPUs {:.2} ms per step (of {n} batches): {:.2}x the images per second, scaling efficiency {:.3}",
-                one,
-                many,
-                n as f64 * one / many,
-                one / many
-            ),
-            "the last step of the smallest batch is checked against the f64 reference of one SGD step on the global batch (all GPUs' parts), and the weights bit for bit across GPUs after every batch size".into(),
-        ],
+        notes,
     })
 }
 

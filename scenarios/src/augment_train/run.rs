@@ -124,6 +124,7 @@ pub fn run_with(
     let mut check = Check::default();
     let mut memory = Vec::new();
     let recorded_steps = o.train.steps.min(64);
+    let mut skipped = std::collections::BTreeSet::new();
     for (i, &batch) in o.train.batches.iter().enumerate() {
         let seed = common.seed + 100 * i as u64;
         let mut su = Setup::new(&pool, o, batch, seed, extra.as_deref_mut())?;
@@ -160,6 +161,7 @@ pub fn run_with(
             let steps = o.train.steps.clamp(2, 4 * su.window);
             check = verify(gpu, &pool, &plan, &mut su, extra, common, steps)?;
         }
+        skipped.extend(su.source.skipped());
         pool.synchronize()?;
     }
     let head = head.expect("the headline batch is one of the batches");
@@ -197,6 +199,7 @@ pub fn run_with(
             100.0 * (last.device_used as f64 / first.device_used.max(1) as f64 - 1.0),
         ));
     }
+    notes.extend(skipped_note(&skipped));
     let slots = 2 * window(o.workers);
     let source = match &o.input {
         Some(d) => format!(
