@@ -85,8 +85,11 @@ struct Member {
 }
 
 pub fn run(device: usize, a: CollectiveArgs) -> Result<()> {
-    if !(1..=100_000).contains(&a.iters) || !(1..=10_000).contains(&a.repeat) {
-        bail!("--iters must be in 1..=100000 and --repeat in 1..=10000");
+    if !(1..=100_000).contains(&a.iters) {
+        bail!("--iters must be in 1..=100000, got {}", a.iters);
+    }
+    if !(1..=10_000).contains(&a.repeat) {
+        bail!("--repeat must be in 1..=10000, got {}", a.repeat);
     }
     if !(1..=86_400).contains(&a.timeout) {
         bail!("--timeout must be in 1..=86400 seconds, got {}", a.timeout);
