@@ -67,24 +67,9 @@ impl HostMemory {
 
 /// Checks the options.
 pub fn validate(o: &Options) -> Result<()> {
-    if !(1..=8192).contains(&o.size) {
-        return Err(Error::arg(
-            "size",
-            format!("must be in 1..=8192, got {}", o.size),
-        ));
-    }
-    if !(1..=10_000).contains(&o.matmuls) {
-        return Err(Error::arg(
-            "matmuls",
-            format!("must be in 1..=10000, got {}", o.matmuls),
-        ));
-    }
-    if !(1..=4096).contains(&o.copies) {
-        return Err(Error::arg(
-            "copies",
-            format!("must be in 1..=4096, got {}", o.copies),
-        ));
-    }
+    crate::within("size", o.size, 1..=8192)?;
+    crate::within("matmuls", o.matmuls, 1..=10_000)?;
+    crate::within("copies", o.copies, 1..=4096)?;
     if (o.size * o.size) as u128 * o.copies as u128 > 1 << 28 {
         return Err(Error::arg(
             "copies",

@@ -58,9 +58,7 @@ pub fn validate(o: &Options) -> Result<()> {
         ("hidden", o.train.hidden),
         ("classes", o.train.classes),
     ] {
-        if !(1..=16384).contains(&v) {
-            return Err(Error::arg(arg, format!("must be in 1..=16384, got {v}")));
-        }
+        crate::within(arg, v, 1..=16384)?;
     }
     if o.train.steps < 2 || !o.train.steps.is_multiple_of(2) || o.train.steps > 10_000 {
         return Err(Error::arg(

@@ -99,9 +99,7 @@ fn run_parts(
 /// K-on-K times.
 pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let k = o.streams;
-    if !(1..=16).contains(&k) {
-        return Err(Error::arg("streams", format!("must be in 1..=16, got {k}")));
-    }
+    crate::within("streams", k, 1..=16)?;
     if o.sizes.is_empty() || o.sizes.iter().any(|&n| n < k || n > 1 << 30) {
         return Err(Error::arg(
             "sizes",

@@ -448,6 +448,25 @@ fn trim(mut t: Timeline) -> Timeline {
 
 /// Parses a count in plain or scientific notation (`100000000`, `1e8`), as the command line
 /// takes sizes.
+/// `Ok` where `value` lies in `range`; else the error naming `arg` and the range.
+pub(crate) fn within(
+    arg: &'static str,
+    value: usize,
+    range: std::ops::RangeInclusive<usize>,
+) -> Result<()> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    Err(Error::arg(
+        arg,
+        format!(
+            "must be in {}..={}, got {value}",
+            range.start(),
+            range.end()
+        ),
+    ))
+}
+
 pub fn parse_count(s: &str) -> std::result::Result<usize, String> {
     if let Ok(v) = s.parse::<usize>() {
         return Ok(v);

@@ -346,12 +346,7 @@ pub fn validate(o: &Options) -> Result<()> {
             format!("must be in 1..=2^40, got {}", o.batches),
         ));
     }
-    if !(1..=10_000).contains(&o.compute_reps) {
-        return Err(Error::arg(
-            "compute_reps",
-            format!("must be in 1..=10000, got {}", o.compute_reps),
-        ));
-    }
+    crate::within("compute_reps", o.compute_reps, 1..=10_000)?;
     Ok(())
 }
 

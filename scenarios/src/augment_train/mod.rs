@@ -120,12 +120,7 @@ fn skipped_note(skipped: &std::collections::BTreeSet<PathBuf>) -> Option<String>
 /// Checks the options.
 pub fn validate(o: &Options) -> Result<()> {
     o.train.check(1024)?;
-    if !(8..=512).contains(&o.size) {
-        return Err(Error::arg(
-            "size",
-            format!("must be in 8..=512, got {}", o.size),
-        ));
-    }
+    crate::within("size", o.size, 8..=512)?;
     if !(1..=8192).contains(&o.train.hidden) || !(1..=1024).contains(&o.train.classes) {
         return Err(Error::arg(
             "hidden",
@@ -138,24 +133,9 @@ pub fn validate(o: &Options) -> Result<()> {
             format!("must be in 1..=2^40, got {}", o.train.steps),
         ));
     }
-    if !(1..=64).contains(&o.gpus) {
-        return Err(Error::arg(
-            "gpus",
-            format!("must be in 1..=64, got {}", o.gpus),
-        ));
-    }
-    if !(1..=64).contains(&o.buckets) {
-        return Err(Error::arg(
-            "buckets",
-            format!("must be in 1..=64, got {}", o.buckets),
-        ));
-    }
-    if !(1..=256).contains(&o.workers) {
-        return Err(Error::arg(
-            "workers",
-            format!("must be in 1..=256, got {}", o.workers),
-        ));
-    }
+    crate::within("gpus", o.gpus, 1..=64)?;
+    crate::within("buckets", o.buckets, 1..=64)?;
+    crate::within("workers", o.workers, 1..=256)?;
     let inputs = CHANNELS * o.size * o.size;
     let max_b = o.train.batches.iter().max().copied().unwrap_or(1);
     // The loader's page-locked slots: two graph windows of batches.
