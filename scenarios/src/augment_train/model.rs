@@ -43,9 +43,13 @@ pub(crate) struct Reduce<'a> {
     pub(crate) stream: &'a Arc<CudaStream>,
 }
 
-/// Rows of `W1` per gradient bucket for `buckets` buckets over `inputs` rows.
-pub(crate) fn bucket_rows(inputs: usize, buckets: usize) -> usize {
-    inputs.div_ceil(buckets.clamp(1, inputs.max(1)))
+/// The first row of `W1` and the rows of each of (at most) `buckets` gradient buckets over
+/// `inputs` rows, all of equal size but the last.
+pub(crate) fn bucket_spans(inputs: usize, buckets: usize) -> impl Iterator<Item = (usize, usize)> {
+    let rows = inputs.div_ceil(buckets.clamp(1, inputs.max(1))).max(1);
+    (0..inputs)
+        .step_by(rows)
+        .map(move |r0| (r0, rows.min(inputs - r0)))
 }
 
 impl Model {
@@ -70,7 +74,6 @@ impl Model {
     ) -> Result<Model> {
         let (b, d, h, o) = (m.batch, m.inputs, m.hidden, m.outputs);
         let z = |n| DeviceBuffer::zeros(pool, lane, n);
-        let rows = bucket_rows(d, buckets);
         Ok(Model {
             m,
             w1: DeviceBuffer::from_slice(pool, lane, w1)?,
@@ -85,8 +88,8 @@ impl Model {
             w2t: z(o * h)?,
             da: z(b * h)?,
             dh: z(b * h)?,
-            dw1: (0..d.div_ceil(rows))
-                .map(|k| z((rows.min(d - k * rows)) * h))
+            dw1: bucket_spans(d, buckets)
+                .map(|(_, n)| z(n * h))
                 .collect::<Result<_>>()?,
             pending: false,
         })
@@ -123,12 +126,10 @@ impl Model {
             lr,
         } = self.m;
         let k = Kernel::Auto;
-        let rows = bucket_rows(d, self.dw1.len());
         // Forward: a = relu(x W1), y = a W2; in a data-parallel step `x W1` as the sum of the
         // buckets' products, each bucket of W1 updated just before its product.
         if reduce.is_some() {
-            for (i, g) in self.dw1.iter().enumerate() {
-                let (r0, n) = (i * rows, g.len() / h);
+            for (i, ((r0, n), g)) in bucket_spans(d, self.dw1.len()).zip(&self.dw1).enumerate() {
                 if self.pending {
                     sgd(gpu, s, &mut self.w1.view_mut(r0 * h..(r0 + n) * h)?, g, lr)?;
                 }
@@ -197,9 +198,7 @@ impl Model {
         }
         relu_backward(gpu, s, &self.da, &self.hpre, &mut self.dh)?;
         transpose(gpu, s, b, d, x, &mut self.xt)?;
-        for (i, g) in self.dw1.iter_mut().enumerate() {
-            let r0 = i * rows;
-            let n = g.len() / h;
+        for ((r0, n), g) in bucket_spans(d, self.dw1.len()).zip(self.dw1.iter_mut()) {
             sgemm(
                 gpu,
                 s,
@@ -232,10 +231,8 @@ impl Model {
 
     /// `W1 -= lr dL/dW1`, bucket by bucket.
     fn update_w1(&mut self, gpu: &Gpu, s: &cudarc::driver::CudaStream) -> Result<()> {
-        let rows = bucket_rows(self.m.inputs, self.dw1.len());
         let h = self.m.hidden;
-        for (i, g) in self.dw1.iter().enumerate() {
-            let (r0, n) = (i * rows, g.len() / h);
+        for ((r0, n), g) in bucket_spans(self.m.inputs, self.dw1.len()).zip(&self.dw1) {
             sgd(
                 gpu,
                 s,
@@ -246,5 +243,30 @@ impl Model {
         }
         self.pending = false;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bucket_spans;
+
+    /// The buckets tile the rows in order, at most as many as asked, and asking again with
+    /// their number gives them back (as each step does from the buffers it holds).
+    #[test]
+    fn buckets_tile_the_rows_and_are_found_again_from_their_number() {
+        for inputs in [1, 2, 7, 64, 196_608, 196_609] {
+            for buckets in [1, 2, 3, 8, 16, 64] {
+                let spans: Vec<_> = bucket_spans(inputs, buckets).collect();
+                assert!(!spans.is_empty() && spans.len() <= buckets);
+                let mut next = 0;
+                for &(r0, n) in &spans {
+                    assert_eq!(r0, next);
+                    assert!(n > 0);
+                    next += n;
+                }
+                assert_eq!(next, inputs);
+                assert!(bucket_spans(inputs, spans.len()).eq(spans.iter().copied()));
+            }
+        }
     }
 }
