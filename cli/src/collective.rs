@@ -8,6 +8,7 @@
 use anyhow::{bail, Context, Result};
 use cudarc::driver::CudaEvent;
 use std::time::Duration;
+use streamline::engine::memory::h2d;
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::multi::{Batch, Comm, ReduceOp, Rendezvous};
 use streamline::timing::median;
@@ -179,12 +180,8 @@ pub fn run(device: usize, a: CollectiveArgs) -> Result<()> {
         } else {
             "-".into()
         };
-        let once = |bufs: &mut Vec<(DeviceBuffer<f32>, DeviceBuffer<f32>)>| -> Result<()> {
-            queue(a.op, &members, bufs)
-        };
-        let mut bufs_t = bufs;
         for _ in 0..3 {
-            once(&mut bufs_t)?;
+            queue(a.op, &members, &mut bufs)?;
         }
         for m in &members {
             m.comm.synchronize(m.pool.stream(0)?)?;
@@ -198,7 +195,7 @@ pub fn run(device: usize, a: CollectiveArgs) -> Result<()> {
             };
             let starts = members.iter().map(events).collect::<Result<Vec<_>>>()?;
             for _ in 0..a.iters {
-                once(&mut bufs_t)?;
+                queue(a.op, &members, &mut bufs)?;
             }
             let ends = members.iter().map(events).collect::<Result<Vec<_>>>()?;
             let mut worst = 0f64;
@@ -282,14 +279,15 @@ fn check(
     let world = members[0].comm.world_size();
     for (m, (send, recv)) in members.iter().zip(bufs.iter_mut()) {
         let r = m.comm.rank();
+        let s = m.pool.stream(0)?;
         let mine: Vec<f32> = (0..send.len()).map(|i| input(r, i)).collect();
-        *send = DeviceBuffer::from_slice(&m.pool, 0, &mine)?;
+        h2d(s, &mine[..], send)?;
         let init: Vec<f32> = match op {
             // In place: the input is the receive buffer.
             Op::AllReduce | Op::Broadcast => (0..recv.len()).map(|i| input(r, i)).collect(),
             _ => vec![f32::NAN; recv.len()],
         };
-        *recv = DeviceBuffer::from_slice(&m.pool, 0, &init)?;
+        h2d(s, &init[..], recv)?;
     }
     queue(op, members, bufs)?;
     let mut wrong = 0usize;
