@@ -1,8 +1,10 @@
 //! The elementwise and layout kernels of a small training step (seed 003's model stream): the
-//! ReLU and its gradient, the gradient of the mean squared error, a plain SGD update and a
-//! transpose, which together with the matmul make a two-layer MLP's forward and backward pass.
+//! ReLU and its gradient, the gradient of the mean squared error, a plain SGD update (by an f32
+//! or a bf16 gradient), a transpose, which together with the matmul make a two-layer MLP's
+//! forward and backward pass, and the rounding of a gradient to bf16 for its trip between GPUs.
 
 use crate::{declare, params, DevPtr, DevPtrMut};
+use streamline_device::element::{bf16, Element};
 
 params! {
     /// Parameters of `relu_f32`: `y[i] = x[i]` where `x[i] > 0` or is NaN, else `+0`, for
@@ -58,21 +60,45 @@ params! {
 }
 
 params! {
-    /// Parameters of `sgd_f32`: `w[i] = w[i] - lr * g[i]` in place, one rounding (a fused
-    /// multiply-add).
+    /// Parameters of the SGD updates of f32 weights by a gradient of elements `G` (`sgd_f32`
+    /// for an f32 gradient, `sgd_f32_bf16` for a bf16 one): `w[i] = w[i] - lr * g[i]` in
+    /// place, one rounding (a fused multiply-add; a bf16 gradient widens to f32 exactly).
     #[derive(Clone, Copy, Debug, PartialEq)]
-    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-    pub struct SgdParams {
+    pub struct SgdParams<G: Element> {
         /// Device address of the weights, updated in place.
         pub w: DevPtrMut<f32>,
         /// Device address of the gradient (must not overlap `w`).
-        pub g: DevPtr<f32>,
+        pub g: DevPtr<G>,
         /// Number of elements.
         pub n: u64,
         /// Learning rate.
         pub lr: f32,
         /// Zero (keeps the struct free of implicit padding).
         pub pad: u32,
+    }
+}
+
+// SAFETY: two 8-byte addresses, a u64, an f32 and a u32 whatever `G` is: no padding, and every
+// bit pattern (zeros included) is a valid value.
+#[cfg(feature = "bytemuck")]
+unsafe impl<G: Element> bytemuck::Zeroable for SgdParams<G> {}
+// SAFETY: as above.
+#[cfg(feature = "bytemuck")]
+unsafe impl<G: Element> bytemuck::Pod for SgdParams<G> {}
+
+params! {
+    /// Parameters of `round_bf16`: `y[i] = x[i]` rounded to the nearest bf16 (ties to even),
+    /// for `i < n`: a gradient made half as many bytes before it travels between GPUs. The
+    /// ranges must not overlap.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
+    pub struct RoundBf16Params {
+        /// Device address of the f32 input.
+        pub x: DevPtr<f32>,
+        /// Device address of the bf16 output.
+        pub y: DevPtrMut<bf16>,
+        /// Number of elements.
+        pub n: u64,
     }
 }
 
@@ -100,8 +126,12 @@ declare! {
     pub const RELU_BACKWARD_F32: Kernel<ReluBackwardParams> = Kernel::new("relu_backward_f32");
     /// Gradient of the mean squared error.
     pub const MSE_GRAD_F32: Kernel<MseGradParams> = Kernel::new("mse_grad_f32");
-    /// SGD update.
-    pub const SGD_F32: Kernel<SgdParams> = Kernel::new("sgd_f32");
+    /// SGD update by an f32 gradient.
+    pub const SGD_F32: Kernel<SgdParams<f32>> = Kernel::new("sgd_f32");
+    /// SGD update of f32 weights by a bf16 gradient.
+    pub const SGD_F32_BF16: Kernel<SgdParams<bf16>> = Kernel::new("sgd_f32_bf16");
+    /// f32 rounded to bf16.
+    pub const ROUND_BF16: Kernel<RoundBf16Params> = Kernel::new("round_bf16");
     /// Transpose through a shared-memory tile.
     pub const TRANSPOSE_F32: Kernel<TransposeParams> = Kernel::new("transpose_f32");
 }

@@ -1,13 +1,17 @@
 //! The elementwise and layout kernels of a small training step: ReLU and its gradient, the
-//! mean-squared-error gradient, an SGD update, and a transpose through shared memory.
+//! mean-squared-error gradient, an SGD update (by an f32 or a bf16 gradient), a transpose
+//! through shared memory, and the rounding of a gradient to bf16.
 
 use core::arch::nvptx;
 use core::intrinsics::{fmaf32, gpu::gpu_launch_sized_workgroup_mem};
 use streamline_abi::train::{
-    MseGradParams, ReluBackwardParams, ReluParams, SgdParams, TransposeParams, TRANSPOSE_ROWS,
-    TRANSPOSE_TILE,
+    MseGradParams, ReluBackwardParams, ReluParams, RoundBf16Params, SgdParams, TransposeParams,
+    TRANSPOSE_ROWS, TRANSPOSE_TILE,
 };
-use streamline_abi::train::{MSE_GRAD_F32, RELU_BACKWARD_F32, RELU_F32, SGD_F32, TRANSPOSE_F32};
+use streamline_abi::train::{
+    MSE_GRAD_F32, RELU_BACKWARD_F32, RELU_F32, ROUND_BF16, SGD_F32, SGD_F32_BF16, TRANSPOSE_F32,
+};
+use streamline_device::element::{bf16, Element, Float};
 use streamline_device::kernel;
 use streamline_device::thread::{global_x, sync_block, thread_xy};
 
@@ -73,6 +77,25 @@ kernel! {
     }
 }
 
+/// `w = w - lr * g` in place over `n` elements, `g` widened to f32 exactly.
+///
+/// # Safety
+/// `p.w` must address `p.n` readable and writable f32 and `p.g` `p.n` readable `G`, not
+/// overlapping `w`.
+#[inline(always)]
+unsafe fn sgd<G: Float>(p: SgdParams<G>) {
+    let (w, g) = (p.w.as_mut_ptr(), p.g.as_ptr());
+    let (mut i, stride) = global_x();
+    while i < p.n {
+        // SAFETY: `i < n`; both ranges hold `n` elements (host-validated) and do not overlap.
+        unsafe {
+            let wi = w.add(i as usize);
+            *wi = fmaf32(-p.lr, (*g.add(i as usize)).to_acc(), *wi);
+        }
+        i += stride;
+    }
+}
+
 kernel! {
     #[declared(SGD_F32)]
     /// `w = w - lr * g` in place, one rounding.
@@ -80,15 +103,38 @@ kernel! {
     /// # Safety
     /// `p.w` must address `p.n` readable and writable f32 and `p.g` `p.n` readable f32, not
     /// overlapping `w`.
-    pub unsafe fn sgd_f32(p: SgdParams) {
-        let (w, g) = (p.w.as_mut_ptr(), p.g.as_ptr());
+    pub unsafe fn sgd_f32(p: SgdParams<f32>) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { sgd(p) }
+    }
+}
+
+kernel! {
+    #[declared(SGD_F32_BF16)]
+    /// `w = w - lr * g` in place for f32 weights and a bf16 gradient (widened exactly), one
+    /// rounding.
+    ///
+    /// # Safety
+    /// `p.w` must address `p.n` readable and writable f32 and `p.g` `p.n` readable bf16, not
+    /// overlapping `w`.
+    pub unsafe fn sgd_f32_bf16(p: SgdParams<bf16>) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { sgd(p) }
+    }
+}
+
+kernel! {
+    #[declared(ROUND_BF16)]
+    /// `y = x` rounded to the nearest bf16, ties to even.
+    ///
+    /// # Safety
+    /// `p.x` must address `p.n` readable f32 and `p.y` `p.n` writable bf16, not overlapping.
+    pub unsafe fn round_bf16(p: RoundBf16Params) {
+        let (x, y) = (p.x.as_ptr(), p.y.as_mut_ptr());
         let (mut i, stride) = global_x();
         while i < p.n {
-            // SAFETY: `i < n`; both ranges hold `n` elements (host-validated) and do not overlap.
-            unsafe {
-                let wi = w.add(i as usize);
-                *wi = fmaf32(-p.lr, *g.add(i as usize), *wi);
-            }
+            // SAFETY: `i < n`; both ranges hold `n` elements (host-validated).
+            unsafe { *y.add(i as usize) = bf16::from_acc(*x.add(i as usize)) };
             i += stride;
         }
     }

@@ -189,16 +189,16 @@ fn verify(
 ) -> Result<Check> {
     let lanes = [0, 1];
     let dec = pool.stream(1)?;
-    streamline::engine::memory::h2d(dec, &su.w1[..], &mut su.decoder.w1)?;
+    su.decoder.load_w1(dec, &su.w1)?;
     streamline::engine::memory::h2d(dec, &su.w2[..], &mut su.decoder.w2)?;
     let last = o.train.steps - 1;
     plan.run(pool, &lanes, 0..last, None, |c| su.stage(gpu, o, c))?;
-    let w1 = su.decoder.w1.to_vec(dec)?;
+    let w1 = su.decoder.w1_to_vec(dec)?;
     let w2 = su.decoder.w2.to_vec(dec)?;
     plan.run(pool, &lanes, last..o.train.steps, None, |c| {
         su.stage(gpu, o, c)
     })?;
-    let w1n = su.decoder.w1.to_vec(dec)?;
+    let w1n = su.decoder.w1_to_vec(dec)?;
     let w2n = su.decoder.w2.to_vec(dec)?;
     let feat = su.feat[last % DEPTH].to_vec(dec)?;
     let (b, d, f) = (su.batch, o.inputs, o.features);

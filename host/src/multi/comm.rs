@@ -1,13 +1,18 @@
 //! Communicators: one per GPU of a run, made either by one process for all its GPUs or by each
-//! process for its own GPU after a [`Rendezvous`], in two steps:
+//! process for its own GPU after a [`Rendezvous`], in three steps:
 //!
-//! 1. join as a nonblocking communicator, so that waiting for the peers, and every later wait
-//!    on NCCL, has a deadline;
-//! 2. run one small all-reduce, so that the connections between the GPUs are made while every
-//!    peer is known to be there.
+//! 1. join as a nonblocking communicator, so that waiting for the peers has a deadline;
+//! 2. split it into a blocking communicator of the same ranks, also under the deadline, and
+//!    free the nonblocking one: a blocking communicator queues a collective in the calling
+//!    thread, where a nonblocking one hands every call to a thread of NCCL's and must be
+//!    polled, which costs a small collective most of its latency;
+//! 3. run one small all-reduce and exchange one element with every peer, under the deadline,
+//!    so that every connection is made while every peer is known to be there (NCCL is asked
+//!    to connect the collectives' channels at creation too), and no later call waits on the
+//!    host for a peer.
 //!
-//! Every wait on the device has a deadline too ([`Comm::synchronize`]): a peer that dies or
-//! fails makes it end with an error, the communicator aborted, instead of a hang.
+//! Every wait on the device has a deadline ([`Comm::synchronize`]): a peer that dies or fails
+//! makes it end with an error, the communicator aborted, instead of a hang.
 
 use super::library::{check, describe, nccl, Config, Nccl, IN_PROGRESS, SUCCESS};
 use super::rendezvous::{check_rank, Rendezvous, ID_BYTES};
@@ -17,7 +22,7 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaStream};
 use cudarc::nccl::sys::{ncclComm_t, ncclUniqueId};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a wait on NCCL (joining, queueing, a collective's completion) may take unless told
@@ -118,15 +123,12 @@ impl Comm {
                 return Err(e);
             }
         }
+        let comms = to_blocking(comms)?;
         let streams = comms
             .iter()
             .map(|c| c.ctx.new_stream().op("cuStreamCreate"))
             .collect::<Result<Vec<_>>>()?;
-        if let Err(e) = warm_up(&comms, &streams) {
-            comms.iter().for_each(Comm::abort);
-            return Err(e);
-        }
-        Ok(comms)
+        warm_up(comms, streams)
     }
 
     /// This process's communicator for `gpu`, as rank `rank` of `world` processes that meet
@@ -161,8 +163,9 @@ impl Comm {
         // On an error the communicator is aborted (by `settle`, or as it is dropped).
         comm.settle("joining the communicator")?;
         rendezvous.finish(rank);
-        warm_up(std::slice::from_ref(&comm), &[gpu.stream().clone()])?;
-        Ok(comm)
+        let comm = to_blocking(vec![comm])?;
+        let stream = gpu.context().new_stream().op("cuStreamCreate")?;
+        Ok(warm_up(comm, vec![stream])?.remove(0))
     }
 
     fn wrap(
@@ -315,6 +318,9 @@ impl Comm {
     /// Aborts the communicator: its collectives in flight end, and every later call on it
     /// fails. Peers waiting on it see their own timeouts or errors.
     pub fn abort(&self) {
+        // NCCL allows no other call on the communicator while it is aborted: wait for one in
+        // progress to return (a blocking call returns once queued; nothing here waits on a peer).
+        let _one = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         if self.aborted.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -346,16 +352,114 @@ fn pause(since: Instant) {
     }
 }
 
-/// Step 2: one all-reduce of a single element on every communicator, on `streams`, waited for
-/// with the deadline.
-fn warm_up(comms: &[Comm], streams: &[Arc<CudaStream>]) -> Result<()> {
-    let mut bufs = streams
+/// Step 2: splits every joined (nonblocking) communicator into a blocking one of the same
+/// ranks, as one group, waits with the deadline until NCCL has made them, and frees the
+/// nonblocking ones.
+fn to_blocking(parents: Vec<Comm>) -> Result<Vec<Comm>> {
+    let n = nccl()?;
+    let mut raws = vec![std::ptr::null_mut(); parents.len()];
+    let mut first_error = None;
+    // SAFETY: brackets the splits below, one group.
+    check(n, unsafe { (n.group_start)() }, "ncclGroupStart")?;
+    for (p, raw) in parents.iter().zip(raws.iter_mut()) {
+        let parent = match p.ctx.bind_to_thread().op("cuCtxSetCurrent").and(p.raw()) {
+            Ok(parent) => parent,
+            Err(e) => {
+                first_error.get_or_insert(e);
+                continue;
+            }
+        };
+        let mut cfg = Config::blocking();
+        // SAFETY: a live, idle communicator (joined and settled); writes one handle once the
+        // split is done; NCCL copies the config.
+        let r = unsafe { (n.comm_split)(parent, 0, p.rank as i32, raw, &mut cfg) };
+        if r != SUCCESS && r != IN_PROGRESS {
+            first_error.get_or_insert(nccl_error(n, r, "ncclCommSplit", parent));
+        }
+    }
+    // SAFETY: closes the group opened above.
+    let r = unsafe { (n.group_end)() };
+    if r != SUCCESS && r != IN_PROGRESS {
+        first_error.get_or_insert(nccl_error(n, r, "ncclGroupEnd", std::ptr::null_mut()));
+    }
+    // The split runs on NCCL's thread and reports on the parent: wait for all of them before
+    // anything is freed, on success and failure alike.
+    for p in &parents {
+        if let Err(e) = p.settle("creating the blocking communicator") {
+            first_error.get_or_insert(e);
+        }
+    }
+    let children: Vec<Comm> = raws
+        .into_iter()
+        .zip(&parents)
+        .filter(|(raw, _)| !raw.is_null())
+        .map(|(raw, p)| Comm::wrap(raw, p.rank, p.world, &p.ctx, p.timeout))
+        .collect();
+    if first_error.is_none() && children.len() != parents.len() {
+        first_error = Some(Error::Nccl {
+            op: "ncclCommSplit",
+            code: -1,
+            reason: "NCCL returned no communicator".into(),
+        });
+    }
+    // The parents are idle now: dropping them frees them (and the children on an error).
+    drop(parents);
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(children),
+    }
+}
+
+/// Step 3: one all-reduce of a single element on every communicator and one element sent to
+/// and received from every peer, on `streams`, waited for with the deadline. NCCL's calls
+/// block until the peers take part; they run on a thread of their own, so that a peer that
+/// never does ends the wait at the deadline (the thread, holding the communicators, is left
+/// to the end of the process).
+fn warm_up(comms: Vec<Comm>, streams: Vec<Arc<CudaStream>>) -> Result<Vec<Comm>> {
+    let timeout = comms.iter().map(Comm::timeout).max().unwrap_or(DEFAULT_TIMEOUT);
+    let who = comms
         .iter()
-        .map(|s| s.alloc_zeros::<f32>(1).op("cuMemAllocAsync"))
+        .map(|c| format!("rank {} of {}", c.rank, c.world))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let r = exchange(&comms, &streams);
+        // The receiver may be gone (timed out): then the communicators stay here.
+        let _ = tx.send((r, comms));
+    });
+    match rx.recv_timeout(timeout) {
+        Ok((Ok(()), comms)) => Ok(comms),
+        // Dropping the communicators aborts them.
+        Ok((Err(e), _)) => Err(e),
+        Err(_) => Err(Error::Timeout {
+            during: format!("{who}: connecting to the peers"),
+            seconds: timeout.as_secs_f64(),
+        }),
+    }
+}
+
+fn exchange(comms: &[Comm], streams: &[Arc<CudaStream>]) -> Result<()> {
+    let zeros = |s: &Arc<CudaStream>, n: usize| s.alloc_zeros::<f32>(n).op("cuMemAllocAsync");
+    let world = comms.first().map_or(1, Comm::world_size);
+    let mut sums = streams.iter().map(|s| zeros(s, 1)).collect::<Result<Vec<_>>>()?;
+    let outs = streams.iter().map(|s| zeros(s, 1)).collect::<Result<Vec<_>>>()?;
+    let mut ins = streams
+        .iter()
+        .map(|s| (0..world).map(|_| zeros(s, 1)).collect::<Result<Vec<_>>>())
         .collect::<Result<Vec<_>>>()?;
     let mut batch = super::Batch::new();
-    for ((c, s), b) in comms.iter().zip(streams).zip(bufs.iter_mut()) {
-        batch.all_reduce_in_place(c, s, b, super::ReduceOp::Sum)?;
+    for (((c, s), sum), (out, ins)) in comms
+        .iter()
+        .zip(streams)
+        .zip(sums.iter_mut())
+        .zip(outs.iter().zip(ins.iter_mut()))
+    {
+        batch.all_reduce_in_place(c, s, sum, super::ReduceOp::Sum)?;
+        for (peer, inp) in ins.iter_mut().enumerate().filter(|(p, _)| *p != c.rank) {
+            batch.send(c, s, out, peer)?;
+            batch.recv(c, s, inp, peer)?;
+        }
     }
     batch.run()?;
     for (c, s) in comms.iter().zip(streams) {

@@ -42,12 +42,22 @@ impl Config {
     /// A nonblocking communicator: every call returns at once, so that Streamline's waits have
     /// deadlines and a failing peer can be aborted instead of waited for.
     pub(crate) fn nonblocking() -> Config {
+        Config::with_blocking(0)
+    }
+
+    /// A blocking communicator: a collective is queued by the calling thread itself, with no
+    /// hand-over to a thread of NCCL's, which is what a small collective's latency needs.
+    pub(crate) fn blocking() -> Config {
+        Config::with_blocking(1)
+    }
+
+    fn with_blocking(blocking: c_int) -> Config {
         Config {
             size: std::mem::size_of::<Config>(),
             magic: 0xcafe_beef,
             // NCCL_VERSION(2, 18, 0): the version whose fields these are.
             version: 2 * 10_000 + 18 * 100,
-            blocking: 0,
+            blocking,
             cga_cluster_size: UNDEF,
             min_ctas: UNDEF,
             max_ctas: UNDEF,
@@ -82,6 +92,14 @@ pub(crate) struct Nccl {
         c_int,
         ncclUniqueId,
         c_int,
+        *mut Config,
+    ) -> NcclResult,
+    /// `ncclCommSplit(comm, color, key, newcomm, config)`.
+    pub(crate) comm_split: unsafe extern "C" fn(
+        ncclComm_t,
+        c_int,
+        c_int,
+        *mut ncclComm_t,
         *mut Config,
     ) -> NcclResult,
     pub(crate) comm_get_async_error:
@@ -176,6 +194,7 @@ pub(crate) fn describe(n: &Nccl, r: NcclResult, comm: ncclComm_t) -> String {
 }
 
 fn load() -> std::result::Result<Nccl, String> {
+    connect_at_init();
     let mut tried = Vec::new();
     if let Some(path) = std::env::var_os("STREAMLINE_NCCL") {
         let path = PathBuf::from(path);
@@ -199,6 +218,18 @@ fn load() -> std::result::Result<Nccl, String> {
         "tried {}; install it with `pip install nvidia-nccl-cu13` or set STREAMLINE_NCCL to the path of libnccl.so.2",
         tried.join("; ")
     ))
+}
+
+/// Asks NCCL, unless the environment already says otherwise, to make every connection a
+/// collective needs while a communicator is created (`NCCL_RUNTIME_CONNECT=0`) rather than at
+/// the first collective that needs it. Creation has a deadline; a collective is queued by a
+/// blocking call, which would otherwise wait for a peer that never comes.
+fn connect_at_init() {
+    const VAR: &str = "NCCL_RUNTIME_CONNECT";
+    if std::env::var_os(VAR).is_none() {
+        // NCCL reads its environment when a communicator is first created, after this.
+        std::env::set_var(VAR, "0");
+    }
 }
 
 /// The NCCL library of the `nvidia-nccl-cu13`/`-cu12` wheel that `python3` imports.
@@ -242,6 +273,7 @@ fn open(origin: &str, path: &Path) -> std::result::Result<Nccl, String> {
         get_version: sym!("ncclGetVersion"),
         get_unique_id: sym!("ncclGetUniqueId"),
         comm_init_rank_config: sym!("ncclCommInitRankConfig"),
+        comm_split: sym!("ncclCommSplit"),
         comm_get_async_error: sym!("ncclCommGetAsyncError"),
         comm_abort: sym!("ncclCommAbort"),
         get_error_string: sym!("ncclGetErrorString"),

@@ -1,15 +1,33 @@
 //! The elementwise and layout kernels of a small training step (ReLU and its gradient, the
 //! mean-squared-error gradient, SGD, transpose): with [`crate::ops::matmul`], a two-layer MLP's
-//! forward and backward pass.
+//! forward and backward pass; and the rounding of a gradient to bf16, which halves the bytes
+//! it takes between GPUs.
 
 use crate::error::{Error, Result};
 use crate::runtime::{Gpu, LaunchConfig};
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
+use half::bf16;
 use streamline_abi::train::{
-    MseGradParams, ReluBackwardParams, ReluParams, SgdParams, TransposeParams, MSE_GRAD_F32,
-    RELU_BACKWARD_F32, RELU_F32, SGD_F32, TRAIN_BLOCK, TRANSPOSE_F32, TRANSPOSE_ROWS,
-    TRANSPOSE_SHARED_BYTES, TRANSPOSE_TILE,
+    MseGradParams, ReluBackwardParams, ReluParams, RoundBf16Params, SgdParams, TransposeParams,
+    MSE_GRAD_F32, RELU_BACKWARD_F32, RELU_F32, ROUND_BF16, SGD_F32, SGD_F32_BF16, TRAIN_BLOCK,
+    TRANSPOSE_F32, TRANSPOSE_ROWS, TRANSPOSE_SHARED_BYTES, TRANSPOSE_TILE,
 };
+use streamline_abi::Kernel;
+
+/// Gradient elements [`sgd`] updates f32 weights by: f32, and bf16 (a gradient rounded by
+/// [`round_bf16`] for its trip between GPUs).
+pub trait GradElement: DeviceRepr + streamline_device::element::Element {
+    /// The update's kernel for this gradient type.
+    const SGD: Kernel<SgdParams<Self>>;
+}
+
+impl GradElement for f32 {
+    const SGD: Kernel<SgdParams<f32>> = SGD_F32;
+}
+
+impl GradElement for bf16 {
+    const SGD: Kernel<SgdParams<bf16>> = SGD_F32_BF16;
+}
 
 fn same(arg: &'static str, have: usize, want: usize, of: &str) -> Result<()> {
     if have != want {
@@ -132,12 +150,13 @@ pub fn mse_grad(
     }
 }
 
-/// `w = w - lr * g` in place (one rounding). Equal lengths; `lr` finite.
-pub fn sgd(
+/// `w = w - lr * g` in place (one rounding; a bf16 `g` widens to f32 exactly). Equal lengths;
+/// `lr` finite.
+pub fn sgd<G: GradElement>(
     gpu: &Gpu,
     stream: &CudaStream,
     w: &mut impl DevicePtrMut<f32>,
-    g: &impl DevicePtr<f32>,
+    g: &impl DevicePtr<G>,
     lr: f32,
 ) -> Result<()> {
     same("g", g.len(), w.len(), "w")?;
@@ -148,7 +167,7 @@ pub fn sgd(
     if n == 0 {
         return Ok(());
     }
-    let mut launch = gpu.kernels()?.prepare(stream, SGD_F32);
+    let mut launch = gpu.kernels()?.prepare(stream, G::SGD);
     let gp = launch.read(g);
     let wp = launch.write(w);
     let p = SgdParams {
@@ -160,6 +179,36 @@ pub fn sgd(
     };
     // SAFETY: both buffers hold `n` f32 (checked); `w` is borrowed exclusively so `g` does not
     // overlap it; the launch is ordered after earlier accesses.
+    unsafe {
+        launch.run(
+            crate::LaunchConfig::strided(n as u64, PER_BLOCK, MAX_BLOCKS),
+            p,
+        )
+    }
+}
+
+/// `y = x` rounded to the nearest bf16 (ties to even). Equal lengths.
+pub fn round_bf16(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    x: &impl DevicePtr<f32>,
+    y: &mut impl DevicePtrMut<bf16>,
+) -> Result<()> {
+    same("y", y.len(), x.len(), "x")?;
+    let n = x.len();
+    if n == 0 {
+        return Ok(());
+    }
+    let mut launch = gpu.kernels()?.prepare(stream, ROUND_BF16);
+    let xp = launch.read(x);
+    let yp = launch.write(y);
+    let p = RoundBf16Params {
+        x: xp,
+        y: yp,
+        n: n as u64,
+    };
+    // SAFETY: `x` holds `n` f32 and `y` `n` bf16 (checked); `y` is borrowed exclusively while `x`
+    // is borrowed, so they do not overlap; the launch is ordered after earlier accesses.
     unsafe {
         launch.run(
             crate::LaunchConfig::strided(n as u64, PER_BLOCK, MAX_BLOCKS),

@@ -32,11 +32,11 @@ pub(super) fn verify(
     su.loader.start(steps)?;
     plan.run(pool, &lanes, 0..last, None, |c| su.stage(gpu, extra, c))?;
     let model_s = pool.stream(1)?;
-    let w1 = su.model.w1.to_vec(model_s)?;
+    let w1 = su.model.w1_to_vec(model_s)?;
     let w2 = su.model.w2.to_vec(model_s)?;
     plan.run(pool, &lanes, last..steps, None, |c| su.stage(gpu, extra, c))?;
     su.loader.finish()?;
-    let w1n = su.model.w1.to_vec(model_s)?;
+    let w1n = su.model.w1_to_vec(model_s)?;
     let w2n = su.model.w2.to_vec(model_s)?;
     let x = su.ring_x[last % DEPTH].to_vec(model_s)?;
     // What the model trained on: the extra transform's output where there is one.

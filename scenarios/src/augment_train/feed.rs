@@ -13,7 +13,6 @@ use streamline::engine::{
     DeviceBuffer, Loader, LoaderStats, PinnedBuffer, Plan, SteadyGraphs, StreamPool, Streamed,
 };
 use streamline::error::{DriverContext, Error, Result};
-use streamline::multi::Comm;
 use streamline::ops::image::{Augment, AugmentConfig, AugmentDraw, Layout, Shape};
 use streamline::Gpu;
 use streamline_testing::data::fan_in_weights;
@@ -129,8 +128,8 @@ pub(super) struct Setup {
     /// The extra transform's outputs (empty without one).
     pub(super) ring_x2: Vec<DeviceBuffer<f32>>,
     pub(super) model: Model,
-    /// A data-parallel run's communicator and the stream its all-reduces run on.
-    pub(super) reduce: Option<(Arc<Comm>, Arc<CudaStream>)>,
+    /// A data-parallel run's communicator and the streams its all-reduces and updates run on.
+    pub(super) reduce: Option<Reduce>,
     pub(super) w1: Vec<f32>,
     pub(super) w2: Vec<f32>,
 }
@@ -237,7 +236,7 @@ impl Setup {
                 None => Vec::new(),
             },
             model: if shard.count > 1 {
-                Model::with_buckets(pool, 1, m, &w1, &w2, o.buckets)?
+                Model::with_buckets(pool, 1, m, &w1, &w2, o.buckets, o.grad_dtype)?
             } else {
                 Model::new(pool, 1, m, &w1, &w2)?
             },
@@ -260,12 +259,8 @@ impl Setup {
             (2, None) | (3, Some(_)) => {
                 // The extra transform's output where there is one.
                 let x = self.ring_x2.get(s).unwrap_or(&self.ring_x[s]);
-                let reduce = self
-                    .reduce
-                    .as_ref()
-                    .map(|(comm, stream)| Reduce { comm, stream });
                 self.model
-                    .step_with(gpu, c.stream, x, &self.ring_t[s], reduce.as_ref())
+                    .step_with(gpu, c.stream, x, &self.ring_t[s], self.reduce.as_ref())
             }
             (0, _) => self.copy(gpu, c.iteration, s, c.stream),
             _ => self.augments[c.iteration % DATA].run_fused(
@@ -355,7 +350,7 @@ impl Setup {
     /// Puts the initial weights back (on the model lane).
     pub(super) fn reset(&mut self, pool: &StreamPool) -> Result<()> {
         let s = pool.stream(1)?;
-        h2d(s, &self.w1[..], &mut self.model.w1)?;
+        self.model.load_w1(s, &self.w1)?;
         h2d(s, &self.w2[..], &mut self.model.w2)
     }
 }

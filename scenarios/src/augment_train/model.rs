@@ -2,20 +2,34 @@
 //! when the step is one GPU's part of a data-parallel step, the all-reduce of its gradients.
 
 use cudarc::driver::CudaStream;
+use half::bf16;
 use std::sync::Arc;
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::error::Result;
-use streamline::multi::{Comm, ReduceOp};
+use streamline::multi::{Batch, Comm, ReduceOp};
 use streamline::ops::matmul::{sgemm, Gemm, Kernel};
-use streamline::ops::train::{mse_grad, relu, relu_backward, sgd, transpose};
+use streamline::ops::train::{mse_grad, relu, relu_backward, round_bf16, sgd, transpose};
 use streamline::Gpu;
 use streamline_testing::reference::train::Mlp;
+
+/// The element type a data-parallel step's `dL/dW1` travels between GPUs in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum GradDtype {
+    /// As computed: every GPU applies the exact average of the f32 gradients NCCL sums.
+    #[default]
+    F32,
+    /// Rounded to bf16 before it travels (half the bytes), averaged in bf16 and applied to the
+    /// f32 weights: within a written bound of the f32 step, and bit-identical on every GPU.
+    Bf16,
+}
 
 /// The MLP's weights and the intermediates of a step (also the trainable decoder of
 /// `encoder-decoder`).
 pub(crate) struct Model {
     pub(crate) m: Mlp,
-    pub(crate) w1: DeviceBuffer<f32>,
+    /// `W1` in buckets of whole rows, each a buffer of its own (one bucket on one GPU), so that
+    /// a bucket's update and its part of the next forward are ordered with that bucket alone.
+    pub(crate) w1: Vec<DeviceBuffer<f32>>,
     pub(crate) w2: DeviceBuffer<f32>,
     pub(super) xt: DeviceBuffer<f32>,
     pub(super) hpre: DeviceBuffer<f32>,
@@ -27,20 +41,20 @@ pub(crate) struct Model {
     pub(super) w2t: DeviceBuffer<f32>,
     pub(super) da: DeviceBuffer<f32>,
     pub(super) dh: DeviceBuffer<f32>,
-    /// `dL/dW1` in buckets of whole rows (one bucket on one GPU): each bucket is a buffer of
-    /// its own, so that its all-reduce overlaps the product that fills the next one.
+    /// `dL/dW1` in the buckets of `w1`: each bucket's all-reduce overlaps the product that
+    /// fills the next one.
     pub(super) dw1: Vec<DeviceBuffer<f32>>,
-    /// In a data-parallel step: the last step's averaged `dL/dW1` is not yet applied. The next
-    /// step applies it bucket by bucket just before that bucket's part of its first product,
-    /// so that the forward starts while later buckets are still being averaged.
-    pending: bool,
+    /// The buckets of `dw1` rounded to bf16, where the gradient travels in bf16.
+    dw1_bf16: Vec<DeviceBuffer<bf16>>,
 }
 
-/// Where a data-parallel step all-reduces its gradients: the GPU's communicator and the
-/// stream the all-reduces run on (ordered with the model stream by the buffers' tracking).
-pub(crate) struct Reduce<'a> {
-    pub(crate) comm: &'a Comm,
-    pub(crate) stream: &'a Arc<CudaStream>,
+/// Where a data-parallel step all-reduces its gradients and applies them: the GPU's
+/// communicator, the stream the all-reduces run on and the stream the first layer's updates
+/// run on (ordered with the model stream by the buffers' tracking).
+pub(crate) struct Reduce {
+    pub(crate) comm: Arc<Comm>,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) update: Arc<CudaStream>,
 }
 
 /// The first row of `W1` and the rows of each of (at most) `buckets` gradient buckets over
@@ -60,10 +74,11 @@ impl Model {
         w1: &[f32],
         w2: &[f32],
     ) -> Result<Model> {
-        Model::with_buckets(pool, lane, m, w1, w2, 1)
+        Model::with_buckets(pool, lane, m, w1, w2, 1, GradDtype::F32)
     }
 
-    /// The model with `dL/dW1` in `buckets` buckets of whole rows.
+    /// The model with `W1` and `dL/dW1` in `buckets` buckets of whole rows, the gradient
+    /// travelling as `grad`.
     pub(crate) fn with_buckets(
         pool: &StreamPool,
         lane: usize,
@@ -71,12 +86,17 @@ impl Model {
         w1: &[f32],
         w2: &[f32],
         buckets: usize,
+        grad: GradDtype,
     ) -> Result<Model> {
         let (b, d, h, o) = (m.batch, m.inputs, m.hidden, m.outputs);
         let z = |n| DeviceBuffer::zeros(pool, lane, n);
+        let spans: Vec<_> = bucket_spans(d, buckets).collect();
         Ok(Model {
             m,
-            w1: DeviceBuffer::from_slice(pool, lane, w1)?,
+            w1: spans
+                .iter()
+                .map(|&(r0, n)| DeviceBuffer::from_slice(pool, lane, &w1[r0 * h..(r0 + n) * h]))
+                .collect::<Result<_>>()?,
             w2: DeviceBuffer::from_slice(pool, lane, w2)?,
             xt: z(d * b)?,
             hpre: z(b * h)?,
@@ -88,11 +108,54 @@ impl Model {
             w2t: z(o * h)?,
             da: z(b * h)?,
             dh: z(b * h)?,
-            dw1: bucket_spans(d, buckets)
-                .map(|(_, n)| z(n * h))
-                .collect::<Result<_>>()?,
-            pending: false,
+            dw1: spans.iter().map(|&(_, n)| z(n * h)).collect::<Result<_>>()?,
+            dw1_bf16: match grad {
+                GradDtype::F32 => Vec::new(),
+                GradDtype::Bf16 => spans
+                    .iter()
+                    .map(|&(_, n)| DeviceBuffer::zeros(pool, lane, n * h))
+                    .collect::<Result<_>>()?,
+            },
         })
+    }
+
+    /// `W1` on the host, all rows in order (read on `s`).
+    pub(crate) fn w1_to_vec(&self, s: &Arc<CudaStream>) -> Result<Vec<f32>> {
+        let mut w = Vec::with_capacity(self.m.inputs * self.m.hidden);
+        for b in &self.w1 {
+            w.extend(b.to_vec(s)?);
+        }
+        Ok(w)
+    }
+
+    /// Sets `W1` from `w` (all rows in order), on `s`.
+    pub(crate) fn load_w1(&mut self, s: &Arc<CudaStream>, w: &[f32]) -> Result<()> {
+        let h = self.m.hidden;
+        for ((r0, n), b) in bucket_spans(self.m.inputs, self.w1.len()).zip(self.w1.iter_mut()) {
+            streamline::engine::memory::h2d(s, &w[r0 * h..(r0 + n) * h], b)?;
+        }
+        Ok(())
+    }
+
+    /// Adds the all-reduces of a step's gradients (`dL/dW2`, then every bucket of `dL/dW1` in
+    /// the type it travels in) to `batch`, on `stream`.
+    pub(crate) fn all_reduce_gradients<'a>(
+        &'a mut self,
+        batch: &mut Batch<'a>,
+        comm: &'a Comm,
+        stream: &'a CudaStream,
+    ) -> Result<()> {
+        batch.all_reduce_in_place(comm, stream, &mut self.dw2, ReduceOp::Avg)?;
+        if self.dw1_bf16.is_empty() {
+            for g in self.dw1.iter_mut() {
+                batch.all_reduce_in_place(comm, stream, g, ReduceOp::Avg)?;
+            }
+        } else {
+            for g in self.dw1_bf16.iter_mut() {
+                batch.all_reduce_in_place(comm, stream, g, ReduceOp::Avg)?;
+            }
+        }
+        Ok(())
     }
 
     /// One SGD step on batch `x` (`batch x inputs`) with targets `t` (`batch x outputs`).
@@ -108,8 +171,8 @@ impl Model {
 
     /// One SGD step; with `reduce`, this GPU's part of a data-parallel step: the gradients are
     /// averaged over the GPUs before the update, `dL/dW2` while `dL/dW1` is computed and each
-    /// bucket of `dL/dW1` while the next is, and `W1`'s update is left to the next step's
-    /// forward (or [`Model::flush`]).
+    /// bucket of `dL/dW1` while the next is, and each bucket of `W1` is updated on the update
+    /// stream as soon as its gradient has arrived, while the model stream goes on.
     pub(crate) fn step_with(
         &mut self,
         gpu: &Gpu,
@@ -126,13 +189,20 @@ impl Model {
             lr,
         } = self.m;
         let k = Kernel::Auto;
-        // Forward: a = relu(x W1), y = a W2; in a data-parallel step `x W1` as the sum of the
-        // buckets' products, each bucket of W1 updated just before its product.
-        if reduce.is_some() {
-            for (i, ((r0, n), g)) in bucket_spans(d, self.dw1.len()).zip(&self.dw1).enumerate() {
-                if self.pending {
-                    sgd(gpu, s, &mut self.w1.view_mut(r0 * h..(r0 + n) * h)?, g, lr)?;
-                }
+        // Forward: a = relu(x W1), y = a W2; `x W1` as the sum of the buckets' products, so
+        // that each waits only for its own bucket's update.
+        if self.w1.len() == 1 {
+            sgemm(
+                gpu,
+                s,
+                k,
+                &Gemm::dense(b, h, d),
+                x,
+                &self.w1[0],
+                &mut self.hpre,
+            )?;
+        } else {
+            for (i, ((r0, n), w)) in bucket_spans(d, self.w1.len()).zip(&self.w1).enumerate() {
                 let part = Gemm {
                     lda: d,
                     beta: if i == 0 { 0.0 } else { 1.0 },
@@ -144,21 +214,10 @@ impl Model {
                     k,
                     &part,
                     &x.view(r0..r0 + (b - 1) * d + n)?,
-                    &self.w1.view(r0 * h..(r0 + n) * h)?,
+                    w,
                     &mut self.hpre,
                 )?;
             }
-            self.pending = false;
-        } else {
-            sgemm(
-                gpu,
-                s,
-                k,
-                &Gemm::dense(b, h, d),
-                x,
-                &self.w1,
-                &mut self.hpre,
-            )?;
         }
         relu(gpu, s, &self.hpre, &mut self.a)?;
         sgemm(
@@ -194,11 +253,12 @@ impl Model {
         )?;
         if let Some(r) = reduce {
             r.comm
-                .all_reduce_in_place(r.stream, &mut self.dw2, ReduceOp::Avg)?;
+                .all_reduce_in_place(&r.stream, &mut self.dw2, ReduceOp::Avg)?;
         }
         relu_backward(gpu, s, &self.da, &self.hpre, &mut self.dh)?;
         transpose(gpu, s, b, d, x, &mut self.xt)?;
-        for ((r0, n), g) in bucket_spans(d, self.dw1.len()).zip(self.dw1.iter_mut()) {
+        let spans = bucket_spans(d, self.dw1.len());
+        for (i, ((r0, n), g)) in spans.zip(self.dw1.iter_mut()).enumerate() {
             sgemm(
                 gpu,
                 s,
@@ -208,41 +268,21 @@ impl Model {
                 &self.dh,
                 g,
             )?;
-            if let Some(r) = reduce {
-                r.comm.all_reduce_in_place(r.stream, g, ReduceOp::Avg)?;
+            let (w, u) = (&mut self.w1[i], reduce.map_or(s, |r| &*r.update));
+            match (reduce, self.dw1_bf16.get_mut(i)) {
+                (None, _) => sgd(gpu, u, w, g, lr)?,
+                (Some(r), None) => {
+                    r.comm.all_reduce_in_place(&r.stream, g, ReduceOp::Avg)?;
+                    sgd(gpu, u, w, g, lr)?;
+                }
+                (Some(r), Some(gh)) => {
+                    round_bf16(gpu, s, g, gh)?;
+                    r.comm.all_reduce_in_place(&r.stream, gh, ReduceOp::Avg)?;
+                    sgd(gpu, u, w, gh, lr)?;
+                }
             }
         }
-        if reduce.is_some() {
-            self.pending = true;
-        } else {
-            self.update_w1(gpu, s)?;
-        }
         sgd(gpu, s, &mut self.w2, &self.dw2, lr)
-    }
-
-    /// Applies a data-parallel step's `dL/dW1` still pending (see [`Model::step_with`]), on
-    /// stream `s`: after the last step of a run, before its weights are read.
-    pub(crate) fn flush(&mut self, gpu: &Gpu, s: &cudarc::driver::CudaStream) -> Result<()> {
-        if self.pending {
-            self.update_w1(gpu, s)?;
-        }
-        Ok(())
-    }
-
-    /// `W1 -= lr dL/dW1`, bucket by bucket.
-    fn update_w1(&mut self, gpu: &Gpu, s: &cudarc::driver::CudaStream) -> Result<()> {
-        let h = self.m.hidden;
-        for ((r0, n), g) in bucket_spans(self.m.inputs, self.dw1.len()).zip(&self.dw1) {
-            sgd(
-                gpu,
-                s,
-                &mut self.w1.view_mut(r0 * h..(r0 + n) * h)?,
-                g,
-                self.m.lr,
-            )?;
-        }
-        self.pending = false;
-        Ok(())
     }
 }
 

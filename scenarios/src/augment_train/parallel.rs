@@ -1,17 +1,19 @@
 //! Seed 003 data-parallel: N GPUs each train on their own batch of the batch size (part of a
-//! global batch N times as large), every GPU with its own stream pool (transform, model and
-//! communication streams), feed and model, driven by a host thread of its own. The gradients
-//! are averaged over NCCL on the communication stream, `dL/dW2` while `dL/dW1` is computed and
-//! `dL/dW1` bucket by bucket as each is computed; each bucket's update is applied just before
-//! its part of the next step's first product, so that the next forward starts while later
-//! buckets travel. Every GPU applies the same update; the next batch's augmentation runs
-//! meanwhile.
+//! global batch N times as large), every GPU with its own stream pool (transform, model,
+//! communication and update streams), feed and model, driven by a host thread of its own. The
+//! gradients are averaged over NCCL on the communication stream, `dL/dW2` while `dL/dW1` is
+//! computed and `dL/dW1` bucket by bucket as each is computed (in f32, or rounded to bf16 to
+//! halve the bytes); each bucket of `W1` is updated on the update stream as soon as its
+//! gradient has arrived, and the next step's forward takes the buckets in the same order, so
+//! that it starts while later buckets travel. Every GPU applies the same update; the next
+//! batch's augmentation runs meanwhile.
 //!
-//! The report sets N GPUs against one GPU with the same batch, timed in the same command:
-//! steps/s, images/s, the scaling efficiency, and how much of the gradients' all-reduce the
-//! step hides. The check: the weights bit-identical on every GPU, and the last step against
-//! the f64 reference of one SGD step on the global batch (what one GPU would compute from all
-//! N parts).
+//! The report sets N GPUs against one GPU with the same batch, timed in the same command, both
+//! the one-GPU pipeline and the data-parallel step on a world of one GPU: steps/s, images/s,
+//! the scaling efficiency, and how much of the gradients' all-reduce the step hides. The
+//! check: the weights bit-identical on every GPU, and the last step against the f64 reference
+//! of one SGD step on the global batch (what one GPU would compute from all N parts), within
+//! the bound of the type the gradient travelled in.
 
 use crate::{check_mlp_weights, sample_indices, Check, Common, Report};
 use std::sync::{Arc, Barrier};
@@ -19,12 +21,13 @@ use std::time::Instant;
 use streamline::engine::pool::StreamSpec;
 use streamline::engine::{Plan, StreamPool};
 use streamline::error::{Error, Result};
-use streamline::multi::{Batch, Comm, ReduceOp, DEFAULT_TIMEOUT};
+use streamline::multi::{Batch, Comm, DEFAULT_TIMEOUT};
 use streamline::timing::median;
 use streamline::Gpu;
-use streamline_testing::reference::train::{mlp_step, Mlp};
+use streamline_testing::reference::train::{mlp_step_exchanged, Exchange, Mlp};
 
 use super::feed::{Setup, Shard};
+use super::model::{GradDtype, Reduce};
 use super::*;
 
 /// One GPU's part of the run.
@@ -34,7 +37,7 @@ struct Member<'g> {
     comm: Arc<Comm>,
 }
 
-/// The pool of one GPU: transform, model and communication streams.
+/// The pool of one GPU: transform, model, communication and update streams.
 fn pool(gpu: &Gpu) -> Result<StreamPool> {
     StreamPool::new(
         gpu,
@@ -42,8 +45,27 @@ fn pool(gpu: &Gpu) -> Result<StreamPool> {
             StreamSpec::new("transform"),
             StreamSpec::new("model"),
             StreamSpec::new("comm"),
+            StreamSpec::new("update"),
         ],
     )
+}
+
+impl Member<'_> {
+    /// Where this GPU's part of a data-parallel step reduces and applies its gradients.
+    fn reduce(&self) -> Result<Reduce> {
+        Ok(Reduce {
+            comm: self.comm.clone(),
+            stream: self.pool.stream(2)?.clone(),
+            update: self.pool.stream(3)?.clone(),
+        })
+    }
+
+    /// A setup of batch `batch` for shard `index` of `count`, its step reducing over `comm`.
+    fn setup(&self, o: &Options, batch: usize, seed: u64, index: usize, count: usize) -> Result<Setup> {
+        let mut su = Setup::for_shard(&self.pool, o, batch, seed, None, Shard { index, count })?;
+        su.reduce = Some(self.reduce()?);
+        Ok(su)
+    }
 }
 
 /// Median host milliseconds of `work` over `reps` runs after one warm-up run.
@@ -109,7 +131,6 @@ fn on_every_gpu(
 /// `steps` steps of the pipelined run on one GPU, waited for.
 fn steps_on(m: &Member, su: &mut Setup, plan: &Plan, steps: usize) -> Result<()> {
     su.run(m.gpu, &m.pool, plan, &[0, 1], None, &mut None, steps)?;
-    su.model.flush(m.gpu, m.pool.stream(1)?)?;
     m.comm.synchronize(m.pool.stream(2)?)?;
     m.pool.synchronize()
 }
@@ -136,6 +157,11 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         .collect::<Result<Vec<_>>>()?;
     let gpus: Vec<&Gpu> = std::iter::once(gpu).chain(others.iter()).collect();
     let comms = Comm::local(&gpus, DEFAULT_TIMEOUT)?;
+    let single = vec![Member {
+        gpu,
+        pool: pool(gpu)?,
+        comm: Arc::new(Comm::local(&[gpu], DEFAULT_TIMEOUT)?.remove(0)),
+    }];
     let members = gpus
         .iter()
         .zip(comms)
@@ -176,15 +202,18 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
                 m.pool.synchronize()
             })? / steps as f64
         };
+        // The data-parallel step on a world of one GPU: what the step costs without a peer.
+        let alone = {
+            let m = &single[0];
+            let mut su = [m.setup(o, batch, seed, 0, 1)?];
+            wall_ms(common.reps, || {
+                on_every_gpu(&single, &mut su, |m, su| steps_on(m, su, &plan, steps))
+            })? / steps as f64
+        };
         let mut setups = members
             .iter()
             .enumerate()
-            .map(|(g, m)| {
-                let mut su =
-                    Setup::for_shard(&m.pool, o, batch, seed, None, Shard { index: g, count: n })?;
-                su.reduce = Some((m.comm.clone(), m.pool.stream(2)?.clone()));
-                Ok(su)
-            })
+            .map(|(g, m)| m.setup(o, batch, seed, g, n))
             .collect::<Result<Vec<_>>>()?;
         let many = wall_ms(common.reps, || {
             on_every_gpu(&members, &mut setups, |m, su| steps_on(m, su, &plan, steps))
@@ -193,7 +222,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         same_weights(&members, &setups, &mut check)?;
         if batch == smallest && !verified {
             let s = steps.clamp(2, 4 * DEPTH);
-            verify(&members, &mut setups, &plan, common, s, &mut check)?;
+            verify(&members, &mut setups, &plan, common, s, o.grad_dtype, &mut check)?;
             verified = true;
         }
         let efficiency = one / many;
@@ -210,6 +239,13 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             ]
         };
         table.push(row(1, one, "1.00".into(), "-".into(), "-".into()));
+        table.push(row(
+            1,
+            alone,
+            format!("{:.3} (world of one)", one / alone),
+            "-".into(),
+            "-".into(),
+        ));
         table.push(row(
             n,
             many,
@@ -233,15 +269,23 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     ];
     notes.extend(skipped_note(&skipped));
     let params = CHANNELS * o.size * o.size * o.train.hidden + o.train.hidden * o.train.classes;
+    let bytes = match o.grad_dtype {
+        GradDtype::F32 => 4.0,
+        GradDtype::Bf16 => 2.0,
+    };
     Ok(Report {
         name: "augment-train".into(),
         workload: format!(
-            "seed 003 data-parallel on {n} GPUs ({}): each GPU augments its own batch of uint8 3x{s}x{s} on its transform stream while its model stream trains the 2-layer MLP ({} -> {} -> {}) on the previous one; the {:.0} MiB of gradients are averaged over NCCL on a communication stream ({} buckets of W1's, each as soon as computed); {steps} steps per run; one GPU with the same batch timed in the same command",
+            "seed 003 data-parallel on {n} GPUs ({}): each GPU augments its own batch of uint8 3x{s}x{s} on its transform stream while its model stream trains the 2-layer MLP ({} -> {} -> {}) on the previous one; the {:.0} MiB of gradients ({}) are averaged over NCCL on a communication stream ({} buckets of W1's, each as soon as computed, and applied on an update stream as each arrives); {steps} steps per run; one GPU with the same batch timed in the same command, in the one-GPU pipeline and in the data-parallel step on a world of one",
             gpus[0].info().name,
             CHANNELS * o.size * o.size,
             o.train.hidden,
             o.train.classes,
-            params as f64 * 4.0 / (1u64 << 20) as f64,
+            params as f64 * bytes / (1u64 << 20) as f64,
+            match o.grad_dtype {
+                GradDtype::F32 => "f32",
+                GradDtype::Bf16 => "W1's in bf16",
+            },
             o.buckets,
             s = o.size
         ),
@@ -267,12 +311,8 @@ fn all_reduce_alone(members: &[Member], setups: &mut [Setup], reps: usize) -> Re
     wall_ms(reps, || {
         let mut batch = Batch::new();
         for (m, su) in members.iter().zip(setups.iter_mut()) {
-            let s = m.pool.stream(2)?;
-            let model = &mut su.model;
-            batch.all_reduce_in_place(&m.comm, s, &mut model.dw2, ReduceOp::Avg)?;
-            for g in model.dw1.iter_mut() {
-                batch.all_reduce_in_place(&m.comm, s, g, ReduceOp::Avg)?;
-            }
+            su.model
+                .all_reduce_gradients(&mut batch, &m.comm, m.pool.stream(2)?)?;
         }
         batch.run()?;
         for m in members {
@@ -286,7 +326,7 @@ fn all_reduce_alone(members: &[Member], setups: &mut [Setup], reps: usize) -> Re
 fn same_weights(members: &[Member], setups: &[Setup], check: &mut Check) -> Result<()> {
     let read = |m: &Member, su: &Setup| -> Result<Vec<f32>> {
         let s = m.pool.stream(1)?;
-        let mut w = su.model.w1.to_vec(s)?;
+        let mut w = su.model.w1_to_vec(s)?;
         w.extend(su.model.w2.to_vec(s)?);
         Ok(w)
     };
@@ -319,6 +359,7 @@ fn verify(
     plan: &Plan,
     common: &Common,
     steps: usize,
+    grad: GradDtype,
     check: &mut Check,
 ) -> Result<()> {
     let last = steps - 1;
@@ -329,23 +370,21 @@ fn verify(
         plan.run(&m.pool, &[0, 1], 0..last, None, |c| {
             su.stage(m.gpu, &mut None, c)
         })?;
-        su.model.flush(m.gpu, m.pool.stream(1)?)?;
         m.comm.synchronize(m.pool.stream(2)?)?;
         m.pool.synchronize()
     })?;
     let s0 = members[0].pool.stream(1)?;
-    let w1 = setups[0].model.w1.to_vec(s0)?;
+    let w1 = setups[0].model.w1_to_vec(s0)?;
     let w2 = setups[0].model.w2.to_vec(s0)?;
     on_every_gpu(members, setups, |m, su| {
         plan.run(&m.pool, &[0, 1], last..steps, None, |c| {
             su.stage(m.gpu, &mut None, c)
         })?;
-        su.model.flush(m.gpu, m.pool.stream(1)?)?;
         m.comm.synchronize(m.pool.stream(2)?)?;
         m.pool.synchronize()?;
         su.loader.finish().map(|_| ())
     })?;
-    let w1n = setups[0].model.w1.to_vec(s0)?;
+    let w1n = setups[0].model.w1_to_vec(s0)?;
     let w2n = setups[0].model.w2.to_vec(s0)?;
     // The global batch: every GPU's augmented part and its targets, in rank order.
     let mut x = Vec::new();
@@ -363,7 +402,11 @@ fn verify(
         ..setups[0].model.m
     };
     let rows = sample_indices(m.inputs, (common.sample / m.hidden).max(2), common.seed);
-    let want = mlp_step(&m, &x, &t, &w1, &w2, &rows);
+    let exchange = (grad == GradDtype::Bf16).then_some(Exchange {
+        unit: f64::powi(2.0, -8),
+        ranks: members.len(),
+    });
+    let want = mlp_step_exchanged(&m, &x, &t, &w1, &w2, &rows, exchange);
     check_mlp_weights(check, "global-batch ", (&w1n, &w2n), m.hidden, &want);
     Ok(())
 }

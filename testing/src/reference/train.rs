@@ -50,6 +50,22 @@ pub fn sgd(w: f32, g: f32, lr: f32) -> (f64, f64) {
     (v, f64::powi(2.0, -24) * v.abs() + f64::powi(2.0, -149))
 }
 
+/// The bits of `x` (not a NaN) rounded to the nearest bf16, ties to even, from its bits alone:
+/// the kernel must match bit for bit (overflow gives an infinity, as rounding does).
+pub fn round_bf16(x: f32) -> u16 {
+    debug_assert!(!x.is_nan(), "round_bf16 of a NaN");
+    let b = x.to_bits();
+    let keep = b >> 16;
+    let rest = b & 0xffff;
+    let up = rest > 0x8000 || (rest == 0x8000 && keep & 1 == 1);
+    (keep + up as u32) as u16
+}
+
+/// A bf16's value (exact in f64).
+pub fn bf16_value(bits: u16) -> f64 {
+    f32::from_bits((bits as u32) << 16) as f64
+}
+
 /// The transpose of the row-major `rows x cols` matrix `x`.
 pub fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut y = vec![0.0; rows * cols];
@@ -104,6 +120,41 @@ pub fn mlp_step(
     w2: &[f32],
     w1_rows: &[usize],
 ) -> (Vec<Bounded>, Vec<(usize, Vec<Bounded>)>) {
+    mlp_step_exchanged(m, x, t, w1, w2, w1_rows, None)
+}
+
+/// How a data-parallel step's `dL/dW1` travelled between GPUs when it was not in f32: each
+/// rank's part rounded to a format of unit roundoff `unit` (`2^-8` for bf16), then averaged
+/// over `ranks` ranks in that format.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Exchange {
+    /// Unit roundoff of the format the gradient travelled in.
+    pub unit: f64,
+    /// Number of ranks averaged.
+    pub ranks: usize,
+}
+
+/// [`mlp_step`] where `dL/dW1` travelled as `exchange` says: its update's bound grows by `lr`
+/// times `gamma_{ranks+1}` in that format's unit times the sum of the absolute terms of the
+/// gradient (the rounding of every rank's part, at most `ranks - 1` roundings of partial sums
+/// and one of the average, each relative to at most that sum).
+pub fn mlp_step_exchanged(
+    m: &Mlp,
+    x: &[f32],
+    t: &[f32],
+    w1: &[f32],
+    w2: &[f32],
+    w1_rows: &[usize],
+    exchange: Option<Exchange>,
+) -> (Vec<Bounded>, Vec<(usize, Vec<Bounded>)>) {
+    let trip = exchange.map_or(0.0, |e| {
+        let k = (e.ranks + 1) as f64 * e.unit;
+        // The absolute terms are summed in f64 from f32 parts a little different from them.
+        k / (1.0 - k) * (1.0 + f64::powi(2.0, -10))
+    });
+    // Each of those roundings may also land among the format's subnormals (bf16 shares f32's
+    // exponents: half its smallest step is 2^-134).
+    let trip_floor = exchange.map_or(0.0, |e| (e.ranks + 1) as f64 * f64::powi(2.0, -133));
     use crate::reference::matmul::gamma;
     let u = f64::powi(2.0, -24);
     let (b, d, h, o) = (m.batch, m.inputs, m.hidden, m.outputs);
@@ -212,16 +263,19 @@ pub fn mlp_step(
         .map(|&k| {
             let row = (0..h)
                 .map(|j| {
-                    let (mut s, mut e) = (0.0, 0.0);
+                    let (mut s, mut e, mut abs) = (0.0, 0.0, 0.0);
                     for r in 0..b {
                         let xv = x[r * d + k] as f64;
                         s += xv * dh[r * h + j];
                         e += xv.abs() * (dh[r * h + j].abs() * g_b + e_dh[r * h + j]);
+                        abs += xv.abs() * (dh[r * h + j].abs() + e_dh[r * h + j]);
                     }
                     let v = w1[k * h + j] as f64 - m.lr as f64 * s;
                     Bounded {
                         value: v,
-                        bound: m.lr as f64 * e + u * v.abs() + f64::powi(2.0, -149),
+                        bound: m.lr as f64 * (e + trip * abs + trip_floor)
+                            + u * v.abs()
+                            + f64::powi(2.0, -149),
                     }
                 })
                 .collect();
@@ -235,6 +289,17 @@ pub fn mlp_step(
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// The rounding by bits agrees with the `half` crate's over every kind of f32.
+        #[test]
+        fn round_bf16_agrees_with_half(bits in proptest::prelude::any::<u32>()) {
+            let x = f32::from_bits(bits);
+            if !x.is_nan() {
+                proptest::prop_assert_eq!(round_bf16(x), half::bf16::from_f32(x).to_bits());
+            }
+        }
+    }
+
     #[test]
     fn elementwise_definitions() {
         assert_eq!(relu(-1.0), 0.0);
@@ -246,6 +311,13 @@ mod tests {
         assert_eq!(relu_backward(3.0, f32::NAN), 0.0);
         assert_eq!(mse_grad(3.0, 1.0, 0.5).0, 1.0);
         assert_eq!(sgd(1.0, 2.0, 0.25).0, 0.5);
+        // Ties to even, both ways; the largest finite f32 rounds to infinity.
+        assert_eq!(round_bf16(f32::from_bits(0x3f80_8000)), 0x3f80);
+        assert_eq!(round_bf16(f32::from_bits(0x3f81_8000)), 0x3f82);
+        assert_eq!(round_bf16(f32::from_bits(0x3f80_8001)), 0x3f81);
+        assert_eq!(round_bf16(f32::MAX), 0x7f80);
+        assert_eq!(round_bf16(-0.0), 0x8000);
+        assert_eq!(bf16_value(0x3f80), 1.0);
         assert_eq!(
             transpose(&[1., 2., 3., 4., 5., 6.], 2, 3),
             [1., 4., 2., 5., 3., 6.]
