@@ -3,8 +3,9 @@
 # bundle`: the multi-GPU tests and their compute-sanitizer runs; collectives through the engine
 # beside torch.distributed's NCCL collectives (one process driving every GPU, and one process
 # per GPU); a rank killed in the middle of a run; seed 003 data-parallel on N GPUs against one
-# GPU; and seed 003's PyTorch loop under torchrun with DistributedDataParallel, torchvision's
-# transforms against Streamline's.
+# GPU (f32 gradients, and bf16 in 4 buckets); seed 003's encoder-decoder split over two GPUs
+# against one; and seed 003's PyTorch loop under torchrun with DistributedDataParallel,
+# torchvision's transforms against Streamline's.
 #
 #   ./multi-gpu-check.sh [GPUS] [RESULTS_DIR]        (default: every GPU, ./results-multi)
 #
@@ -79,9 +80,17 @@ wait
 echo "rank 0: exit $rc after $((SECONDS - t0)) s (rank 1 killed at 8 s): $(tail -1 "$out/killed.txt")"
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "rank 0 did not stop with an error"; status=1; }
 
-step "seed 003 data-parallel on $gpus GPUs against one GPU (augment-train --gpus $gpus)"
-timeout 400 "$here/streamline" pipeline augment-train --gpus "$gpus" --batches ${DP_BATCHES:-128} \
-  --steps ${DP_STEPS:-32} 2>&1 | tee "$out/augment-train-dp.txt" || status=1
+for grad in "--grad-dtype f32" "--grad-dtype bf16 --buckets 4"; do
+  step "seed 003 data-parallel on $gpus GPUs against one GPU (augment-train --gpus $gpus $grad)"
+  # shellcheck disable=SC2086
+  timeout 400 "$here/streamline" pipeline augment-train --gpus "$gpus" --batches ${DP_BATCHES:-128} \
+    --steps ${DP_STEPS:-32} $grad 2>&1 | tee -a "$out/augment-train-dp.txt" || status=1
+done
+
+step "seed 003 encoder-decoder: the encoder on one GPU, the decoder on another, against one GPU"
+# shellcheck disable=SC2086
+timeout 400 "$here/streamline" pipeline encoder-decoder --gpus 2 ${ED_ARGS:---batches 256,1024,4096} \
+  2>&1 | tee "$out/encoder-decoder-2.txt" || status=1
 
 if [ "${DDP:-1}" = 1 ]; then
   step "seed 003's PyTorch loop under torchrun with DDP: torchvision's transforms against Streamline's"
@@ -93,7 +102,7 @@ fi
 for tool in memcheck racecheck synccheck; do
   step "compute-sanitizer $tool (multi-GPU tests but the timeouts; NCCL's own handled API errors not reported)"
   PROPTEST_CASES=${SANITIZER_CASES:-2} SANITIZER=1 timeout 400 compute-sanitizer --tool $tool \
-    --report-api-errors no --error-exitcode 9 "$here/tests/test-suite" multi::collectives multi::ranks multi::buffers \
+    --report-api-errors no --error-exitcode 9 "$here/tests/test-suite" multi::collectives multi::ranks multi::buffers multi::scenarios \
     --test-threads=1 \
     > "$out/sanitizer-multi-$tool.txt" 2>&1
   rc=$?

@@ -16,6 +16,7 @@ pub mod branches;
 pub mod copy_overlap;
 pub mod encoder_decoder;
 pub mod folder;
+mod gpus;
 pub mod heavy_split;
 pub mod multistage;
 pub mod prefetch;

@@ -416,7 +416,11 @@ fn to_blocking(parents: Vec<Comm>) -> Result<Vec<Comm>> {
 /// never does ends the wait at the deadline (the thread, holding the communicators, is left
 /// to the end of the process).
 fn warm_up(comms: Vec<Comm>, streams: Vec<Arc<CudaStream>>) -> Result<Vec<Comm>> {
-    let timeout = comms.iter().map(Comm::timeout).max().unwrap_or(DEFAULT_TIMEOUT);
+    let timeout = comms
+        .iter()
+        .map(Comm::timeout)
+        .max()
+        .unwrap_or(DEFAULT_TIMEOUT);
     let who = comms
         .iter()
         .map(|c| format!("rank {} of {}", c.rank, c.world))
@@ -442,8 +446,14 @@ fn warm_up(comms: Vec<Comm>, streams: Vec<Arc<CudaStream>>) -> Result<Vec<Comm>>
 fn exchange(comms: &[Comm], streams: &[Arc<CudaStream>]) -> Result<()> {
     let zeros = |s: &Arc<CudaStream>, n: usize| s.alloc_zeros::<f32>(n).op("cuMemAllocAsync");
     let world = comms.first().map_or(1, Comm::world_size);
-    let mut sums = streams.iter().map(|s| zeros(s, 1)).collect::<Result<Vec<_>>>()?;
-    let outs = streams.iter().map(|s| zeros(s, 1)).collect::<Result<Vec<_>>>()?;
+    let mut sums = streams
+        .iter()
+        .map(|s| zeros(s, 1))
+        .collect::<Result<Vec<_>>>()?;
+    let outs = streams
+        .iter()
+        .map(|s| zeros(s, 1))
+        .collect::<Result<Vec<_>>>()?;
     let mut ins = streams
         .iter()
         .map(|s| (0..world).map(|_| zeros(s, 1)).collect::<Result<Vec<_>>>())

@@ -95,13 +95,8 @@ pub(crate) struct Nccl {
         *mut Config,
     ) -> NcclResult,
     /// `ncclCommSplit(comm, color, key, newcomm, config)`.
-    pub(crate) comm_split: unsafe extern "C" fn(
-        ncclComm_t,
-        c_int,
-        c_int,
-        *mut ncclComm_t,
-        *mut Config,
-    ) -> NcclResult,
+    pub(crate) comm_split:
+        unsafe extern "C" fn(ncclComm_t, c_int, c_int, *mut ncclComm_t, *mut Config) -> NcclResult,
     pub(crate) comm_get_async_error:
         unsafe extern "C" fn(ncclComm_t, *mut NcclResult) -> NcclResult,
     pub(crate) comm_abort: unsafe extern "C" fn(ncclComm_t) -> NcclResult,

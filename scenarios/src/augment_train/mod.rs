@@ -27,8 +27,8 @@ mod parallel;
 mod report;
 mod run;
 
-pub(crate) use model::Model;
 pub use model::GradDtype;
+pub(crate) use model::Model;
 pub use run::{run, run_with};
 
 use crate::folder::OnBadImage;

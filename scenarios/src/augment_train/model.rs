@@ -108,7 +108,10 @@ impl Model {
             w2t: z(o * h)?,
             da: z(b * h)?,
             dh: z(b * h)?,
-            dw1: spans.iter().map(|&(_, n)| z(n * h)).collect::<Result<_>>()?,
+            dw1: spans
+                .iter()
+                .map(|&(_, n)| z(n * h))
+                .collect::<Result<_>>()?,
             dw1_bf16: match grad {
                 GradDtype::F32 => Vec::new(),
                 GradDtype::Bf16 => spans

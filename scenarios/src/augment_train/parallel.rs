@@ -15,14 +15,13 @@
 //! of one SGD step on the global batch (what one GPU would compute from all N parts), within
 //! the bound of the type the gradient travelled in.
 
+use crate::gpus::{together, wall_ms, Job};
 use crate::{check_mlp_weights, sample_indices, Check, Common, Report};
-use std::sync::{Arc, Barrier};
-use std::time::Instant;
+use std::sync::Arc;
 use streamline::engine::pool::StreamSpec;
 use streamline::engine::{Plan, StreamPool};
 use streamline::error::{Error, Result};
 use streamline::multi::{Batch, Comm, DEFAULT_TIMEOUT};
-use streamline::timing::median;
 use streamline::Gpu;
 use streamline_testing::reference::train::{mlp_step_exchanged, Exchange, Mlp};
 
@@ -61,35 +60,17 @@ impl Member<'_> {
     }
 
     /// A setup of batch `batch` for shard `index` of `count`, its step reducing over `comm`.
-    fn setup(&self, o: &Options, batch: usize, seed: u64, index: usize, count: usize) -> Result<Setup> {
+    fn setup(
+        &self,
+        o: &Options,
+        batch: usize,
+        seed: u64,
+        index: usize,
+        count: usize,
+    ) -> Result<Setup> {
         let mut su = Setup::for_shard(&self.pool, o, batch, seed, None, Shard { index, count })?;
         su.reduce = Some(self.reduce()?);
         Ok(su)
-    }
-}
-
-/// Median host milliseconds of `work` over `reps` runs after one warm-up run.
-fn wall_ms(reps: usize, mut work: impl FnMut() -> Result<()>) -> Result<f64> {
-    work()?;
-    let mut v = Vec::with_capacity(reps);
-    for _ in 0..reps.max(1) {
-        let t = Instant::now();
-        work()?;
-        v.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    Ok(median(&v))
-}
-
-/// Aborts every GPU's communicator when dropped armed: a thread that fails or panics leaves its
-/// peers' collectives waiting for it, and their threads may be waiting on the host for work
-/// queued behind those collectives; aborting ends both.
-struct AbortAll<'a, 'g>(&'a [Member<'g>], bool);
-
-impl Drop for AbortAll<'_, '_> {
-    fn drop(&mut self) {
-        if self.1 {
-            self.0.iter().for_each(|m| m.comm.abort());
-        }
     }
 }
 
@@ -99,33 +80,14 @@ fn on_every_gpu(
     setups: &mut [Setup],
     f: impl Fn(&Member, &mut Setup) -> Result<()> + Sync,
 ) -> Result<()> {
-    let start = Barrier::new(members.len());
-    std::thread::scope(|s| {
-        let handles: Vec<_> = members
-            .iter()
-            .zip(setups.iter_mut())
-            .map(|(m, su)| {
-                let (start, f) = (&start, &f);
-                s.spawn(move || {
-                    start.wait();
-                    let mut guard = AbortAll(members, true);
-                    let r = f(m, su);
-                    guard.1 = r.is_err();
-                    r
-                })
-            })
-            .collect();
-        let mut first = Ok(());
-        for h in handles {
-            let r = h
-                .join()
-                .unwrap_or_else(|_| Err(Error::Interrupted("a GPU's thread panicked".into())));
-            if first.is_ok() {
-                first = r;
-            }
-        }
-        first
-    })
+    let comms: Vec<&Comm> = members.iter().map(|m| &*m.comm).collect();
+    let f = &f;
+    let jobs = members
+        .iter()
+        .zip(setups.iter_mut())
+        .map(|(m, su)| Box::new(move || f(m, su)) as Job)
+        .collect();
+    together(&comms, jobs)
 }
 
 /// `steps` steps of the pipelined run on one GPU, waited for.
@@ -222,7 +184,15 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         same_weights(&members, &setups, &mut check)?;
         if batch == smallest && !verified {
             let s = steps.clamp(2, 4 * DEPTH);
-            verify(&members, &mut setups, &plan, common, s, o.grad_dtype, &mut check)?;
+            verify(
+                &members,
+                &mut setups,
+                &plan,
+                common,
+                s,
+                o.grad_dtype,
+                &mut check,
+            )?;
             verified = true;
         }
         let efficiency = one / many;

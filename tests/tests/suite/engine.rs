@@ -300,6 +300,7 @@ fn encoder_decoder_matches_the_reference() {
         },
         inputs: 256,
         features: 128,
+        gpus: 1,
     };
     let common = Common {
         reps: 1,

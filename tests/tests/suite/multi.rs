@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::multi::{Batch, Comm, ReduceOp, Rendezvous};
 use streamline::Gpu;
+use streamline_scenarios::augment_train::{self, GradDtype};
+use streamline_scenarios::{encoder_decoder, Common, Training};
 use streamline_tests::gpu_config;
 
 /// Held by each test: they share the devices' pools, and collectives of two groups queued in
@@ -302,4 +304,52 @@ fn buffers_and_streams_of_another_device_or_a_capture_are_refused() {
         "{e}"
     );
     drop(cap);
+}
+
+/// Seed 003's scenarios over two GPUs at small sizes: data-parallel augment-train (f32 and
+/// bf16 gradients, in buckets that do not divide the rows) and the encoder-decoder split over
+/// two GPUs, each checked against its f64 reference (and, data-parallel, the weights bit for
+/// bit across the GPUs).
+#[test]
+fn scenarios_over_two_gpus_match_their_references() {
+    let _one = one_at_a_time();
+    let Some(all) = devices() else { return };
+    let gpu = &all[0].0;
+    let common = Common {
+        reps: 1,
+        ..Default::default()
+    };
+    let train = Training {
+        batches: vec![4],
+        hidden: 64,
+        classes: 10,
+        steps: 4,
+        ..Default::default()
+    };
+    for (grad_dtype, buckets) in [(GradDtype::F32, 3), (GradDtype::Bf16, 5)] {
+        let o = augment_train::Options {
+            train: train.clone(),
+            size: 16,
+            gpus: 2,
+            buckets,
+            grad_dtype,
+            ..Default::default()
+        };
+        let r = augment_train::run(gpu, &common, &o).unwrap();
+        assert!(r.check.passed(), "{grad_dtype:?}: {:?}", r.check);
+        assert!(r.check.compared > 0);
+    }
+    let o = encoder_decoder::Options {
+        train: Training {
+            batches: vec![4, 8],
+            ..train
+        },
+        inputs: 256,
+        features: 128,
+        gpus: 2,
+    };
+    let r = encoder_decoder::run(gpu, &common, &o).unwrap();
+    assert!(r.check.passed(), "{:?}", r.check);
+    assert_eq!(r.table.len(), 1 + o.train.batches.len());
+    assert!(r.check.compared >= 4 * 128);
 }

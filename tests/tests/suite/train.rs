@@ -4,8 +4,8 @@
 //! (empty, 1, primes, non-multiples of the block and of the transpose tile).
 
 use cudarc::driver::CudaSlice;
-use proptest::prelude::*;
 use half::bf16;
+use proptest::prelude::*;
 use streamline::ops::train::{mse_grad, relu, relu_backward, round_bf16, sgd, transpose};
 use streamline_testing::reference::train as reference;
 use streamline_tests::{fetch, gpu, gpu_property, poisoned, GUARD};
@@ -143,10 +143,18 @@ fn round_bf16_is_exact_and_sgd_by_a_bf16_gradient_within_its_bound() {
                 round_bf16(g, s, &xd, &mut yv).unwrap();
                 sgd(g, s, &mut w, &yv, lr).unwrap();
             }
-            let y: Vec<u16> = s.clone_dtoh(&y).unwrap().iter().map(|v| v.to_bits()).collect();
+            let y: Vec<u16> = s
+                .clone_dtoh(&y)
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
             let w = s.clone_dtoh(&w).unwrap();
             prop_assert!(
-                y[..GUARD].iter().chain(&y[GUARD + n..]).all(|&b| b == POISON),
+                y[..GUARD]
+                    .iter()
+                    .chain(&y[GUARD + n..])
+                    .all(|&b| b == POISON),
                 "a guard was written"
             );
             for i in 0..n {
@@ -224,5 +232,9 @@ fn bad_arguments_are_rejected_before_any_launch() {
     let e = round_bf16(g, s, &x, &mut h).unwrap_err().to_string();
     assert!(e.contains("`y`"), "{e}");
     assert_eq!(s.clone_dtoh(&y).unwrap(), [0.0; 5], "nothing written");
-    assert_eq!(s.clone_dtoh(&h).unwrap(), [bf16::ZERO; 5], "nothing written");
+    assert_eq!(
+        s.clone_dtoh(&h).unwrap(),
+        [bf16::ZERO; 5],
+        "nothing written"
+    );
 }

@@ -6,6 +6,10 @@
 //!
 //! The seed's rule, measured over batch sizes: pipelining pays when neither stage fills the
 //! GPU and the two cost about the same.
+//!
+//! With `--gpus 2` the two stages run on two GPUs instead ([`split`]).
+
+mod split;
 
 use super::augment_train::Model;
 use super::{
@@ -33,6 +37,10 @@ pub struct Options {
     /// Features per row (the encoder's output, the decoder's input).
     #[arg(long, default_value_t = Options::default().features)]
     pub features: usize,
+    /// GPUs: 1 runs both stages on one GPU, 2 the encoder on device 0 and the decoder on
+    /// device 1, the features sent between them over NCCL.
+    #[arg(long, default_value_t = Options::default().gpus)]
+    pub gpus: usize,
 }
 
 impl Default for Options {
@@ -41,6 +49,7 @@ impl Default for Options {
             train: Training::default(),
             inputs: 4096,
             features: 1024,
+            gpus: 1,
         }
     }
 }
@@ -60,6 +69,7 @@ pub fn validate(o: &Options) -> Result<()> {
     ] {
         crate::within(arg, v, 1..=16384)?;
     }
+    crate::within("gpus", o.gpus, 1..=2)?;
     if o.train.steps < 2 || !o.train.steps.is_multiple_of(2) || o.train.steps > 10_000 {
         return Err(Error::arg(
             "steps",
@@ -112,7 +122,15 @@ struct Setup {
 }
 
 impl Setup {
-    fn new(pool: &StreamPool, o: &Options, batch: usize, seed: u64) -> Result<Setup> {
+    /// The buffers of batch size `batch`: the encoder's on lane 0 of `enc`, the decoder's on
+    /// lane 1 of `dec` (the same pool on one GPU).
+    fn new(
+        enc: &StreamPool,
+        dec: &StreamPool,
+        o: &Options,
+        batch: usize,
+        seed: u64,
+    ) -> Result<Setup> {
         let host_x = randn_f32(DATA * batch * o.inputs, seed);
         let mut host_t = vec![0.0f32; DATA * batch * o.train.classes];
         for (r, row) in host_t.chunks_mut(o.train.classes).enumerate() {
@@ -130,22 +148,20 @@ impl Setup {
             lr: o.train.lr,
         };
         let ring = |n: usize| -> Result<Vec<DeviceBuffer<f32>>> {
-            (0..DEPTH)
-                .map(|_| DeviceBuffer::zeros(pool, 0, n))
-                .collect()
+            (0..DEPTH).map(|_| DeviceBuffer::zeros(enc, 0, n)).collect()
         };
         Ok(Setup {
             batch,
             x: (0..DATA)
-                .map(|k| DeviceBuffer::from_slice(pool, 0, &host_x[k * bi..(k + 1) * bi]))
+                .map(|k| DeviceBuffer::from_slice(enc, 0, &host_x[k * bi..(k + 1) * bi]))
                 .collect::<Result<_>>()?,
             t: (0..DATA)
-                .map(|k| DeviceBuffer::from_slice(pool, 1, &host_t[k * bt..(k + 1) * bt]))
+                .map(|k| DeviceBuffer::from_slice(dec, 1, &host_t[k * bt..(k + 1) * bt]))
                 .collect::<Result<_>>()?,
-            we: DeviceBuffer::from_slice(pool, 0, &we_host)?,
+            we: DeviceBuffer::from_slice(enc, 0, &we_host)?,
             pre: ring(batch * o.features)?,
             feat: ring(batch * o.features)?,
-            decoder: Model::new(pool, 1, m, &w1, &w2)?,
+            decoder: Model::new(dec, 1, m, &w1, &w2)?,
             host_x,
             host_t,
             we_host,
@@ -189,8 +205,7 @@ fn verify(
 ) -> Result<Check> {
     let lanes = [0, 1];
     let dec = pool.stream(1)?;
-    su.decoder.load_w1(dec, &su.w1)?;
-    streamline::engine::memory::h2d(dec, &su.w2[..], &mut su.decoder.w2)?;
+    reset(su, dec)?;
     let last = o.train.steps - 1;
     plan.run(pool, &lanes, 0..last, None, |c| su.stage(gpu, o, c))?;
     let w1 = su.decoder.w1_to_vec(dec)?;
@@ -201,6 +216,27 @@ fn verify(
     let w1n = su.decoder.w1_to_vec(dec)?;
     let w2n = su.decoder.w2.to_vec(dec)?;
     let feat = su.feat[last % DEPTH].to_vec(dec)?;
+    Ok(check_last(su, o, common, &feat, (&w1, &w2), (&w1n, &w2n)))
+}
+
+/// Puts the decoder's initial weights back, on `s`.
+fn reset(su: &mut Setup, s: &std::sync::Arc<cudarc::driver::CudaStream>) -> Result<()> {
+    su.decoder.load_w1(s, &su.w1)?;
+    streamline::engine::memory::h2d(s, &su.w2[..], &mut su.decoder.w2)
+}
+
+/// The check of the last step of a run from the initial weights: `feat`, the features the
+/// decoder trained on, against the f64 encoder of the last batch, and the decoder's weights
+/// `after` the step against the f64 step from the weights `before` it on those features.
+fn check_last(
+    su: &Setup,
+    o: &Options,
+    common: &Common,
+    feat: &[f32],
+    (w1, w2): (&[f32], &[f32]),
+    (w1n, w2n): (&[f32], &[f32]),
+) -> Check {
+    let last = o.train.steps - 1;
     let (b, d, f) = (su.batch, o.inputs, o.features);
     let k = last % DATA;
     let x = &su.host_x[k * b * d..(k + 1) * b * d];
@@ -232,14 +268,17 @@ fn verify(
     let nt = b * o.train.classes;
     let t = &su.host_t[k * nt..(k + 1) * nt];
     let rows = sample_indices(m.inputs, (common.sample / m.hidden).max(2), common.seed);
-    let want = mlp_step(&m, &feat, t, &w1, &w2, &rows);
-    check_mlp_weights(&mut check, "decoder ", (&w1n, &w2n), m.hidden, &want);
-    Ok(check)
+    let want = mlp_step(&m, feat, t, w1, w2, &rows);
+    check_mlp_weights(&mut check, "decoder ", (w1n, w2n), m.hidden, &want);
+    check
 }
 
 /// Runs the scenario.
 pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     validate(o)?;
+    if o.gpus == 2 {
+        return split::run(gpu, common, o);
+    }
     let plan = spec().plan()?;
     let pool = StreamPool::named(gpu, &plan.spec().lanes)?;
     let (headline, smallest) = o.train.headline_and_smallest();
@@ -250,7 +289,7 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let mut table = vec![header];
     let (mut head, mut timeline, mut check) = ((0.0, 0.0, None), None, Check::default());
     for (i, &batch) in o.train.batches.iter().enumerate() {
-        let mut su = Setup::new(&pool, o, batch, common.seed + 100 * i as u64)?;
+        let mut su = Setup::new(&pool, &pool, o, batch, common.seed + 100 * i as u64)?;
         let serial = median_ms(&pool, &[0], common.reps, || {
             plan.run(&pool, &[0, 0], 0..o.train.steps, None, |c| {
                 su.stage(gpu, o, c)
@@ -318,4 +357,30 @@ pub fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         check,
         notes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{validate, Options};
+
+    /// One or two GPUs; any other count is refused, naming the option and its range.
+    #[test]
+    fn gpus_outside_one_or_two_are_refused() {
+        for gpus in [1, 2] {
+            assert!(validate(&Options {
+                gpus,
+                ..Default::default()
+            })
+            .is_ok());
+        }
+        for gpus in [0, 3] {
+            let e = validate(&Options {
+                gpus,
+                ..Default::default()
+            })
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("gpus") && e.contains("1..=2"), "{e}");
+        }
+    }
 }

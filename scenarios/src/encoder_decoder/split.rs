@@ -1,0 +1,243 @@
+//! Seed 003's encoder-decoder split over two GPUs (pipeline-parallel): the frozen encoder on
+//! GPU 0, the trainable decoder on GPU 1, every batch's features sent from one to the other
+//! over NCCL (a peer-to-peer copy over NVLink where the GPUs have it) into a ring of slots on
+//! each side. Each GPU is driven by a host thread of its own. Within a GPU the engine's buffer
+//! tracking orders the stages (a slot is encoded again only after its send read it, received
+//! again only after the decoder step read it); NCCL pairs every send with its receive.
+//!
+//! The report sets the two GPUs against the one-GPU pipeline (the encoder and the decoder on
+//! two streams of one GPU), timed in the same command, with the time each stage takes alone:
+//! two GPUs can at best take the longer stage per step, so the speed-up reaches 2x only where
+//! the stages are balanced. The check: the last batch's features as the decoder received them
+//! against the f64 encoder, and the decoder's weights after the last step against the f64 step
+//! on those features.
+
+use super::{check_last, reset, spec, Options, Setup, DATA, DEPTH};
+use crate::gpus::{together, wall_ms, Job};
+use crate::{median_ms, per_step_us, recorded, Check, Common, Report};
+use streamline::engine::pool::StreamSpec;
+use streamline::engine::{DeviceBuffer, StreamPool};
+use streamline::error::{Error, Result};
+use streamline::multi::{Batch, Comm, DEFAULT_TIMEOUT};
+use streamline::ops::matmul::{sgemm, Gemm, Kernel};
+use streamline::ops::train::relu;
+use streamline::Gpu;
+
+/// One GPU of the two: its pool (two lanes) and its communicator.
+struct Side<'g> {
+    gpu: &'g Gpu,
+    pool: StreamPool,
+    comm: Comm,
+}
+
+/// Runs `steps` of the split pipeline over batches `range`, both GPUs' threads together, and
+/// waits for both; a failing side aborts both communicators, so that neither waits for the
+/// other forever.
+fn split_steps(
+    enc: &Side,
+    dec: &Side,
+    su: &mut Setup,
+    received: &mut [DeviceBuffer<f32>],
+    o: &Options,
+    range: std::ops::Range<usize>,
+) -> Result<()> {
+    let Setup {
+        batch,
+        x,
+        we,
+        pre,
+        feat,
+        t,
+        decoder,
+        ..
+    } = su;
+    let batch = *batch;
+    let encode = || -> Result<()> {
+        let (s, send) = (enc.pool.stream(0)?, enc.pool.stream(1)?);
+        for i in range.clone() {
+            let (k, slot) = (i % DATA, i % DEPTH);
+            let g = Gemm::dense(batch, o.features, o.inputs);
+            sgemm(enc.gpu, s, Kernel::Auto, &g, &x[k], we, &mut pre[slot])?;
+            relu(enc.gpu, s, &pre[slot], &mut feat[slot])?;
+            let mut b = Batch::new();
+            b.send(&enc.comm, send, &feat[slot], 1)?;
+            b.run()?;
+        }
+        enc.comm.synchronize(send)?;
+        enc.pool.synchronize()
+    };
+    let train = || -> Result<()> {
+        let (recv, s) = (dec.pool.stream(0)?, dec.pool.stream(1)?);
+        for i in range.clone() {
+            let (k, slot) = (i % DATA, i % DEPTH);
+            let mut b = Batch::new();
+            b.recv(&dec.comm, recv, &mut received[slot], 0)?;
+            b.run()?;
+            decoder.step(dec.gpu, s, &received[slot], &t[k])?;
+        }
+        dec.comm.synchronize(recv)?;
+        dec.pool.synchronize()
+    };
+    together(
+        &[&enc.comm, &dec.comm],
+        vec![Box::new(encode) as Job, Box::new(train) as Job],
+    )
+}
+
+/// A ring of `DEPTH` feature buffers on the decoder's GPU, where the features arrive.
+fn arrivals(dec: &Side, su: &Setup, o: &Options) -> Result<Vec<DeviceBuffer<f32>>> {
+    (0..DEPTH)
+        .map(|_| DeviceBuffer::zeros(&dec.pool, 0, su.batch * o.features))
+        .collect()
+}
+
+/// Runs `encoder-decoder --gpus 2` on devices 0 and 1 (`gpu` is device 0).
+pub(super) fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
+    let devices = streamline::runtime::device_count()?;
+    if devices < 2 {
+        return Err(Error::arg(
+            "gpus",
+            format!("2 needs two devices, this machine has {devices}"),
+        ));
+    }
+    if gpu.info().ordinal != 0 {
+        return Err(Error::arg(
+            "device",
+            "a two-GPU run uses devices 0 and 1: leave --device at 0",
+        ));
+    }
+    let other = Gpu::new(1, None)?;
+    let mut comms = Comm::local(&[gpu, &other], DEFAULT_TIMEOUT)?.into_iter();
+    let (c0, c1) = (comms.next(), comms.next());
+    let (Some(c0), Some(c1)) = (c0, c1) else {
+        return Err(Error::arg("gpus", "NCCL made fewer than two communicators"));
+    };
+    let lanes = |a: &str, b: &str| [StreamSpec::new(a), StreamSpec::new(b)];
+    let enc = Side {
+        gpu,
+        pool: StreamPool::new(gpu, &lanes("encoder", "send"))?,
+        comm: c0,
+    };
+    let dec = Side {
+        gpu: &other,
+        pool: StreamPool::new(&other, &lanes("receive", "decoder"))?,
+        comm: c1,
+    };
+    let plan = spec().plan()?;
+    let one = StreamPool::named(gpu, &plan.spec().lanes)?;
+    let steps = o.train.steps;
+    let (headline, smallest) = o.train.headline_and_smallest();
+    let mut table = vec![[
+        "batch",
+        "encoder µs",
+        "decoder µs",
+        "one GPU steps/s",
+        "two GPUs steps/s",
+        "speed-up",
+        "bound by the longer stage",
+    ]
+    .map(String::from)
+    .to_vec()];
+    let (mut head, mut check, mut balance) = ((0.0, 0.0), Check::default(), (0.0, 0.0));
+    for (i, &batch) in o.train.batches.iter().enumerate() {
+        let seed = common.seed + 100 * i as u64;
+        // One GPU, the two stages on two streams: the baseline of this command, and each
+        // stage's own time from a serial recorded run (nothing overlaps it there).
+        let (piped, enc_us, dec_us) = {
+            let mut su = Setup::new(&one, &one, o, batch, seed)?;
+            let piped = median_ms(&one, &[0, 1], common.reps, || {
+                plan.run(&one, &[0, 1], 0..steps, None, |c| su.stage(gpu, o, c))
+            })? / steps as f64;
+            let alone = recorded(&one, 2 * steps, |rec| {
+                plan.run(&one, &[0, 0], 0..steps, Some(rec), |c| su.stage(gpu, o, c))
+            })?;
+            one.synchronize()?;
+            (
+                piped,
+                per_step_us(&alone, "encode", steps),
+                per_step_us(&alone, "train step", steps),
+            )
+        };
+        let mut su = Setup::new(&enc.pool, &dec.pool, o, batch, seed)?;
+        let mut received = arrivals(&dec, &su, o)?;
+        let two = wall_ms(common.reps, || {
+            split_steps(&enc, &dec, &mut su, &mut received, o, 0..steps)
+        })? / steps as f64;
+        // The best two GPUs can do: the longer stage per step.
+        let bound = enc_us.max(dec_us) / 1e3;
+        table.push(vec![
+            batch.to_string(),
+            format!("{enc_us:.1}"),
+            format!("{dec_us:.1}"),
+            format!("{:.1}", 1e3 / piped),
+            format!("{:.1}", 1e3 / two),
+            format!("{:.2}x", piped / two),
+            format!("{:.0}%", 100.0 * bound / two),
+        ]);
+        if batch == headline {
+            head = (piped, two);
+            balance = (enc_us, dec_us);
+        }
+        if batch == smallest && check.compared == 0 {
+            check = verify(&enc, &dec, &mut su, &mut received, o, common)?;
+        }
+    }
+    let (piped, two) = head;
+    let (e, d) = balance;
+    let notes = vec![
+        format!(
+            "batch {headline}: one GPU {piped:.3} ms per step (both stages on two streams), two GPUs {two:.3} ms: {:.2}x; the stages take {e:.0} and {d:.0} µs alone, so two GPUs can at best take {:.0} µs per step ({:.2}x the one-GPU pipeline): the speed-up nears 2x only where the stages are balanced and each fills its GPU",
+            piped / two,
+            e.max(d),
+            piped * 1e3 / e.max(d)
+        ),
+        format!("checked at batch {smallest}: the features of the last batch as the decoder's GPU received them against the f64 encoder, and the decoder's weights after the last step against the f64 step on those features"),
+    ];
+    Ok(Report {
+        name: "encoder-decoder".into(),
+        workload: format!(
+            "seed 003 over two GPUs ({}): the frozen encoder relu(x We) ({} -> {}) on device 0, the decoder MLP ({} -> {} -> {}, ReLU, MSE, SGD) training on device 1, every batch's features sent from one to the other over NCCL into a ring of {DEPTH} on each side; {steps} steps per run; one GPU with both stages on two streams timed in the same command",
+            gpu.info().name,
+            o.inputs,
+            o.features,
+            o.features,
+            o.train.hidden,
+            o.train.classes,
+        ),
+        serial_ms: piped,
+        overlapped_ms: two,
+        graph_ms: None,
+        runs: Some([
+            "one GPU, encoder and decoder on two streams".into(),
+            "two GPUs, encoder on one, decoder on the other".into(),
+        ]),
+        rows: Vec::new(),
+        table,
+        metrics: streamline::engine::Timeline::default().metrics(),
+        timeline: Default::default(),
+        check,
+        notes,
+    })
+}
+
+/// Runs the split pipeline from the initial weights and checks its last step.
+fn verify(
+    enc: &Side,
+    dec: &Side,
+    su: &mut Setup,
+    received: &mut [DeviceBuffer<f32>],
+    o: &Options,
+    common: &Common,
+) -> Result<Check> {
+    let s = dec.pool.stream(1)?;
+    reset(su, s)?;
+    let last = o.train.steps - 1;
+    split_steps(enc, dec, su, received, o, 0..last)?;
+    let w1 = su.decoder.w1_to_vec(s)?;
+    let w2 = su.decoder.w2.to_vec(s)?;
+    split_steps(enc, dec, su, received, o, last..o.train.steps)?;
+    let w1n = su.decoder.w1_to_vec(s)?;
+    let w2n = su.decoder.w2.to_vec(s)?;
+    let feat = received[last % DEPTH].to_vec(s)?;
+    Ok(check_last(su, o, common, &feat, (&w1, &w2), (&w1n, &w2n)))
+}
