@@ -80,6 +80,7 @@ wait
 echo "rank 0: exit $rc after $((SECONDS - t0)) s (rank 1 killed at 8 s): $(tail -1 "$out/killed.txt")"
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "rank 0 did not stop with an error"; status=1; }
 
+: > "$out/augment-train-dp.txt"
 for grad in "--grad-dtype f32" "--grad-dtype bf16 --buckets 4"; do
   step "seed 003 data-parallel on $gpus GPUs against one GPU (augment-train --gpus $gpus $grad)"
   # shellcheck disable=SC2086

@@ -7,6 +7,27 @@ use std::time::Instant;
 use streamline::error::{Error, Result};
 use streamline::multi::Comm;
 use streamline::timing::median;
+use streamline::Gpu;
+
+/// Devices `1..n`, opened, for a run on devices `0..n` whose device 0 is `gpu`: `n` must be in
+/// `2..=` the devices here, and `gpu` device 0.
+pub(crate) fn open_peers(gpu: &Gpu, n: usize) -> Result<Vec<Gpu>> {
+    let devices = streamline::runtime::device_count()?;
+    if !(2..=devices).contains(&n) {
+        return Err(Error::arg(
+            "gpus",
+            format!("{n} GPUs asked for: must be in 1..={devices} (the devices here)"),
+        ));
+    }
+    let ordinal = gpu.info().ordinal;
+    if ordinal != 0 {
+        return Err(Error::arg(
+            "device",
+            format!("a run on {n} GPUs uses devices 0..{n}: leave --device at 0, got {ordinal}"),
+        ));
+    }
+    (1..n).map(|d| Gpu::new(d, None)).collect()
+}
 
 /// One GPU's work in [`together`].
 pub(crate) type Job<'a> = Box<dyn FnOnce() -> Result<()> + Send + 'a>;

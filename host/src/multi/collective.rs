@@ -434,8 +434,8 @@ impl<'a> Batch<'a> {
         }
         for c in &comms {
             if let Err(e) = c.settle("queueing collectives") {
-                // The others' parts may still be queueing on NCCL's thread: end them all
-                // before the guards record the buffers' accesses.
+                // The group failed on one GPU: end every GPU's part before the guards record
+                // the buffers' accesses.
                 comms.iter().for_each(|c| c.abort());
                 return Err(e);
             }

@@ -22,12 +22,15 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaStream};
 use cudarc::nccl::sys::{ncclComm_t, ncclUniqueId};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
-/// How long a wait on NCCL (joining, queueing, a collective's completion) may take unless told
-/// otherwise.
+/// How long a wait on NCCL (joining and connecting, a collective's completion) may take unless
+/// told otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long [`Comm::abort`] waits for a call of another thread on the communicator to return.
+const ABORT_GRACE: Duration = Duration::from_secs(1);
 
 /// One GPU's membership in a group of GPUs that run collectives together.
 pub struct Comm {
@@ -232,7 +235,8 @@ impl Comm {
     }
 
     /// Waits until NCCL has finished what was asked of this communicator on the host (joining,
-    /// queueing a collective), up to the timeout; aborts it on an error or when time runs out.
+    /// splitting, and, on a communicator that reports them, errors of queued collectives), up to
+    /// the timeout; aborts it on an error or when time runs out.
     pub(super) fn settle(&self, during: &str) -> Result<()> {
         let n = nccl()?;
         let start = Instant::now();
@@ -318,15 +322,29 @@ impl Comm {
     /// Aborts the communicator: its collectives in flight end, and every later call on it
     /// fails. Peers waiting on it see their own timeouts or errors.
     pub fn abort(&self) {
-        // NCCL allows no other call on the communicator while it is aborted: wait for one in
-        // progress to return (a blocking call returns once queued; nothing here waits on a peer).
-        let _one = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        // NCCL wants no other call on the communicator while it is aborted: wait a little for
+        // one in progress to return. A call still blocked after that (queueing behind work that
+        // waits for a failed peer) returns only through the abort, which sets NCCL's abort flag
+        // before anything else.
+        let grace = Instant::now() + ABORT_GRACE;
+        let _one = loop {
+            match self.busy.try_lock() {
+                Ok(g) => break Some(g),
+                Err(TryLockError::Poisoned(p)) => break Some(p.into_inner()),
+                Err(TryLockError::WouldBlock) if Instant::now() < grace => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(TryLockError::WouldBlock) => break None,
+            }
+        };
         if self.aborted.swap(true, Ordering::AcqRel) {
             return;
         }
         if let Ok(n) = nccl() {
             let _ = self.ctx.bind_to_thread();
-            // SAFETY: a live communicator, aborted once (the flag above); it is not used after.
+            // SAFETY: a live communicator, aborted once (the flag above); later calls through
+            // `raw` are refused. A call of another thread still inside NCCL after the grace
+            // period is blocked there, and NCCL ends it (its abort flag) before freeing anything.
             let _ = unsafe { (n.comm_abort)(self.raw) };
         }
     }
@@ -370,8 +388,9 @@ fn to_blocking(parents: Vec<Comm>) -> Result<Vec<Comm>> {
             }
         };
         let mut cfg = Config::blocking();
-        // SAFETY: a live, idle communicator (joined and settled); writes one handle once the
-        // split is done; NCCL copies the config.
+        // SAFETY: a live, idle communicator (joined and settled). NCCL copies the config and
+        // writes the handle from its own thread when the split is done; `raws` outlives that,
+        // as every parent is settled or aborted below before `raws` is read or dropped.
         let r = unsafe { (n.comm_split)(parent, 0, p.rank as i32, raw, &mut cfg) };
         if r != SUCCESS && r != IN_PROGRESS {
             first_error.get_or_insert(nccl_error(n, r, "ncclCommSplit", parent));
@@ -385,8 +404,11 @@ fn to_blocking(parents: Vec<Comm>) -> Result<Vec<Comm>> {
     // The split runs on NCCL's thread and reports on the parent: wait for all of them before
     // anything is freed, on success and failure alike.
     for p in &parents {
-        if let Err(e) = p.settle("creating the blocking communicator") {
-            first_error.get_or_insert(e);
+        if first_error.is_some() {
+            // The group's splits cannot all finish now: end the others' at once.
+            p.abort();
+        } else if let Err(e) = p.settle("creating the blocking communicator") {
+            first_error = Some(e);
         }
     }
     let children: Vec<Comm> = raws
@@ -426,20 +448,36 @@ fn warm_up(comms: Vec<Comm>, streams: Vec<Arc<CudaStream>>) -> Result<Vec<Comm>>
         .map(|c| format!("rank {} of {}", c.rank, c.world))
         .collect::<Vec<_>>()
         .join(", ");
+    let comms = Arc::new(comms);
     let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let r = exchange(&comms, &streams);
-        // The receiver may be gone (timed out): then the communicators stay here.
-        let _ = tx.send((r, comms));
-    });
+    let worker = {
+        let comms = comms.clone();
+        std::thread::spawn(move || {
+            let r = exchange(&comms, &streams);
+            drop(comms);
+            // The receiver may be gone (timed out).
+            let _ = tx.send(r);
+        })
+    };
     match rx.recv_timeout(timeout) {
-        Ok((Ok(()), comms)) => Ok(comms),
-        // Dropping the communicators aborts them.
-        Ok((Err(e), _)) => Err(e),
-        Err(_) => Err(Error::Timeout {
-            during: format!("{who}: connecting to the peers"),
-            seconds: timeout.as_secs_f64(),
-        }),
+        Ok(r) => {
+            // The worker has let go of the communicators: it ends with the send.
+            let _ = worker.join();
+            r?;
+            Arc::try_unwrap(comms).map_err(|_| Error::Nccl {
+                op: "connecting to the peers",
+                code: -1,
+                reason: "the communicators are still shared".into(),
+            })
+        }
+        Err(_) => {
+            // Ends the worker's calls (NCCL's abort flag); it drops its share when they return.
+            comms.iter().for_each(Comm::abort);
+            Err(Error::Timeout {
+                during: format!("{who}: connecting to the peers"),
+                seconds: timeout.as_secs_f64(),
+            })
+        }
     }
 }
 

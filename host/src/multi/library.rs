@@ -222,7 +222,10 @@ fn load() -> std::result::Result<Nccl, String> {
 fn connect_at_init() {
     const VAR: &str = "NCCL_RUNTIME_CONNECT";
     if std::env::var_os(VAR).is_none() {
-        // NCCL reads its environment when a communicator is first created, after this.
+        // NCCL reads its environment when a communicator is first created, after this. Set
+        // once, while the library is first loaded (under the loader's `OnceLock`); Rust's
+        // readers of the environment are serialised with it, and a program whose other
+        // threads read the environment from C at this moment sets the variable itself first.
         std::env::set_var(VAR, "0");
     }
 }

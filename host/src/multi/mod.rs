@@ -6,7 +6,8 @@
 //! 2. [`rendezvous`]: handing rank 0's NCCL id to the other processes (an address or a shared
 //!    file), with a deadline and a clear error for a mismatched or missing rank.
 //! 3. [`comm`]: one communicator per GPU, made by one process for all its GPUs or by each
-//!    process for its own; every wait on them has a deadline, after which they are aborted.
+//!    process for its own; joining and every wait for their collectives have a deadline,
+//!    after which they are aborted, and a collective is queued without waiting for a peer.
 //! 4. [`collective`]: all-reduce, broadcast, all-gather, reduce-scatter, send and receive of
 //!    tracked buffers on engine streams, queued together in a [`Batch`].
 //!

@@ -177,8 +177,8 @@ pub fn sgd<G: GradElement>(
         lr,
         pad: 0,
     };
-    // SAFETY: both buffers hold `n` f32 (checked); `w` is borrowed exclusively so `g` does not
-    // overlap it; the launch is ordered after earlier accesses.
+    // SAFETY: `w` holds `n` f32 and `g` `n` elements of `G` (checked); `w` is borrowed
+    // exclusively so `g` does not overlap it; the launch is ordered after earlier accesses.
     unsafe {
         launch.run(
             crate::LaunchConfig::strided(n as u64, PER_BLOCK, MAX_BLOCKS),

@@ -27,10 +27,17 @@ use super::*;
 pub(super) struct Shard {
     pub(super) index: usize,
     pub(super) count: usize,
+    /// Whether the step is one GPU's part of a data-parallel step (its model in buckets, its
+    /// gradient in the type it travels in), also on a world of one.
+    pub(super) exchange: bool,
 }
 
 impl Shard {
-    pub(super) const WHOLE: Shard = Shard { index: 0, count: 1 };
+    pub(super) const WHOLE: Shard = Shard {
+        index: 0,
+        count: 1,
+        exchange: false,
+    };
 
     /// The seed of this part's data and draws (the whole batch's for part 0).
     fn seed(&self, seed: u64) -> u64 {
@@ -235,7 +242,7 @@ impl Setup {
                 }
                 None => Vec::new(),
             },
-            model: if shard.count > 1 {
+            model: if shard.exchange {
                 Model::with_buckets(pool, 1, m, &w1, &w2, o.buckets, o.grad_dtype)?
             } else {
                 Model::new(pool, 1, m, &w1, &w2)?

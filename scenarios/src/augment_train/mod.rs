@@ -141,6 +141,12 @@ pub fn validate(o: &Options) -> Result<()> {
     }
     crate::within("gpus", o.gpus, 1..=64)?;
     crate::within("buckets", o.buckets, 1..=64)?;
+    if o.gpus == 1 && o.grad_dtype != GradDtype::F32 {
+        return Err(Error::arg(
+            "grad-dtype",
+            "says how gradients travel between GPUs: give --gpus 2 or more, or leave it at f32",
+        ));
+    }
     crate::within("workers", o.workers, 1..=256)?;
     let inputs = CHANNELS * o.size * o.size;
     let max_b = o.train.batches.iter().max().copied().unwrap_or(1);

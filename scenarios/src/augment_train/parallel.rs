@@ -15,18 +15,18 @@
 //! of one SGD step on the global batch (what one GPU would compute from all N parts), within
 //! the bound of the type the gradient travelled in.
 
-use crate::gpus::{together, wall_ms, Job};
+use crate::gpus::{open_peers, together, wall_ms, Job};
 use crate::{check_mlp_weights, sample_indices, Check, Common, Report};
 use std::sync::Arc;
 use streamline::engine::pool::StreamSpec;
 use streamline::engine::{Plan, StreamPool};
-use streamline::error::{Error, Result};
+use streamline::error::Result;
 use streamline::multi::{Batch, Comm, DEFAULT_TIMEOUT};
 use streamline::Gpu;
 use streamline_testing::reference::train::{mlp_step_exchanged, Exchange, Mlp};
 
 use super::feed::{Setup, Shard};
-use super::model::{GradDtype, Reduce};
+use super::model::{bucket_spans, GradDtype, Reduce};
 use super::*;
 
 /// One GPU's part of the run.
@@ -68,7 +68,12 @@ impl Member<'_> {
         index: usize,
         count: usize,
     ) -> Result<Setup> {
-        let mut su = Setup::for_shard(&self.pool, o, batch, seed, None, Shard { index, count })?;
+        let shard = Shard {
+            index,
+            count,
+            exchange: true,
+        };
+        let mut su = Setup::for_shard(&self.pool, o, batch, seed, None, shard)?;
         su.reduce = Some(self.reduce()?);
         Ok(su)
     }
@@ -101,22 +106,7 @@ fn steps_on(m: &Member, su: &mut Setup, plan: &Plan, steps: usize) -> Result<()>
 pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     validate(o)?;
     let n = o.gpus;
-    let devices = streamline::runtime::device_count()?;
-    if !(2..=devices).contains(&n) {
-        return Err(Error::arg(
-            "gpus",
-            format!("must be in 1..={devices} (the devices here), got {n}"),
-        ));
-    }
-    if gpu.info().ordinal != 0 {
-        return Err(Error::arg(
-            "device",
-            "a data-parallel run uses devices 0..N: leave --device at 0",
-        ));
-    }
-    let others = (1..n)
-        .map(|d| Gpu::new(d, None))
-        .collect::<Result<Vec<_>>>()?;
+    let others = open_peers(gpu, n)?;
     let gpus: Vec<&Gpu> = std::iter::once(gpu).chain(others.iter()).collect();
     let comms = Comm::local(&gpus, DEFAULT_TIMEOUT)?;
     let single = vec![Member {
@@ -238,11 +228,15 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         "the last step of the smallest batch is checked against the f64 reference of one SGD step on the global batch (all GPUs' parts), and the weights bit for bit across GPUs after every batch size".into(),
     ];
     notes.extend(skipped_note(&skipped));
-    let params = CHANNELS * o.size * o.size * o.train.hidden + o.train.hidden * o.train.classes;
-    let bytes = match o.grad_dtype {
-        GradDtype::F32 => 4.0,
-        GradDtype::Bf16 => 2.0,
-    };
+    let w1_bytes = match o.grad_dtype {
+        GradDtype::F32 => 4,
+        GradDtype::Bf16 => 2,
+    } * CHANNELS
+        * o.size
+        * o.size
+        * o.train.hidden;
+    let gradient_bytes = w1_bytes + 4 * o.train.hidden * o.train.classes;
+    let buckets = bucket_spans(CHANNELS * o.size * o.size, o.buckets).count();
     Ok(Report {
         name: "augment-train".into(),
         workload: format!(
@@ -251,12 +245,12 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             CHANNELS * o.size * o.size,
             o.train.hidden,
             o.train.classes,
-            params as f64 * bytes / (1u64 << 20) as f64,
+            gradient_bytes as f64 / (1u64 << 20) as f64,
             match o.grad_dtype {
                 GradDtype::F32 => "f32",
                 GradDtype::Bf16 => "W1's in bf16",
             },
-            o.buckets,
+            buckets,
             s = o.size
         ),
         serial_ms: one * n as f64,

@@ -13,7 +13,7 @@
 //! on those features.
 
 use super::{check_last, reset, spec, Options, Setup, DATA, DEPTH};
-use crate::gpus::{together, wall_ms, Job};
+use crate::gpus::{open_peers, together, wall_ms, Job};
 use crate::{median_ms, per_step_us, recorded, Check, Common, Report};
 use streamline::engine::pool::StreamSpec;
 use streamline::engine::{DeviceBuffer, StreamPool};
@@ -93,24 +93,14 @@ fn arrivals(dec: &Side, su: &Setup, o: &Options) -> Result<Vec<DeviceBuffer<f32>
 
 /// Runs `encoder-decoder --gpus 2` on devices 0 and 1 (`gpu` is device 0).
 pub(super) fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
-    let devices = streamline::runtime::device_count()?;
-    if devices < 2 {
-        return Err(Error::arg(
-            "gpus",
-            format!("2 needs two devices, this machine has {devices}"),
-        ));
-    }
-    if gpu.info().ordinal != 0 {
-        return Err(Error::arg(
-            "device",
-            "a two-GPU run uses devices 0 and 1: leave --device at 0",
-        ));
-    }
-    let other = Gpu::new(1, None)?;
+    let other = open_peers(gpu, 2)?.remove(0);
     let mut comms = Comm::local(&[gpu, &other], DEFAULT_TIMEOUT)?.into_iter();
-    let (c0, c1) = (comms.next(), comms.next());
-    let (Some(c0), Some(c1)) = (c0, c1) else {
-        return Err(Error::arg("gpus", "NCCL made fewer than two communicators"));
+    let (Some(c0), Some(c1)) = (comms.next(), comms.next()) else {
+        return Err(Error::Nccl {
+            op: "ncclCommInitRankConfig",
+            code: -1,
+            reason: "fewer communicators than GPUs were made".into(),
+        });
     };
     let lanes = |a: &str, b: &str| [StreamSpec::new(a), StreamSpec::new(b)];
     let enc = Side {

@@ -135,9 +135,10 @@ pub struct Exchange {
 }
 
 /// [`mlp_step`] where `dL/dW1` travelled as `exchange` says: its update's bound grows by `lr`
-/// times `gamma_{ranks+1}` in that format's unit times the sum of the absolute terms of the
-/// gradient (the rounding of every rank's part, at most `ranks - 1` roundings of partial sums
-/// and one of the average, each relative to at most that sum).
+/// times `gamma_{ranks+2}` in that format's unit times the sum of the absolute terms of the
+/// gradient: the rounding of every rank's part, at most `ranks - 1` roundings of partial sums,
+/// and the average as NCCL takes it (each part times `1/ranks` rounded to the format, and that
+/// product rounded), each relative to at most that sum.
 pub fn mlp_step_exchanged(
     m: &Mlp,
     x: &[f32],
@@ -148,13 +149,13 @@ pub fn mlp_step_exchanged(
     exchange: Option<Exchange>,
 ) -> (Vec<Bounded>, Vec<(usize, Vec<Bounded>)>) {
     let trip = exchange.map_or(0.0, |e| {
-        let k = (e.ranks + 1) as f64 * e.unit;
+        let k = (e.ranks + 2) as f64 * e.unit;
         // The absolute terms are summed in f64 from f32 parts a little different from them.
         k / (1.0 - k) * (1.0 + f64::powi(2.0, -10))
     });
     // Each of those roundings may also land among the format's subnormals (bf16 shares f32's
     // exponents: half its smallest step is 2^-134).
-    let trip_floor = exchange.map_or(0.0, |e| (e.ranks + 1) as f64 * f64::powi(2.0, -133));
+    let trip_floor = exchange.map_or(0.0, |e| (e.ranks + 2) as f64 * f64::powi(2.0, -133));
     use crate::reference::matmul::gamma;
     let u = f64::powi(2.0, -24);
     let (b, d, h, o) = (m.batch, m.inputs, m.hidden, m.outputs);
