@@ -254,7 +254,10 @@ impl Model {
             &self.w2t,
             &mut self.da,
         )?;
-        if let Some(r) = reduce {
+        // A world of one GPU has nothing to average: its step skips the all-reduces (and the
+        // rounding for them), and keeps the rest, the update stream included.
+        let travel = reduce.filter(|r| r.comm.world_size() > 1);
+        if let Some(r) = travel {
             r.comm
                 .all_reduce_in_place(&r.stream, &mut self.dw2, ReduceOp::Avg)?;
         }
@@ -272,7 +275,7 @@ impl Model {
                 g,
             )?;
             let (w, u) = (&mut self.w1[i], reduce.map_or(s, |r| &*r.update));
-            match (reduce, self.dw1_bf16.get_mut(i)) {
+            match (travel, self.dw1_bf16.get_mut(i)) {
                 (None, _) => sgd(gpu, u, w, g, lr)?,
                 (Some(r), None) => {
                     r.comm.all_reduce_in_place(&r.stream, g, ReduceOp::Avg)?;

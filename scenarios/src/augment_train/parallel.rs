@@ -9,7 +9,8 @@
 //! batch's augmentation runs meanwhile.
 //!
 //! The report sets N GPUs against one GPU with the same batch, timed in the same command, both
-//! the one-GPU pipeline and the data-parallel step on a world of one GPU: steps/s, images/s,
+//! the one-GPU pipeline and the data-parallel step on a world of one GPU (the same step with
+//! nothing to all-reduce, so the difference is the communication's): steps/s, images/s,
 //! the scaling efficiency, and how much of the gradients' all-reduce the step hides. The
 //! check: the weights bit-identical on every GPU, and the last step against the f64 reference
 //! of one SGD step on the global batch (what one GPU would compute from all N parts), within
@@ -240,7 +241,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     Ok(Report {
         name: "augment-train".into(),
         workload: format!(
-            "seed 003 data-parallel on {n} GPUs ({}): each GPU augments its own batch of uint8 3x{s}x{s} on its transform stream while its model stream trains the 2-layer MLP ({} -> {} -> {}) on the previous one; the {:.0} MiB of gradients ({}) are averaged over NCCL on a communication stream ({} buckets of W1's, each as soon as computed, and applied on an update stream as each arrives); {steps} steps per run; one GPU with the same batch timed in the same command, in the one-GPU pipeline and in the data-parallel step on a world of one",
+            "seed 003 data-parallel on {n} GPUs ({}): each GPU augments its own batch of uint8 3x{s}x{s} on its transform stream while its model stream trains the 2-layer MLP ({} -> {} -> {}) on the previous one; the {:.0} MiB of gradients ({}) are averaged over NCCL on a communication stream ({} buckets of W1's, each as soon as computed, and applied on an update stream as each arrives); {steps} steps per run; one GPU with the same batch timed in the same command, in the one-GPU pipeline and in the data-parallel step on a world of one (nothing to all-reduce)",
             gpus[0].info().name,
             CHANNELS * o.size * o.size,
             o.train.hidden,
