@@ -9,6 +9,8 @@ use streamline::multi::Comm;
 use streamline::timing::median;
 use streamline::Gpu;
 
+use crate::{Check, Report};
+
 /// Devices `1..n`, opened, for a run on devices `0..n` whose device 0 is `gpu`: `n` must be in
 /// `2..=` the devices here, and `gpu` device 0.
 pub(crate) fn open_peers(gpu: &Gpu, n: usize) -> Result<Vec<Gpu>> {
@@ -86,4 +88,31 @@ pub(crate) fn wall_ms(reps: usize, mut work: impl FnMut() -> Result<()>) -> Resu
         v.push(t.elapsed().as_secs_f64() * 1e3);
     }
     Ok(median(&v))
+}
+
+/// The report of a run on several GPUs set against a run on one (`one_ms` and `many_ms` per
+/// step, `runs` naming the two): no timeline, as each GPU's host thread times its own streams.
+pub(crate) fn report_against_one(
+    name: &str,
+    workload: String,
+    (one_ms, many_ms): (f64, f64),
+    runs: [&str; 2],
+    table: Vec<Vec<String>>,
+    check: Check,
+    notes: Vec<String>,
+) -> Report {
+    Report {
+        name: name.into(),
+        workload,
+        serial_ms: one_ms,
+        overlapped_ms: many_ms,
+        graph_ms: None,
+        runs: Some(runs.map(String::from)),
+        rows: Vec::new(),
+        table,
+        metrics: streamline::engine::Timeline::default().metrics(),
+        timeline: Default::default(),
+        check,
+        notes,
+    }
 }

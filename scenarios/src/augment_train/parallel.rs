@@ -16,7 +16,7 @@
 //! of one SGD step on the global batch (what one GPU would compute from all N parts), within
 //! the bound of the type the gradient travelled in.
 
-use crate::gpus::{open_peers, together, wall_ms, Job};
+use crate::gpus::{open_peers, report_against_one, together, wall_ms, Job};
 use crate::{check_mlp_weights, sample_indices, Check, Common, Report};
 use std::sync::Arc;
 use streamline::engine::pool::StreamSpec;
@@ -238,9 +238,9 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         * o.train.hidden;
     let gradient_bytes = w1_bytes + 4 * o.train.hidden * o.train.classes;
     let buckets = bucket_spans(CHANNELS * o.size * o.size, o.buckets).count();
-    Ok(Report {
-        name: "augment-train".into(),
-        workload: format!(
+    Ok(report_against_one(
+        "augment-train",
+        format!(
             "seed 003 data-parallel on {n} GPUs ({}): each GPU augments its own batch of uint8 3x{s}x{s} on its transform stream while its model stream trains the 2-layer MLP ({} -> {} -> {}) on the previous one; the {:.0} MiB of gradients ({}) are averaged over NCCL on a communication stream ({} buckets of W1's, each as soon as computed, and applied on an update stream as each arrives); {steps} steps per run; one GPU with the same batch timed in the same command, in the one-GPU pipeline and in the data-parallel step on a world of one (nothing to all-reduce)",
             gpus[0].info().name,
             CHANNELS * o.size * o.size,
@@ -254,20 +254,12 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             buckets,
             s = o.size
         ),
-        serial_ms: one * n as f64,
-        overlapped_ms: many,
-        graph_ms: None,
-        runs: Some([
-            "one GPU, N batches one after another".into(),
-            "N GPUs side by side".into(),
-        ]),
-        rows: Vec::new(),
+        (one * n as f64, many),
+        ["one GPU, N batches one after another", "N GPUs side by side"],
         table,
-        metrics: streamline::engine::Timeline::default().metrics(),
-        timeline: Default::default(),
         check,
         notes,
-    })
+    ))
 }
 
 /// Median ms of the gradients' all-reduces alone (every bucket and `dL/dW2`), as a step

@@ -13,7 +13,7 @@
 //! on those features.
 
 use super::{check_last, reset, spec, Options, Setup, DATA, DEPTH};
-use crate::gpus::{open_peers, together, wall_ms, Job};
+use crate::gpus::{open_peers, report_against_one, together, wall_ms, Job};
 use crate::{median_ms, per_step_us, recorded, Check, Common, Report};
 use streamline::engine::pool::StreamSpec;
 use streamline::engine::{DeviceBuffer, StreamPool};
@@ -183,9 +183,9 @@ pub(super) fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         ),
         format!("checked at batch {smallest}: the features of the last batch as the decoder's GPU received them against the f64 encoder, and the decoder's weights after the last step against the f64 step on those features"),
     ];
-    Ok(Report {
-        name: "encoder-decoder".into(),
-        workload: format!(
+    Ok(report_against_one(
+        "encoder-decoder",
+        format!(
             "seed 003 over two GPUs ({}): the frozen encoder relu(x We) ({} -> {}) on device 0, the decoder MLP ({} -> {} -> {}, ReLU, MSE, SGD) training on device 1, every batch's features sent from one to the other over NCCL into a ring of {DEPTH} on each side; {steps} steps per run; one GPU with both stages on two streams timed in the same command",
             gpu.info().name,
             o.inputs,
@@ -194,20 +194,15 @@ pub(super) fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             o.train.hidden,
             o.train.classes,
         ),
-        serial_ms: piped,
-        overlapped_ms: two,
-        graph_ms: None,
-        runs: Some([
-            "one GPU, encoder and decoder on two streams".into(),
-            "two GPUs, encoder on one, decoder on the other".into(),
-        ]),
-        rows: Vec::new(),
+        (piped, two),
+        [
+            "one GPU, encoder and decoder on two streams",
+            "two GPUs, encoder on one, decoder on the other",
+        ],
         table,
-        metrics: streamline::engine::Timeline::default().metrics(),
-        timeline: Default::default(),
         check,
         notes,
-    })
+    ))
 }
 
 /// Runs the split pipeline from the initial weights and checks its last step.
