@@ -435,8 +435,8 @@ fn to_blocking(parents: Vec<Comm>) -> Result<Vec<Comm>> {
 /// Step 3: one all-reduce of a single element on every communicator and one element sent to
 /// and received from every peer, on `streams`, waited for with the deadline. NCCL's calls
 /// block until the peers take part; they run on a thread of their own, so that a peer that
-/// never does ends the wait at the deadline (the thread, holding the communicators, is left
-/// to the end of the process).
+/// never does ends the wait at the deadline, the communicators aborted (which ends the
+/// thread's calls too).
 fn warm_up(comms: Vec<Comm>, streams: Vec<Arc<CudaStream>>) -> Result<Vec<Comm>> {
     let timeout = comms
         .iter()
