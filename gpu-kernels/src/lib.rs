@@ -20,6 +20,7 @@ pub mod gaussian_blur;
 pub mod heavy;
 pub mod matmul;
 pub mod normalize;
+pub mod probe;
 pub mod resize;
 pub mod roi_align;
 pub mod roi_align_backward;

@@ -8,6 +8,7 @@ pub mod heavy;
 pub mod hgemm;
 pub mod image;
 pub mod matmul;
+pub mod probe;
 pub mod spin;
 pub mod train;
 

@@ -5,4 +5,5 @@ pub mod heavy;
 pub mod hgemm;
 pub mod image;
 pub mod matmul;
+pub mod probe;
 pub mod train;

@@ -13,6 +13,7 @@ mod matmul;
 mod multi;
 mod out_of_tree;
 mod pipeline_props;
+mod probe;
 mod spin;
 mod streaming;
 mod train;
