@@ -14,7 +14,7 @@
 
 use super::{check_last, reset, spec, Options, Setup, DATA, DEPTH};
 use crate::gpus::{open_peers, report_against_one, together, wall_ms, Job};
-use crate::{median_ms, per_step_us, recorded, Check, Common, Report};
+use crate::{per_step_us, recorded, Check, Common, Report};
 use streamline::engine::pool::StreamSpec;
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::error::{Error, Result};
@@ -131,12 +131,14 @@ pub(super) fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let (mut head, mut check, mut balance) = ((0.0, 0.0), Check::default(), (0.0, 0.0));
     for (i, &batch) in o.train.batches.iter().enumerate() {
         let seed = common.seed + 100 * i as u64;
-        // One GPU, the two stages on two streams: the baseline of this command, and each
-        // stage's own time from a serial recorded run (nothing overlaps it there).
+        // One GPU, the two stages on two streams: the baseline of this command, timed on the
+        // host as the two GPUs are, and each stage's own time from a serial recorded run
+        // (nothing overlaps it there).
         let (piped, enc_us, dec_us) = {
             let mut su = Setup::new(&one, &one, o, batch, seed)?;
-            let piped = median_ms(&one, &[0, 1], common.reps, || {
-                plan.run(&one, &[0, 1], 0..steps, None, |c| su.stage(gpu, o, c))
+            let piped = wall_ms(common.reps, || {
+                plan.run(&one, &[0, 1], 0..steps, None, |c| su.stage(gpu, o, c))?;
+                one.synchronize()
             })? / steps as f64;
             let alone = recorded(&one, 2 * steps, |rec| {
                 plan.run(&one, &[0, 0], 0..steps, Some(rec), |c| su.stage(gpu, o, c))
