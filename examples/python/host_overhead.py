@@ -35,8 +35,10 @@ def py_call(alloc):
 
 
 def rust_call():
-    io = (0, stream, (x.data_ptr(), x.numel()), (out.data_ptr(), out.numel()))
-    dt = _native.normalize_host_time(io, (1, 3, 8, 8), mean, std, N)
+    def tensor(t):
+        return t.data_ptr(), tuple(t.shape), "float32", None
+
+    dt = _native.host_time("normalize", 0, stream, (tensor(x), mean, std), tensor(out), N)
     torch.cuda.synchronize()
     return dt
 

@@ -181,11 +181,8 @@ def stream_handle(stream, device, arrays):
 
 
 def current_stream(torch, device):
-    """The handle of PyTorch's current stream on ``device``: read with torch's own C++ accessor
-    where this torch has it (a few hundred nanoseconds), else through
-    ``torch.cuda.current_stream`` (a Python object per call)."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+    """The handle of PyTorch's current stream on ``device`` (``torch.cuda.current_stream``)."""
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def empty_like_torch(arrays, shape, dtype, device, arg="out"):
@@ -197,12 +194,12 @@ def empty_like_torch(arrays, shape, dtype, device, arg="out"):
     return torch.empty(shape, dtype=getattr(torch, dtype), device=torch.device("cuda", device))
 
 
-def output(out, arrays, shape, dtype, device, arg="out"):
+def output(out, arrays, shape, dtype, device, arg="out", row_strided=False):
     """``out`` checked to be ``shape`` and ``dtype`` on ``device`` (or a new torch tensor):
-    ``(object, Array)``."""
+    ``(object, Array)``; ``row_strided``: a matrix whose rows may be padded."""
     if out is None:
         out = empty_like_torch(arrays, shape, dtype, device, arg)
-    a = array(out, arg, (dtype,), (len(shape),), writable=True)
+    a = array(out, arg, (dtype,), (len(shape),), writable=True, row_strided=row_strided)
     if a.shape != tuple(shape):
         raise ValueError(f"{arg}: has shape {a.shape}; needs {tuple(shape)}")
     if a.device is not None and a.device != device:
@@ -227,3 +224,17 @@ def disjoint(out_name, out, inputs):
     for name, a in inputs:
         if a.ptr < hi and lo < a.ptr + nbytes(a) and hi > lo:
             raise ValueError(f"{out_name}: overlaps {name}; pass a separate output tensor")
+
+
+def _host_values(value, arg):
+    """``value``'s numbers on the host: ``value.tolist()`` for a tensor or array. A CUDA
+    tensor cannot be read while the current stream is being captured into a CUDA graph (the
+    graph would keep the values of the capture, not of each replay): that is refused."""
+    if not hasattr(value, "tolist"):
+        return value
+    if getattr(value, "is_cuda", False) and capturing():
+        raise ValueError(
+            f"{arg}: a CUDA tensor cannot be read by the host while a CUDA graph is being captured; "
+            "pass a number, a list or a CPU tensor (the graph keeps a device copy of its values)")
+    return value.tolist()
+

@@ -1,13 +1,23 @@
-"""Streamline's operations as PyTorch custom operators, ``torch.ops.streamline.*``.
+"""Streamline's operations as Python sees them, made from their one description.
 
-Each operation is described once below (``OPS``): its schema, and a fake implementation that
-gives the output's shape and dtype without touching data (what ``torch.compile`` traces
-with). The real implementation is the package's own function on CUDA tensors. Registered when
-torch is importable; :mod:`streamline.functional` calls these operators while
-``torch.compile`` traces (so a compiled model calls Streamline with no graph break, and inside
-``mode="reduce-overhead"``'s CUDA graphs) and calls the native code directly otherwise.
+The native module describes each operation once (``_native.operations()``): its arguments, the
+dtypes and ranks of its tensors, and its output's dtype; the output's shape comes from the
+library's own rules (``_native.output_shape``), after every check that needs no device. From
+that description this module makes, for every operation:
+
+- :func:`run`: the direct call on CUDA tensors or ``__cuda_array_interface__`` objects: each
+  tensor checked and named, the output made or checked, the stream chosen, the work queued
+  without a sync;
+- :func:`call`: :func:`run`, or while ``torch.compile`` traces, the custom operator;
+- the custom operator ``torch.ops.streamline.<name>`` (when torch is installed): its schema,
+  its implementation (:func:`run`) and its fake implementation (the output's shape and dtype,
+  no data touched), with the mutated arguments declared.
+
+:mod:`streamline.functional` only turns torchvision's arguments into the description's.
 """
-from . import functional as F
+from . import _native
+from ._arrays import _torch_dtype_name, array, device_of, disjoint, output, stream_handle
+from ._boxes import roi_boxes
 
 LIB = "streamline"
 
@@ -15,12 +25,42 @@ LIB = "streamline"
 TORCH = None
 
 
-def _relayout_shape(shape, src, dst):
-    three = len(shape) == 3
-    full = (1,) + tuple(shape) if three else tuple(shape)
-    n, c, h, w = full if src == "NCHW" else (full[0], full[3], full[1], full[2])
-    out = (n, c, h, w) if dst == "NCHW" else (n, h, w, c)
-    return out[1:] if three else out
+class Arg:
+    """One argument of an operation: ``kind`` is ``tensor``, ``tensor?``, ``boxes``, ``value``
+    or ``host`` (direct calls only); tensors take ``dtypes`` (or the dtype of the argument
+    ``like``) and a rank in ``ranks``."""
+
+    __slots__ = ("name", "kind", "dtypes", "like", "ranks", "mutated", "rows", "initial_output")
+
+    def __init__(self, name, kind, dtypes, like, ranks, mutated, rows, initial_output):
+        self.name, self.kind, self.dtypes, self.like = name, kind, tuple(dtypes), like
+        self.ranks = range(ranks[0], ranks[1] + 1)
+        self.mutated, self.rows, self.initial_output = mutated, rows, initial_output
+
+    @property
+    def is_tensor(self):
+        return self.kind in ("tensor", "tensor?")
+
+
+class Op:
+    """One operation: its name, torch schema, arguments and output."""
+
+    __slots__ = ("name", "schema", "args", "out_dtype", "out_like", "out_rows", "in_place", "tensors", "boxes")
+
+    def __init__(self, name, schema, args, out_dtype, out_like, out_rows, in_place):
+        self.name, self.schema = name, schema
+        self.args = tuple(Arg(*a) for a in args)
+        self.out_dtype, self.out_like, self.out_rows, self.in_place = out_dtype, out_like, out_rows, in_place
+        #: ``(index, Arg)`` of the tensor arguments, and the index of the boxes (or ``None``)
+        self.tensors = tuple((i, a) for i, a in enumerate(self.args) if a.is_tensor)
+        self.boxes = next((i for i, a in enumerate(self.args) if a.kind == "boxes"), None)
+
+    def __repr__(self):
+        return f"streamline::{self.name}{self.schema}"
+
+
+#: name -> :class:`Op`, every operation the native module describes
+OPS = {row[0]: Op(*row) for row in _native.operations()}
 
 
 def signed(seed):
@@ -29,98 +69,116 @@ def signed(seed):
     return seed - 2**64 if seed >= 2**63 else seed
 
 
-def _new(like, shape, dtype=None):
-    torch = TORCH
-    return like.new_empty(shape, dtype=torch.float32 if dtype is None else dtype)
+def _tensor(a, rows=False):
+    """An :class:`Array` as the native module takes a tensor: ``(address, shape, dtype, row
+    pitch)``, the pitch ``None`` unless taken as a matrix of padded ``rows``."""
+    return a.ptr, a.shape, a.dtype, (a.strides[0] if rows and a.strides else None)
 
 
-# name -> (schema, real implementation on CUDA tensors, fake implementation)
-OPS = {
-    "to_float": (
-        "(Tensor inpt, bool scale, str layout, str output_layout) -> Tensor",
-        lambda x, scale, src, dst: F.to_float(x, scale, src, dst),
-        lambda x, scale, src, dst: _new(x, _relayout_shape(x.shape, src, dst)),
-    ),
-    "normalize": (
-        "(Tensor inpt, float[] mean, float[] std) -> Tensor",
-        lambda x, mean, std: F.normalize(x, mean, std),
-        lambda x, mean, std: _new(x, x.shape),
-    ),
-    "resize": (
-        "(Tensor inpt, int[] size, str interpolation, bool antialias) -> Tensor",
-        lambda x, size, mode, aa: F.resize(x, list(size), mode, antialias=aa),
-        lambda x, size, mode, aa: _new(x, tuple(x.shape[:-2]) + tuple(size)),
-    ),
-    "rotate": (
-        "(Tensor inpt, float[] angle, str interpolation, float? fill, str layout, str output_layout) -> Tensor",
-        lambda x, angle, mode, fill, src, dst: F.rotate(x, list(angle), mode, fill=fill, layout=src, output_layout=dst),
-        lambda x, angle, mode, fill, src, dst: _new(x, _relayout_shape(x.shape, src, dst)),
-    ),
-    "gaussian_blur": (
-        "(Tensor inpt, int[] kernel_size, float[] sigma) -> Tensor",
-        lambda x, k, sigma: F.gaussian_blur(x, list(k), F._sigma_arg(sigma)),
-        lambda x, k, sigma: _new(x, x.shape),
-    ),
-    "roi_align": (
-        "(Tensor input, Tensor boxes, int[] output_size, float spatial_scale, int sampling_ratio, bool aligned) -> Tensor",
-        lambda x, boxes, size, scale, ratio, aligned: _no_grad(F.roi_align, x, boxes, list(size), scale, ratio, aligned),
-        lambda x, boxes, size, scale, ratio, aligned: _new(x, (boxes.shape[0], x.shape[1]) + tuple(size)),
-    ),
-    "roi_align_backward": (
-        "(Tensor grad, Tensor boxes, int[] input_shape, int[] output_size, float spatial_scale, int sampling_ratio, "
-        "bool aligned, bool deterministic) -> Tensor",
-        lambda g, boxes, shape, size, scale, ratio, aligned, det: F.roi_align_backward(
-            g, boxes, list(shape), list(size), scale, ratio, aligned, det),
-        lambda g, boxes, shape, size, scale, ratio, aligned, det: _new(g, tuple(shape)),
-    ),
-    "augment": (
-        "(Tensor inpt, int size, int crop, float degrees, str interpolation, int kernel_size, float[] sigma, "
-        "bool scale, float[] mean, float[] std, str layout, str output_layout, int seed, bool per_image_sigma) "
-        "-> Tensor",
-        lambda x, size, crop, deg, mode, k, sigma, scale, mean, std, src, dst, seed, each: F.augment(
-            x, size, crop, deg, mode, k, list(sigma), scale, list(mean), list(std), src, dst, seed & (2**64 - 1),
-            each),
-        lambda x, size, crop, deg, mode, k, sigma, scale, mean, std, src, dst, seed, each: _new(
-            x, _augment_shape(x, size, src, dst)),
-    ),
-    "augment_drawn": (
-        "(Tensor inpt, Tensor(a!) state, int size, int crop, float degrees, str interpolation, int kernel_size, "
-        "float[] sigma, bool scale, float[] mean, float[] std, str layout, str output_layout, bool per_image_sigma) "
-        "-> Tensor",
-        lambda x, state, size, crop, deg, mode, k, sigma, scale, mean, std, src, dst, each: F.augment(
-            x, size, crop, deg, mode, k, list(sigma), scale, list(mean), list(std), src, dst,
-            per_image_sigma=each, _state=state),
-        lambda x, state, size, crop, deg, mode, k, sigma, scale, mean, std, src, dst, each: _new(
-            x, _augment_shape(x, size, src, dst)),
-    ),
-    "heavy": (
-        "(Tensor x) -> Tensor",
-        lambda x: F.heavy(x),
-        lambda x: _new(x, x.shape, x.dtype),
-    ),
-    "sgemm": (
-        "(Tensor a, Tensor b, Tensor? c, float alpha, float beta) -> Tensor",
-        lambda a, b, c, alpha, beta: F.sgemm(a, b, None if c is None else c.clone(), alpha, beta),
-        lambda a, b, c, alpha, beta: _new(a, (a.shape[0], b.shape[1])),
-    ),
-    "matmul": (
-        "(Tensor a, Tensor b, Tensor? c, float alpha, float beta) -> Tensor",
-        lambda a, b, c, alpha, beta: F.matmul(a, b, None if c is None else c.clone(), alpha, beta),
-        lambda a, b, c, alpha, beta: _new(a, (a.shape[0], b.shape[1]), a.dtype),
-    ),
-}
+def tracing():
+    """Whether ``torch.compile`` is tracing: then calls go through the custom operators, which
+    the compiled graph calls."""
+    return TORCH is not None and TORCH.compiler.is_compiling()
 
 
-def _no_grad(f, *args):
-    """``f(*args)`` with gradients off: the operator's own implementation, which must not
-    dispatch to the operator again."""
-    with TORCH.no_grad():
-        return f(*args)
+def call(name, args, out=None, stream=None, device=None):
+    """Operation ``name`` on ``args`` (the schema's order) into ``out`` (made if ``None``):
+    directly, or through its custom operator while ``torch.compile`` traces."""
+    if tracing():
+        return through_operator(name, args, out, stream)
+    return run(name, args, out, stream, device)[0]
 
 
-def _augment_shape(x, size, src, dst):
-    n, c = (x.shape[0], x.shape[1]) if src == "NCHW" else (x.shape[0], x.shape[3])
-    return (n, c, size, size) if dst == "NCHW" else (n, size, size, c)
+def through_operator(name, args, out=None, stream=None):
+    """``torch.ops.streamline.<name>(*args)``, copied into ``out`` if given."""
+    if stream is not None:
+        raise ValueError("stream: cannot be given under torch.compile or to a call that records gradients; "
+                         "use torch.cuda.stream(...) around the call")
+    y = op(name)(*args)
+    if out is None:
+        return y
+    out.copy_(y)
+    return out
+
+
+def run(name, args, out=None, stream=None, device=None):
+    """Operation ``name`` on ``args`` (the description's order, direct-call arguments
+    included), queued on ``stream`` (PyTorch's current one by default) without a sync. Returns
+    ``(output, extra)``: ``extra`` is what the operation gives back besides (the augmentation's
+    host draw), else ``None``."""
+    spec = OPS[name]
+    values = list(args)
+    inputs = []  # (name, Array) of the tensors read, in the description's order
+    like = {}
+    for i, a in spec.tensors:
+        v = args[i]
+        if v is None:
+            continue
+        dtypes = a.dtypes if a.like is None else (like[a.like],)
+        if a.initial_output and v is out:
+            # The output itself holds its initial values: checked as the output.
+            values[i] = _tensor(array(v, "out", dtypes, a.ranks, writable=True, row_strided=a.rows), a.rows)
+            continue
+        x = array(v, a.name, dtypes, a.ranks, writable=a.mutated, row_strided=a.rows)
+        like[a.name] = x.dtype
+        inputs.append((a.name, x))
+        values[i] = _tensor(x, a.rows)
+    dev = device_of(inputs, device)
+    keep = None
+    if spec.boxes is not None:
+        values[spec.boxes], keep = roi_boxes(args[spec.boxes], dev, _tensor)
+    values = tuple(values)
+    shape = _native.output_shape(name, values)
+    dtype = spec.out_dtype or like[spec.out_like]
+    out, y = output(out, inputs, shape, dtype, dev, row_strided=spec.out_rows)
+    if not (spec.in_place and y.ptr == inputs[0][1].ptr):
+        disjoint("out", y, inputs)
+    s = stream_handle(stream, dev, inputs + [("out", y)])
+    if keep is not None:
+        keep(stream, s)
+    return out, _native.call(name, dev, s, values, _tensor(y, spec.out_rows))
+
+
+def op(name):
+    """``torch.ops.streamline.<name>``."""
+    return getattr(TORCH.ops.streamline, name)
+
+
+def _implementation(spec):
+    """The operator's CUDA implementation: the direct call, with an output made from the
+    argument that holds its initial values (cloned: an operator does not write its inputs)."""
+    initial = [i for i, a in enumerate(spec.args) if a.initial_output]
+
+    def implementation(*args):
+        args, out = list(args), None
+        for i in initial:
+            if args[i] is not None:
+                out = args[i] = args[i].clone()
+        return run(spec.name, args, out)[0]
+
+    return implementation
+
+
+def _fake(spec):
+    """The operator's fake implementation: an empty tensor of the output's shape (the
+    description's rule on the arguments' shapes) and dtype, on the first tensor's device."""
+
+    def fake(*args):
+        values, first, tensors = [], None, {}
+        for a, v in zip(spec.args, args):
+            if (a.is_tensor or a.kind == "boxes") and v is not None:
+                first = v if first is None else first
+                tensors[a.name] = v
+                # Boxes of any dtype are converted to float32 before a launch.
+                dtype = "float32" if a.kind == "boxes" else _torch_dtype_name(v.dtype) or str(v.dtype)
+                values.append((0, tuple(int(d) for d in v.shape), dtype, None))
+            else:
+                values.append(v)
+        shape = _native.output_shape(spec.name, tuple(values))
+        dtype = getattr(TORCH, spec.out_dtype) if spec.out_dtype else tensors[spec.out_like].dtype
+        return first.new_empty(shape, dtype=dtype)
+
+    return fake
 
 
 def _roi_align_context(ctx, inputs, output):
@@ -140,23 +198,18 @@ _registered = False
 
 
 def register(torch):
-    """Defines ``torch.ops.streamline.*`` (once)."""
+    """Defines ``torch.ops.streamline.*`` from the description (once)."""
     global _registered, TORCH
     if _registered:
         return
     lib = torch.library.Library(LIB, "DEF")
-    for name, (schema, real, fake) in OPS.items():
-        lib.define(name + schema)
-        lib.impl(name, real, "CUDA")
-        torch.library.register_fake(f"{LIB}::{name}", fake, lib=lib)
+    for spec in OPS.values():
+        lib.define(spec.name + spec.schema)
+        lib.impl(spec.name, _implementation(spec), "CUDA")
+        torch.library.register_fake(f"{LIB}::{spec.name}", _fake(spec), lib=lib)
     torch.library.register_autograd(f"{LIB}::roi_align", _roi_align_backward, setup_context=_roi_align_context,
                                     lib=lib)
     # The library must outlive this function: torch drops the definitions with it.
     register.lib = lib
     _registered = True
     TORCH = torch
-
-
-def op(name):
-    """``torch.ops.streamline.<name>``."""
-    return getattr(TORCH.ops.streamline, name)

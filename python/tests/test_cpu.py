@@ -150,9 +150,9 @@ def test_python_level_checks():
         sl.resize(x, 4, interpolation="bicubic", out=img(2, 3, 4, 4))
     with pytest.raises(ValueError, match="layout: 'CHW'"):
         sl.to_float(img(2, 3, 8, 8, t="|u1"), layout="CHW", out=x)
-    with pytest.raises(ValueError, match="b: has 4 rows"):
+    with pytest.raises(ValueError, match=r"`b`: has 4 rows; a \(3, 5\) needs 5"):
         sl.sgemm(img(3, 5), img(4, 6), out=img(3, 6))
-    with pytest.raises(ValueError, match="out: required when beta is not 0"):
+    with pytest.raises(ValueError, match="`out`: required when beta is not 0"):
         sl.sgemm(img(3, 5), img(5, 6), beta=1.0)
     with pytest.raises(ValueError, match="out: cannot be given with inplace=True"):
         sl.normalize(x, [0] * 3, [1] * 3, inplace=True, out=x)
@@ -322,3 +322,41 @@ def test_typed_kernel_refuses_wrong_fields_naming_them(kwargs, error, match):
     with pytest.raises(error, match=match):
         TypedKernel(rec, "saxpy", 32, 8, SAXPY_FIELDS)(1, 32, **kwargs)
     assert rec.calls == []
+
+
+def test_operations_are_described_once():
+    from streamline import _native, _ops
+
+    ops = _ops.OPS
+    assert set(ops) == {"to_float", "normalize", "resize", "rotate", "gaussian_blur", "roi_align", "roi_align_backward",
+                        "augment", "augment_drawn", "heavy", "sgemm", "matmul"}
+    assert ops["normalize"].schema == "(Tensor inpt, float[] mean, float[] std) -> Tensor"
+    # the draw is for direct calls only; the generator's state is written
+    assert "draw" not in ops["augment"].schema and ops["augment"].args[-1].kind == "host"
+    assert "Tensor(a!) state" in ops["augment_drawn"].schema
+    assert ops["matmul"].args[1].like == "a" and ops["matmul"].args[2].initial_output
+    assert ops["heavy"].out_like == "x" and ops["to_float"].out_dtype == "float32"
+
+    def t(*shape, dtype="float32"):
+        return (0, shape, dtype, None)
+
+    # output shapes from the library's rules, device-free
+    shape = _native.output_shape
+    assert shape("to_float", (t(2, 5, 7, 3, dtype="uint8"), True, "NHWC", "NCHW")) == [2, 3, 5, 7]
+    assert shape("resize", (t(3, 8, 8), [4, 6], "bilinear", True)) == [3, 4, 6]
+    assert shape("rotate", (t(2, 3, 8, 9), [1.0, 2.0], "nearest", None, "NCHW", "NHWC")) == [2, 8, 9, 3]
+    assert shape("roi_align", (t(2, 3, 8, 8), [[0, 0, 0, 4, 4], [1, 1, 1, 5, 5]], [2, 3], 1.0, -1, False)) == [2, 3, 2, 3]
+    assert shape("roi_align", (t(2, 3, 8, 8), t(7, 5), [2, 3], 1.0, -1, False)) == [7, 3, 2, 3]
+    cfg = [16, 8, 30.0, "nearest", 5, [0.5, 1.5], False, [0.0] * 3, [1.0] * 3, "NHWC", "NCHW"]
+    assert shape("augment", (t(4, 20, 24, 3, dtype="uint8"), *cfg, -1, True)) == [4, 3, 16, 16]
+    assert shape("matmul", (t(5, 7, dtype="bfloat16"), t(7, 9, dtype="bfloat16"), None, 1.0, 0.0)) == [5, 9]
+    assert shape("heavy", (t(),)) == []
+    # the description's dtypes and ranks are enforced natively too, naming the argument
+    with pytest.raises(TypeError, match="b: dtype float16 is not supported; allowed: the dtype of a"):
+        shape("matmul", (t(5, 7, dtype="bfloat16"), t(7, 9, dtype="float16"), None, 1.0, 0.0))
+    with pytest.raises(ValueError, match=r"inpt: has 2 dimensions \(shape \[8, 8\]\); allowed: 3 to 4"):
+        shape("normalize", (t(8, 8), [0.0], [1.0]))
+    with pytest.raises(ValueError, match="invalid argument `kernel_size`: 4: must be odd"):
+        shape("gaussian_blur", (t(1, 3, 8, 8), [4, 3], [1.0, 1.0]))
+    with pytest.raises(TypeError, match="normalize: takes 3 arguments, got 2"):
+        shape("normalize", (t(1, 3, 8, 8), [0.0]))

@@ -469,7 +469,7 @@ def test_tensor_argument_errors():
         sl.normalize(x.double(), [0] * 3, [1] * 3)
     with pytest.raises(ValueError, match="inpt: must be contiguous"):
         sl.normalize(x.permute(0, 1, 3, 2), [0] * 3, [1] * 3)
-    with pytest.raises(ValueError, match="invalid argument `mean`: has 2 channels but the images have 3"):
+    with pytest.raises(ValueError, match=r"invalid argument `mean`: has 2 values; needs one per channel \(3\)"):
         sl.normalize(x, [0] * 2, [1] * 2)
     with pytest.raises(ValueError, match="invalid argument `std`"):
         sl.normalize(x, [0] * 3, [1, 0, 1])

@@ -27,6 +27,37 @@ impl std::fmt::Display for Layout {
     }
 }
 
+impl Layout {
+    /// `NCHW` or `NHWC`, as torchvision and the Python package write them; `arg` names it in
+    /// the error.
+    pub fn parse(arg: &'static str, s: &str) -> Result<Layout> {
+        match s {
+            "NCHW" => Ok(Layout::Nchw),
+            "NHWC" => Ok(Layout::Nhwc),
+            _ => Err(Error::arg(
+                arg,
+                format!("{s:?}: must be \"NCHW\" or \"NHWC\""),
+            )),
+        }
+    }
+
+    /// The batch whose dimensions, in this layout's order, are `d`.
+    pub fn shape(self, [a, b, c, d]: [usize; 4]) -> Shape {
+        match self {
+            Layout::Nchw => Shape::new(a, b, c, d),
+            Layout::Nhwc => Shape::new(a, d, b, c),
+        }
+    }
+
+    /// The dimensions of `s` in this layout's order.
+    pub fn dims(self, s: Shape) -> [usize; 4] {
+        match self {
+            Layout::Nchw => [s.n, s.c, s.h, s.w],
+            Layout::Nhwc => [s.n, s.h, s.w, s.c],
+        }
+    }
+}
+
 /// Shape of a dense batch (`n`, `c`, `h`, `w`, whatever its [`Layout`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shape {
@@ -147,6 +178,20 @@ pub enum Interp {
     Nearest,
     /// Bilinear.
     Bilinear,
+}
+
+impl Interp {
+    /// `nearest` or `bilinear`, torchvision's names; `arg` names it in the error.
+    pub fn parse(arg: &'static str, s: &str) -> Result<Interp> {
+        match s {
+            "nearest" => Ok(Interp::Nearest),
+            "bilinear" => Ok(Interp::Bilinear),
+            _ => Err(Error::arg(
+                arg,
+                format!("{s:?}: must be nearest or bilinear"),
+            )),
+        }
+    }
 }
 
 /// Checks a Gaussian kernel size against the image extent it slides along (reflect padding
@@ -529,5 +574,30 @@ impl AugmentDraw {
             angles,
             sigmas,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_order_the_same_batch_their_own_way() {
+        let s = Shape::new(2, 3, 5, 7);
+        assert_eq!(Layout::Nchw.dims(s), [2, 3, 5, 7]);
+        assert_eq!(Layout::Nhwc.dims(s), [2, 5, 7, 3]);
+        for l in [Layout::Nchw, Layout::Nhwc] {
+            assert_eq!(l.shape(l.dims(s)), s);
+            assert_eq!(Layout::parse("layout", &l.to_string()).ok(), Some(l));
+        }
+        let e = Layout::parse("output_layout", "CHW")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("output_layout") && e.contains("NHWC"), "{e}");
+        assert_eq!(
+            Interp::parse("interpolation", "bilinear").ok(),
+            Some(Interp::Bilinear)
+        );
+        assert!(Interp::parse("interpolation", "bicubic").is_err());
     }
 }
