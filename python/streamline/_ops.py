@@ -21,6 +21,9 @@ from ._boxes import roi_boxes
 
 LIB = "streamline"
 
+#: every rank a tensor can have here (the native call checks an output's exact shape)
+_ANY_RANK = range(0, 33)
+
 #: the torch module, once the operators are registered
 TORCH = None
 
@@ -128,9 +131,14 @@ def run(name, args, out=None, stream=None, device=None):
     if spec.boxes is not None:
         values[spec.boxes], keep = roi_boxes(args[spec.boxes], dev, _tensor)
     values = tuple(values)
-    shape = _native.output_shape(name, values)
     dtype = spec.out_dtype or like[spec.out_like]
-    out, y = output(out, inputs, shape, dtype, dev, row_strided=spec.out_rows)
+    if out is None:
+        out, y = output(None, inputs, _native.output_shape(name, values), dtype, dev, row_strided=spec.out_rows)
+    else:
+        # Its shape is checked by the native call, before any device is touched.
+        y = array(out, "out", (dtype,), _ANY_RANK, writable=True, row_strided=spec.out_rows)
+        if y.device is not None and y.device != dev:
+            raise ValueError(f"out: is on cuda:{y.device}; the inputs are on cuda:{dev}")
     if not (spec.in_place and y.ptr == inputs[0][1].ptr):
         disjoint("out", y, inputs)
     s = stream_handle(stream, dev, inputs + [("out", y)])

@@ -96,7 +96,7 @@ def test_contiguous_strides_accepted_with_unit_dims():
 
 
 def test_output_shape_and_readonly():
-    with pytest.raises(ValueError, match=r"out: has shape \(2, 3, 8, 8\); needs \(2, 3, 16, 16\)"):
+    with pytest.raises(ValueError, match=r"`out`: has shape \(2, 3, 8, 8\); needs \(2, 3, 16, 16\)"):
         sl.resize(img(2, 3, 8, 8), [16, 16], out=img(2, 3, 8, 8))
     with pytest.raises(ValueError, match="out: is read-only"):
         sl.normalize(img(1, 1, 2, 2), [0], [1], out=Cai((1, 1, 2, 2), readonly=True))
@@ -144,7 +144,7 @@ def test_python_level_checks():
         sl.rotate(x, 1, layout="CHW", out=img(2, 3, 8, 8))
     with pytest.raises(ValueError, match="output_layout: 'HWC'"):
         sl.rotate(x, 1, output_layout="HWC", out=img(2, 3, 8, 8))
-    with pytest.raises(ValueError, match=r"out: has shape \(2, 3, 8, 8\); needs \(2, 8, 8, 3\)"):
+    with pytest.raises(ValueError, match=r"`out`: has shape \(2, 3, 8, 8\); needs \(2, 8, 8, 3\)"):
         sl.rotate(x, 1, output_layout="NHWC", out=img(2, 3, 8, 8))
     with pytest.raises(ValueError, match="interpolation: 'bicubic' is not supported"):
         sl.resize(x, 4, interpolation="bicubic", out=img(2, 3, 4, 4))

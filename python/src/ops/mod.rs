@@ -336,10 +336,9 @@ pub fn call<'py>(
     let op = find(name)?;
     let a = Args::extract(op, args)?;
     let y = TensorArg::extract("out", out)?;
-    let extra = on_stream(py, device, stream, op.names, |g, s| {
-        checked_output(op, &a, &y)?;
-        (op.run)(g, s, &a, &y)
-    })?;
+    // Device-free: a wrong output is refused before any device is touched.
+    checked_output(op, &a, &y).map_err(|e| to_py_as(e, op.names))?;
+    let extra = on_stream(py, device, stream, op.names, |g, s| (op.run)(g, s, &a, &y))?;
     Ok(match extra {
         Extra::Nothing => None,
         Extra::Draw(d) => Some(d),
@@ -375,19 +374,35 @@ pub fn host_time<'py>(
 fn checked_output(op: &Op, a: &Args, y: &TensorArg) -> Result<()> {
     let shape = (op.shape)(a)?;
     let dtype = op.out_dtype(a)?;
-    if y.shape != shape || y.dtype != dtype {
+    if y.shape != shape {
         return Err(Error::arg(
             "out",
-            format!(
-                "is {:?} {}; needs {shape:?} {}",
-                y.shape,
-                y.dtype.name(),
-                dtype.name()
-            ),
+            format!("has shape {}; needs {}", tuple(&y.shape), tuple(&shape)),
+        ));
+    }
+    if y.dtype != dtype {
+        return Err(Error::arg(
+            "out",
+            format!("has dtype {}; needs {}", y.dtype.name(), dtype.name()),
         ));
     }
     if y.pitch.is_some() && !op.out_rows {
         return Err(Error::arg("out", "must be contiguous".to_string()));
     }
     Ok(())
+}
+
+/// A shape as Python writes a tuple: `(2, 3)`, `(5,)`, `()`.
+fn tuple(shape: &[usize]) -> String {
+    match shape {
+        [d] => format!("({d},)"),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }
