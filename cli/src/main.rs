@@ -2,6 +2,7 @@
 
 mod bench;
 mod collective;
+mod decode;
 mod heavy;
 mod img;
 mod info;
@@ -49,6 +50,9 @@ enum Command {
     Collective(collective::CollectiveArgs),
     /// The seeds' stream scenarios: serial vs overlapped, overlap metrics, trace and timeline.
     Pipeline(pipeline::PipelineArgs),
+    /// JPEG files decoded on the GPU (nvJPEG: the hardware decoders and the CUDA decoder at
+    /// once): images per second over a folder, checked against the CPU's decoder.
+    Decode(decode::DecodeArgs),
 }
 
 fn main() {
@@ -83,5 +87,6 @@ fn run(cli: Cli) -> Result<()> {
         Command::Augment(a) => img::run_augment(cli.device, cli.ptx.as_deref(), a),
         Command::Pipeline(a) => pipeline::run(cli.device, cli.ptx.as_deref(), a),
         Command::Collective(a) => collective::run(cli.device, a),
+        Command::Decode(a) => decode::run(cli.device, cli.ptx.as_deref(), a),
     }
 }

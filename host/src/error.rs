@@ -77,6 +77,13 @@ pub enum Error {
     /// was waited on was aborted.
     #[error("timed out after {seconds:.0} s: {during}")]
     Timeout { during: String, seconds: f64 },
+    /// An nvJPEG call failed (`code` is its `nvjpegStatus_t`).
+    #[error("nvJPEG error in {op} (code {code}): {reason}")]
+    Jpeg {
+        op: &'static str,
+        code: i32,
+        reason: String,
+    },
     /// The processes of a multi-process run could not meet.
     #[error("rendezvous at {address}: {reason}")]
     Rendezvous { address: String, reason: String },

@@ -6,6 +6,7 @@
 //! - [`spec`]: what an operation is asked to do, and the checks that need no device.
 //! - [`timing`]: CUDA-event timing and the statistics the benchmarks report.
 //! - [`engine`]: stream pools, cross-stream buffer safety, pipelines, CUDA graphs, timelines.
+//! - [`jpeg`]: JPEG files decoded on the GPU (nvJPEG) into ragged batches.
 //! - [`multi`]: several GPUs, of one process or of many: collectives over NCCL on engine
 //!   streams and buffers.
 //!
@@ -16,6 +17,7 @@
 
 pub mod engine;
 pub mod error;
+pub mod jpeg;
 pub mod multi;
 pub mod ops;
 pub mod runtime;

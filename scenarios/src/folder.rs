@@ -118,6 +118,11 @@ impl ImageFolder {
         set.iter().cloned().collect()
     }
 
+    /// The image files, in the order the batches take them.
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+
     /// Number of images.
     pub fn len(&self) -> usize {
         self.files.len()

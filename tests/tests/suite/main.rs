@@ -7,6 +7,7 @@ mod engine;
 mod heavy;
 mod hgemm;
 mod image;
+mod jpeg;
 mod kernel_image;
 mod launch;
 mod matmul;

@@ -1,0 +1,382 @@
+//! Batched JPEG decoding on the GPU through nvJPEG, into one ragged batch of RGB images.
+//!
+//! A batch is split between two back ends that run at once on streams of their own, as NVIDIA's
+//! DALI splits it: the GPU's hardware JPEG decoders (H100 and H200 carry them; baseline JPEG of
+//! one scan) and nvJPEG's CUDA decoder (Huffman decoding on the GPU too), which takes what the
+//! hardware cannot and a share of what it can. The caller's stream is ordered after both.
+
+use super::library::{
+    check, nvjpeg, Handle, Image, JpegStream, Nvjpeg, State, BACKEND_GPU_HYBRID, BACKEND_HARDWARE,
+    MAX_COMPONENT, OUTPUT_RGBI,
+};
+use crate::error::{DriverContext, Error, Result};
+use crate::runtime::Gpu;
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
+use std::ffi::c_int;
+use std::sync::Arc;
+
+/// Which decoders a [`JpegDecoder`] uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Backend {
+    /// The hardware decoders for what they take, the CUDA decoder for the rest and for a share
+    /// of the batch (the default).
+    Both,
+    /// The hardware decoders alone (images they cannot take go to the CUDA decoder).
+    Hardware,
+    /// nvJPEG's CUDA decoder alone.
+    Cuda,
+}
+
+/// Where each image of a ragged RGB batch lies: image `i` is `sizes[i]` (`height, width`) of
+/// interleaved RGB from byte `offsets[i]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Where image `i` starts.
+    pub offsets: Vec<usize>,
+    /// `(height, width)` of image `i`.
+    pub sizes: Vec<(usize, usize)>,
+    /// How many images the hardware decoders took.
+    pub on_hardware: usize,
+}
+
+impl Layout {
+    /// Number of images.
+    pub fn len(&self) -> usize {
+        self.sizes.len()
+    }
+
+    /// Whether the batch has no image.
+    pub fn is_empty(&self) -> bool {
+        self.sizes.is_empty()
+    }
+
+    /// Bytes of the whole batch.
+    pub fn bytes(&self) -> usize {
+        self.sizes.iter().map(|(h, w)| h * w * 3).sum()
+    }
+}
+
+/// A batch of RGB images of their own sizes, interleaved (`H x W x 3` each), one after the
+/// other in one device buffer.
+pub struct Decoded {
+    /// Every image's bytes.
+    pub data: CudaSlice<u8>,
+    /// Where each image lies in `data`.
+    pub layout: Layout,
+}
+
+/// One nvJPEG back end: its handle, its decoding state, the parsed-header scratch used to ask
+/// what it supports, and its stream.
+struct Part {
+    lib: &'static Nvjpeg,
+    handle: Handle,
+    state: State,
+    header: JpegStream,
+    stream: Arc<CudaStream>,
+}
+
+impl Part {
+    fn new(lib: &'static Nvjpeg, gpu: &Gpu, backend: c_int) -> Result<Part> {
+        let mut handle = std::ptr::null_mut();
+        // SAFETY: null allocators select nvJPEG's own (the CUDA runtime's, in the context
+        // current on this thread, which the caller bound); flags must be 0.
+        check("nvjpegCreateEx", unsafe {
+            (lib.create_ex)(
+                backend,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+                &mut handle,
+            )
+        })?;
+        let mut part = Part {
+            lib,
+            handle,
+            state: std::ptr::null_mut(),
+            header: std::ptr::null_mut(),
+            stream: gpu.new_stream()?,
+        };
+        // SAFETY: `handle` is live; the outputs are written on success and freed by `Drop`.
+        check("nvjpegJpegStateCreate", unsafe {
+            (lib.state_create)(part.handle, &mut part.state)
+        })?;
+        // SAFETY: as above.
+        check("nvjpegJpegStreamCreate", unsafe {
+            (lib.stream_create)(part.handle, &mut part.header)
+        })?;
+        Ok(part)
+    }
+
+    /// Whether this back end's batched decoder takes `file`.
+    fn supports(&self, file: &[u8]) -> Result<bool> {
+        let lib = self.lib;
+        // SAFETY: `file` is readable for its length; the header scratch belongs to this part.
+        check("nvjpegJpegStreamParseHeader", unsafe {
+            (lib.stream_parse_header)(self.handle, file.as_ptr(), file.len(), self.header)
+        })?;
+        let mut unsupported: c_int = 1;
+        // SAFETY: the header was parsed into `self.header` just above.
+        check("nvjpegDecodeBatchedSupported", unsafe {
+            (lib.batched_supported)(self.handle, self.header, &mut unsupported)
+        })?;
+        // nvJPEG answers 0 for "supported".
+        Ok(unsupported == 0)
+    }
+
+    /// Decodes `files` into `images` on this part's stream.
+    ///
+    /// # Safety
+    /// Each image's plane must address `height x pitch` writable bytes on this device, not
+    /// used by other work until this part's stream has passed the decode.
+    unsafe fn decode(&self, files: &[&[u8]], images: &mut [Image]) -> Result<()> {
+        if files.is_empty() {
+            return Ok(());
+        }
+        let lib = self.lib;
+        let n = c_int::try_from(files.len())
+            .map_err(|_| Error::arg("files", format!("{} images in one batch", files.len())))?;
+        // SAFETY: the handle and state are this part's; the batch size is `n`.
+        check("nvjpegDecodeBatchedInitialize", unsafe {
+            (lib.batched_initialize)(self.handle, self.state, n, 1, OUTPUT_RGBI)
+        })?;
+        let data: Vec<*const u8> = files.iter().map(|f| f.as_ptr()).collect();
+        let lengths: Vec<usize> = files.iter().map(|f| f.len()).collect();
+        // SAFETY: `n` inputs readable for their lengths (nvJPEG copies what it needs before
+        // returning), `n` destinations by this function's contract, on this part's stream.
+        check("nvjpegDecodeBatched", unsafe {
+            (lib.decode_batched)(
+                self.handle,
+                self.state,
+                data.as_ptr(),
+                lengths.as_ptr(),
+                images.as_mut_ptr(),
+                self.stream.cu_stream(),
+            )
+        })
+    }
+}
+
+impl Drop for Part {
+    fn drop(&mut self) {
+        let lib = self.lib;
+        // Work queued on the part's stream may still read its state.
+        let _ = self.stream.synchronize();
+        // SAFETY: each object was made by this part (or is null, which is skipped) and is
+        // destroyed once, the handle last.
+        unsafe {
+            if !self.header.is_null() {
+                (lib.stream_destroy)(self.header);
+            }
+            if !self.state.is_null() {
+                (lib.state_destroy)(self.state);
+            }
+            (lib.destroy)(self.handle);
+        }
+    }
+}
+
+/// Decodes batches of JPEG files on one GPU (see the module's documentation).
+pub struct JpegDecoder {
+    ctx: Arc<CudaContext>,
+    hardware: Option<Part>,
+    cuda: Part,
+    /// Of the images the hardware takes, the share it decodes; the CUDA decoder the rest.
+    hardware_share: f64,
+    /// Why the hardware decoders are not used, where they are not.
+    pub no_hardware: Option<String>,
+}
+
+// SAFETY: the nvJPEG handles are used only through `&mut self` (one thread at a time), which
+// nvJPEG allows from any thread.
+unsafe impl Send for JpegDecoder {}
+
+impl JpegDecoder {
+    /// A decoder on `gpu` using `backend`. Where the hardware decoders are asked for but the GPU
+    /// has none, the CUDA decoder takes every image and [`JpegDecoder::no_hardware`] says why.
+    pub fn new(gpu: &Gpu, backend: Backend) -> Result<JpegDecoder> {
+        let lib = nvjpeg()?;
+        gpu.context().bind_to_thread().op("cuCtxSetCurrent")?;
+        let cuda = Part::new(lib, gpu, BACKEND_GPU_HYBRID)?;
+        let (hardware, no_hardware) = match backend {
+            Backend::Cuda => (None, Some("not asked for".to_string())),
+            _ => match Part::new(lib, gpu, BACKEND_HARDWARE) {
+                Ok(p) => (Some(p), None),
+                Err(e) => (None, Some(e.to_string())),
+            },
+        };
+        Ok(JpegDecoder {
+            ctx: gpu.context().clone(),
+            hardware,
+            cuda,
+            hardware_share: if backend == Backend::Hardware {
+                1.0
+            } else {
+                0.75
+            },
+            no_hardware,
+        })
+    }
+
+    /// Where nvJPEG was loaded from.
+    pub fn library(&self) -> &'static str {
+        self.cuda.lib.origin.as_str()
+    }
+
+    /// Of the images the hardware decoders take, the share they decode (`0..=1`; the CUDA
+    /// decoder takes the rest, at the same time).
+    pub fn set_hardware_share(&mut self, share: f64) -> Result<()> {
+        if !(0.0..=1.0).contains(&share) {
+            return Err(Error::arg(
+                "hardware_share",
+                format!("{share}: must be 0..=1"),
+            ));
+        }
+        self.hardware_share = share;
+        Ok(())
+    }
+
+    /// The sizes of `files` as their headers give them, and where each starts in a ragged RGB
+    /// batch: `(layout, bytes of the batch)`. A file whose header nvJPEG cannot read is an
+    /// error naming its index.
+    pub fn layout(&self, files: &[&[u8]]) -> Result<(Layout, usize)> {
+        self.ctx.bind_to_thread().op("cuCtxSetCurrent")?;
+        let lib = self.cuda.lib;
+        let mut sizes = Vec::with_capacity(files.len());
+        for (i, f) in files.iter().enumerate() {
+            let (mut components, mut subsampling) = (0, 0);
+            let (mut w, mut h) = ([0 as c_int; MAX_COMPONENT], [0 as c_int; MAX_COMPONENT]);
+            // SAFETY: `f` is readable for its length; the outputs hold `MAX_COMPONENT` ints.
+            let s = unsafe {
+                (lib.get_image_info)(
+                    self.cuda.handle,
+                    f.as_ptr(),
+                    f.len(),
+                    &mut components,
+                    &mut subsampling,
+                    w.as_mut_ptr(),
+                    h.as_mut_ptr(),
+                )
+            };
+            check("nvjpegGetImageInfo", s).map_err(|e| bad(i, e))?;
+            if w[0] <= 0 || h[0] <= 0 || !(components == 1 || components == 3) {
+                return Err(bad(
+                    i,
+                    format!("{components} components of {} x {}", w[0], h[0]),
+                ));
+            }
+            sizes.push((h[0] as usize, w[0] as usize));
+        }
+        let mut offsets = Vec::with_capacity(files.len());
+        let mut total = 0usize;
+        for &(h, w) in &sizes {
+            offsets.push(total);
+            total += h * w * 3;
+        }
+        Ok((
+            Layout {
+                offsets,
+                sizes,
+                on_hardware: 0,
+            },
+            total,
+        ))
+    }
+
+    /// Decodes `files` (JPEG bytes) into a new ragged RGB batch, ordered before later work on
+    /// `stream`. A file that is not a JPEG nvJPEG can read is an error naming its index.
+    pub fn decode(&mut self, stream: &Arc<CudaStream>, files: &[&[u8]]) -> Result<Decoded> {
+        let (layout, total) = self.layout(files)?;
+        // SAFETY: every byte is written by the decoders before any read is ordered after them.
+        let mut data = unsafe { stream.alloc::<u8>(total.max(1)) }.op("cuMemAllocAsync")?;
+        let layout = self.decode_into(stream, files, layout, &mut data)?;
+        Ok(Decoded { data, layout })
+    }
+
+    /// Decodes `files` into `data` as `layout` (from [`JpegDecoder::layout`] on the same files)
+    /// places them, ordered before later work on `stream`; returns the layout with the count of
+    /// images the hardware decoders took. Every byte of the batch is written.
+    pub fn decode_into(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        files: &[&[u8]],
+        mut layout: Layout,
+        data: &mut CudaSlice<u8>,
+    ) -> Result<Layout> {
+        let total = layout.bytes();
+        if layout.sizes.len() != files.len() || data.len() < total {
+            return Err(Error::arg(
+                "data",
+                format!(
+                    "holds {} bytes for {} images; the layout has {} images in {total} bytes",
+                    data.len(),
+                    files.len(),
+                    layout.sizes.len()
+                ),
+            ));
+        }
+        self.ctx.bind_to_thread().op("cuCtxSetCurrent")?;
+        // Which images go to the hardware decoders.
+        let mut to_hardware = vec![false; files.len()];
+        if let Some(hw) = &self.hardware {
+            let mut supported = Vec::new();
+            for (i, f) in files.iter().enumerate() {
+                if hw.supports(f).map_err(|e| bad(i, e))? {
+                    supported.push(i);
+                }
+            }
+            let take = (supported.len() as f64 * self.hardware_share).round() as usize;
+            for &i in &supported[..take] {
+                to_hardware[i] = true;
+            }
+        }
+        let base = {
+            let (ptr, _sync) = data.device_ptr_mut(stream);
+            ptr
+        };
+        let image = |i: usize| {
+            let (_, w) = layout.sizes[i];
+            let mut im = Image {
+                channel: [std::ptr::null_mut(); MAX_COMPONENT],
+                pitch: [0; MAX_COMPONENT],
+            };
+            im.channel[0] = (base + layout.offsets[i] as u64) as *mut u8;
+            im.pitch[0] = w * 3;
+            im
+        };
+        // Each part with the images it decodes.
+        let mut parts: Vec<(&Part, Vec<usize>)> = Vec::new();
+        if let Some(hw) = &self.hardware {
+            parts.push((hw, (0..files.len()).filter(|&i| to_hardware[i]).collect()));
+        }
+        parts.push((
+            &self.cuda,
+            (0..files.len()).filter(|&i| !to_hardware[i]).collect(),
+        ));
+        for (part, idx) in &parts {
+            let inputs: Vec<&[u8]> = idx.iter().map(|&i| files[i]).collect();
+            let mut images: Vec<Image> = idx.iter().map(|&i| image(i)).collect();
+            part.stream.join(stream).op("cuStreamWaitEvent")?;
+            // SAFETY: each image's plane is its own `h x 3w` bytes of `data` (offsets from the
+            // headers' sizes, inside `data` as checked above), written only by this decode;
+            // `stream` waits for it below before anything else uses `data`.
+            unsafe { part.decode(&inputs, &mut images)? };
+        }
+        for (part, _) in &parts {
+            stream.join(&part.stream).op("cuStreamWaitEvent")?;
+        }
+        // The decoders wrote `data`: recorded now, after the joins, so that a reader on another
+        // stream waits for them too.
+        drop(data.device_ptr_mut(stream));
+        layout.on_hardware = to_hardware.iter().filter(|&&t| t).count();
+        Ok(layout)
+    }
+}
+
+/// The error for file `i` of a batch.
+fn bad(i: usize, why: impl std::fmt::Display) -> Error {
+    Error::arg(
+        "files",
+        format!("file {i} is not a JPEG nvJPEG can decode: {why}"),
+    )
+}

@@ -1,0 +1,149 @@
+//! JPEG files decoded on the GPU (nvJPEG) against the CPU's decoder (the `image` crate):
+//! batches of photo-like colour and gray images of awkward sizes (from one pixel, odd sides),
+//! through each back end; every byte of the ragged batch written (decoded twice over two
+//! poisons) and the bytes past it untouched; a file that is not a JPEG refused, naming its
+//! index. Skipped, with one line, without a GPU or nvJPEG.
+//!
+//! Error analysis: both decoders implement baseline JPEG, whose inverse DCT a conforming
+//! decoder computes to within one level of the exact transform per sample, and whose colour
+//! conversion each rounds once; chroma upsampling (the images here are encoded 4:2:2 by the
+//! `image` crate) may differ between decoders by method, which on smooth content moves a value by
+//! a few levels. The mean absolute difference over a batch is therefore bounded by 2 levels; a
+//! misplaced row, channel or image gives tens.
+
+use image::codecs::jpeg::JpegEncoder;
+use image::ExtendedColorType;
+use proptest::prelude::*;
+use streamline::jpeg::{Backend, JpegDecoder};
+use streamline::Error;
+use streamline_tests::{gpu, gpu_property};
+
+/// A decoder on the test GPU, or `None` after one line where there is no GPU or no nvJPEG.
+fn decoder(backend: Backend) -> Option<JpegDecoder> {
+    let g = gpu()?;
+    match JpegDecoder::new(g, backend) {
+        Ok(d) => Some(d),
+        Err(e @ Error::MissingLibrary { .. }) => {
+            eprintln!("skipping nvJPEG test: {e}");
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// A photo-like `w x h` image (a gradient, a soft disc, a little noise) as JPEG at quality 90.
+fn photo(w: usize, h: usize, gray: bool, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    let mut noise = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % 9) as f32 - 4.0
+    };
+    let channels = if gray { 1 } else { 3 };
+    let mut px = Vec::with_capacity(w * h * channels);
+    let (cx, cy, r) = (w as f32 * 0.6, h as f32 * 0.4, (w.min(h) as f32) * 0.3);
+    for y in 0..h {
+        for x in 0..w {
+            let (fx, fy) = (x as f32 / w as f32, y as f32 / h as f32);
+            let inside = ((x as f32 - cx).powi(2) + (y as f32 - cy).powi(2)).sqrt() < r;
+            let base = [
+                40.0 + 150.0 * fy + if inside { 50.0 } else { 0.0 },
+                90.0 + 100.0 * fx,
+                200.0 - 120.0 * fy + if inside { -60.0 } else { 0.0 },
+            ];
+            for v in &base[..channels] {
+                px.push((v + noise()).clamp(0.0, 255.0) as u8);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let color = if gray {
+        ExtendedColorType::L8
+    } else {
+        ExtendedColorType::Rgb8
+    };
+    JpegEncoder::new_with_quality(&mut out, 90)
+        .encode(&px, w as u32, h as u32, color)
+        .unwrap();
+    out
+}
+
+const BACKENDS: [Backend; 3] = [Backend::Both, Backend::Hardware, Backend::Cuda];
+
+/// Bytes after the batch that the decode must leave alone.
+const GUARD: usize = 61;
+
+#[test]
+fn batches_match_the_cpu_decoder_every_byte_written() {
+    gpu_property(
+        12,
+        (
+            prop::collection::vec((1usize..=300, 1usize..=300, any::<bool>()), 1..=6),
+            any::<u64>(),
+            0usize..3,
+        ),
+        |(dims, seed, b)| {
+            let Some(mut dec) = decoder(BACKENDS[b]) else {
+                return Ok(());
+            };
+            let files: Vec<Vec<u8>> = dims
+                .iter()
+                .enumerate()
+                .map(|(i, &(w, h, gray))| photo(w, h, gray, seed.wrapping_add(i as u64)))
+                .collect();
+            let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
+            let s = gpu().unwrap().stream();
+            let (layout, total) = dec.layout(&refs).unwrap();
+            let mut runs = Vec::new();
+            for poison in [0x00u8, 0xff] {
+                let mut data = s.clone_htod(&vec![poison; total + GUARD]).unwrap();
+                let got = dec
+                    .decode_into(s, &refs, layout.clone(), &mut data)
+                    .unwrap();
+                prop_assert_eq!(&got.sizes, &layout.sizes);
+                let host = s.clone_dtoh(&data).unwrap();
+                prop_assert!(
+                    host[total..].iter().all(|&v| v == poison),
+                    "bytes past the batch were written"
+                );
+                runs.push(host);
+            }
+            prop_assert!(
+                runs[0][..total] == runs[1][..total],
+                "some byte of the batch was not written (it kept the poison)"
+            );
+            let (mut sum, mut count) = (0u64, 0u64);
+            for (i, f) in files.iter().enumerate() {
+                let cpu = image::load_from_memory(f).unwrap().to_rgb8();
+                let (h, w) = layout.sizes[i];
+                prop_assert_eq!((h, w), (dims[i].1, dims[i].0));
+                prop_assert_eq!((cpu.height() as usize, cpu.width() as usize), (h, w));
+                let at = layout.offsets[i];
+                for (a, c) in runs[0][at..at + h * w * 3].iter().zip(cpu.as_raw()) {
+                    sum += a.abs_diff(*c) as u64;
+                }
+                count += (h * w * 3) as u64;
+            }
+            let mean = sum as f64 / count as f64;
+            prop_assert!(mean <= 2.0, "mean |GPU - CPU| {mean:.3} levels");
+            Ok(())
+        },
+    );
+}
+
+#[test]
+fn a_file_that_is_not_a_jpeg_is_named() {
+    let Some(mut dec) = decoder(Backend::Both) else {
+        return;
+    };
+    let good = photo(40, 30, false, 7);
+    let s = gpu().unwrap().stream();
+    for bad in [&b"not a jpeg at all"[..], &[][..], &good[..20]] {
+        let e = dec.decode(s, &[&good, bad]).err().expect("refused");
+        assert!(e.to_string().contains("file 1"), "{e}");
+    }
+    // The decoder still works after a refused batch.
+    let d = dec.decode(s, &[&good]).unwrap();
+    assert_eq!(d.layout.sizes, [(30, 40)]);
+}
