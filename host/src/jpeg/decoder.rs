@@ -1,9 +1,10 @@
 //! Batched JPEG decoding on the GPU through nvJPEG, into one ragged batch of RGB images.
 //!
-//! A batch is split between two back ends that run at once on streams of their own, as NVIDIA's
-//! DALI splits it: the GPU's hardware JPEG decoders (H100 and H200 carry them; baseline JPEG of
-//! one scan) and nvJPEG's CUDA decoder (Huffman decoding on the GPU too), which takes what the
-//! hardware cannot and a share of what it can. The caller's stream is ordered after both.
+//! The GPU's hardware JPEG decoders (H100 and H200 carry them) take every image they can
+//! (baseline JPEG of one scan); nvJPEG's CUDA decoder (Huffman decoding on the GPU too) takes the
+//! rest, at the same time on a stream of its own, and a share of what the hardware could take
+//! where one is asked for (as NVIDIA's DALI splits a batch). The caller's stream is ordered
+//! after both.
 
 use super::library::{
     check, nvjpeg, Handle, Image, JpegStream, Nvjpeg, State, BACKEND_GPU_HYBRID, BACKEND_HARDWARE,
@@ -19,10 +20,8 @@ use std::sync::Arc;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Backend {
-    /// The hardware decoders for what they take, the CUDA decoder for the rest and for a share
-    /// of the batch (the default).
-    Both,
-    /// The hardware decoders alone (images they cannot take go to the CUDA decoder).
+    /// The hardware decoders for every image they take, the CUDA decoder for the rest (the
+    /// default; the CUDA decoder alone where the GPU has no hardware decoder).
     Hardware,
     /// nvJPEG's CUDA decoder alone.
     Cuda,
@@ -209,11 +208,7 @@ impl JpegDecoder {
             ctx: gpu.context().clone(),
             hardware,
             cuda,
-            hardware_share: if backend == Backend::Hardware {
-                1.0
-            } else {
-                0.75
-            },
+            hardware_share: 1.0,
             no_hardware,
         })
     }
@@ -223,8 +218,8 @@ impl JpegDecoder {
         self.cuda.lib.origin.as_str()
     }
 
-    /// Of the images the hardware decoders take, the share they decode (`0..=1`; the CUDA
-    /// decoder takes the rest, at the same time).
+    /// Of the images the hardware decoders can take, the share they decode (`0..=1`, default
+    /// 1); the CUDA decoder takes the rest at the same time.
     pub fn set_hardware_share(&mut self, share: f64) -> Result<()> {
         if !(0.0..=1.0).contains(&share) {
             return Err(Error::arg(
