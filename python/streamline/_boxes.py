@@ -25,11 +25,11 @@ def host_rows(boxes):
 
 
 def one_tensor(boxes):
-    """CUDA or CPU tensor boxes as one ``(K, 5)`` tensor (a list of ``(L, 4)`` ones gets its
-    batch indices); anything else unchanged."""
+    """A list of ``(L, 4)`` tensors on one device as one ``(K, 5)`` tensor there, with the batch
+    indices; anything else unchanged (a list across devices is read on the host)."""
     torch = _arrays._torch()
     if torch is not None and isinstance(boxes, (list, tuple)) and boxes and all(
-            isinstance(b, torch.Tensor) for b in boxes):
+            isinstance(b, torch.Tensor) and b.device == boxes[0].device for b in boxes):
         for i, b in enumerate(boxes):
             if b.dim() != 2 or b.shape[1] != 4:
                 raise ValueError(f"boxes: image {i}'s boxes have shape {tuple(b.shape)}; need (L, 4)")

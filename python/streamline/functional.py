@@ -235,12 +235,14 @@ def augment(inpt, size, crop=None, degrees=45.0, interpolation="nearest", kernel
     std = [1.0] * c if std is None else [float(v) for v in _host_values(std, "std")]
     cfg = [size, crop, float(degrees), _mode(interpolation), int(kernel_size), [float(lo), float(hi)],
            bool(scale), mean, std, src, dst]
+    if tracing() and (draw is not None or return_draw):
+        raise ValueError("draw: a given draw and return_draw are not supported under torch.compile")
     if _state is not None:
-        return call("augment_drawn", [inpt, _state, *cfg, bool(per_image_sigma)], out, stream, device)
+        # Drawn on the device: there is no host draw to return.
+        out = call("augment_drawn", [inpt, _state, *cfg, bool(per_image_sigma)], out, stream, device)
+        return (out, None) if return_draw else out
     args = [inpt, *cfg, _ops.signed(int(seed)), bool(per_image_sigma)]
     if tracing():
-        if draw is not None or return_draw:
-            raise ValueError("draw: a given draw and return_draw are not supported under torch.compile")
         return through_operator("augment", args, out, stream)
     if draw is not None:
         boxes, angles, sigmas = draw

@@ -360,3 +360,13 @@ def test_operations_are_described_once():
         shape("gaussian_blur", (t(1, 3, 8, 8), [4, 3], [1.0, 1.0]))
     with pytest.raises(TypeError, match="normalize: takes 3 arguments, got 2"):
         shape("normalize", (t(1, 3, 8, 8), [0.0]))
+    # the matrix product's initial values are the output's own
+    a, b, c, out = img(3, 5), img(5, 6), img(3, 6), img(3, 6)
+
+    def t(x):
+        ptr = x.__cuda_array_interface__["data"][0]
+        return ptr, tuple(x.__cuda_array_interface__["shape"]), "float32", None
+
+    with pytest.raises(ValueError, match="`out`: must be the tensor given as `c`"):
+        _native.call("sgemm", 0, 0, (t(a), t(b), t(c), 1.0, 1.0), t(out))
+

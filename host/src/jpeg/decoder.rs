@@ -1,7 +1,8 @@
 //! Batched JPEG decoding on the GPU through nvJPEG, into one ragged batch of RGB images.
 //!
 //! The GPU's hardware JPEG decoders (H100 and H200 carry them) take every image they can
-//! (baseline JPEG of one scan); nvJPEG's CUDA decoder (Huffman decoding on the GPU too) takes the
+//! (baseline JPEG of one scan); nvJPEG's CUDA decoder (its GPU-hybrid back end: Huffman decoding
+//! on the GPU for batches of more than 50 baseline images, on the host otherwise) takes the
 //! rest, at the same time on a stream of its own, and a share of what the hardware could take
 //! where one is asked for (as NVIDIA's DALI splits a batch). The caller's stream is ordered
 //! after both.
@@ -77,6 +78,7 @@ struct Part {
 
 impl Part {
     fn new(lib: &'static Nvjpeg, gpu: &Gpu, backend: c_int) -> Result<Part> {
+        let stream = gpu.new_stream()?;
         let mut handle = std::ptr::null_mut();
         // SAFETY: null allocators select nvJPEG's own (the CUDA runtime's, in the context
         // current on this thread, which the caller bound); flags must be 0.
@@ -94,7 +96,7 @@ impl Part {
             handle,
             state: std::ptr::null_mut(),
             header: std::ptr::null_mut(),
-            stream: gpu.new_stream()?,
+            stream,
         };
         // SAFETY: `handle` is live; the outputs are written on success and freed by `Drop`.
         check("nvjpegJpegStateCreate", unsafe {
@@ -107,13 +109,17 @@ impl Part {
         Ok(part)
     }
 
-    /// Whether this back end's batched decoder takes `file`.
+    /// Whether this back end's batched decoder takes `file` (a header it cannot parse: no, and
+    /// the other decoder gets the file).
     fn supports(&self, file: &[u8]) -> Result<bool> {
         let lib = self.lib;
         // SAFETY: `file` is readable for its length; the header scratch belongs to this part.
-        check("nvjpegJpegStreamParseHeader", unsafe {
+        let parsed = unsafe {
             (lib.stream_parse_header)(self.handle, file.as_ptr(), file.len(), self.header)
-        })?;
+        };
+        if check("nvjpegJpegStreamParseHeader", parsed).is_err() {
+            return Ok(false);
+        }
         let mut unsupported: c_int = 1;
         // SAFETY: the header was parsed into `self.header` just above.
         check("nvjpegDecodeBatchedSupported", unsafe {
@@ -264,9 +270,12 @@ impl JpegDecoder {
         }
         let mut offsets = Vec::with_capacity(files.len());
         let mut total = 0usize;
-        for &(h, w) in &sizes {
+        for (i, &(h, w)) in sizes.iter().enumerate() {
             offsets.push(total);
-            total += h * w * 3;
+            total = h
+                .checked_mul(w * 3)
+                .and_then(|b| total.checked_add(b))
+                .ok_or_else(|| bad(i, "the batch's size overflows"))?;
         }
         Ok((
             Layout {
@@ -279,37 +288,44 @@ impl JpegDecoder {
     }
 
     /// Decodes `files` (JPEG bytes) into a new ragged RGB batch, ordered before later work on
-    /// `stream`. A file that is not a JPEG nvJPEG can read is an error naming its index.
+    /// `stream`. A file whose header nvJPEG cannot read is an error naming its index; one that
+    /// fails later fails the batch.
     pub fn decode(&mut self, stream: &Arc<CudaStream>, files: &[&[u8]]) -> Result<Decoded> {
         let (layout, total) = self.layout(files)?;
         // SAFETY: every byte is written by the decoders before any read is ordered after them.
         let mut data = unsafe { stream.alloc::<u8>(total.max(1)) }.op("cuMemAllocAsync")?;
-        let layout = self.decode_into(stream, files, layout, &mut data)?;
+        let layout = self.decode_at(stream, files, layout, &mut data)?;
         Ok(Decoded { data, layout })
     }
 
-    /// Decodes `files` into `data` as `layout` (from [`JpegDecoder::layout`] on the same files)
-    /// places them, ordered before later work on `stream`; returns the layout with the count of
-    /// images the hardware decoders took. Every byte of the batch is written.
+    /// Decodes `files` into the front of `data`, as [`JpegDecoder::layout`] places them,
+    /// ordered before later work on `stream`; returns that layout with the count of images the
+    /// hardware decoders took. Every byte of the batch is written, none after it.
     pub fn decode_into(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        files: &[&[u8]],
+        data: &mut CudaSlice<u8>,
+    ) -> Result<Layout> {
+        let (layout, total) = self.layout(files)?;
+        if data.len() < total {
+            return Err(Error::arg(
+                "data",
+                format!("holds {} bytes; the batch needs {total}", data.len()),
+            ));
+        }
+        self.decode_at(stream, files, layout, data)
+    }
+
+    /// [`JpegDecoder::decode_into`] with the layout [`JpegDecoder::layout`] gave for `files`,
+    /// which `data` holds.
+    fn decode_at(
         &mut self,
         stream: &Arc<CudaStream>,
         files: &[&[u8]],
         mut layout: Layout,
         data: &mut CudaSlice<u8>,
     ) -> Result<Layout> {
-        let total = layout.bytes();
-        if layout.sizes.len() != files.len() || data.len() < total {
-            return Err(Error::arg(
-                "data",
-                format!(
-                    "holds {} bytes for {} images; the layout has {} images in {total} bytes",
-                    data.len(),
-                    files.len(),
-                    layout.sizes.len()
-                ),
-            ));
-        }
         self.ctx.bind_to_thread().op("cuCtxSetCurrent")?;
         // Which images go to the hardware decoders.
         let mut to_hardware = vec![false; files.len()];
@@ -348,18 +364,31 @@ impl JpegDecoder {
             &self.cuda,
             (0..files.len()).filter(|&i| !to_hardware[i]).collect(),
         ));
+        let mut queued = Ok(());
         for (part, idx) in &parts {
             let inputs: Vec<&[u8]> = idx.iter().map(|&i| files[i]).collect();
             let mut images: Vec<Image> = idx.iter().map(|&i| image(i)).collect();
-            part.stream.join(stream).op("cuStreamWaitEvent")?;
-            // SAFETY: each image's plane is its own `h x 3w` bytes of `data` (offsets from the
-            // headers' sizes, inside `data` as checked above), written only by this decode;
-            // `stream` waits for it below before anything else uses `data`.
-            unsafe { part.decode(&inputs, &mut images)? };
+            queued = part
+                .stream
+                .join(stream)
+                .op("cuStreamWaitEvent")
+                .and_then(|()| {
+                    // SAFETY: each image's plane is its own `h x 3w` bytes of `data` (the layout
+                    // of these files' headers, which `data` holds), written only by this decode;
+                    // `stream` waits for it below, whatever happens, before anything else uses
+                    // `data`.
+                    unsafe { part.decode(&inputs, &mut images) }
+                });
+            if queued.is_err() {
+                break;
+            }
         }
+        // Joined even after a failure: a part may have queued writes into `data`, which must
+        // not be freed or reused before they end.
         for (part, _) in &parts {
             stream.join(&part.stream).op("cuStreamWaitEvent")?;
         }
+        queued?;
         // The decoders wrote `data`: recorded now, after the joins, so that a reader on another
         // stream waits for them too.
         drop(data.device_ptr_mut(stream));

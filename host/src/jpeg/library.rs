@@ -16,7 +16,8 @@ use std::sync::OnceLock;
 pub(crate) type Status = c_int;
 pub(crate) const SUCCESS: Status = 0;
 
-/// `nvjpegBackend_t`: Huffman decoding on the GPU (batched, baseline JPEG).
+/// `nvjpegBackend_t`: Huffman decoding on the GPU for batches of more than 50 baseline images,
+/// on the host otherwise.
 pub(crate) const BACKEND_GPU_HYBRID: c_int = 2;
 /// `nvjpegBackend_t`: the GPU's hardware JPEG decoders (baseline, one scan).
 pub(crate) const BACKEND_HARDWARE: c_int = 3;

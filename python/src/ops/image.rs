@@ -287,7 +287,8 @@ fn roi_options(a: &Args, sh: Shape) -> Result<(RoiAlign, Shape)> {
         out_h,
         out_w,
         spatial_scale: a.f32("spatial_scale")?,
-        sampling_ratio: i32::try_from(sampling_ratio).unwrap_or(i32::MAX),
+        // Beyond i32, as far as the checks go: above 256 is refused, <= 0 means adaptive.
+        sampling_ratio: sampling_ratio.clamp(i32::MIN.into(), i32::MAX.into()) as i32,
         aligned: a.bool("aligned")?,
     };
     let out = match a.boxes("boxes")? {

@@ -72,7 +72,8 @@ pub struct Tensor {
     pub mutated: bool,
     /// Rows of consecutive elements at any row pitch (a matrix), instead of dense.
     pub rows: bool,
-    /// Holds the output's initial values, which the operation reads; may be the output itself.
+    /// Holds the output's initial values, which the operation reads: the output itself (the
+    /// custom operator's implementation makes the output a copy of it).
     pub initial_output: bool,
 }
 
@@ -385,6 +386,19 @@ fn checked_output(op: &Op, a: &Args, y: &TensorArg) -> Result<()> {
             "out",
             format!("has dtype {}; needs {}", y.dtype.name(), dtype.name()),
         ));
+    }
+    for arg in op.args {
+        if let Ty::Tensor(t) | Ty::OptTensor(t) = arg.ty {
+            if t.initial_output && a.opt_tensor(arg.name)?.is_some_and(|c| c.ptr != y.ptr) {
+                return Err(Error::arg(
+                    "out",
+                    format!(
+                        "must be the tensor given as `{}`, which holds the output's initial values",
+                        arg.name
+                    ),
+                ));
+            }
+        }
     }
     if y.pitch.is_some() && !op.out_rows {
         return Err(Error::arg("out", "must be contiguous".to_string()));
