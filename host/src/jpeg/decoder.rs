@@ -205,7 +205,7 @@ impl JpegDecoder {
         let cuda = Part::new(lib, gpu, BACKEND_GPU_HYBRID)?;
         let (hardware, no_hardware) = match backend {
             Backend::Cuda => (None, Some("not asked for".to_string())),
-            _ => match Part::new(lib, gpu, BACKEND_HARDWARE) {
+            Backend::Hardware => match Part::new(lib, gpu, BACKEND_HARDWARE) {
                 Ok(p) => (Some(p), None),
                 Err(e) => (None, Some(e.to_string())),
             },
