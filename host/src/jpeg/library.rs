@@ -6,6 +6,7 @@
 //! copy torchvision's wheel carries. The types and values are those of `nvjpeg.h`.
 
 use crate::error::{Error, Result};
+use crate::runtime::dylib::{self, Search};
 use cudarc::driver::sys::CUstream;
 use libloading::Library;
 use std::ffi::{c_int, c_uchar, c_uint, c_void};
@@ -124,29 +125,12 @@ pub(crate) fn check(op: &'static str, s: Status) -> Result<()> {
 }
 
 fn load() -> std::result::Result<Nvjpeg, String> {
-    if let Some(path) = std::env::var_os("STREAMLINE_NVJPEG") {
-        let path = PathBuf::from(path);
-        return open(&path.to_string_lossy(), &path)
-            .map_err(|e| format!("STREAMLINE_NVJPEG={}: {e}", path.display()));
-    }
-    let mut tried = Vec::new();
-    for name in ["libnvjpeg.so.13", "libnvjpeg.so.12"] {
-        match open(name, Path::new(name)) {
-            Ok(n) => return Ok(n),
-            Err(e) => tried.push(format!("{name} on the library path: {e}")),
-        }
-    }
-    match wheel_library() {
-        Ok(path) => match open(&path.display().to_string(), &path) {
-            Ok(n) => return Ok(n),
-            Err(e) => tried.push(format!("{}: {e}", path.display())),
-        },
-        Err(e) => tried.push(e),
-    }
-    Err(format!(
-        "tried {}; install it with `pip install nvidia-nvjpeg` or set STREAMLINE_NVJPEG to the path of libnvjpeg.so.13",
-        tried.join("; ")
-    ))
+    let search = Search {
+        env: "STREAMLINE_NVJPEG",
+        names: &["libnvjpeg.so.13", "libnvjpeg.so.12"],
+        install: "install it with `pip install nvidia-nvjpeg` or set STREAMLINE_NVJPEG to the path of libnvjpeg.so.13",
+    };
+    dylib::find(&search, wheel_library, open)
 }
 
 /// The library of the `nvidia-nvjpeg` wheel (CUDA 13: `nvidia/cu13/lib`; CUDA 12:
@@ -158,15 +142,7 @@ fn wheel_library() -> std::result::Result<PathBuf, String> {
         print('\\n'.join(os.path.abspath(p) for p in (s.submodule_search_locations if s else [])))\n\
         t = u.find_spec('torchvision')\n\
         print(os.path.dirname(t.origin) + '.libs' if t else '')";
-    let out = std::process::Command::new("python3")
-        .args(["-c", FIND])
-        .stderr(std::process::Stdio::null())
-        .output()
-        .map_err(|e| format!("the nvidia-nvjpeg wheel (python3 could not run: {e})"))?;
-    if !out.status.success() {
-        return Err("the nvidia-nvjpeg wheel (python3 has no nvidia package)".into());
-    }
-    let roots = String::from_utf8_lossy(&out.stdout).to_string();
+    let roots = dylib::python3(FIND, "nvidia-nvjpeg", "python3 has no nvidia package")?;
     for root in roots.lines().filter(|l| !l.is_empty()).map(PathBuf::from) {
         for lib in [
             root.join("cu13/lib/libnvjpeg.so.13"),

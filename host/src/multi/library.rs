@@ -8,6 +8,7 @@
 //! none, where Streamline must say what it tried.
 
 use crate::error::{Error, Result};
+use crate::runtime::dylib::{self, Search};
 use cudarc::driver::sys::CUstream;
 use cudarc::nccl::sys::{ncclComm_t, ncclUniqueId};
 use libloading::Library;
@@ -190,29 +191,12 @@ pub(crate) fn describe(n: &Nccl, r: NcclResult, comm: ncclComm_t) -> String {
 
 fn load() -> std::result::Result<Nccl, String> {
     connect_at_init();
-    let mut tried = Vec::new();
-    if let Some(path) = std::env::var_os("STREAMLINE_NCCL") {
-        let path = PathBuf::from(path);
-        return open(&path.to_string_lossy(), &path)
-            .map_err(|e| format!("STREAMLINE_NCCL={}: {e}", path.display()));
-    }
-    for name in ["libnccl.so.2", "libnccl.so"] {
-        match open(name, Path::new(name)) {
-            Ok(n) => return Ok(n),
-            Err(e) => tried.push(format!("{name} on the library path: {e}")),
-        }
-    }
-    match wheel_library() {
-        Ok(path) => match open(&path.display().to_string(), &path) {
-            Ok(n) => return Ok(n),
-            Err(e) => tried.push(format!("{}: {e}", path.display())),
-        },
-        Err(e) => tried.push(e),
-    }
-    Err(format!(
-        "tried {}; install it with `pip install nvidia-nccl-cu13` or set STREAMLINE_NCCL to the path of libnccl.so.2",
-        tried.join("; ")
-    ))
+    let search = Search {
+        env: "STREAMLINE_NCCL",
+        names: &["libnccl.so.2", "libnccl.so"],
+        install: "install it with `pip install nvidia-nccl-cu13` or set STREAMLINE_NCCL to the path of libnccl.so.2",
+    };
+    dylib::find(&search, wheel_library, open)
 }
 
 /// Asks NCCL, unless the environment already says otherwise, to make every connection a
@@ -233,16 +217,8 @@ fn connect_at_init() {
 /// The NCCL library of the `nvidia-nccl-cu13`/`-cu12` wheel that `python3` imports.
 fn wheel_library() -> std::result::Result<PathBuf, String> {
     const FIND: &str = "import nvidia.nccl as n; print(list(n.__path__)[0])";
-    let out = std::process::Command::new("python3")
-        .args(["-c", FIND])
-        .stderr(std::process::Stdio::null())
-        .output()
-        .map_err(|e| format!("the nvidia-nccl wheel (python3 could not run: {e})"))?;
-    if !out.status.success() {
-        return Err("the nvidia-nccl wheel (python3 has no nvidia.nccl)".into());
-    }
-    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("lib");
-    let lib = dir.join("libnccl.so.2");
+    let dir = dylib::python3(FIND, "nvidia-nccl", "python3 has no nvidia.nccl")?;
+    let lib = PathBuf::from(dir).join("lib").join("libnccl.so.2");
     if lib.is_file() {
         Ok(lib)
     } else {

@@ -13,6 +13,7 @@
 //! 5. [`gpu`]: a device with Streamline's own kernels, loaded when first launched.
 
 pub mod config;
+pub(crate) mod dylib;
 pub mod gpu;
 pub mod image;
 pub mod launch;

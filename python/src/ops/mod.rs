@@ -334,11 +334,7 @@ pub fn call<'py>(
     args: &Bound<'py, PyTuple>,
     out: &Bound<'py, PyAny>,
 ) -> PyResult<Option<Draw>> {
-    let op = find(name)?;
-    let a = Args::extract(op, args)?;
-    let y = TensorArg::extract("out", out)?;
-    // Device-free: a wrong output is refused before any device is touched.
-    checked_output(op, &a, &y).map_err(|e| to_py_as(e, op.names))?;
+    let (op, a, y) = checked(name, args, out)?;
     let extra = on_stream(py, device, stream, op.names, |g, s| (op.run)(g, s, &a, &y))?;
     Ok(match extra {
         Extra::Nothing => None,
@@ -358,9 +354,7 @@ pub fn host_time<'py>(
     out: &Bound<'py, PyAny>,
     iters: usize,
 ) -> PyResult<f64> {
-    let op = find(name)?;
-    let a = Args::extract(op, args)?;
-    let y = TensorArg::extract("out", out)?;
+    let (op, a, y) = checked(name, args, out)?;
     on_stream(py, device, stream, op.names, |g, s| {
         let t = Instant::now();
         for _ in 0..iters {
@@ -369,6 +363,20 @@ pub fn host_time<'py>(
         }
         Ok(t.elapsed().as_secs_f64() / iters.max(1) as f64)
     })
+}
+
+/// Operation `name` with its arguments and output read from Python and checked against it
+/// (device-free: a wrong call is refused before any device is touched).
+fn checked(
+    name: &str,
+    args: &Bound<'_, PyTuple>,
+    out: &Bound<'_, PyAny>,
+) -> PyResult<(&'static Op, Args, TensorArg)> {
+    let op = find(name)?;
+    let a = Args::extract(op, args)?;
+    let y = TensorArg::extract("out", out)?;
+    checked_output(op, &a, &y).map_err(|e| to_py_as(e, op.names))?;
+    Ok((op, a, y))
 }
 
 /// Checks the arguments (the shape rule) and that `y` has the output's shape and dtype.
