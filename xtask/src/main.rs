@@ -127,6 +127,16 @@ const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
     ("augment_bilinear_c2", 16, 32, FOUR_BLOCKS),
     ("augment_bilinear_c3", 16, 32, FOUR_BLOCKS),
     ("augment_bilinear_c4", 16, 32, FOUR_BLOCKS),
+    // The ragged batches' strips (`augment_ragged_*`) keep the image's place from the block's
+    // setup record beside the strip kernels' values: a few more words may spill.
+    ("augment_ragged_c1", 48, 112, FOUR_BLOCKS),
+    ("augment_ragged_c2", 48, 112, FOUR_BLOCKS),
+    ("augment_ragged_c3", 48, 112, FOUR_BLOCKS),
+    ("augment_ragged_c4", 48, 112, FOUR_BLOCKS),
+    ("augment_ragged_bilinear_c1", 48, 112, FOUR_BLOCKS),
+    ("augment_ragged_bilinear_c2", 48, 112, FOUR_BLOCKS),
+    ("augment_ragged_bilinear_c3", 48, 112, FOUR_BLOCKS),
+    ("augment_ragged_bilinear_c4", 48, 112, FOUR_BLOCKS),
     ("augment_bilinear_strip_c1", 16, 32, FOUR_BLOCKS),
     ("augment_bilinear_strip_c2", 16, 32, FOUR_BLOCKS),
     ("augment_bilinear_strip_c3", 16, 32, FOUR_BLOCKS),

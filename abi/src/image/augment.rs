@@ -84,13 +84,20 @@ params! {
         pub sigmas: DevPtr<f32>,
         /// Device address of `channels` means followed by `channels` standard deviations.
         pub stats: DevPtr<f32>,
+        /// A ragged batch (images of their own sizes): the device address of `batch` extents,
+        /// [`EXTENT_WORDS`] u32 each (see [`ImageExtent`]); null for a batch of
+        /// `height x width` images. An extent that is empty or reaches past `x_bytes` makes its
+        /// image's output NaN, never a read outside `x`.
+        pub extents: DevPtr<u32>,
+        /// Bytes of the input (a ragged batch's images lie inside them).
+        pub x_bytes: u64,
         /// Images.
         pub batch: u32,
         /// Channels per image (at most [`AUGMENT_MAX_CHANNELS`]).
         pub channels: u32,
-        /// Input height.
+        /// Input height (0 in a ragged batch).
         pub height: u32,
-        /// Input width.
+        /// Input width (0 in a ragged batch).
         pub width: u32,
         /// Crop (roi_align output) height.
         pub crop_h: u32,
@@ -179,6 +186,14 @@ params! {
     /// `below(w0, max_top + 1)` and its left `below(w1, max_left + 1)`, the angle
     /// `fma(2 degrees, unit(w2), -degrees)`, the sigma `fma(sigma_span, unit(w3), sigma_lo)` (with
     /// image 0's `w3` for every image unless `per_image_sigma`); see `streamline_device::random`.
+    /// The box is `[left, top, left + crop_w, top + crop_h]`.
+    ///
+    /// In a ragged batch (`extents` not null) the crop is drawn the same way in a square of
+    /// `side x side` (`max_top = max_left = side - crop`), the square that covers the centre of
+    /// image `i` (`h x w`, `m = min(h, w)`) scaled by `f = m / side` (an f32 division); the box
+    /// is then `x1 = fma(left, f, (w - m) / 2)`, `y1 = fma(top, f, (h - m) / 2)`,
+    /// `[x1, y1, fma(crop_w, f, x1), fma(crop_h, f, y1)]`: the crop a CPU loader takes after
+    /// scaling the image to cover the square and cutting its centre, taken from the image itself.
     #[derive(Clone, Copy, Debug, PartialEq)]
     #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
     pub struct AugmentDrawParams {
@@ -188,6 +203,9 @@ params! {
         /// Device address of the draw: `batch` boxes `[x1, y1, x2, y2]`, then `batch` angles, then
         /// `batch` sigmas (f32), as [`AugmentParams`] reads them.
         pub draw: DevPtrMut<f32>,
+        /// A ragged batch's extents ([`AugmentParams::extents`]); null for a batch of images of
+        /// one size.
+        pub extents: DevPtr<u32>,
         /// Images.
         pub batch: u32,
         /// Crop height and width.
@@ -204,8 +222,66 @@ params! {
         pub sigma_span: f32,
         /// 1: a sigma per image; 0: one sigma for the batch.
         pub per_image_sigma: u32,
-        /// Zero (keeps the struct free of implicit padding).
-        pub pad: u32,
+        /// Side of the square a ragged batch's crops are drawn in (unused otherwise).
+        pub side: u32,
+    }
+}
+
+/// u32 words of one image's extent in a ragged batch's device array
+/// ([`AugmentParams::extents`]): [`ImageExtent::words`].
+pub const EXTENT_WORDS: usize = 4;
+
+/// Where one image of a ragged batch lies: `height x width` pixels of every channel from byte
+/// `offset` of the batch's buffer (NHWC, as image decoders give them, or NCHW). On the device
+/// it is [`EXTENT_WORDS`] u32: the offset's low and high words, the height, the width.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ImageExtent {
+    pub offset: u64,
+    pub height: u32,
+    pub width: u32,
+}
+
+impl ImageExtent {
+    /// The extent as the device reads it.
+    pub const fn words(self) -> [u32; EXTENT_WORDS] {
+        [
+            self.offset as u32,
+            (self.offset >> 32) as u32,
+            self.height,
+            self.width,
+        ]
+    }
+
+    /// The extent of its device words.
+    pub const fn from_words(w: [u32; EXTENT_WORDS]) -> ImageExtent {
+        ImageExtent {
+            offset: (w[1] as u64) << 32 | w[0] as u64,
+            height: w[2],
+            width: w[3],
+        }
+    }
+
+    /// Bytes of the image with `channels` channels (`None` where they overflow `u64`).
+    pub const fn bytes(self, channels: u32) -> Option<u64> {
+        match (self.height as u64).checked_mul(self.width as u64) {
+            Some(px) => px.checked_mul(channels as u64),
+            None => None,
+        }
+    }
+
+    /// Whether the image is a non-empty one of at most `u32::MAX` bytes lying inside
+    /// `x_bytes` bytes: what the fused augmentation reads, and otherwise makes NaN.
+    pub const fn fits(self, channels: u32, x_bytes: u64) -> bool {
+        match self.bytes(channels) {
+            Some(b) => {
+                self.height > 0
+                    && self.width > 0
+                    && b <= u32::MAX as u64
+                    && self.offset <= x_bytes
+                    && b <= x_bytes - self.offset
+            }
+            None => false,
+        }
     }
 }
 
@@ -336,6 +412,38 @@ pub const fn augment_kernel(
             AUGMENT_WIDE_C2,
             AUGMENT_WIDE_C3,
             AUGMENT_WIDE_C4,
+        ],
+    };
+    family[match channels {
+        1..=3 => channels as usize - 1,
+        _ => 3,
+    }]
+}
+
+/// The fused augmentation's kernel for a ragged batch ([`AugmentParams::extents`]) of
+/// `channels` channels, blur kernel size `k` and nearest or bilinear rotation: the strip
+/// kernels' instances that find each image's size and place where its crop stage is set up
+/// (strips of any length, `strip` at least 1).
+pub const fn augment_ragged_kernel(channels: u32, k: u32, nearest: bool) -> Kernel<AugmentParams> {
+    let fast = augment_radius(k) == AUGMENT_FAST_RADIUS;
+    let family = match (fast, nearest) {
+        (true, true) => [
+            AUGMENT_RAGGED_C1,
+            AUGMENT_RAGGED_C2,
+            AUGMENT_RAGGED_C3,
+            AUGMENT_RAGGED_C4,
+        ],
+        (true, false) => [
+            AUGMENT_RAGGED_BILINEAR_C1,
+            AUGMENT_RAGGED_BILINEAR_C2,
+            AUGMENT_RAGGED_BILINEAR_C3,
+            AUGMENT_RAGGED_BILINEAR_C4,
+        ],
+        (false, _) => [
+            AUGMENT_RAGGED_WIDE_C1,
+            AUGMENT_RAGGED_WIDE_C2,
+            AUGMENT_RAGGED_WIDE_C3,
+            AUGMENT_RAGGED_WIDE_C4,
         ],
     };
     family[match channels {

@@ -146,4 +146,29 @@ declare! {
     pub const AUGMENT_WIDE_C3: Kernel<AugmentParams> = Kernel::new("augment_wide_c3").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 2);
     /// 4 channels, 9 taps or more.
     pub const AUGMENT_WIDE_C4: Kernel<AugmentParams> = Kernel::new("augment_wide_c4").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 2);
+    /// [`AUGMENT_STRIP_C1`] on a ragged batch (`AugmentParams::extents`, each image of its own
+    /// size and place).
+    pub const AUGMENT_RAGGED_C1: Kernel<AugmentParams> = Kernel::new("augment_ragged_c1").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_STRIP_C2`], ragged.
+    pub const AUGMENT_RAGGED_C2: Kernel<AugmentParams> = Kernel::new("augment_ragged_c2").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_STRIP_C3`], ragged.
+    pub const AUGMENT_RAGGED_C3: Kernel<AugmentParams> = Kernel::new("augment_ragged_c3").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_STRIP_C4`], ragged.
+    pub const AUGMENT_RAGGED_C4: Kernel<AugmentParams> = Kernel::new("augment_ragged_c4").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_BILINEAR_STRIP_C1`], ragged.
+    pub const AUGMENT_RAGGED_BILINEAR_C1: Kernel<AugmentParams> = Kernel::new("augment_ragged_bilinear_c1").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_BILINEAR_STRIP_C2`], ragged.
+    pub const AUGMENT_RAGGED_BILINEAR_C2: Kernel<AugmentParams> = Kernel::new("augment_ragged_bilinear_c2").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_BILINEAR_STRIP_C3`], ragged.
+    pub const AUGMENT_RAGGED_BILINEAR_C3: Kernel<AugmentParams> = Kernel::new("augment_ragged_bilinear_c3").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_BILINEAR_STRIP_C4`], ragged.
+    pub const AUGMENT_RAGGED_BILINEAR_C4: Kernel<AugmentParams> = Kernel::new("augment_ragged_bilinear_c4").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`AUGMENT_WIDE_C1`], ragged.
+    pub const AUGMENT_RAGGED_WIDE_C1: Kernel<AugmentParams> = Kernel::new("augment_ragged_wide_c1").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 2);
+    /// [`AUGMENT_WIDE_C2`], ragged.
+    pub const AUGMENT_RAGGED_WIDE_C2: Kernel<AugmentParams> = Kernel::new("augment_ragged_wide_c2").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 2);
+    /// [`AUGMENT_WIDE_C3`], ragged.
+    pub const AUGMENT_RAGGED_WIDE_C3: Kernel<AugmentParams> = Kernel::new("augment_ragged_wide_c3").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 2);
+    /// [`AUGMENT_WIDE_C4`], ragged.
+    pub const AUGMENT_RAGGED_WIDE_C4: Kernel<AugmentParams> = Kernel::new("augment_ragged_wide_c4").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 2);
 }

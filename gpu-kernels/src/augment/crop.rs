@@ -4,10 +4,11 @@
 //! window's staging and the dyadic path read the input through it.
 
 use super::staging::Window;
-use super::tile::Px;
+use super::tile::{Px, RaggedImage, Setup};
 use crate::sampling::{Roi, RoiTap};
 use streamline_abi::image::{
-    AugmentParams, AUGMENT_CROP_TAPS, AUGMENT_INPUT_BUDGET, AUGMENT_NHWC_IN,
+    AugmentParams, ImageExtent, AUGMENT_CROP_TAPS, AUGMENT_INPUT_BUDGET, AUGMENT_NHWC_IN,
+    EXTENT_WORDS,
 };
 use streamline_device::mem::{ldg, ldg_u8};
 
@@ -34,23 +35,68 @@ pub(super) struct InputWindow {
 }
 
 impl Crop {
-    /// The crop stage of image `n` (`n < batch`) with box sampling rule `roi`.
+    /// The crop stage of image `n` (`n < batch`) with box sampling rule `roi`; in a ragged
+    /// batch (`RAGGED`) the image is the one the block's setup record found.
     #[inline(always)]
-    pub(super) fn new(p: &AugmentParams, n: usize, roi: Roi) -> Crop {
-        let (c, w) = (p.channels, p.width);
-        let plane = p.height * w;
+    pub(super) fn new<const RAGGED: bool>(
+        setup: *const Setup,
+        p: &AugmentParams,
+        n: usize,
+        roi: Roi,
+    ) -> Crop {
+        let c = p.channels;
+        let (img, h, w, scale) = if !RAGGED {
+            let plane = p.height * p.width;
+            let img = p.x.as_ptr().wrapping_add(n * c as usize * plane as usize);
+            (img, p.height, p.width, p.scale)
+        } else {
+            // SAFETY: the setup record's image is written by one thread before the block's
+            // first barrier and only read after it.
+            let im = unsafe { (*setup).image };
+            let off = (im.offset[1] as u64) << 32 | im.offset[0] as u64;
+            (p.x.as_ptr().wrapping_add(off as usize), im.h, im.w, im.scale)
+        };
+        let plane = h * w;
         let strides = if p.layout & AUGMENT_NHWC_IN != 0 {
             (w * c, c, 1)
         } else {
             (w, 1, plane)
         };
         Crop {
-            img: p.x.as_ptr().wrapping_add(n * c as usize * plane as usize),
+            img,
             strides,
-            h: p.height as i32,
-            w: p.width as i32,
-            scale: p.scale,
+            h: h as i32,
+            w: w as i32,
+            scale,
             roi,
+        }
+    }
+
+    /// Image `n` of a ragged batch: its place, height, width and the uint8-to-float
+    /// multiplier, which is NaN (on a 1 x 1 image at the input's start) where the extent is
+    /// empty or reaches past the input, so that its output says so rather than reading
+    /// outside `p.x`.
+    #[inline(always)]
+    pub(super) fn ragged(p: &AugmentParams, n: usize) -> RaggedImage {
+        let at = p.extents.as_ptr().wrapping_add(EXTENT_WORDS * n);
+        // SAFETY: `n < batch` and `p.extents` holds `EXTENT_WORDS * batch` u32 by the kernel's
+        // contract.
+        let words = unsafe { [at.read(), at.add(1).read(), at.add(2).read(), at.add(3).read()] };
+        let e = ImageExtent::from_words(words);
+        if e.fits(p.channels, p.x_bytes) {
+            RaggedImage {
+                offset: [words[0], words[1]],
+                h: e.height,
+                w: e.width,
+                scale: p.scale,
+            }
+        } else {
+            RaggedImage {
+                offset: [0, 0],
+                h: 1,
+                w: 1,
+                scale: f32::NAN,
+            }
         }
     }
 

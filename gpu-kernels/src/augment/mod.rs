@@ -48,6 +48,10 @@
 //! barriers a tile instead of four. With three channels it keeps the horizontally blurred rows
 //! as one f32 plane per channel rather than 16-byte slots with a word of padding.
 //!
+//! **Ragged batches** (`AugmentParams::extents`): each image has its own size and place in
+//! the input, read where a block's crop stage is set up; the rest of the kernel works in the
+//! crop's and the output's coordinates, which every image shares.
+//!
 //! The haloed tiles of a tile and the next one below share the blur's `2 r` halo rows: the
 //! next tile keeps them and rotates only its 32 new ones. The rotated tile is either a ring of
 //! rows or, in the nearest 7-tap strips of 1, 2 and 4 channels, a plain tile whose last `2 r`
@@ -100,6 +104,12 @@ use streamline_abi::image::{
     AUGMENT_DYADIC_STRIP_C2, AUGMENT_DYADIC_STRIP_C3, AUGMENT_DYADIC_STRIP_C4, AUGMENT_STRIP_C1,
     AUGMENT_STRIP_C2, AUGMENT_STRIP_C3, AUGMENT_STRIP_C4, AUGMENT_WIDE_C1, AUGMENT_WIDE_C2,
     AUGMENT_WIDE_C3, AUGMENT_WIDE_C4,
+};
+use streamline_abi::image::{
+    AUGMENT_RAGGED_BILINEAR_C1, AUGMENT_RAGGED_BILINEAR_C2, AUGMENT_RAGGED_BILINEAR_C3,
+    AUGMENT_RAGGED_BILINEAR_C4, AUGMENT_RAGGED_C1, AUGMENT_RAGGED_C2, AUGMENT_RAGGED_C3,
+    AUGMENT_RAGGED_C4, AUGMENT_RAGGED_WIDE_C1, AUGMENT_RAGGED_WIDE_C2, AUGMENT_RAGGED_WIDE_C3,
+    AUGMENT_RAGGED_WIDE_C4,
 };
 use streamline_device::kernel;
 use streamline_device::mem::shared_addr;
@@ -185,6 +195,7 @@ unsafe fn augment_block<
     const STRIP: bool,
     const ROT: u8,
     const COPY: bool,
+    const RAGGED: bool,
 >(
     p: &AugmentParams,
 ) {
@@ -323,7 +334,7 @@ unsafe fn augment_block<
         // block, so that no warp repeats it.
         if ROT == DYADIC {
             let roi = roi();
-            let layout = tile.dyadic_layout::<T>(&Crop::new(p, nu, roi), &whole, false);
+            let layout = tile.dyadic_layout::<T>(&Crop::new::<RAGGED>(s.setup, p, nu, roi), &whole, false);
             unsafe {
                 (*s.setup).roi = roi;
                 (*s.setup).layout = layout;
@@ -331,6 +342,10 @@ unsafe fn augment_block<
         }
     } else if lin == 128 && ROT != DYADIC {
         unsafe { (*s.setup).roi = roi() };
+        if RAGGED {
+            // SAFETY: as above; `n < batch`, whose extent `p.extents` holds.
+            unsafe { (*s.setup).image = Crop::ragged(p, nu) };
+        }
     } else if lin >= 160 && lin < 160 + C as u32 {
         let c = lin as usize - 160;
         let stats = p.stats.as_ptr();
@@ -370,7 +385,7 @@ unsafe fn augment_block<
         // barrier that starts the tile's rotation.
         unsafe {
             let (win, layout, roi) = ((*s.setup).whole, (*s.setup).layout, (*s.setup).roi);
-            tile.stage_dyadic::<C, T>(&Crop::new(p, nu, roi), &win, layout, false, &s);
+            tile.stage_dyadic::<C, T>(&Crop::new::<RAGGED>(s.setup, p, nu, roi), &win, layout, false, &s);
         }
     }
 
@@ -434,7 +449,7 @@ unsafe fn augment_block<
                             .capped(tile.budget)
                     };
                     // SAFETY: as above.
-                    let crop = Crop::new(p, nu, unsafe { (*s.setup).roi });
+                    let crop = Crop::new::<RAGGED>(s.setup, p, nu, unsafe { (*s.setup).roi });
                     let staged = crop.input_window(&win);
                     // The previous part's reads of the window and its tables, and the previous
                     // tile's vertical pass over the scratch region, must be done before they are
@@ -482,7 +497,7 @@ unsafe fn augment_block<
                     let whole = next.window(&rot(), (side - TILE, side - 1), (0, side - 1));
                     (*s.setup).whole = whole;
                     if ROT == DYADIC {
-                        let crop = Crop::new(p, nu, (*s.setup).roi);
+                        let crop = Crop::new::<RAGGED>(s.setup, p, nu, (*s.setup).roi);
                         (*s.setup).layout = next.dyadic_layout::<T>(&crop, &whole, true);
                     }
                 }
@@ -613,7 +628,7 @@ unsafe fn augment_block<
             // that starts its rotation.
             unsafe {
                 let (win, layout, roi) = ((*s.setup).whole, (*s.setup).layout, (*s.setup).roi);
-                next.stage_dyadic::<C, T>(&Crop::new(p, nu, roi), &win, layout, true, &s);
+                next.stage_dyadic::<C, T>(&Crop::new::<RAGGED>(s.setup, p, nu, roi), &win, layout, true, &s);
             }
         }
         // Columns, normalisation and the store: each warp takes consecutive output rows of the
@@ -639,14 +654,17 @@ unsafe fn augment_block<
 /// 2 and 4 channels, which it made faster; 3 channels keep the ring (the copy made the crop
 /// window's strip no faster), as do the bilinear strips (untimed with it; it raised the
 /// 3-channel one's spills). Every dyadic strip copies its horizontally blurred halo rows up
-/// instead of its rotated ones ([`copy_blurred_halo`]).
+/// instead of its rotated ones ([`copy_blurred_halo`]). The `augment_ragged_*` kernels are the
+/// strip kernels (nearest, bilinear, wide) for ragged batches (the last column, `RAGGED`).
 macro_rules! augment_kernels {
     ($($decl:ident $name:ident $c:literal $px:ident $fast:literal $strip:literal $rot:ident
-        $copy:literal;)*) => {$(
+        $copy:literal $ragged:literal;)*) => {$(
         kernel! {
             #[declared($decl)]
             /// # Safety
-            /// `p.x` must address `batch * channels * height * width` bytes, `p.y`
+            /// `p.x` must address `batch * channels * height * width` bytes (or, with
+            /// `p.extents` not null, `x_bytes` bytes and `p.extents` `EXTENT_WORDS * batch`
+            /// u32), `p.y`
             /// `batch * channels * out_h * out_w` f32, `p.boxes` `4 * batch` f32, `p.angles`
             /// and `p.sigmas` `batch` f32, `p.stats` `2 * channels` f32; `channels` as the
             /// kernel's name says, `ksize` odd, at most 7 for the `augment_c*`,
@@ -668,39 +686,51 @@ macro_rules! augment_kernels {
             /// kernels).
             pub unsafe fn $name(p: AugmentParams) {
                 // SAFETY: forwarded.
-                unsafe { augment_block::<$c, $px, $fast, $strip, $rot, $copy>(&p) }
+                unsafe { augment_block::<$c, $px, $fast, $strip, $rot, $copy, $ragged>(&p) }
             }
         }
     )*};
 }
 
 augment_kernels! {
-    AUGMENT_C1 augment_c1 1 Px1 true false NEAREST false;
-    AUGMENT_C2 augment_c2 2 Px2 true false NEAREST false;
-    AUGMENT_C3 augment_c3 3 Px4 true false NEAREST false;
-    AUGMENT_C4 augment_c4 4 Px4 true false NEAREST false;
-    AUGMENT_STRIP_C1 augment_strip_c1 1 Px1 true true NEAREST true;
-    AUGMENT_STRIP_C2 augment_strip_c2 2 Px2 true true NEAREST true;
-    AUGMENT_STRIP_C3 augment_strip_c3 3 Px4 true true NEAREST false;
-    AUGMENT_STRIP_C4 augment_strip_c4 4 Px4 true true NEAREST true;
-    AUGMENT_BILINEAR_C1 augment_bilinear_c1 1 Px1 true false BILINEAR false;
-    AUGMENT_BILINEAR_C2 augment_bilinear_c2 2 Px2 true false BILINEAR false;
-    AUGMENT_BILINEAR_C3 augment_bilinear_c3 3 Px4 true false BILINEAR false;
-    AUGMENT_BILINEAR_C4 augment_bilinear_c4 4 Px4 true false BILINEAR false;
-    AUGMENT_BILINEAR_STRIP_C1 augment_bilinear_strip_c1 1 Px1 true true BILINEAR false;
-    AUGMENT_BILINEAR_STRIP_C2 augment_bilinear_strip_c2 2 Px2 true true BILINEAR false;
-    AUGMENT_BILINEAR_STRIP_C3 augment_bilinear_strip_c3 3 Px4 true true BILINEAR false;
-    AUGMENT_BILINEAR_STRIP_C4 augment_bilinear_strip_c4 4 Px4 true true BILINEAR false;
-    AUGMENT_DYADIC_C1 augment_dyadic_c1 1 Px1 true false DYADIC false;
-    AUGMENT_DYADIC_C2 augment_dyadic_c2 2 Px2 true false DYADIC false;
-    AUGMENT_DYADIC_C3 augment_dyadic_c3 3 Px4 true false DYADIC false;
-    AUGMENT_DYADIC_C4 augment_dyadic_c4 4 Px4 true false DYADIC false;
-    AUGMENT_DYADIC_STRIP_C1 augment_dyadic_strip_c1 1 Px1 true true DYADIC true;
-    AUGMENT_DYADIC_STRIP_C2 augment_dyadic_strip_c2 2 Px2 true true DYADIC true;
-    AUGMENT_DYADIC_STRIP_C3 augment_dyadic_strip_c3 3 Px4 true true DYADIC true;
-    AUGMENT_DYADIC_STRIP_C4 augment_dyadic_strip_c4 4 Px4 true true DYADIC true;
-    AUGMENT_WIDE_C1 augment_wide_c1 1 Px1 false true EITHER false;
-    AUGMENT_WIDE_C2 augment_wide_c2 2 Px2 false true EITHER false;
-    AUGMENT_WIDE_C3 augment_wide_c3 3 Px4 false true EITHER false;
-    AUGMENT_WIDE_C4 augment_wide_c4 4 Px4 false true EITHER false;
+    AUGMENT_C1 augment_c1 1 Px1 true false NEAREST false false;
+    AUGMENT_C2 augment_c2 2 Px2 true false NEAREST false false;
+    AUGMENT_C3 augment_c3 3 Px4 true false NEAREST false false;
+    AUGMENT_C4 augment_c4 4 Px4 true false NEAREST false false;
+    AUGMENT_STRIP_C1 augment_strip_c1 1 Px1 true true NEAREST true false;
+    AUGMENT_STRIP_C2 augment_strip_c2 2 Px2 true true NEAREST true false;
+    AUGMENT_STRIP_C3 augment_strip_c3 3 Px4 true true NEAREST false false;
+    AUGMENT_STRIP_C4 augment_strip_c4 4 Px4 true true NEAREST true false;
+    AUGMENT_BILINEAR_C1 augment_bilinear_c1 1 Px1 true false BILINEAR false false;
+    AUGMENT_BILINEAR_C2 augment_bilinear_c2 2 Px2 true false BILINEAR false false;
+    AUGMENT_BILINEAR_C3 augment_bilinear_c3 3 Px4 true false BILINEAR false false;
+    AUGMENT_BILINEAR_C4 augment_bilinear_c4 4 Px4 true false BILINEAR false false;
+    AUGMENT_BILINEAR_STRIP_C1 augment_bilinear_strip_c1 1 Px1 true true BILINEAR false false;
+    AUGMENT_BILINEAR_STRIP_C2 augment_bilinear_strip_c2 2 Px2 true true BILINEAR false false;
+    AUGMENT_BILINEAR_STRIP_C3 augment_bilinear_strip_c3 3 Px4 true true BILINEAR false false;
+    AUGMENT_BILINEAR_STRIP_C4 augment_bilinear_strip_c4 4 Px4 true true BILINEAR false false;
+    AUGMENT_DYADIC_C1 augment_dyadic_c1 1 Px1 true false DYADIC false false;
+    AUGMENT_DYADIC_C2 augment_dyadic_c2 2 Px2 true false DYADIC false false;
+    AUGMENT_DYADIC_C3 augment_dyadic_c3 3 Px4 true false DYADIC false false;
+    AUGMENT_DYADIC_C4 augment_dyadic_c4 4 Px4 true false DYADIC false false;
+    AUGMENT_DYADIC_STRIP_C1 augment_dyadic_strip_c1 1 Px1 true true DYADIC true false;
+    AUGMENT_DYADIC_STRIP_C2 augment_dyadic_strip_c2 2 Px2 true true DYADIC true false;
+    AUGMENT_DYADIC_STRIP_C3 augment_dyadic_strip_c3 3 Px4 true true DYADIC true false;
+    AUGMENT_DYADIC_STRIP_C4 augment_dyadic_strip_c4 4 Px4 true true DYADIC true false;
+    AUGMENT_WIDE_C1 augment_wide_c1 1 Px1 false true EITHER false false;
+    AUGMENT_WIDE_C2 augment_wide_c2 2 Px2 false true EITHER false false;
+    AUGMENT_WIDE_C3 augment_wide_c3 3 Px4 false true EITHER false false;
+    AUGMENT_WIDE_C4 augment_wide_c4 4 Px4 false true EITHER false false;
+    AUGMENT_RAGGED_C1 augment_ragged_c1 1 Px1 true true NEAREST true true;
+    AUGMENT_RAGGED_C2 augment_ragged_c2 2 Px2 true true NEAREST true true;
+    AUGMENT_RAGGED_C3 augment_ragged_c3 3 Px4 true true NEAREST false true;
+    AUGMENT_RAGGED_C4 augment_ragged_c4 4 Px4 true true NEAREST true true;
+    AUGMENT_RAGGED_BILINEAR_C1 augment_ragged_bilinear_c1 1 Px1 true true BILINEAR false true;
+    AUGMENT_RAGGED_BILINEAR_C2 augment_ragged_bilinear_c2 2 Px2 true true BILINEAR false true;
+    AUGMENT_RAGGED_BILINEAR_C3 augment_ragged_bilinear_c3 3 Px4 true true BILINEAR false true;
+    AUGMENT_RAGGED_BILINEAR_C4 augment_ragged_bilinear_c4 4 Px4 true true BILINEAR false true;
+    AUGMENT_RAGGED_WIDE_C1 augment_ragged_wide_c1 1 Px1 false true EITHER false true;
+    AUGMENT_RAGGED_WIDE_C2 augment_ragged_wide_c2 2 Px2 false true EITHER false true;
+    AUGMENT_RAGGED_WIDE_C3 augment_ragged_wide_c3 3 Px4 false true EITHER false true;
+    AUGMENT_RAGGED_WIDE_C4 augment_ragged_wide_c4 4 Px4 false true EITHER false true;
 }

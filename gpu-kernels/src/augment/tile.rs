@@ -84,9 +84,22 @@ pub(super) struct Setup {
     pub(super) inv_std: [f32; 4],
     /// The dyadic path's staging of `whole` ([`Tile::dyadic_layout`]).
     pub(super) layout: DyadicLayout,
+    /// A ragged batch's image ([`Crop::ragged`]).
+    pub(super) image: RaggedImage,
 }
 
 const _: () = assert!(core::mem::size_of::<Setup>() <= AUGMENT_SETUP_BYTES as usize);
+
+/// Where a ragged batch's image lies ([`Crop::ragged`]): its offset in the input (low and high
+/// words), height, width, and the uint8-to-float multiplier (NaN for an extent that does not
+/// fit).
+#[derive(Clone, Copy)]
+pub(super) struct RaggedImage {
+    pub(super) offset: [u32; 2],
+    pub(super) h: u32,
+    pub(super) w: u32,
+    pub(super) scale: f32,
+}
 
 /// The block's shared memory, as laid out by `augment_shared_bytes`.
 pub(super) struct Shared<T> {

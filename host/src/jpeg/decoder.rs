@@ -12,6 +12,7 @@ use super::library::{
     MAX_COMPONENT, OUTPUT_RGBI,
 };
 use crate::error::{DriverContext, Error, Result};
+use crate::ops::image::ImageExtent;
 use crate::runtime::Gpu;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
 use std::ffi::c_int;
@@ -54,6 +55,20 @@ impl Layout {
     /// Bytes of the whole batch.
     pub fn bytes(&self) -> usize {
         self.sizes.iter().map(|(h, w)| h * w * 3).sum()
+    }
+
+    /// Each image's extent, as the fused augmentation reads a ragged batch
+    /// ([`crate::ops::image::Augment::run_ragged`]).
+    pub fn extents(&self) -> Vec<ImageExtent> {
+        self.offsets
+            .iter()
+            .zip(&self.sizes)
+            .map(|(&o, &(h, w))| ImageExtent {
+                offset: o as u64,
+                height: h as u32,
+                width: w as u32,
+            })
+            .collect()
     }
 }
 
@@ -305,7 +320,7 @@ impl JpegDecoder {
         &mut self,
         stream: &Arc<CudaStream>,
         files: &[&[u8]],
-        data: &mut CudaSlice<u8>,
+        data: &mut impl DevicePtrMut<u8>,
     ) -> Result<Layout> {
         let (layout, total) = self.layout(files)?;
         if data.len() < total {
@@ -324,7 +339,7 @@ impl JpegDecoder {
         stream: &Arc<CudaStream>,
         files: &[&[u8]],
         mut layout: Layout,
-        data: &mut CudaSlice<u8>,
+        data: &mut impl DevicePtrMut<u8>,
     ) -> Result<Layout> {
         self.ctx.bind_to_thread().op("cuCtxSetCurrent")?;
         // Which images go to the hardware decoders.

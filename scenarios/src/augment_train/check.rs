@@ -11,6 +11,15 @@ use streamline_testing::reference::train::mlp_step;
 use super::feed::Setup;
 use super::*;
 
+/// The most samples a bin of the ragged crop takes over images of `ext` (`roi_align`'s
+/// adaptive grid, `ceil(min(h, w) / size)` a side).
+fn most_samples(ext: &[refimg::Extent], size: usize) -> usize {
+    ext.iter()
+        .map(|e| (e.height.min(e.width).div_ceil(size)).max(1).pow(2))
+        .max()
+        .unwrap_or(1)
+}
+
 /// Checks the last step of a pipelined run of `steps` steps: the augmented batch against the
 /// CPU reference of the transform, and the updated weights (all of `W2`, sampled rows of `W1`)
 /// against the f64 reference of one step from the weights before it, on the batch the GPU
@@ -48,21 +57,45 @@ pub(super) fn verify(
     let m = su.model.m;
     let mut check = Check::default();
 
-    // The batch the loader gave, rebuilt (NHWC), and in the reference's NCHW.
-    let aug = &su.augments[last % DATA];
-    let shape = aug.input_shape();
-    let mut nhwc = vec![0u8; shape.len()];
-    let mut t = vec![0f32; m.batch * m.outputs];
-    su.source.fill(last, su.batch, &mut nhwc, &mut t)?;
-    let images = refimg::relayout(&nhwc, shape, Layout::Nhwc, Layout::Nchw);
-
     // The transform, within the bound of its error analysis (`reference::image::
-    // augment_bound`), outputs near a nearest-neighbour tie accepted within the data range.
-    let cfg = aug.config();
+    // augment_bound`), outputs near a nearest-neighbour tie accepted within the data range:
+    // on the batch the loader gave, rebuilt (NHWC), or the ragged batch the GPU decoded, as
+    // it decoded it, image by image.
+    let (want, amb, t, tol) = match &su.decode {
+        None => {
+            let aug = &su.augments[last % DATA];
+            let shape = aug.input_shape();
+            let mut nhwc = vec![0u8; shape.len()];
+            let mut t = vec![0f32; m.batch * m.outputs];
+            su.source.fill(last, su.batch, &mut nhwc, &mut t)?;
+            let images = refimg::relayout(&nhwc, shape, Layout::Nhwc, Layout::Nchw);
+            let cfg = aug.config();
+            let (delta, tol) = refimg::augment_bound(cfg);
+            let draw = aug.last_draw(model_s)?;
+            let (want, amb) = refimg::augment(&images, shape, cfg, &draw, delta);
+            (want, amb, t, tol)
+        }
+        Some(d) => {
+            let s = last % DEPTH;
+            let bytes = su.ring_u8[s].to_vec(model_s)?;
+            let t = su.ring_t[s].to_vec(model_s)?;
+            let ext: Vec<refimg::Extent> = d.extents[s]
+                .iter()
+                .map(|e| refimg::Extent {
+                    offset: e.offset as usize,
+                    height: e.height as usize,
+                    width: e.width as usize,
+                })
+                .collect();
+            let cfg = d.augment.config();
+            let (delta, tol) = refimg::augment_bound_ragged(cfg, most_samples(&ext, cfg.size));
+            let draw = d.augment.last_draw(model_s)?;
+            let (want, amb) =
+                refimg::augment_ragged(&bytes, &ext, CHANNELS, Layout::Nhwc, cfg, &draw, delta);
+            (want, amb, t, tol)
+        }
+    };
     let vmax = 1.0; // scaled to [0, 1]
-    let (delta, tol) = refimg::augment_bound(cfg);
-    let draw = aug.last_draw(model_s)?;
-    let (want, amb) = refimg::augment(&images, shape, cfg, &draw, delta);
     let mut bad = 0;
     let mut worst = (0, 0);
     for i in 0..want.len() {

@@ -7,6 +7,7 @@ use crate::Footprint;
 use cudarc::driver::CudaStream;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::sync::Arc;
+use streamline::engine::loader::HostSlot;
 use streamline::engine::memory::h2d;
 use streamline::engine::pipeline::StageCall;
 use streamline::engine::{
@@ -18,6 +19,7 @@ use streamline::Gpu;
 use streamline_testing::data::fan_in_weights;
 use streamline_testing::reference::train::Mlp;
 
+use super::decode::GpuDecode;
 use super::model::Reduce;
 use super::*;
 
@@ -52,10 +54,18 @@ pub(super) enum Source {
     Generated { images: Vec<u8>, targets: Vec<f32> },
     /// Decoded from a folder: this GPU's part of each global batch.
     Folder(ImageFolder, Shard),
+    /// Read from a folder of JPEGs as they are, for the GPU to decode.
+    Files(ImageFolder, Shard),
 }
 
 impl Source {
-    pub(super) fn new(o: &Options, batch: usize, seed: u64, shard: Shard) -> Result<Source> {
+    pub(super) fn new(
+        o: &Options,
+        batch: usize,
+        seed: u64,
+        shard: Shard,
+        gpu_decode: bool,
+    ) -> Result<Source> {
         if let Some(dir) = &o.input {
             let f = ImageFolder::open_with(dir, o.size, o.on_bad_image)?;
             if f.classes().len() > o.train.classes {
@@ -69,7 +79,11 @@ impl Source {
                     ),
                 ));
             }
-            return Ok(Source::Folder(f, shard));
+            return Ok(if gpu_decode {
+                Source::Files(f, shard)
+            } else {
+                Source::Folder(f, shard)
+            });
         }
         let per = batch * CHANNELS * o.size * o.size;
         let mut rng = StdRng::seed_from_u64(shard.seed(seed));
@@ -84,7 +98,7 @@ impl Source {
     /// The files of a folder left out so far because they did not decode.
     pub(super) fn skipped(&self) -> Vec<std::path::PathBuf> {
         match self {
-            Source::Folder(f, _) => f.skipped(),
+            Source::Folder(f, _) | Source::Files(f, _) => f.skipped(),
             Source::Generated { .. } => Vec::new(),
         }
     }
@@ -108,13 +122,59 @@ impl Source {
                 targets.copy_from_slice(&t[k * m..(k + 1) * m]);
                 Ok(())
             }
-            Source::Folder(f, s) => f.fill_batch(i * s.count + s.index, batch, images, targets),
+            Source::Folder(f, s) | Source::Files(f, s) => {
+                f.fill_batch(i * s.count + s.index, batch, images, targets)
+            }
+        }
+    }
+
+    /// Batch `i` into a loader's slot: decoded images, or the files as they are for the GPU
+    /// to decode.
+    fn fill_slot(&self, i: usize, batch: usize, slot: &mut Slot) -> Result<()> {
+        match self {
+            Source::Files(f, s) => f.fill_files(
+                i * s.count + s.index,
+                batch,
+                slot.images.as_mut_slice()?,
+                &mut slot.ends,
+                slot.targets.as_mut_slice()?,
+            ),
+            _ => self.fill(
+                i,
+                batch,
+                slot.images.as_mut_slice()?,
+                slot.targets.as_mut_slice()?,
+            ),
+        }
+    }
+
+    /// The folder of JPEGs the GPU decodes, if that is the source.
+    pub(super) fn files(&self) -> Option<&ImageFolder> {
+        match self {
+            Source::Files(f, _) => Some(f),
+            _ => None,
         }
     }
 }
 
-/// A page-locked slot: one batch's images and targets.
-type Slot = (PinnedBuffer<u8>, PinnedBuffer<f32>);
+/// A page-locked slot: one batch's images (decoded, or the files as they are, file `j` ending
+/// at byte `ends[j].0` and being the folder's file `ends[j].1`) and targets.
+pub(super) struct Slot {
+    pub(super) images: PinnedBuffer<u8>,
+    pub(super) targets: PinnedBuffer<f32>,
+    pub(super) ends: Vec<(usize, usize)>,
+}
+
+/// A slot is idle when both of its page-locked buffers are.
+impl HostSlot for Slot {
+    fn is_idle(&mut self) -> Result<bool> {
+        Ok(self.images.is_idle()? && self.targets.is_idle()?)
+    }
+    fn wait_idle(&mut self) -> Result<()> {
+        self.images.wait_idle()?;
+        self.targets.wait_idle()
+    }
+}
 
 /// Everything one batch size runs on.
 pub(super) struct Setup {
@@ -137,6 +197,9 @@ pub(super) struct Setup {
     pub(super) model: Model,
     /// A data-parallel run's communicator and the streams its all-reduces and updates run on.
     pub(super) reduce: Option<Reduce>,
+    /// Decoding on the GPU (`--decode gpu`): the decoder, the extents' ring and the ragged
+    /// augmentation that replaces `augments`.
+    pub(super) decode: Option<GpuDecode>,
     pub(super) w1: Vec<f32>,
     pub(super) w2: Vec<f32>,
 }
@@ -148,12 +211,14 @@ impl Setup {
         batch: usize,
         seed: u64,
         extra: Option<&mut (dyn Transform + '_)>,
+        decode_on: Option<&Gpu>,
     ) -> Result<Setup> {
-        Setup::for_shard(pool, o, batch, seed, extra, Shard::WHOLE)
+        Setup::for_shard(pool, o, batch, seed, extra, Shard::WHOLE, decode_on)
     }
 
     /// What one GPU of a data-parallel run trains on: part `shard` of each global batch (with
-    /// the same initial weights on every GPU), the gradients in [`Options::buckets`] buckets.
+    /// the same initial weights on every GPU), the gradients in [`Options::buckets`] buckets;
+    /// the folder's JPEGs decoded on `decode_on` where given.
     pub(super) fn for_shard(
         pool: &StreamPool,
         o: &Options,
@@ -161,25 +226,39 @@ impl Setup {
         seed: u64,
         extra: Option<&mut (dyn Transform + '_)>,
         shard: Shard,
+        decode_on: Option<&Gpu>,
     ) -> Result<Setup> {
         let shape = Shape::new(batch, CHANNELS, o.size, o.size);
         let cfg = config(o.size);
         let per = shape.len();
-        let source = Arc::new(Source::new(o, batch, seed, shard)?);
+        let source = Arc::new(Source::new(o, batch, seed, shard, decode_on.is_some())?);
+        // A slot holds a batch of decoded images, or of the largest files; the device ring a
+        // batch of decoded images, or of the largest ones the GPU decodes.
+        let (slot_bytes, ring_bytes) = match source.files() {
+            Some(f) => {
+                let l = f.largest()?;
+                (batch * l.file, batch * l.image)
+            }
+            None => (per, per),
+        };
         let window = window(o.workers);
         let slots = (0..2 * window)
             .map(|_| {
-                Ok((
-                    PinnedBuffer::zeros(pool, per)?,
-                    PinnedBuffer::zeros(pool, batch * o.train.classes)?,
-                ))
+                Ok(Slot {
+                    images: PinnedBuffer::zeros(pool, slot_bytes)?,
+                    targets: PinnedBuffer::zeros(pool, batch * o.train.classes)?,
+                    ends: Vec::with_capacity(batch),
+                })
             })
             .collect::<Result<Vec<Slot>>>()?;
         let fill_source = source.clone();
         let loader = Loader::new(slots, o.workers, move |i, slot: &mut Slot| {
-            let (images, targets) = slot;
-            fill_source.fill(i, batch, images.as_mut_slice()?, targets.as_mut_slice()?)
+            fill_source.fill_slot(i, batch, slot)
         })?;
+        let decode = match decode_on {
+            Some(g) => Some(GpuDecode::new(g, pool, batch, &cfg, shard.seed(seed) + 10)?),
+            None => None,
+        };
         let stream = pool.stream(0)?;
         let ctx = pool.context();
         // The augmentations' parameter arrays are made without cudarc's per-slice events: a
@@ -231,7 +310,7 @@ impl Setup {
             sample_every: 0,
             footprints: Vec::new(),
             ring_u8: (0..DEPTH)
-                .map(|_| DeviceBuffer::zeros(pool, 0, per))
+                .map(|_| DeviceBuffer::zeros(pool, 0, ring_bytes))
                 .collect::<Result<_>>()?,
             ring_t: ring(batch * o.train.classes, 0)?,
             ring_x: ring(batch * inputs, 0)?,
@@ -249,6 +328,7 @@ impl Setup {
             },
             augments,
             reduce: None,
+            decode,
             w1,
             w2,
         })
@@ -270,17 +350,27 @@ impl Setup {
                     .step_with(gpu, c.stream, x, &self.ring_t[s], self.reduce.as_ref())
             }
             (0, _) => self.copy(gpu, c.iteration, s, c.stream),
-            _ => self.augments[c.iteration % DATA].run_fused(
-                gpu,
-                c.stream,
-                &self.ring_u8[s],
-                &mut self.ring_x[s],
-            ),
+            _ => match &self.decode {
+                Some(d) => d.augment.run_ragged(
+                    gpu,
+                    c.stream,
+                    &self.ring_u8[s],
+                    &d.ring_e[s],
+                    &mut self.ring_x[s],
+                ),
+                None => self.augments[c.iteration % DATA].run_fused(
+                    gpu,
+                    c.stream,
+                    &self.ring_u8[s],
+                    &mut self.ring_x[s],
+                ),
+            },
         }
     }
 
-    /// The copy of batch `i` from its page-locked slot into device slot `s`: taken from the
-    /// loader and handed back once queued, or (while capturing) the slot batch `i` would use.
+    /// The copy of batch `i` from its page-locked slot into device slot `s` (with `--decode
+    /// gpu`, the decoding of its files): taken from the loader and handed back once queued,
+    /// or (while capturing, or timing the GPU alone) the slot batch `i` would use.
     pub(super) fn copy(
         &mut self,
         gpu: &Gpu,
@@ -296,8 +386,19 @@ impl Setup {
         } else {
             self.loader.slot(i % (2 * self.window))?
         };
-        h2d(stream, &slot.0.view(0..slot.0.len())?, &mut self.ring_u8[s])?;
-        h2d(stream, &slot.1.view(0..slot.1.len())?, &mut self.ring_t[s])?;
+        match (&mut self.decode, self.source.files()) {
+            (Some(d), Some(f)) => d.decode(f, stream, slot, s, &mut self.ring_u8[s])?,
+            _ => h2d(
+                stream,
+                &slot.images.view(0..slot.images.len())?,
+                &mut self.ring_u8[s],
+            )?,
+        }
+        h2d(
+            stream,
+            &slot.targets.view(0..slot.targets.len())?,
+            &mut self.ring_t[s],
+        )?;
         if self.hosted {
             self.loader.release(i)?;
         }

@@ -21,12 +21,14 @@
 //! throughput) and `parallel` (the same on several GPUs, data-parallel over NCCL).
 
 mod check;
+mod decode;
 mod feed;
 mod model;
 mod parallel;
 mod report;
 mod run;
 
+pub use decode::Decode;
 pub use model::GradDtype;
 pub(crate) use model::Model;
 pub use run::{run, run_with};
@@ -58,6 +60,12 @@ pub struct Options {
     /// the files left out).
     #[arg(long, value_enum, default_value_t = OnBadImage::Fail)]
     pub on_bad_image: OnBadImage,
+    /// Where the images of `--input` are decoded: on the GPU (nvJPEG: the loader's threads
+    /// only read the files, and each image keeps its size until the augmentation's crop), on
+    /// the CPU (the loader's threads decode each image and scale it to cover the square), or
+    /// the GPU where nvJPEG loads and every file is a JPEG.
+    #[arg(long, value_enum, default_value_t = Decode::Auto)]
+    pub decode: Decode,
     /// Host threads filling the batches (decoding the images), per GPU.
     #[arg(long, default_value_t = Options::default().workers)]
     pub workers: usize,
@@ -81,6 +89,7 @@ impl Default for Options {
             size: 256,
             input: None,
             on_bad_image: OnBadImage::Fail,
+            decode: Decode::Auto,
             workers: std::thread::available_parallelism().map_or(4, |n| n.get().min(8)),
             gpus: 1,
             buckets: 8,
@@ -104,6 +113,16 @@ const CHANNELS: usize = 3;
 /// besides the ring's copies in flight.
 fn window(workers: usize) -> usize {
     DEPTH * (workers + DEPTH).div_ceil(2 * DEPTH)
+}
+
+/// The name of the transform lane's first stage: the copy of a decoded batch, or the GPU's
+/// decoding of its files.
+fn first_stage(decode: bool) -> &'static str {
+    if decode {
+        "decode"
+    } else {
+        "h2d"
+    }
 }
 
 /// The report's line on the images left out with `--on-bad-image skip`, if any were.
@@ -193,9 +212,10 @@ pub trait Transform {
     ) -> Result<()>;
 }
 
-/// Transform lane: copy the uint8 batch and its targets, augment (then the extra transform
-/// named `extra`, if any); model lane: one step.
-pub fn spec(extra: Option<&str>) -> PipelineSpec {
+/// Transform lane: copy the uint8 batch and its targets (or decode its files on the GPU, the
+/// stage then named `decode`, with `decode`), augment (then the extra transform named
+/// `extra`, if any); model lane: one step.
+pub fn spec(extra: Option<&str>, decode: bool) -> PipelineSpec {
     let spec = PipelineSpec::new(DEPTH)
         .lane("transform")
         .lane("model")
@@ -205,7 +225,7 @@ pub fn spec(extra: Option<&str>) -> PipelineSpec {
         .ring("x")
         .persistent("model")
         .stage(
-            "h2d",
+            first_stage(decode),
             OpKind::H2D,
             "transform",
             &["dataset"],

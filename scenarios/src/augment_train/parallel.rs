@@ -74,7 +74,7 @@ impl Member<'_> {
             count,
             exchange: true,
         };
-        let mut su = Setup::for_shard(&self.pool, o, batch, seed, None, shard)?;
+        let mut su = Setup::for_shard(&self.pool, o, batch, seed, None, shard, None)?;
         su.reduce = Some(self.reduce()?);
         Ok(su)
     }
@@ -126,7 +126,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let plan = spec(None).plan()?;
+    let plan = spec(None, false).plan()?;
     let steps = o.train.steps;
     let mut table = vec![[
         "batch per GPU",
@@ -149,7 +149,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         // One GPU, the same batch: the baseline of this command.
         let one = {
             let m = &members[0];
-            let mut su = Setup::new(&m.pool, o, batch, seed, None)?;
+            let mut su = Setup::new(&m.pool, o, batch, seed, None, None)?;
             wall_ms(common.reps, || {
                 su.run(m.gpu, &m.pool, &plan, &[0, 1], None, &mut None, steps)?;
                 m.pool.synchronize()

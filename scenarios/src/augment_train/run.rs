@@ -51,7 +51,8 @@ pub(super) fn time(
     });
     su.hosted = true;
     let gpu_alone = gpu_alone?;
-    let graph = if common.graph {
+    // nvJPEG's host calls cannot be captured: decoding on the GPU runs eagerly.
+    let graph = if common.graph && su.decode.is_none() {
         su.hosted = false;
         let window = su.window;
         let g = plan.capture_steady(pool, &lanes, 0, window, |c| su.stage(gpu, extra, c));
@@ -88,6 +89,7 @@ pub fn run_with(
     mut extra: Option<&mut (dyn Transform + '_)>,
 ) -> Result<Report> {
     validate(o)?;
+    let (gpu_decode, decode_line) = super::decode::choose(gpu, o)?;
     if o.gpus > 1 {
         if extra.is_some() {
             return Err(Error::arg(
@@ -98,7 +100,7 @@ pub fn run_with(
         return super::parallel::run_parallel(gpu, common, o);
     }
     let extra_name = extra.as_ref().map(|t| t.name().to_string());
-    let plan = spec(extra_name.as_deref()).plan()?;
+    let plan = spec(extra_name.as_deref(), gpu_decode).plan()?;
     let extra = &mut extra;
     let pool = StreamPool::new(
         gpu,
@@ -125,9 +127,17 @@ pub fn run_with(
     let mut memory = Vec::new();
     let recorded_steps = o.train.steps.min(64);
     let mut skipped = std::collections::BTreeSet::new();
+    let mut engine: Option<String> = None;
     for (i, &batch) in o.train.batches.iter().enumerate() {
         let seed = common.seed + 100 * i as u64;
-        let mut su = Setup::new(&pool, o, batch, seed, extra.as_deref_mut())?;
+        let mut su = Setup::new(
+            &pool,
+            o,
+            batch,
+            seed,
+            extra.as_deref_mut(),
+            gpu_decode.then_some(gpu),
+        )?;
         if batch == headline && timeline.is_none() {
             // Recorded first, so that an interrupted long run still has its trace. The loader
             // fills its slots once; the recorded run then copies them as they are, so that
@@ -162,19 +172,23 @@ pub fn run_with(
             check = verify(gpu, &pool, &plan, &mut su, extra, common, steps)?;
         }
         skipped.extend(su.source.skipped());
+        if let Some(d) = &su.decode {
+            engine.get_or_insert_with(|| d.engine.clone());
+        }
         pool.synchronize()?;
     }
     let head = head.expect("the headline batch is one of the batches");
     let timeline = timeline.unwrap_or_default();
     let metrics = timeline.metrics();
     let stage_us = |name: &str| per_step_us(&timeline, name, recorded_steps);
-    let (aug_us, step_us, copy_us) = (stage_us("augment"), stage_us("train step"), stage_us("h2d"));
+    let first = first_stage(gpu_decode);
+    let (aug_us, step_us, copy_us) = (stage_us("augment"), stage_us("train step"), stage_us(first));
     // The extra transform, where there is one, runs on the transform stream too.
     let extra_us = extra_name.as_deref().map_or(0.0, stage_us);
     let transform_us = copy_us + aug_us + extra_us;
     let mut notes = vec![
         format!(
-            "batch {headline}, per step: h2d {copy_us:.1} µs, augment {aug_us:.1} µs{} (transform stream), train step {step_us:.1} µs (model stream); the pipelined step can only approach the longer of transform and model ({:.1} µs)",
+            "batch {headline}, per step: {first} {copy_us:.1} µs, augment {aug_us:.1} µs{} (transform stream), train step {step_us:.1} µs (model stream); the pipelined step can only approach the longer of transform and model ({:.1} µs)",
             extra_name.as_deref().map_or(String::new(), |n| format!(", {n} {extra_us:.1} µs")),
             transform_us.max(step_us)
         ),
@@ -199,9 +213,22 @@ pub fn run_with(
             100.0 * (last.device_used as f64 / first.device_used.max(1) as f64 - 1.0),
         ));
     }
+    if !decode_line.is_empty() {
+        notes.push(match &engine {
+            Some(e) => format!(
+                "{decode_line}, by {e}; no graph column: nvJPEG's host calls cannot be captured"
+            ),
+            None => decode_line,
+        });
+    }
     notes.extend(skipped_note(&skipped));
     let slots = 2 * window(o.workers);
     let source = match &o.input {
+        Some(d) if gpu_decode => format!(
+            "read from the JPEGs of {} by {} threads and decoded on the GPU, each at its own size (the crop scales it),",
+            d.display(),
+            o.workers
+        ),
         Some(d) => format!(
             "decoded from the images of {} by {} threads",
             d.display(),

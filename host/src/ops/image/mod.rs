@@ -24,13 +24,15 @@ pub use crate::spec::image::{
     RoiAlign, Shape,
 };
 pub use augment::{
-    Augment, AugmentScratch, DeviceRng, DEFAULT_STRIP, DYADIC_STRIP, STRIP_MIN_BLOCKS_PER_SM,
+    check_extents, extent_words, Augment, AugmentScratch, DeviceRng, DEFAULT_STRIP, DYADIC_STRIP,
+    STRIP_MIN_BLOCKS_PER_SM,
 };
 pub use gaussian_blur::{gaussian_blur, Sigma};
 pub use normalize::{normalize, ChannelStats};
 pub use resize::resize;
 pub use roi_align::{roi_align, roi_align_backward, RoiBoxes};
 pub use rotate::{rotate, rotate_relayout};
+pub use streamline_abi::image::{ImageExtent, EXTENT_WORDS};
 pub use to_float::{to_float, to_float_relayout, to_float_scale};
 
 use crate::engine::params;

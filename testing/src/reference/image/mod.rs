@@ -17,6 +17,7 @@
 
 mod augment;
 mod augment_draw;
+mod augment_ragged;
 mod gaussian_blur;
 mod normalize;
 mod resize;
@@ -26,6 +27,9 @@ mod to_float;
 
 pub use augment::{augment, augment_bound};
 pub use augment_draw::{augment_device_draw, philox4x32};
+pub use augment_ragged::{
+    augment_bound_ragged, augment_device_draw_ragged, augment_ragged, ragged_box, Extent,
+};
 pub use gaussian_blur::{gaussian_blur, gaussian_weights, reflect};
 pub use normalize::normalize;
 pub use resize::{resize, resize_taps};

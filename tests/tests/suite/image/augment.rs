@@ -239,7 +239,13 @@ fn augment_seed003_batch() {
 
 /// Seed 003's augmentation of `c` channels to `size`, with crop side `crop`, kernel size `k`
 /// and nearest (or bilinear) rotation.
-fn augment_cfg(c: usize, size: usize, crop: usize, k: usize, nearest: bool) -> AugmentConfig {
+pub(super) fn augment_cfg(
+    c: usize,
+    size: usize,
+    crop: usize,
+    k: usize,
+    nearest: bool,
+) -> AugmentConfig {
     let mut cfg = AugmentConfig::seed003(size, c);
     cfg.crop = crop;
     cfg.kernel_size = k;

@@ -72,6 +72,7 @@ mod checks;
 mod cpu;
 mod gaussian_blur;
 mod normalize;
+mod ragged;
 mod resize;
 mod roi_align;
 mod rotate;

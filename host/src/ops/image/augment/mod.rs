@@ -1,4 +1,9 @@
-//! Seed 003's augmentation: its configuration, random draw, and the fused and separate runs.
+//! Seed 003's augmentation: its configuration, random draw, and the fused and separate runs;
+//! `ragged` runs it on batches of images of their own sizes.
+
+mod ragged;
+
+pub use ragged::{check_extents, extent_words};
 
 use super::{
     check_len, check_sigma, gaussian_blur, layout_bits, normalize, resize, resize_scale, roi_align,
@@ -12,11 +17,11 @@ use crate::spec::image::{AugmentConfig, AugmentDraw};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice};
 use std::sync::Arc;
 use streamline_abi::image::{
-    augment_block_dim, augment_dyadic, augment_kernel, augment_shared_bytes, augment_takes_dyadic,
-    AugmentDrawParams, AugmentParams, AUGMENT_DRAW, AUGMENT_DRAW_BLOCK, AUGMENT_NHWC_IN,
-    AUGMENT_NHWC_OUT, ROI_MAX_SAMPLES_PER_BIN, TILE,
+    augment_block_dim, augment_dyadic, augment_kernel, augment_ragged_kernel, augment_shared_bytes,
+    augment_takes_dyadic, AugmentDrawParams, AugmentParams, AUGMENT_DRAW, AUGMENT_DRAW_BLOCK,
+    AUGMENT_NHWC_IN, AUGMENT_NHWC_OUT, ROI_MAX_SAMPLES_PER_BIN, TILE,
 };
-use streamline_device::DevPtrMut;
+use streamline_device::{DevPtr, DevPtrMut};
 
 /// An augmentation ready to run: configuration and draw validated and on the device.
 pub struct Augment {
@@ -35,6 +40,9 @@ pub struct Augment {
     /// Whether the fused kernel takes its dyadic kernels ([`augment_takes_dyadic`]: the draw's
     /// crops pass [`augment_dyadic`], nearest rotation, up to 7 taps).
     dyadic: bool,
+    /// Whether it takes ragged batches ([`Augment::ragged`]); `shape` is then the square its
+    /// crops are drawn in.
+    ragged: bool,
 }
 
 /// Where the fused kernel's arrays lie in [`Augment`]'s one buffer, in f32 from its start: the
@@ -182,6 +190,7 @@ impl Augment {
             fused,
             strip: None,
             dyadic,
+            ragged: false,
         })
     }
 
@@ -276,6 +285,7 @@ impl Augment {
             fused,
             strip: None,
             dyadic,
+            ragged: false,
         })
     }
 
@@ -359,8 +369,14 @@ impl Augment {
         })
     }
 
-    /// Queues the device draw of this run into the fused arrays, if the draw is the device's.
-    fn draw_on_device(&self, gpu: &Gpu, stream: &CudaStream) -> Result<()> {
+    /// Queues the device draw of this run into the fused arrays, if the draw is the device's,
+    /// for a ragged batch of `extents` where there are some.
+    fn draw_on_device<E: DevicePtr<u32>>(
+        &self,
+        gpu: &Gpu,
+        stream: &CudaStream,
+        extents: Option<&E>,
+    ) -> Result<()> {
         let Drawn::Device {
             state: sp,
             per_image_sigma,
@@ -374,10 +390,12 @@ impl Augment {
         // The draw writes the fused arrays, through their shared handle (see `run_fused` for
         // the ordering across streams).
         let dp = launch.read(&*self.fused);
+        let ep = extents.map_or(DevPtr::NULL, |e| launch.read(e));
         let (lo, hi) = self.cfg.sigma;
         let p = AugmentDrawParams {
             state: DevPtrMut::from_addr(sp),
             draw: DevPtrMut::from_addr(dp.addr()),
+            extents: ep,
             batch: self.shape.n as u32,
             crop_h: self.cfg.crop as u32,
             crop_w: self.cfg.crop as u32,
@@ -387,7 +405,7 @@ impl Augment {
             sigma_lo: lo,
             sigma_span: if hi > lo { hi - lo } else { 0.0 },
             per_image_sigma: *per_image_sigma as u32,
-            pad: 0,
+            side: self.cfg.size as u32,
         };
         // SAFETY: the state holds four u32 and the fused arrays `6 n` values before the
         // statistics; one block of the kernel's size; nothing else uses them meanwhile (work
@@ -406,8 +424,28 @@ impl Augment {
         x: &impl DevicePtr<u8>,
         y: &mut impl DevicePtrMut<f32>,
     ) -> Result<()> {
-        let out = self.output_shape();
+        if self.ragged {
+            return Err(Error::arg(
+                "x",
+                "this augmentation takes ragged batches: run it with run_ragged and the batch's extents",
+            ));
+        }
         check_len("x", x.len(), self.shape)?;
+        self.launch(gpu, stream, x, None::<&CudaSlice<u32>>, y)
+    }
+
+    /// The fused kernel's launch (with the device draw first, where the draw is the
+    /// device's) on `x`, a batch of [`Augment::input_shape`] or, with `extents`, a ragged
+    /// batch.
+    fn launch<E: DevicePtr<u32>>(
+        &self,
+        gpu: &Gpu,
+        stream: &CudaStream,
+        x: &impl DevicePtr<u8>,
+        extents: Option<&E>,
+        y: &mut impl DevicePtrMut<f32>,
+    ) -> Result<()> {
+        let out = self.output_shape();
         check_len("y", y.len(), out)?;
         let tiles_y = out.h.div_ceil(TILE as usize);
         let strip = match self.strip {
@@ -434,9 +472,14 @@ impl Augment {
         params::keep_in_capture(stream, Box::new((self.fused.clone(), rng)))?;
         let (c, k) = (self.shape.c as u32, self.cfg.kernel_size as u32);
         let nearest = self.cfg.interp == Interp::Nearest;
-        let kernel = augment_kernel(c, k, strip as u32, nearest, self.dyadic);
+        let kernel = if self.ragged {
+            augment_ragged_kernel(c, k, nearest)
+        } else {
+            augment_kernel(c, k, strip as u32, nearest, self.dyadic)
+        };
         let mut launch = gpu.kernels()?.prepare(stream, kernel);
         let xp = launch.read(x);
+        let ep = extents.map_or(DevPtr::NULL, |e| launch.read(e));
         let fp = launch.read(&*self.fused);
         let yp = launch.write(y);
         let at = FusedArrays::of(self.shape.n);
@@ -448,10 +491,12 @@ impl Augment {
             angles: f32_at(at.angles),
             sigmas: f32_at(at.sigmas),
             stats: f32_at(at.stats),
+            extents: ep,
+            x_bytes: x.len() as u64,
             batch: self.shape.n as u32,
             channels: self.shape.c as u32,
-            height: self.shape.h as u32,
-            width: self.shape.w as u32,
+            height: if self.ragged { 0 } else { self.shape.h as u32 },
+            width: if self.ragged { 0 } else { self.shape.w as u32 },
             crop_h: self.cfg.crop as u32,
             crop_w: self.cfg.crop as u32,
             out_h: out.h as u32,
@@ -483,7 +528,7 @@ impl Augment {
                 ),
             ));
         }
-        self.draw_on_device(gpu, stream)?;
+        self.draw_on_device(gpu, stream, extents)?;
         // SAFETY: every parameter was validated in `Augment::new` (channels, crop, size, kernel
         // size, per-image arrays of `n`), lengths checked above; the shared memory is what the
         // kernel uses for these sizes, and the block fills the kernel's launch bound.
@@ -504,6 +549,12 @@ impl Augment {
         scratch: &mut Option<AugmentScratch>,
         y: &mut impl DevicePtrMut<f32>,
     ) -> Result<()> {
+        if self.ragged {
+            return Err(Error::arg(
+                "x",
+                "the separate chain takes batches of one image size; a ragged batch runs the fused kernel (run_ragged)",
+            ));
+        }
         let out = self.output_shape();
         check_len("x", x.len(), self.shape)?;
         check_len("y", y.len(), out)?;

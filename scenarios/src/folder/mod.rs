@@ -1,6 +1,10 @@
 //! Images from a folder, decoded to uint8 RGB batches: what torchvision's `ImageFolder` and a
 //! `DataLoader` give a training loop, for [`streamline::engine::Loader`]'s threads to run.
 
+mod files;
+
+pub use files::{jpeg_trouble, Largest};
+
 use image::imageops::FilterType;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
