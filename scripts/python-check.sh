@@ -60,6 +60,8 @@ for tool in memcheck racecheck synccheck; do
     python/tests/test_gpu.py -k "not stream and not schedules"
   step "compute-sanitizer $tool (captured and replayed in CUDA graphs)"
   sanitize $tool graphs-$tool SL_TEST_SMALL=1 -- python/tests/test_graphs.py
+  step "compute-sanitizer $tool (JPEG decoding and ragged batches)"
+  sanitize $tool jpeg-$tool PYTORCH_NO_CUDA_MEMORY_CACHING=1 -- python/tests/test_jpeg.py
 done
 
 [ $status -eq 0 ] && echo "python-check: all passed" || echo "python-check: FAILED"

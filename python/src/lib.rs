@@ -11,6 +11,7 @@
 //! whose errors become `ValueError` naming the argument.
 
 mod device;
+mod jpeg;
 mod kernels;
 mod ops;
 mod rng;
@@ -26,6 +27,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device::uploads_into_graphs, m)?)?;
     m.add_function(wrap_pyfunction!(device::gpu_status, m)?)?;
     m.add_function(wrap_pyfunction!(device::device_info, m)?)?;
+    m.add_function(wrap_pyfunction!(jpeg::jpeg_layout, m)?)?;
+    m.add_function(wrap_pyfunction!(jpeg::jpeg_decode_into, m)?)?;
     m.add_function(wrap_pyfunction!(ops::operations, m)?)?;
     m.add_function(wrap_pyfunction!(ops::output_shape, m)?)?;
     m.add_function(wrap_pyfunction!(ops::call, m)?)?;

@@ -9,15 +9,17 @@ Importing needs no GPU; calling a GPU function without one raises :class:`NoGpuE
 """
 import importlib.util
 
-from . import _ops, functional, transforms
+from . import _ops, functional, ragged, transforms
 from ._kernels import KernelModule, load_module
 from ._native import NoGpuError
 from .functional import (augment, gaussian_blur, heavy, matmul, normalize, resize, roi_align, roi_align_backward, rotate, sgemm,
                          to_float)
+from .ragged import RaggedBatch, decode_jpeg
 from .transforms import Augment
 
 __all__ = [
-    "Augment", "KernelModule", "NoGpuError", "augment", "device_info", "functional", "gaussian_blur",
+    "Augment", "KernelModule", "NoGpuError", "RaggedBatch", "augment", "decode_jpeg", "device_info", "functional",
+    "gaussian_blur",
     "gpu_available", "heavy", "load_module", "matmul", "normalize", "resize", "roi_align", "roi_align_backward",
     "rotate", "sgemm", "to_float", "transforms",
 ]

@@ -252,6 +252,27 @@ def augment(inpt, size, crop=None, degrees=45.0, interpolation="nearest", kernel
     return (out, got) if return_draw else out
 
 
+def augment_ragged(batch, size, crop=None, degrees=45.0, interpolation="nearest", kernel_size=7, sigma=(0.1, 2.0),
+                   scale=False, mean=None, std=None, output_layout="NCHW", per_image_sigma=True, *, out=None,
+                   stream=None, device=None, _state):
+    """:func:`augment` on a :class:`streamline.ragged.RaggedBatch` (images of their own sizes,
+    RGB HWC), drawn on the device from the generator state ``_state`` (as
+    :class:`streamline.Augment` keeps it; call that instead). Each image's crop is drawn in the
+    ``size x size`` square covering its centre and taken from the image itself (``roi_align``
+    averaging the pixels a bin covers), so no image is resized first; the output is
+    ``(len(batch), 3, size, size)`` float32."""
+    dst = _layout(output_layout, "output_layout")
+    size = int(size)
+    crop = size // 2 if crop is None else int(crop)
+    lo, hi = _pair(sigma, "sigma")
+    mean = [0.0] * 3 if mean is None else [float(v) for v in _host_values(mean, "mean")]
+    std = [1.0] * 3 if std is None else [float(v) for v in _host_values(std, "std")]
+    cfg = [size, crop, float(degrees), _mode(interpolation), int(kernel_size), [float(lo), float(hi)],
+           bool(scale), mean, std, "NHWC", dst]
+    return call("augment_ragged", [batch.data, batch.extents, _state, *cfg, bool(per_image_sigma)], out, stream,
+                device)
+
+
 def heavy(x, *, out=None, stream=None, device=None):
     """Seed 000's ``x**2 + x**3 * sin(x) * cos(x) + tan(x)``, elementwise, float32, float16 or
     bfloat16 (computed in float32, rounded once), any shape."""

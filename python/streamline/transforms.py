@@ -68,6 +68,14 @@ class Augment:
         return state
 
     def __call__(self, inpt, *, out=None, stream=None):
+        from .ragged import RaggedBatch
+
+        if isinstance(inpt, RaggedBatch):
+            if self.draw_on != "device":
+                raise ValueError("inpt: a ragged batch is drawn on the device; make the Augment with draw_on='device'")
+            dev = inpt.data.get_device()
+            kw = {k: v for k, v in self.kwargs.items() if k != "layout"}
+            return F.augment_ragged(inpt, out=out, stream=stream, _state=self._state(dev, stream), **kw)
         if self.draw_on == "device":
             torch = _torch()
             if torch is None or not isinstance(inpt, torch.Tensor):

@@ -58,6 +58,9 @@ def args_for(name):
                                [2, 3, 24, 28], [4, 5], 1.0, -1, False, True),
         "augment": (x8, *cfg, 11, True),
         "augment_drawn": (x8, state, *cfg, True),
+        # two images, 5 x 6 and 7 x 4 (RGB HWC), one after the other
+        "augment_ragged": (u8((5 * 6 * 3 + 7 * 4 * 3,), 4), torch.tensor([0, 0, 5, 6, 90, 0, 7, 4], dtype=torch.int32,
+                           device=DEV), state, 8, 4, *cfg[2:9], "NHWC", "NCHW", True),
         "heavy": (x,),
         "sgemm": (torch.randn(9, 5, device=DEV), torch.randn(5, 7, device=DEV), None, 1.0, 0.0),
         "matmul": (torch.randn(9, 16, device=DEV).to(torch.bfloat16), torch.randn(16, 8, device=DEV).to(torch.bfloat16),
@@ -66,7 +69,8 @@ def args_for(name):
 
 
 @pytest.mark.parametrize("name", ["to_float", "normalize", "resize", "rotate", "gaussian_blur", "roi_align",
-                                  "roi_align_backward", "augment", "augment_drawn", "heavy", "sgemm", "matmul"])
+                                  "roi_align_backward", "augment", "augment_drawn", "augment_ragged", "heavy", "sgemm",
+                                  "matmul"])
 def test_custom_operator_passes_torch_checks(name):
     op = getattr(torch.ops.streamline, name)
     torch.library.opcheck(op, args_for(name), test_utils=("test_schema", "test_faketensor"))

@@ -329,11 +329,12 @@ def test_operations_are_described_once():
 
     ops = _ops.OPS
     assert set(ops) == {"to_float", "normalize", "resize", "rotate", "gaussian_blur", "roi_align", "roi_align_backward",
-                        "augment", "augment_drawn", "heavy", "sgemm", "matmul"}
+                        "augment", "augment_drawn", "augment_ragged", "heavy", "sgemm", "matmul"}
     assert ops["normalize"].schema == "(Tensor inpt, float[] mean, float[] std) -> Tensor"
     # the draw is for direct calls only; the generator's state is written
     assert "draw" not in ops["augment"].schema and ops["augment"].args[-1].kind == "host"
     assert "Tensor(a!) state" in ops["augment_drawn"].schema
+    assert ops["augment_ragged"].schema.startswith("(Tensor inpt, Tensor extents, Tensor(a!) state, int size")
     assert ops["matmul"].args[1].like == "a" and ops["matmul"].args[2].initial_output
     assert ops["heavy"].out_like == "x" and ops["to_float"].out_dtype == "float32"
 

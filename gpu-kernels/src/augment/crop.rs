@@ -72,16 +72,28 @@ impl Crop {
         }
     }
 
-    /// Image `n` of a ragged batch: its place, height, width and the uint8-to-float
-    /// multiplier, which is NaN (on a 1 x 1 image at the input's start) where the extent is
-    /// empty or reaches past the input, so that its output says so rather than reading
-    /// outside `p.x`.
+    /// The extent of image `n` of a ragged batch, as its device words.
     #[inline(always)]
-    pub(super) fn ragged(p: &AugmentParams, n: usize) -> RaggedImage {
+    fn extent_words(p: &AugmentParams, n: usize) -> [u32; EXTENT_WORDS] {
         let at = p.extents.as_ptr().wrapping_add(EXTENT_WORDS * n);
         // SAFETY: `n < batch` and `p.extents` holds `EXTENT_WORDS * batch` u32 by the kernel's
         // contract.
-        let words = unsafe { [at.read(), at.add(1).read(), at.add(2).read(), at.add(3).read()] };
+        unsafe { [at.read(), at.add(1).read(), at.add(2).read(), at.add(3).read()] }
+    }
+
+    /// Whether image `n` of a ragged batch lies inside the input ([`ImageExtent::fits`]).
+    #[inline(always)]
+    pub(super) fn fits(p: &AugmentParams, n: usize) -> bool {
+        ImageExtent::from_words(Self::extent_words(p, n)).fits(p.channels, p.x_bytes)
+    }
+
+    /// Image `n` of a ragged batch: its place, height, width and the uint8-to-float
+    /// multiplier; where the extent is empty or reaches past the input, a 1 x 1 image at the
+    /// input's start with a NaN multiplier, so that nothing is read outside `p.x` (the block's
+    /// normalisation then makes the whole image NaN, see `augment_block`).
+    #[inline(always)]
+    pub(super) fn ragged(p: &AugmentParams, n: usize) -> RaggedImage {
+        let words = Self::extent_words(p, n);
         let e = ImageExtent::from_words(words);
         if e.fits(p.channels, p.x_bytes) {
             RaggedImage {

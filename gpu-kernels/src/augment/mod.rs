@@ -353,6 +353,10 @@ unsafe fn augment_block<
             (*s.setup).mean[c] = stats.add(c).read();
             (*s.setup).inv_std[c] = 1.0 / stats.add(C + c).read();
         }
+        // A ragged batch's image whose extent does not fit comes out NaN, its fill included.
+        if RAGGED && !Crop::fits(p, nu) {
+            unsafe { (*s.setup).inv_std[c] = f32::NAN };
+        }
     } else if lin >= 32 && lin < 32 + taps as u32 {
         let w = lin as usize - 32;
         let off = (taps - k as usize) / 2;

@@ -9,7 +9,7 @@ use cudarc::driver::CudaStream;
 use std::sync::Arc;
 use streamline::ops::image::{
     self, Augment, AugmentConfig, AugmentDraw, ChannelStats, Interp, Layout, PerImage, ResizeMode,
-    RoiAlign, RoiBoxes, Shape, Sigma,
+    RoiAlign, RoiBoxes, Shape, Sigma, EXTENT_WORDS,
 };
 use streamline::{Error, Result};
 
@@ -554,6 +554,91 @@ pub const AUGMENT_DRAWN: Op = Op {
         let aug = unsafe { Augment::drawn_on_device_at(s, sh, &cfg, &state.on::<u32>(s), each)? };
         let (x, mut y) = (a.tensor("inpt")?.on(s), y.on(s));
         aug.with_layouts(src, dst).run_fused(g, s, &x, &mut y)?;
+        Ok(Extra::Nothing)
+    },
+};
+
+const AUGMENT_RAGGED_ARGS: [Arg; 15] = {
+    let state = Tensor {
+        mutated: true,
+        ..Tensor::of(&[Dtype::I32], 1, 1)
+    };
+    let mut a = augment_args(3, &[arg("per_image_sigma", Ty::Bool)]);
+    a[0] = arg("inpt", Ty::Tensor(Tensor::of(U8, 1, 1)));
+    a[1] = arg("extents", Ty::Tensor(Tensor::of(&[Dtype::I32], 1, 1)));
+    a[2] = arg("state", Ty::Tensor(state));
+    a
+};
+
+/// A ragged batch's square (`n` images of the configuration's size, `n` from the extents, the
+/// channels from the means), configuration and output layout, checked.
+fn ragged_config(a: &Args) -> Result<(Shape, AugmentConfig, Layout)> {
+    let ext = a.tensor("extents")?;
+    let words = ext.shape[0];
+    if words == 0 || !words.is_multiple_of(EXTENT_WORDS) {
+        return Err(Error::arg(
+            "extents",
+            format!("{words} values: needs {EXTENT_WORDS} per image (at least one image)"),
+        ));
+    }
+    let src = Layout::parse("layout", a.str("layout")?)?;
+    let dst = Layout::parse("output_layout", a.str("output_layout")?)?;
+    let sigma = a.f32s("sigma")?;
+    let [lo, hi] = sigma[..] else {
+        return Err(Error::arg(
+            "sigma",
+            format!("{sigma:?}: needs two values (a range)"),
+        ));
+    };
+    let cfg = AugmentConfig {
+        crop: a.usize("crop")?,
+        size: a.usize("size")?,
+        degrees: a.f32("degrees")?,
+        interp: Interp::parse("interpolation", a.str("interpolation")?)?,
+        kernel_size: a.usize("kernel_size")?,
+        sigma: (lo, hi),
+        scale: a.bool("scale")?,
+        mean: a.f32s("mean")?,
+        std: a.f32s("std")?,
+    };
+    let sh = Shape::new(words / EXTENT_WORDS, cfg.mean.len(), cfg.size, cfg.size);
+    cfg.check(sh)?;
+    if src != Layout::Nhwc && src != Layout::Nchw {
+        return Err(Error::arg("layout", "NCHW or NHWC"));
+    }
+    Ok((sh, cfg, dst))
+}
+
+/// Seed 003's augmentation of a ragged batch (`inpt` the images one after the other, each of
+/// its own size, `extents` four int32 an image: the offset's low and high words, the height,
+/// the width), drawn on the device from the generator's state `state`.
+pub const AUGMENT_RAGGED: Op = Op {
+    name: "augment_ragged",
+    args: &AUGMENT_RAGGED_ARGS,
+    out: Out::Of(Dtype::F32),
+    out_rows: false,
+    in_place: false,
+    names: IMAGE,
+    shape: |a| {
+        check_state(a.tensor("state")?)?;
+        let (sh, _, dst) = ragged_config(a)?;
+        Ok(dims(sh, dst, 4))
+    },
+    run: |g, s, a, y| {
+        let (sh, cfg, dst) = ragged_config(a)?;
+        let src = Layout::parse("layout", a.str("layout")?)?;
+        let state = a.tensor("state")?;
+        check_state(state)?;
+        let each = a.bool("per_image_sigma")?;
+        // SAFETY: as for `augment_drawn`.
+        let aug = unsafe { Augment::ragged_at(s, sh.n, sh.c, &cfg, &state.on::<u32>(s), each)? };
+        let (x, e, mut y) = (
+            a.tensor("inpt")?.on(s),
+            a.tensor("extents")?.on::<u32>(s),
+            y.on(s),
+        );
+        aug.with_layouts(src, dst)
+            .run_ragged(g, s, &x, &e, &mut y)?;
         Ok(Extra::Nothing)
     },
 };

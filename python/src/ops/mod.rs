@@ -229,6 +229,7 @@ static OPS: &[&Op] = &[
     &image::ROI_ALIGN_BACKWARD,
     &image::AUGMENT,
     &image::AUGMENT_DRAWN,
+    &image::AUGMENT_RAGGED,
     &math::HEAVY,
     &math::SGEMM,
     &math::MATMUL,

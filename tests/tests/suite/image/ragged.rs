@@ -181,12 +181,17 @@ fn ragged_runs_replay_as_eager_runs() {
             Augment::ragged(st, n, c, &cfg, rng, per_image).map(|a| a.with_layouts(lin, lout))
         };
         let eager = made(&DeviceRng::new(st, seed).unwrap()).unwrap();
-        let captured = made(&DeviceRng::new(st, seed).unwrap()).unwrap();
+        let captured_rng = DeviceRng::new(st, seed).unwrap();
         pool.synchronize().unwrap();
+        // Made inside the capture, as a captured call makes it: its arrays are uploaded into
+        // memory the graph keeps.
         let cap = pool.begin_capture(0).unwrap();
-        captured.run_ragged(g, st, &xd, &ed, &mut y).unwrap();
+        made(&captured_rng)
+            .and_then(|a| a.run_ragged(g, st, &xd, &ed, &mut y))
+            .unwrap();
         let graph = cap.end().unwrap();
-        drop(captured);
+        // The graph keeps the generator alive on its own.
+        drop(captured_rng);
         for (r, b) in batches.iter().enumerate() {
             let (mut x, ext, _) = ragged_batch(b, c, gap, seed ^ r as u64);
             x.resize(room, 0);

@@ -41,6 +41,31 @@ impl Augment {
         })
     }
 
+    /// [`Augment::ragged`] with a generator whose state lies in memory of the caller's (as
+    /// [`Augment::drawn_on_device_at`] takes it).
+    ///
+    /// # Safety
+    /// As for [`Augment::drawn_on_device_at`].
+    pub unsafe fn ragged_at(
+        stream: &Arc<CudaStream>,
+        batch: usize,
+        channels: usize,
+        cfg: &AugmentConfig,
+        state: &impl DevicePtr<u32>,
+        per_image_sigma: bool,
+    ) -> Result<Augment> {
+        let square = Shape::new(batch, channels, cfg.size, cfg.size);
+        // SAFETY: forwarded.
+        let aug =
+            unsafe { Augment::drawn_on_device_at(stream, square, cfg, state, per_image_sigma)? };
+        Ok(Augment {
+            ragged: true,
+            dyadic: false,
+            layouts: (Layout::Nhwc, Layout::Nchw),
+            ..aug
+        })
+    }
+
     /// Whether this augmentation takes ragged batches ([`Augment::ragged`]).
     pub fn is_ragged(&self) -> bool {
         self.ragged
