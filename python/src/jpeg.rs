@@ -3,6 +3,7 @@
 
 use crate::device::on_stream;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use streamline::engine::External;
@@ -33,10 +34,11 @@ fn with_decoder<R>(
 pub fn jpeg_layout(
     py: Python<'_>,
     device: usize,
-    files: Vec<Vec<u8>>,
+    files: Vec<Bound<'_, PyBytes>>,
 ) -> PyResult<(Vec<(usize, usize)>, usize)> {
+    // The bytes are read in place: the caller's list keeps them alive for the call.
+    let refs: Vec<&[u8]> = files.iter().map(|f| f.as_bytes()).collect();
     on_stream(py, device, 0, crate::device::IMAGE, |g, _| {
-        let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
         with_decoder(g, device, |d| {
             let (layout, total) = d.layout(&refs)?;
             Ok((layout.sizes, total))
@@ -53,12 +55,12 @@ pub fn jpeg_decode_into(
     py: Python<'_>,
     device: usize,
     stream: u64,
-    files: Vec<Vec<u8>>,
+    files: Vec<Bound<'_, PyBytes>>,
     out: u64,
     len: usize,
 ) -> PyResult<(Vec<u32>, usize)> {
+    let refs: Vec<&[u8]> = files.iter().map(|f| f.as_bytes()).collect();
     on_stream(py, device, stream, crate::device::IMAGE, |g, s| {
-        let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
         // SAFETY: the Python layer took `out` and `len` from a CUDA uint8 tensor on this
         // device, which it keeps alive for the call and orders on `stream`.
         let mut data = unsafe { External::<u8>::new(out, len, s) };

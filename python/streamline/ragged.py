@@ -3,7 +3,7 @@ other in one uint8 CUDA tensor, which :class:`streamline.Augment` takes as it is
 taken from its image, so no image is resized first), so that a training loop can read files
 and feed the GPU without a DataLoader decoding on the CPU."""
 from . import _native
-from ._arrays import _torch, capturing, stream_handle
+from ._arrays import _torch, capturing, current_stream, stream_handle
 
 
 class RaggedBatch:
@@ -68,7 +68,7 @@ def decode_jpeg(files, device=None, *, stream=None):
     index = torch.cuda.current_device() if dev.index is None else dev.index
     sizes, total = _native.jpeg_layout(index, blobs)
     data = torch.empty(max(total, 1), dtype=torch.uint8, device=torch.device("cuda", index))
-    handle = stream_handle(stream, index, [data])
+    handle = current_stream(torch, index) if stream is None else stream_handle(stream, index, [])
     words, on_hw = _native.jpeg_decode_into(index, handle, blobs, data.data_ptr(), data.numel())
     signed = [w - (1 << 32) if w >= 1 << 31 else w for w in words]
     extents = torch.tensor(signed, dtype=torch.int32).to(data.device, non_blocking=False)
