@@ -4,6 +4,7 @@
 use crate::device::on_stream;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use streamline::engine::External;
@@ -22,10 +23,11 @@ fn with_decoder<R>(
 ) -> streamline::Result<R> {
     let mut all = DECODERS.lock().unwrap_or_else(|p| p.into_inner());
     let all = all.get_or_insert_with(HashMap::new);
-    if !all.contains_key(&device) {
-        all.insert(device, JpegDecoder::new(g, Backend::Hardware)?);
-    }
-    f(all.get_mut(&device).expect("inserted above"))
+    let decoder = match all.entry(device) {
+        Entry::Occupied(e) => e.into_mut(),
+        Entry::Vacant(e) => e.insert(JpegDecoder::new(g, Backend::Hardware)?),
+    };
+    f(decoder)
 }
 
 /// The `(height, width)` of each of `files` as its header gives it, and the bytes of their

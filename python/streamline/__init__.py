@@ -21,7 +21,7 @@ __all__ = [
     "Augment", "KernelModule", "NoGpuError", "RaggedBatch", "augment", "decode_jpeg", "device_info", "functional",
     "gaussian_blur",
     "gpu_available", "heavy", "load_module", "matmul", "normalize", "resize", "roi_align", "roi_align_backward",
-    "rotate", "sgemm", "to_float", "transforms",
+    "ragged", "rotate", "sgemm", "to_float", "transforms",
 ]
 
 

@@ -54,7 +54,12 @@ impl Crop {
             // first barrier and only read after it.
             let im = unsafe { (*setup).image };
             let off = (im.offset[1] as u64) << 32 | im.offset[0] as u64;
-            (p.x.as_ptr().wrapping_add(off as usize), im.h, im.w, im.scale)
+            (
+                p.x.as_ptr().wrapping_add(off as usize),
+                im.h,
+                im.w,
+                im.scale,
+            )
         };
         let plane = h * w;
         let strides = if p.layout & AUGMENT_NHWC_IN != 0 {
@@ -78,7 +83,14 @@ impl Crop {
         let at = p.extents.as_ptr().wrapping_add(EXTENT_WORDS * n);
         // SAFETY: `n < batch` and `p.extents` holds `EXTENT_WORDS * batch` u32 by the kernel's
         // contract.
-        unsafe { [at.read(), at.add(1).read(), at.add(2).read(), at.add(3).read()] }
+        unsafe {
+            [
+                at.read(),
+                at.add(1).read(),
+                at.add(2).read(),
+                at.add(3).read(),
+            ]
+        }
     }
 
     /// Whether image `n` of a ragged batch lies inside the input ([`ImageExtent::fits`]).

@@ -334,7 +334,8 @@ unsafe fn augment_block<
         // block, so that no warp repeats it.
         if ROT == DYADIC {
             let roi = roi();
-            let layout = tile.dyadic_layout::<T>(&Crop::new::<RAGGED>(s.setup, p, nu, roi), &whole, false);
+            let layout =
+                tile.dyadic_layout::<T>(&Crop::new::<RAGGED>(s.setup, p, nu, roi), &whole, false);
             unsafe {
                 (*s.setup).roi = roi;
                 (*s.setup).layout = layout;
@@ -389,7 +390,13 @@ unsafe fn augment_block<
         // barrier that starts the tile's rotation.
         unsafe {
             let (win, layout, roi) = ((*s.setup).whole, (*s.setup).layout, (*s.setup).roi);
-            tile.stage_dyadic::<C, T>(&Crop::new::<RAGGED>(s.setup, p, nu, roi), &win, layout, false, &s);
+            tile.stage_dyadic::<C, T>(
+                &Crop::new::<RAGGED>(s.setup, p, nu, roi),
+                &win,
+                layout,
+                false,
+                &s,
+            );
         }
     }
 
@@ -632,7 +639,13 @@ unsafe fn augment_block<
             // that starts its rotation.
             unsafe {
                 let (win, layout, roi) = ((*s.setup).whole, (*s.setup).layout, (*s.setup).roi);
-                next.stage_dyadic::<C, T>(&Crop::new::<RAGGED>(s.setup, p, nu, roi), &win, layout, true, &s);
+                next.stage_dyadic::<C, T>(
+                    &Crop::new::<RAGGED>(s.setup, p, nu, roi),
+                    &win,
+                    layout,
+                    true,
+                    &s,
+                );
             }
         }
         // Columns, normalisation and the store: each warp takes consecutive output rows of the
