@@ -465,11 +465,9 @@ const AUGMENT_DRAWN_ARGS: [Arg; 14] = {
     a
 };
 
-/// The augmentation's input shape (NCHW), configuration and layouts, checked.
-fn augment_config(a: &Args) -> Result<(Shape, AugmentConfig, Layout, Layout)> {
-    let src = Layout::parse("layout", a.str("layout")?)?;
-    let dst = Layout::parse("output_layout", a.str("output_layout")?)?;
-    let sh = shape_of(a.tensor("inpt")?, src, "x")?;
+/// The augmentation's configuration as the settings give it (checked against a shape by the
+/// caller).
+fn settings(a: &Args) -> Result<AugmentConfig> {
     let sigma = a.f32s("sigma")?;
     let [lo, hi] = sigma[..] else {
         return Err(Error::arg(
@@ -488,6 +486,15 @@ fn augment_config(a: &Args) -> Result<(Shape, AugmentConfig, Layout, Layout)> {
         mean: a.f32s("mean")?,
         std: a.f32s("std")?,
     };
+    Ok(cfg)
+}
+
+/// The augmentation's input shape (NCHW), configuration and layouts, checked.
+fn augment_config(a: &Args) -> Result<(Shape, AugmentConfig, Layout, Layout)> {
+    let src = Layout::parse("layout", a.str("layout")?)?;
+    let dst = Layout::parse("output_layout", a.str("output_layout")?)?;
+    let sh = shape_of(a.tensor("inpt")?, src, "x")?;
+    let cfg = settings(a)?;
     cfg.check(sh)?;
     Ok((sh, cfg, src, dst))
 }
@@ -571,8 +578,8 @@ const AUGMENT_RAGGED_ARGS: [Arg; 15] = {
 };
 
 /// A ragged batch's square (`n` images of the configuration's size, `n` from the extents, the
-/// channels from the means), configuration and output layout, checked.
-fn ragged_config(a: &Args) -> Result<(Shape, AugmentConfig, Layout)> {
+/// channels from the means), configuration and layouts, checked.
+fn ragged_config(a: &Args) -> Result<(Shape, AugmentConfig, Layout, Layout)> {
     let ext = a.tensor("extents")?;
     let words = ext.shape[0];
     if words == 0 || !words.is_multiple_of(EXTENT_WORDS) {
@@ -583,30 +590,10 @@ fn ragged_config(a: &Args) -> Result<(Shape, AugmentConfig, Layout)> {
     }
     let src = Layout::parse("layout", a.str("layout")?)?;
     let dst = Layout::parse("output_layout", a.str("output_layout")?)?;
-    let sigma = a.f32s("sigma")?;
-    let [lo, hi] = sigma[..] else {
-        return Err(Error::arg(
-            "sigma",
-            format!("{sigma:?}: needs two values (a range)"),
-        ));
-    };
-    let cfg = AugmentConfig {
-        crop: a.usize("crop")?,
-        size: a.usize("size")?,
-        degrees: a.f32("degrees")?,
-        interp: Interp::parse("interpolation", a.str("interpolation")?)?,
-        kernel_size: a.usize("kernel_size")?,
-        sigma: (lo, hi),
-        scale: a.bool("scale")?,
-        mean: a.f32s("mean")?,
-        std: a.f32s("std")?,
-    };
+    let cfg = settings(a)?;
     let sh = Shape::new(words / EXTENT_WORDS, cfg.mean.len(), cfg.size, cfg.size);
     cfg.check(sh)?;
-    if src != Layout::Nhwc && src != Layout::Nchw {
-        return Err(Error::arg("layout", "NCHW or NHWC"));
-    }
-    Ok((sh, cfg, dst))
+    Ok((sh, cfg, src, dst))
 }
 
 /// Seed 003's augmentation of a ragged batch (`inpt` the images one after the other, each of
@@ -621,12 +608,11 @@ pub const AUGMENT_RAGGED: Op = Op {
     names: IMAGE,
     shape: |a| {
         check_state(a.tensor("state")?)?;
-        let (sh, _, dst) = ragged_config(a)?;
+        let (sh, _, _, dst) = ragged_config(a)?;
         Ok(dims(sh, dst, 4))
     },
     run: |g, s, a, y| {
-        let (sh, cfg, dst) = ragged_config(a)?;
-        let src = Layout::parse("layout", a.str("layout")?)?;
+        let (sh, cfg, src, dst) = ragged_config(a)?;
         let state = a.tensor("state")?;
         check_state(state)?;
         let each = a.bool("per_image_sigma")?;

@@ -33,12 +33,7 @@ impl Augment {
     ) -> Result<Augment> {
         let square = Shape::new(batch, channels, cfg.size, cfg.size);
         let aug = Augment::drawn_on_device(stream, square, cfg, rng, per_image_sigma)?;
-        Ok(Augment {
-            ragged: true,
-            dyadic: false,
-            layouts: (Layout::Nhwc, Layout::Nchw),
-            ..aug
-        })
+        Ok(aug.into_ragged())
     }
 
     /// [`Augment::ragged`] with a generator whose state lies in memory of the caller's (as
@@ -58,12 +53,18 @@ impl Augment {
         // SAFETY: forwarded.
         let aug =
             unsafe { Augment::drawn_on_device_at(stream, square, cfg, state, per_image_sigma)? };
-        Ok(Augment {
+        Ok(aug.into_ragged())
+    }
+
+    /// The same device-drawn augmentation (made for the square) taking ragged batches: NHWC
+    /// in by default, never the dyadic kernels (the boxes are the images').
+    fn into_ragged(self) -> Augment {
+        Augment {
             ragged: true,
             dyadic: false,
             layouts: (Layout::Nhwc, Layout::Nchw),
-            ..aug
-        })
+            ..self
+        }
     }
 
     /// Whether this augmentation takes ragged batches ([`Augment::ragged`]).
