@@ -6,15 +6,22 @@
 //! rest, at the same time on a stream of its own, and a share of what the hardware could take
 //! where one is asked for (as NVIDIA's DALI splits a batch). The caller's stream is ordered
 //! after both.
+//!
+//! Each back end keeps two decoding states and uses them in turn, so that the host's part of
+//! one batch (parsing, staging the files) overlaps the device's decoding of the batch before;
+//! a state is reused only once the decode that last used it has finished. The back ends'
+//! streams run at the device's greatest priority: their kernels are short, and whatever the
+//! caller does next waits for them.
 
 use super::library::{
     check, nvjpeg, Handle, Image, JpegStream, Nvjpeg, State, BACKEND_GPU_HYBRID, BACKEND_HARDWARE,
-    MAX_COMPONENT, OUTPUT_RGBI,
+    CSS_444, MAX_COMPONENT, OUTPUT_RGBI,
 };
 use crate::error::{DriverContext, Error, Result};
 use crate::ops::image::ImageExtent;
 use crate::runtime::Gpu;
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtrMut};
 use std::ffi::c_int;
 use std::sync::Arc;
 
@@ -81,19 +88,36 @@ pub struct Decoded {
     pub layout: Layout,
 }
 
-/// One nvJPEG back end: its handle, its decoding state, the parsed-header scratch used to ask
-/// what it supports, and its stream.
+/// One of a back end's decoding states, with the event that marks the end of the last decode
+/// that used it (none before its first).
+struct Turn {
+    state: State,
+    done: CudaEvent,
+    used: bool,
+}
+
+/// One nvJPEG back end: its handle, its two decoding states (used in turn), the parsed-header
+/// scratch used to ask what it supports, and its stream.
 struct Part {
     lib: &'static Nvjpeg,
     handle: Handle,
-    state: State,
+    turns: Vec<Turn>,
+    next: usize,
     header: JpegStream,
     stream: Arc<CudaStream>,
 }
 
+/// Decoding states per back end.
+const TURNS: usize = 2;
+
 impl Part {
     fn new(lib: &'static Nvjpeg, gpu: &Gpu, backend: c_int) -> Result<Part> {
-        let stream = gpu.new_stream()?;
+        let ctx = gpu.context();
+        let (_, greatest) = cudarc::driver::result::stream::get_priority_range()
+            .op("cuCtxGetStreamPriorityRange")?;
+        let stream = ctx
+            .new_stream_with_priority(greatest)
+            .op("cuStreamCreateWithPriority")?;
         let mut handle = std::ptr::null_mut();
         // SAFETY: null allocators select nvJPEG's own (the CUDA runtime's, in the context
         // current on this thread, which the caller bound); flags must be 0.
@@ -109,14 +133,38 @@ impl Part {
         let mut part = Part {
             lib,
             handle,
-            state: std::ptr::null_mut(),
+            turns: Vec::with_capacity(TURNS),
+            next: 0,
             header: std::ptr::null_mut(),
             stream,
         };
-        // SAFETY: `handle` is live; the outputs are written on success and freed by `Drop`.
-        check("nvjpegJpegStateCreate", unsafe {
-            (lib.state_create)(part.handle, &mut part.state)
-        })?;
+        for _ in 0..TURNS {
+            let done = ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
+                .op("cuEventCreate")?;
+            let mut state = std::ptr::null_mut();
+            // SAFETY: `handle` is live; the output is written on success and freed by `Drop`.
+            check("nvjpegJpegStateCreate", unsafe {
+                (lib.state_create)(part.handle, &mut state)
+            })?;
+            part.turns.push(Turn {
+                state,
+                done,
+                used: false,
+            });
+            if backend == BACKEND_HARDWARE {
+                if let Some(pre) = lib.batched_pre_allocate {
+                    // Hints of one 1 x 1 image: what matters is that the state then takes its
+                    // buffers from a pool that grows and is kept, instead of allocating (and
+                    // freeing, which waits for the whole device) as batches change size.
+                    // SAFETY: the handle and state are this part's; the format values are
+                    // `nvjpeg.h`'s.
+                    check("nvjpegDecodeBatchedPreAllocate", unsafe {
+                        pre(part.handle, state, 1, 1, 1, CSS_444, OUTPUT_RGBI)
+                    })?;
+                }
+            }
+        }
         // SAFETY: as above.
         check("nvjpegJpegStreamCreate", unsafe {
             (lib.stream_create)(part.handle, &mut part.header)
@@ -144,36 +192,48 @@ impl Part {
         Ok(unsupported == 0)
     }
 
-    /// Decodes `files` into `images` on this part's stream.
+    /// Decodes `files` into `images` on this part's stream, with the state whose turn it is
+    /// (once the decode that last used it has finished).
     ///
     /// # Safety
     /// Each image's plane must address `height x pitch` writable bytes on this device, not
     /// used by other work until this part's stream has passed the decode.
-    unsafe fn decode(&self, files: &[&[u8]], images: &mut [Image]) -> Result<()> {
+    unsafe fn decode(&mut self, files: &[&[u8]], images: &mut [Image]) -> Result<()> {
         if files.is_empty() {
             return Ok(());
         }
         let lib = self.lib;
         let n = c_int::try_from(files.len())
             .map_err(|_| Error::arg("files", format!("{} images in one batch", files.len())))?;
-        // SAFETY: the handle and state are this part's; the batch size is `n`.
+        let turn = &mut self.turns[self.next];
+        self.next = (self.next + 1) % TURNS;
+        if turn.used {
+            turn.done.synchronize().op("cuEventSynchronize")?;
+        }
+        // SAFETY: the handle and state are this part's, the state idle (waited for above); the
+        // batch size is `n`.
         check("nvjpegDecodeBatchedInitialize", unsafe {
-            (lib.batched_initialize)(self.handle, self.state, n, 1, OUTPUT_RGBI)
+            (lib.batched_initialize)(self.handle, turn.state, n, 1, OUTPUT_RGBI)
         })?;
         let data: Vec<*const u8> = files.iter().map(|f| f.as_ptr()).collect();
         let lengths: Vec<usize> = files.iter().map(|f| f.len()).collect();
         // SAFETY: `n` inputs readable for their lengths (nvJPEG copies what it needs before
         // returning), `n` destinations by this function's contract, on this part's stream.
-        check("nvjpegDecodeBatched", unsafe {
+        let decoded = check("nvjpegDecodeBatched", unsafe {
             (lib.decode_batched)(
                 self.handle,
-                self.state,
+                turn.state,
                 data.as_ptr(),
                 lengths.as_ptr(),
                 images.as_mut_ptr(),
                 self.stream.cu_stream(),
             )
-        })
+        });
+        // Recorded even after a failure: whatever the decode queued must end before the state
+        // is used again.
+        turn.done.record(&self.stream).op("cuEventRecord")?;
+        turn.used = true;
+        decoded
     }
 }
 
@@ -188,8 +248,8 @@ impl Drop for Part {
             if !self.header.is_null() {
                 (lib.stream_destroy)(self.header);
             }
-            if !self.state.is_null() {
-                (lib.state_destroy)(self.state);
+            for t in &self.turns {
+                (lib.state_destroy)(t.state);
             }
             (lib.destroy)(self.handle);
         }
@@ -371,16 +431,16 @@ impl JpegDecoder {
             im
         };
         // Each part with the images it decodes.
-        let mut parts: Vec<(&Part, Vec<usize>)> = Vec::new();
-        if let Some(hw) = &self.hardware {
+        let mut parts: Vec<(&mut Part, Vec<usize>)> = Vec::new();
+        if let Some(hw) = &mut self.hardware {
             parts.push((hw, (0..files.len()).filter(|&i| to_hardware[i]).collect()));
         }
         parts.push((
-            &self.cuda,
+            &mut self.cuda,
             (0..files.len()).filter(|&i| !to_hardware[i]).collect(),
         ));
         let mut queued = Ok(());
-        for (part, idx) in &parts {
+        for (part, idx) in &mut parts {
             let inputs: Vec<&[u8]> = idx.iter().map(|&i| files[i]).collect();
             let mut images: Vec<Image> = idx.iter().map(|&i| image(i)).collect();
             queued = part

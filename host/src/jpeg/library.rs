@@ -22,6 +22,8 @@ pub(crate) const SUCCESS: Status = 0;
 pub(crate) const BACKEND_GPU_HYBRID: c_int = 2;
 /// `nvjpegBackend_t`: the GPU's hardware JPEG decoders (baseline, one scan).
 pub(crate) const BACKEND_HARDWARE: c_int = 3;
+/// `nvjpegChromaSubsampling_t`: no chroma subsampling.
+pub(crate) const CSS_444: c_int = 0;
 /// `nvjpegOutputFormat_t`: RGB, interleaved, one plane.
 pub(crate) const OUTPUT_RGBI: c_int = 5;
 /// `NVJPEG_MAX_COMPONENT`.
@@ -73,6 +75,10 @@ pub(crate) struct Nvjpeg {
     pub(crate) stream_parse_header:
         unsafe extern "C" fn(Handle, *const c_uchar, usize, JpegStream) -> Status,
     pub(crate) batched_supported: unsafe extern "C" fn(Handle, JpegStream, *mut c_int) -> Status,
+    /// `nvjpegDecodeBatchedPreAllocate` (handle, state, batch, width, height, subsampling,
+    /// format), where the library has it.
+    pub(crate) batched_pre_allocate:
+        Option<unsafe extern "C" fn(Handle, State, c_int, c_int, c_int, c_int, c_int) -> Status>,
     _lib: Library,
 }
 
@@ -187,6 +193,15 @@ fn open(origin: &str, path: &Path) -> std::result::Result<Nvjpeg, String> {
             *s
         }};
     }
+    /// Resolves one symbol that older versions of the library lack.
+    macro_rules! optional {
+        ($name:literal) => {{
+            // SAFETY: as for `sym!`.
+            unsafe { lib.get(concat!($name, "\0").as_bytes()) }
+                .ok()
+                .map(|s| *s)
+        }};
+    }
     Ok(Nvjpeg {
         origin: origin.to_string(),
         create_ex: sym!("nvjpegCreateEx"),
@@ -200,6 +215,7 @@ fn open(origin: &str, path: &Path) -> std::result::Result<Nvjpeg, String> {
         stream_destroy: sym!("nvjpegJpegStreamDestroy"),
         stream_parse_header: sym!("nvjpegJpegStreamParseHeader"),
         batched_supported: sym!("nvjpegDecodeBatchedSupported"),
+        batched_pre_allocate: optional!("nvjpegDecodeBatchedPreAllocate"),
         _lib: lib,
     })
 }

@@ -7,6 +7,7 @@ use super::feed::Slot;
 use super::*;
 use crate::folder::ImageFolder;
 use streamline::engine::memory::h2d;
+use streamline::engine::PinnedBuffer;
 use streamline::jpeg::{Backend, JpegDecoder};
 use streamline::ops::image::{
     check_extents, extent_words, Augment, DeviceRng, ImageExtent, EXTENT_WORDS,
@@ -57,11 +58,13 @@ pub(super) fn choose(gpu: &Gpu, o: &Options) -> Result<(bool, String)> {
     }
 }
 
-/// What the decode stage works with: the decoder, each ring slot's extents on the device and
+/// What the decode stage works with: the decoder, each ring slot's extents on the device, in
+/// page-locked memory (the copy's source, so that queueing it never waits for the stream) and
 /// as the host made them, and the augmentation of ragged batches.
 pub(super) struct GpuDecode {
     decoder: JpegDecoder,
     pub(super) ring_e: Vec<DeviceBuffer<u32>>,
+    staged_e: Vec<PinnedBuffer<u32>>,
     pub(super) extents: Vec<Vec<ImageExtent>>,
     pub(super) augment: Augment,
     /// Whether the hardware decoders take part, and if not why.
@@ -87,9 +90,13 @@ impl GpuDecode {
         let ring_e = (0..DEPTH)
             .map(|_| DeviceBuffer::zeros(pool, 0, EXTENT_WORDS * batch))
             .collect::<Result<_>>()?;
+        let staged_e = (0..DEPTH)
+            .map(|_| PinnedBuffer::zeros(pool, EXTENT_WORDS * batch))
+            .collect::<Result<_>>()?;
         Ok(GpuDecode {
             decoder,
             ring_e,
+            staged_e,
             extents: vec![Vec::new(); DEPTH],
             augment,
             engine,
@@ -125,7 +132,15 @@ impl GpuDecode {
         };
         let ext = layout.extents();
         check_extents(&ext, CHANNELS, data.len())?;
-        h2d(stream, &extent_words(&ext)[..], &mut self.ring_e[s])?;
+        let words = extent_words(&ext);
+        // Waits only for the copy from this slot three batches ago.
+        let staged = &mut self.staged_e[s];
+        staged
+            .as_mut_slice()?
+            .get_mut(..words.len())
+            .ok_or_else(|| Error::arg("input", "a batch holds more images than the batch size"))?
+            .copy_from_slice(&words);
+        h2d(stream, &staged.view(0..words.len())?, &mut self.ring_e[s])?;
         self.extents[s] = ext;
         Ok(())
     }

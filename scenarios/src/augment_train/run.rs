@@ -102,10 +102,13 @@ pub fn run_with(
     let extra_name = extra.as_ref().map(|t| t.name().to_string());
     let plan = spec(extra_name.as_deref(), gpu_decode).plan()?;
     let extra = &mut extra;
+    // Decoding on the GPU, the transform lane is the longer one: its short kernels go ahead
+    // of the training step's (the pool clamps the priority to the device's range).
+    let transform_priority = if gpu_decode { i32::MIN } else { 0 };
     let pool = StreamPool::new(
         gpu,
         &[
-            streamline::engine::pool::StreamSpec::new("transform"),
+            streamline::engine::pool::StreamSpec::new("transform").priority(transform_priority),
             streamline::engine::pool::StreamSpec::new("model"),
         ],
     )?;

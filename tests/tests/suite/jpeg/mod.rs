@@ -11,6 +11,11 @@
 //! --check` compares subsampled files in luma, which upsampling leaves alone). The mean
 //! absolute difference over a batch is therefore bounded by 2 levels; a misplaced row, channel
 //! or image gives tens.
+//!
+//! `encodings` decodes files of every chroma subsampling, quality, progressive or sequential
+//! coding and restart interval, against the JPEG standard's tolerances.
+
+mod encodings;
 
 use image::codecs::jpeg::JpegEncoder;
 use image::ExtendedColorType;
