@@ -11,15 +11,6 @@ use streamline_testing::reference::train::mlp_step;
 use super::feed::Setup;
 use super::*;
 
-/// The most samples a bin of the ragged crop takes over images of `ext` (`roi_align`'s
-/// adaptive grid, `ceil(min(h, w) / size)` a side).
-fn most_samples(ext: &[refimg::Extent], size: usize) -> usize {
-    ext.iter()
-        .map(|e| (e.height.min(e.width).div_ceil(size)).max(1).pow(2))
-        .max()
-        .unwrap_or(1)
-}
-
 /// Checks the last step of a pipelined run of `steps` steps: the augmented batch against the
 /// CPU reference of the transform, and the updated weights (all of `W2`, sampled rows of `W1`)
 /// against the f64 reference of one step from the weights before it, on the batch the GPU
@@ -88,7 +79,9 @@ pub(super) fn verify(
                 })
                 .collect();
             let cfg = d.augment.config();
-            let (delta, tol) = refimg::augment_bound_ragged(cfg, most_samples(&ext, cfg.size));
+            let sizes: Vec<(usize, usize)> = ext.iter().map(|e| (e.height, e.width)).collect();
+            let samples = refimg::ragged_most_samples(&sizes, cfg.size);
+            let (delta, tol) = refimg::augment_bound_ragged(cfg, samples);
             let draw = d.augment.last_draw(model_s)?;
             let (want, amb) =
                 refimg::augment_ragged(&bytes, &ext, CHANNELS, Layout::Nhwc, cfg, &draw, delta);

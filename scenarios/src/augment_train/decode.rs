@@ -2,6 +2,8 @@
 //! into a page-locked slot; the first stage decodes them with nvJPEG straight into the device
 //! ring, each image at its own size with its extents beside it, and the augmentation crops
 //! each image from itself (the resize to the square a CPU loader does is part of its crop).
+//! A file that is not a JPEG (a PNG) is decoded on the loader's thread and copied into the
+//! ring after the decoded ones.
 
 use super::feed::Slot;
 use super::*;
@@ -17,11 +19,12 @@ use streamline::Gpu;
 /// How `augment-train` decodes the images of `--input`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Decode {
-    /// On the GPU where nvJPEG loads and every file is a JPEG, else on the CPU (one line of
-    /// the report says which and why).
+    /// On the GPU where nvJPEG loads (files that are not JPEGs on the loader's threads), else
+    /// on the CPU (one line of the report says which and why).
     #[default]
     Auto,
-    /// On the GPU through nvJPEG (an error where it cannot).
+    /// On the GPU through nvJPEG (an error where it cannot); files that are not JPEGs on the
+    /// loader's threads.
     Gpu,
     /// On the loader's threads (the `image` crate), each image scaled to cover the square.
     Cpu,
@@ -36,25 +39,23 @@ pub(super) fn choose(gpu: &Gpu, o: &Options) -> Result<(bool, String)> {
         if o.gpus > 1 {
             return Some("GPU decoding runs on one GPU: give --gpus 1".into());
         }
-        let f = match ImageFolder::open(dir, o.size) {
-            Ok(f) => f,
-            Err(e) => return Some(e.to_string()),
-        };
-        if let Some(p) = f.first_not_jpeg() {
-            return Some(format!(
-                "{} is not a JPEG, and nvJPEG decodes JPEGs only",
-                p.display()
-            ));
-        }
         JpegDecoder::new(gpu, Backend::Hardware)
             .err()
             .map(|e| e.to_string())
+    };
+    let on_host = match ImageFolder::open(dir, o.size) {
+        Ok(f) if f.not_jpeg() > 0 => format!(
+            ", but for the {} of {} files not named as JPEGs, decoded on the loader's threads",
+            f.not_jpeg(),
+            f.len()
+        ),
+        _ => String::new(),
     };
     match (o.decode, why_not()) {
         (Decode::Cpu, _) => Ok((false, "images decoded on the CPU (--decode cpu)".into())),
         (Decode::Gpu, Some(why)) => Err(Error::arg("decode", format!("gpu: {why}"))),
         (Decode::Auto, Some(why)) => Ok((false, format!("images decoded on the CPU: {why}"))),
-        (_, None) => Ok((true, "images decoded on the GPU (nvJPEG)".into())),
+        (_, None) => Ok((true, format!("images decoded on the GPU (nvJPEG){on_host}"))),
     }
 }
 
@@ -104,8 +105,9 @@ impl GpuDecode {
     }
 
     /// Decodes the files of `slot` into ring slot `s` (`data`) and their extents beside it,
-    /// on `stream`. A file nvJPEG cannot decode fails the batch naming it, or (skipping bad
-    /// images) is left out for later batches, another image of the batch taking its place in
+    /// on `stream`: the JPEGs by nvJPEG at the front, the images the loader decoded copied
+    /// after them. A JPEG nvJPEG cannot decode fails the batch naming it, or (skipping bad
+    /// images) is left out for later batches, another JPEG of the batch taking its place in
     /// this one, so that no batch is short.
     pub(super) fn decode(
         &mut self,
@@ -116,22 +118,59 @@ impl GpuDecode {
         data: &mut DeviceBuffer<u8>,
     ) -> Result<()> {
         let bytes = slot.images.as_slice()?;
-        let mut files: Vec<&[u8]> = Vec::with_capacity(slot.ends.len());
+        let mut spans = Vec::with_capacity(slot.entries.len());
         let mut start = 0;
-        for &(end, _) in &slot.ends {
-            files.push(&bytes[start..end]);
-            start = end;
+        for e in &slot.entries {
+            spans.push(start..e.end);
+            start = e.end;
         }
-        let layout = match self.decoder.decode_into(stream, &files, data) {
+        let jpegs: Vec<usize> = (0..spans.len())
+            .filter(|&j| slot.entries[j].decoded.is_none())
+            .collect();
+        let mut files: Vec<&[u8]> = jpegs.iter().map(|&j| &bytes[spans[j].clone()]).collect();
+        let all = data.len();
+        let layout = match self
+            .decoder
+            .decode_into(stream, &files, &mut data.view_mut(0..all)?)
+        {
             Ok(l) => l,
             Err(e) => {
-                let which: Vec<usize> = slot.ends.iter().map(|&(_, k)| k).collect();
+                let which: Vec<usize> = jpegs.iter().map(|&j| slot.entries[j].file).collect();
                 self.leave_out_bad(folder, stream, &mut files, &which, &e)?;
-                self.decoder.decode_into(stream, &files, data)?
+                self.decoder
+                    .decode_into(stream, &files, &mut data.view_mut(0..all)?)?
             }
         };
-        let ext = layout.extents();
-        check_extents(&ext, CHANNELS, data.len())?;
+        // Each image's extent in batch order; the host's images after the decoded ones.
+        let decoded = layout.extents();
+        let mut ext = Vec::with_capacity(spans.len());
+        let (mut at, mut next) = (layout.bytes(), 0);
+        for (j, e) in slot.entries.iter().enumerate() {
+            let Some((h, w)) = e.decoded else {
+                ext.push(decoded[next]);
+                next += 1;
+                continue;
+            };
+            let end = at + h * w * CHANNELS;
+            if end > all {
+                return Err(Error::arg(
+                    "input",
+                    format!("a batch's images take more than the {all} bytes its ring slot holds"),
+                ));
+            }
+            h2d(
+                stream,
+                &slot.images.view(spans[j].clone())?,
+                &mut data.view_mut(at..end)?,
+            )?;
+            ext.push(ImageExtent {
+                offset: at as u64,
+                height: h as u32,
+                width: w as u32,
+            });
+            at = end;
+        }
+        check_extents(&ext, CHANNELS, all)?;
         let words = extent_words(&ext);
         // Waits only for the copy from this slot three batches ago.
         let staged = &mut self.staged_e[s];
@@ -165,7 +204,7 @@ impl GpuDecode {
         let Some(good) = (0..files.len()).find(|i| !bad.contains(i)) else {
             return Err(Error::arg(
                 "input",
-                format!("no image of a batch decodes: {e}"),
+                format!("no JPEG of a batch decodes: {e}"),
             ));
         };
         for &i in &bad {

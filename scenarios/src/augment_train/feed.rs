@@ -2,7 +2,7 @@
 //! loader's threads) and everything one batch size runs on (page-locked slots, device rings,
 //! the augmentation and its draws).
 
-use crate::folder::ImageFolder;
+use crate::folder::{Entry, ImageFolder};
 use crate::Footprint;
 use cudarc::driver::CudaStream;
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -136,7 +136,7 @@ impl Source {
                 i * s.count + s.index,
                 batch,
                 slot.images.as_mut_slice()?,
-                &mut slot.ends,
+                &mut slot.entries,
                 slot.targets.as_mut_slice()?,
             ),
             _ => self.fill(
@@ -157,12 +157,12 @@ impl Source {
     }
 }
 
-/// A page-locked slot: one batch's images (decoded, or the files as they are, file `j` ending
-/// at byte `ends[j].0` and being the folder's file `ends[j].1`) and targets.
+/// A page-locked slot: one batch's images (decoded, or the files as `entries` place them) and
+/// targets.
 pub(super) struct Slot {
     pub(super) images: PinnedBuffer<u8>,
     pub(super) targets: PinnedBuffer<f32>,
-    pub(super) ends: Vec<(usize, usize)>,
+    pub(super) entries: Vec<Entry>,
 }
 
 /// A slot is idle when both of its page-locked buffers are.
@@ -237,7 +237,7 @@ impl Setup {
         let (slot_bytes, ring_bytes) = match source.files() {
             Some(f) => {
                 let l = f.largest()?;
-                (batch * l.file, batch * l.image)
+                (batch * l.slot(), batch * l.image)
             }
             None => (per, per),
         };
@@ -247,7 +247,7 @@ impl Setup {
                 Ok(Slot {
                     images: PinnedBuffer::zeros(pool, slot_bytes)?,
                     targets: PinnedBuffer::zeros(pool, batch * o.train.classes)?,
-                    ends: Vec::with_capacity(batch),
+                    entries: Vec::with_capacity(batch),
                 })
             })
             .collect::<Result<Vec<Slot>>>()?;

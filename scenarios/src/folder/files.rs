@@ -1,6 +1,7 @@
 //! The folder's JPEG files as they are, for a decoder on the GPU: the loader's threads only
 //! read them, checking the markers a JPEG starts and ends with, and the headers read once at
-//! the start bound the memory a batch of them takes decoded.
+//! the start bound the memory a batch of them takes decoded. A file that is not a JPEG (a PNG)
+//! is decoded on the loader's thread instead, into RGB pixels the GPU only copies.
 
 use super::{ImageFolder, OnBadImage};
 use std::path::Path;
@@ -11,11 +12,56 @@ use streamline::error::{Error, Result};
 const TRAILER: usize = 1024;
 
 /// What a batch of the folder's files takes at most: the largest file and the largest
-/// decoded RGB image, in bytes.
+/// decoded RGB image, in bytes, and the largest image of a file that is not a JPEG (decoded on
+/// the host, 0 if there is none).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Largest {
     pub file: usize,
     pub image: usize,
+    pub on_host: usize,
+}
+
+impl Largest {
+    /// Bytes an image of a batch takes at most in a loader's slot: the file as it is, or the
+    /// pixels of one decoded on the host.
+    pub fn slot(&self) -> usize {
+        self.file.max(self.on_host)
+    }
+}
+
+/// One image of a batch of files read into a slot: where its bytes end, which of the folder's
+/// files it is, and for a file decoded on the host (not a JPEG) its `(height, width)`, its
+/// bytes then being its RGB pixels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub end: usize,
+    pub file: usize,
+    pub decoded: Option<(usize, usize)>,
+}
+
+/// Whether `bytes` start as a JPEG does (the start-of-image marker and another marker).
+fn starts_as_jpeg(bytes: &[u8]) -> bool {
+    bytes.starts_with(&[0xFF, 0xD8, 0xFF])
+}
+
+/// One file's bytes for a batch, and for an image decoded here its `(height, width)`.
+type ForBatch = (Vec<u8>, Option<(usize, usize)>);
+
+/// The bytes of one file for the batch: a whole JPEG as it is, or any other image decoded to
+/// RGB with its `(height, width)`; why not, for a file that is neither.
+fn read_for_batch(path: &Path) -> std::result::Result<ForBatch, String> {
+    let data = std::fs::read(path).map_err(|e| e.to_string())?;
+    if data.is_empty() || starts_as_jpeg(&data) {
+        return match jpeg_trouble(&data) {
+            Some(t) => Err(t.into()),
+            None => Ok((data, None)),
+        };
+    }
+    let rgb = image::load_from_memory(&data)
+        .map_err(|e| e.to_string())?
+        .to_rgb8();
+    let hw = (rgb.height() as usize, rgb.width() as usize);
+    Ok((rgb.into_raw(), Some(hw)))
 }
 
 /// Why `bytes` are not a whole JPEG, if they are not: empty, no start-of-image marker at the
@@ -24,7 +70,7 @@ pub fn jpeg_trouble(bytes: &[u8]) -> Option<&'static str> {
     if bytes.is_empty() {
         return Some("the file is empty");
     }
-    if !bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+    if !starts_as_jpeg(bytes) {
         return Some("it does not start as a JPEG does");
     }
     let tail = &bytes[bytes.len().saturating_sub(TRAILER)..];
@@ -35,17 +81,21 @@ pub fn jpeg_trouble(bytes: &[u8]) -> Option<&'static str> {
 }
 
 impl ImageFolder {
-    /// The first file whose name does not end in `.jpg` or `.jpeg`, if any.
-    pub fn first_not_jpeg(&self) -> Option<&Path> {
-        self.files.iter().map(|p| p.as_path()).find(|p| {
-            !p.extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "jpg" | "jpeg"))
-        })
+    /// How many files' names do not end in `.jpg` or `.jpeg`.
+    pub fn not_jpeg(&self) -> usize {
+        self.files
+            .iter()
+            .filter(|p| {
+                !p.extension()
+                    .and_then(|e| e.to_str())
+                    .is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "jpg" | "jpeg"))
+            })
+            .count()
     }
 
-    /// Reads every file's size and header: the largest file and decoded image. A file whose
-    /// header does not read fails the call naming it, or (skipping bad images) is left out.
+    /// Reads every file's size and header: the largest file and decoded image, and the
+    /// largest image of a file that is not a JPEG. A file whose header does not read fails the
+    /// call naming it, or (skipping bad images) is left out.
     pub fn largest(&self) -> Result<Largest> {
         let mut l = Largest::default();
         let mut good = 0;
@@ -53,14 +103,20 @@ impl ImageFolder {
             let read = std::fs::metadata(path)
                 .map_err(|e| e.to_string())
                 .and_then(|m| {
-                    image::image_dimensions(path)
-                        .map(|(w, h)| (m.len() as usize, w as usize * h as usize * 3))
-                        .map_err(|e| e.to_string())
+                    let r = image::ImageReader::open(path)
+                        .and_then(|r| r.with_guessed_format())
+                        .map_err(|e| e.to_string())?;
+                    let jpeg = r.format() == Some(image::ImageFormat::Jpeg);
+                    let (w, h) = r.into_dimensions().map_err(|e| e.to_string())?;
+                    Ok((m.len() as usize, w as usize * h as usize * 3, jpeg))
                 });
             match read {
-                Ok((file, image)) => {
+                Ok((file, image, jpeg)) => {
                     l.file = l.file.max(file);
                     l.image = l.image.max(image);
+                    if !jpeg {
+                        l.on_host = l.on_host.max(image);
+                    }
                     good += 1;
                 }
                 Err(e) => self.bad(path, &e)?,
@@ -96,15 +152,16 @@ impl ImageFolder {
     }
 
     /// The files of batch `index` of `batch` (the same images [`ImageFolder::fill_batch`]
-    /// decodes) read into `bytes` one after the other, file `j` ending at `ends[j].0` and
-    /// being the folder's file `ends[j].1`, and their one-hot `targets`. A file that is not a whole JPEG ([`jpeg_trouble`]) or was left
-    /// out before fails the batch naming it, or is passed over for the next one.
+    /// decodes) read into `bytes` one after the other as `entries` place them, and their
+    /// one-hot `targets`. A JPEG is read as it is; another image is decoded here to RGB. A
+    /// JPEG that is not whole ([`jpeg_trouble`]), another file that does not decode, or a
+    /// file left out before fails the batch naming it, or is passed over for the next one.
     pub fn fill_files(
         &self,
         index: usize,
         batch: usize,
         bytes: &mut [u8],
-        ends: &mut Vec<(usize, usize)>,
+        entries: &mut Vec<Entry>,
         targets: &mut [f32],
     ) -> Result<()> {
         if batch == 0 || !targets.len().is_multiple_of(batch) {
@@ -118,23 +175,22 @@ impl ImageFolder {
         }
         let classes = targets.len() / batch;
         targets.fill(0.0);
-        ends.clear();
+        entries.clear();
         let mut at = 0;
         for j in 0..batch {
             let mut k = (index * batch + j) % self.len();
             let mut tries = 0;
-            let data = loop {
+            let (data, decoded) = loop {
                 if tries == self.len() {
                     return Err(Error::arg(
                         "input",
-                        format!("none of the {} images is a whole JPEG", self.len()),
+                        format!("none of the {} images reads", self.len()),
                     ));
                 }
                 tries += 1;
                 let path = &self.files[k];
                 if !self.is_skipped(path) {
-                    let read = std::fs::read(path).map_err(|e| e.to_string());
-                    match read.and_then(|d| jpeg_trouble(&d).map_or(Ok(d), |t| Err(t.into()))) {
+                    match read_for_batch(path) {
                         Ok(d) => break d,
                         Err(e) => self.bad(path, &e)?,
                     }
@@ -150,7 +206,11 @@ impl ImageFolder {
                 )
             })?;
             dst.copy_from_slice(&data);
-            ends.push((end, k));
+            entries.push(Entry {
+                end,
+                file: k,
+                decoded,
+            });
             at = end;
             targets[j * classes + self.label(k)] = 1.0;
         }
@@ -184,7 +244,7 @@ mod tests {
         }
         std::fs::write(d.join("1.jpg"), []).unwrap();
         let fail = ImageFolder::open(&d, 2).unwrap();
-        assert_eq!(fail.first_not_jpeg(), None);
+        assert_eq!(fail.not_jpeg(), 0);
         let e = fail.largest().unwrap_err().to_string();
         assert!(e.contains("1.jpg"), "{e}");
         let (mut bytes, mut ends, mut t) = (vec![0u8; 4096], Vec::new(), vec![0f32; 3]);
@@ -196,6 +256,7 @@ mod tests {
         let skip = ImageFolder::open_with(&d, 2, OnBadImage::Skip).unwrap();
         let l = skip.largest().unwrap();
         assert_eq!(l.image, 4 * 2 * 3);
+        assert_eq!(l.on_host, 0);
         assert_eq!(skip.skipped(), [d.join("1.jpg")]);
         skip.fill_files(0, 3, &mut bytes, &mut ends, &mut t)
             .unwrap();
@@ -203,7 +264,12 @@ mod tests {
         let f0 = std::fs::read(d.join("0.jpg")).unwrap();
         let f2 = std::fs::read(d.join("2.jpg")).unwrap();
         let (a, b) = (f0.len(), f2.len());
-        assert_eq!(ends, [(a, 0), (a + b, 2), (a + 2 * b, 2)]);
+        let e = |end, file| Entry {
+            end,
+            file,
+            decoded: None,
+        };
+        assert_eq!(ends, [e(a, 0), e(a + b, 2), e(a + 2 * b, 2)]);
         assert_eq!(&bytes[..a], &f0[..]);
         assert_eq!(&bytes[a..a + b], &f2[..]);
         // Too little room is an error naming the argument.
@@ -212,6 +278,63 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("bytes"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn other_images_are_decoded_here_among_the_jpegs() {
+        let d = std::env::temp_dir().join(format!("streamline-mixed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        image::RgbImage::from_pixel(4, 2, image::Rgb([10; 3]))
+            .save(d.join("0.jpg"))
+            .unwrap();
+        let png = image::RgbImage::from_fn(5, 3, |x, y| image::Rgb([x as u8, y as u8, 7]));
+        png.save(d.join("1.png")).unwrap();
+        // A PNG under a JPEG's name is read as what it is.
+        png.save_with_format(d.join("2.jpg"), image::ImageFormat::Png)
+            .unwrap();
+        std::fs::write(d.join("3.png"), b"not an image").unwrap();
+        let f = ImageFolder::open(&d, 2).unwrap();
+        assert_eq!(f.not_jpeg(), 2);
+        let e = f.largest().unwrap_err().to_string();
+        assert!(e.contains("3.png"), "{e}");
+        let f = ImageFolder::open_with(&d, 2, OnBadImage::Skip).unwrap();
+        let l = f.largest().unwrap();
+        assert_eq!((l.image, l.on_host), (5 * 3 * 3, 5 * 3 * 3));
+        assert!(l.slot() >= l.file && l.slot() >= l.on_host);
+        let (mut bytes, mut entries, mut t) = (vec![0u8; 4096], Vec::new(), vec![0f32; 4]);
+        f.fill_files(0, 4, &mut bytes, &mut entries, &mut t)
+            .unwrap();
+        let f0 = std::fs::read(d.join("0.jpg")).unwrap();
+        let a = f0.len();
+        let px = png.as_raw().len();
+        // 3.png was left out by `largest`: 0.jpg takes its place.
+        let want = [
+            Entry {
+                end: a,
+                file: 0,
+                decoded: None,
+            },
+            Entry {
+                end: a + px,
+                file: 1,
+                decoded: Some((3, 5)),
+            },
+            Entry {
+                end: a + 2 * px,
+                file: 2,
+                decoded: Some((3, 5)),
+            },
+            Entry {
+                end: 2 * a + 2 * px,
+                file: 0,
+                decoded: None,
+            },
+        ];
+        assert_eq!(entries, want);
+        assert_eq!(&bytes[a..a + px], &png.as_raw()[..]);
+        assert_eq!(f.skipped(), [d.join("3.png")]);
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -3,7 +3,7 @@
 
 mod files;
 
-pub use files::{jpeg_trouble, Largest};
+pub use files::{jpeg_trouble, Entry, Largest};
 
 use image::imageops::FilterType;
 use std::collections::BTreeSet;

@@ -76,6 +76,17 @@ pub fn augment_ragged(
     (values, ambiguous)
 }
 
+/// The most bilinear samples a bin of the ragged crop takes over images of `sizes`
+/// (`(height, width)`) under a `size` square: `roi_align`'s adaptive grid over a box of
+/// `crop * min(h, w) / size` pixels a side, `ceil(min(h, w) / size)` samples a side.
+pub fn ragged_most_samples(sizes: &[(usize, usize)], size: usize) -> usize {
+    sizes
+        .iter()
+        .map(|&(h, w)| h.min(w).div_ceil(size).max(1).pow(2))
+        .max()
+        .unwrap_or(1)
+}
+
 /// [`super::augment_bound`] for crops whose bins take up to `samples` bilinear samples each
 /// (`roi_align`'s adaptive grid over a box larger than the crop): each further sample adds one
 /// rounding of the bin's running sum, `u` of the largest value, to the crop's budget.

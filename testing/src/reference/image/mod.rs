@@ -28,7 +28,8 @@ mod to_float;
 pub use augment::{augment, augment_bound};
 pub use augment_draw::{augment_device_draw, philox4x32};
 pub use augment_ragged::{
-    augment_bound_ragged, augment_device_draw_ragged, augment_ragged, ragged_box, Extent,
+    augment_bound_ragged, augment_device_draw_ragged, augment_ragged, ragged_box,
+    ragged_most_samples, Extent,
 };
 pub use gaussian_blur::{gaussian_blur, gaussian_weights, reflect};
 pub use normalize::normalize;

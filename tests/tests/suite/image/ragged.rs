@@ -35,19 +35,6 @@ fn ragged_batch(
     (x, ext, refs)
 }
 
-/// Largest number of samples a bin of the crop takes: `roi_align`'s adaptive grid over a box
-/// of `crop * min(h, w) / size` pixels a side.
-fn most_samples(sizes: &[(usize, usize)], cfg: &AugmentConfig) -> usize {
-    sizes
-        .iter()
-        .map(|&(h, w)| {
-            let g = (h.min(w) as f64 / cfg.size as f64).ceil() as usize;
-            g.max(1).pow(2)
-        })
-        .max()
-        .unwrap_or(1)
-}
-
 /// A ragged case: image sizes, channels, configuration, layouts, bytes before each image,
 /// seed.
 type RaggedCase = (
@@ -112,7 +99,10 @@ fn ragged_batches_match_each_image_alone() {
             prop_assert_eq!(out, Shape::new(n, c, cfg.size, cfg.size));
             let xd: CudaSlice<u8> = st.clone_htod(&x).unwrap();
             let ed: CudaSlice<u32> = st.clone_htod(&extent_words(&ext)).unwrap();
-            let (delta, tol) = reference::augment_bound_ragged(&cfg, most_samples(&sizes, &cfg));
+            let (delta, tol) = reference::augment_bound_ragged(
+                &cfg,
+                reference::ragged_most_samples(&sizes, cfg.size),
+            );
             let vmax = if cfg.scale { 1.0 } else { 255.0 };
             for k in 0..2u64 {
                 let mut y = poisoned(out.len());
