@@ -25,7 +25,7 @@ pub(super) fn verify(
     common: &Common,
     steps: usize,
 ) -> Result<Check> {
-    let lanes = [0, 1];
+    let lanes = lane_streams(su.decode.is_some(), true);
     su.reset(pool)?;
     let last = steps - 1;
     su.hosted = true;

@@ -80,6 +80,10 @@ pub struct Options {
     /// the bytes, within a written bound of the f32 step.
     #[arg(long, value_enum, default_value_t = GradDtype::F32)]
     pub grad_dtype: GradDtype,
+    /// After the timed runs, one more pipelined run of this many steps at the headline batch,
+    /// its host and device memory sampled every tenth of it: whether a long run stays flat.
+    #[arg(long, default_value_t = 0)]
+    pub soak: usize,
 }
 
 impl Default for Options {
@@ -94,6 +98,7 @@ impl Default for Options {
             gpus: 1,
             buckets: 8,
             grad_dtype: GradDtype::F32,
+            soak: 0,
         }
     }
 }
@@ -123,6 +128,15 @@ fn first_stage(decode: bool) -> &'static str {
     } else {
         "h2d"
     }
+}
+
+/// The pool's stream of each lane of [`spec`]: one stream per lane pipelined, every lane on
+/// the first serial. Decoding on the GPU has a lane of its own (the pool's third stream), so
+/// that the decoding of a batch waits only for its ring slot, not for the augmentation of the
+/// batch before.
+fn lane_streams(decode: bool, piped: bool) -> Vec<usize> {
+    let lanes = if decode { 3 } else { 2 };
+    (0..lanes).map(|i| if piped { i } else { 0 }).collect()
 }
 
 /// The report's line on the images left out with `--on-bad-image skip`, if any were.
@@ -159,6 +173,10 @@ pub fn validate(o: &Options) -> Result<()> {
         ));
     }
     crate::within("gpus", o.gpus, 1..=64)?;
+    crate::within("soak", o.soak, 0..=1 << 40)?;
+    if o.soak > 0 && o.gpus > 1 {
+        return Err(Error::arg("soak", "runs on one GPU: leave --gpus at 1"));
+    }
     crate::within("buckets", o.buckets, 1..=64)?;
     if o.gpus == 1 && o.grad_dtype != GradDtype::F32 {
         return Err(Error::arg(
@@ -212,13 +230,17 @@ pub trait Transform {
     ) -> Result<()>;
 }
 
-/// Transform lane: copy the uint8 batch and its targets (or decode its files on the GPU, the
-/// stage then named `decode`, with `decode`), augment (then the extra transform named
-/// `extra`, if any); model lane: one step.
+/// Transform lane: copy the uint8 batch and its targets (or, with `decode`, a lane of its own
+/// decodes its files on the GPU in a stage named `decode`), augment (then the extra transform
+/// named `extra`, if any); model lane: one step.
 pub fn spec(extra: Option<&str>, decode: bool) -> PipelineSpec {
-    let spec = PipelineSpec::new(DEPTH)
-        .lane("transform")
-        .lane("model")
+    let spec = PipelineSpec::new(DEPTH).lane("transform").lane("model");
+    let (spec, first_lane) = if decode {
+        (spec.lane("decode"), "decode")
+    } else {
+        (spec, "transform")
+    };
+    let spec = spec
         .persistent("dataset")
         .ring("images")
         .ring("targets")
@@ -227,7 +249,7 @@ pub fn spec(extra: Option<&str>, decode: bool) -> PipelineSpec {
         .stage(
             first_stage(decode),
             OpKind::H2D,
-            "transform",
+            first_lane,
             &["dataset"],
             &["images", "targets"],
         )
@@ -247,4 +269,26 @@ pub fn spec(extra: Option<&str>, decode: bool) -> PipelineSpec {
         &[input, "targets"],
         &["model"],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decoding_on_the_gpu_has_a_lane_and_a_stream_of_its_own() {
+        for decode in [false, true] {
+            let spec = spec(Some("extra"), decode);
+            let lanes = lane_streams(decode, true);
+            assert_eq!(lanes.len(), spec.lanes.len());
+            assert!(lane_streams(decode, false).iter().all(|&s| s == 0));
+            let first = &spec.stages[0];
+            assert_eq!(first.name, first_stage(decode));
+            let lane = &spec.lanes[first.lane];
+            assert_eq!(lane, if decode { "decode" } else { "transform" });
+            // Each lane on its own stream, the decode lane on the pool's third.
+            assert_eq!(lanes[first.lane], if decode { 2 } else { 0 });
+            spec.plan().unwrap();
+        }
+    }
 }

@@ -34,11 +34,20 @@ pub(super) fn time(
     common: &Common,
 ) -> Result<Timed> {
     let mut loader = LoaderStats::default();
+    let decode = su.decode.is_some();
     let serial = median_ms(pool, &[0], common.reps, || {
-        su.run(gpu, pool, plan, &[0, 0], None, extra, o.train.steps)
-            .map(|_| ())
+        su.run(
+            gpu,
+            pool,
+            plan,
+            &lane_streams(decode, false),
+            None,
+            extra,
+            o.train.steps,
+        )
+        .map(|_| ())
     })?;
-    let lanes = [0, 1];
+    let lanes = lane_streams(decode, true);
     let piped = median_ms(pool, &lanes, common.reps, || {
         loader = su.run(gpu, pool, plan, &lanes, None, extra, o.train.steps)?;
         Ok(())
@@ -52,7 +61,7 @@ pub(super) fn time(
     su.hosted = true;
     let gpu_alone = gpu_alone?;
     // nvJPEG's host calls cannot be captured: decoding on the GPU runs eagerly.
-    let graph = if common.graph && su.decode.is_none() {
+    let graph = if common.graph && !decode {
         su.hosted = false;
         let window = su.window;
         let g = plan.capture_steady(pool, &lanes, 0, window, |c| su.stage(gpu, extra, c));
@@ -102,16 +111,16 @@ pub fn run_with(
     let extra_name = extra.as_ref().map(|t| t.name().to_string());
     let plan = spec(extra_name.as_deref(), gpu_decode).plan()?;
     let extra = &mut extra;
-    // Decoding on the GPU, the transform lane is the longer one: its short kernels go ahead
-    // of the training step's (the pool clamps the priority to the device's range).
-    let transform_priority = if gpu_decode { i32::MIN } else { 0 };
-    let pool = StreamPool::new(
-        gpu,
-        &[
-            streamline::engine::pool::StreamSpec::new("transform").priority(transform_priority),
-            streamline::engine::pool::StreamSpec::new("model"),
-        ],
-    )?;
+    // Decoding on the GPU, the decode and transform lanes feed the model: their short kernels
+    // go ahead of the training step's (the pool clamps the priority to the device's range).
+    use streamline::engine::pool::StreamSpec;
+    let mut streams = vec![StreamSpec::new("transform"), StreamSpec::new("model")];
+    if gpu_decode {
+        streams[0] = streams[0].clone().priority(i32::MIN);
+        streams.push(StreamSpec::new("decode").priority(i32::MIN));
+    }
+    let pool = StreamPool::new(gpu, &streams)?;
+    let lanes = lane_streams(gpu_decode, true);
     let (headline, smallest) = o.train.headline_and_smallest();
     let mut header = vec!["batch".to_string()];
     header.extend(THROUGHPUT_COLUMNS.map(String::from));
@@ -131,6 +140,7 @@ pub fn run_with(
     let recorded_steps = o.train.steps.min(64);
     let mut skipped = std::collections::BTreeSet::new();
     let mut engine: Option<String> = None;
+    let mut soak = None;
     for (i, &batch) in o.train.batches.iter().enumerate() {
         let seed = common.seed + 100 * i as u64;
         let mut su = Setup::new(
@@ -146,10 +156,10 @@ pub fn run_with(
             // fills its slots once; the recorded run then copies them as they are, so that
             // each stage's interval is its device time, with no wait for a batch inside it.
             let fill = 2 * su.window;
-            su.run(gpu, &pool, &plan, &[0, 1], None, extra, fill)?;
+            su.run(gpu, &pool, &plan, &lanes, None, extra, fill)?;
             su.hosted = false;
             let t = recorded(&pool, 3 * recorded_steps, |rec| {
-                plan.run(&pool, &[0, 1], 0..recorded_steps, Some(rec), |c| {
+                plan.run(&pool, &lanes, 0..recorded_steps, Some(rec), |c| {
                     su.stage(gpu, extra, c)
                 })
             });
@@ -169,6 +179,15 @@ pub fn run_with(
         if batch == headline && head.is_none() {
             memory = std::mem::take(&mut su.footprints);
             head = Some(t);
+            if o.soak > 0 {
+                su.sample_every = o.soak.div_ceil(10);
+                let ms = crate::timed(&pool, &lanes, || {
+                    su.run(gpu, &pool, &plan, &lanes, None, extra, o.soak)
+                        .map(|_| ())
+                })?;
+                soak = Some((ms, std::mem::take(&mut su.footprints)));
+                su.sample_every = o.train.steps.div_ceil(10);
+            }
         }
         if batch == smallest && check.compared == 0 {
             let steps = o.train.steps.clamp(2, 4 * su.window);
@@ -186,34 +205,61 @@ pub fn run_with(
     let stage_us = |name: &str| per_step_us(&timeline, name, recorded_steps);
     let first = first_stage(gpu_decode);
     let (aug_us, step_us, copy_us) = (stage_us("augment"), stage_us("train step"), stage_us(first));
-    // The extra transform, where there is one, runs on the transform stream too.
+    // The extra transform, where there is one, runs on the transform stream too; decoding on
+    // the GPU runs on a stream of its own.
     let extra_us = extra_name.as_deref().map_or(0.0, stage_us);
-    let transform_us = copy_us + aug_us + extra_us;
+    let extra_note = extra_name
+        .as_deref()
+        .map_or(String::new(), |n| format!(", {n} {extra_us:.1} µs"));
+    let streams: Vec<(&str, &str, f64)> = if gpu_decode {
+        vec![
+            ("decode", "decoding", copy_us),
+            ("transform", "augmentation", aug_us + extra_us),
+            ("model", "training step", step_us),
+        ]
+    } else {
+        vec![
+            (
+                "transform",
+                "copy and augmentation",
+                copy_us + aug_us + extra_us,
+            ),
+            ("model", "training step", step_us),
+        ]
+    };
+    let longest = streams.iter().map(|s| s.2).fold(0.0, f64::max);
     let mut notes = vec![
-        format!(
-            "batch {headline}, per step: {first} {copy_us:.1} µs, augment {aug_us:.1} µs{} (transform stream), train step {step_us:.1} µs (model stream); the pipelined step can only approach the longer of transform and model ({:.1} µs)",
-            extra_name.as_deref().map_or(String::new(), |n| format!(", {n} {extra_us:.1} µs")),
-            transform_us.max(step_us)
-        ),
+        if gpu_decode {
+            format!(
+                "batch {headline}, per step: decode {copy_us:.1} µs (decode stream), augment {aug_us:.1} µs{extra_note} (transform stream), train step {step_us:.1} µs (model stream); the pipelined step can only approach the longest of the three ({longest:.1} µs)"
+            )
+        } else {
+            format!(
+                "batch {headline}, per step: {first} {copy_us:.1} µs, augment {aug_us:.1} µs{extra_note} (transform stream), train step {step_us:.1} µs (model stream); the pipelined step can only approach the longer of transform and model ({longest:.1} µs)"
+            )
+        },
         format!(
             "copy hidden under compute {:.1}%; longest stream busy {:.1}% of the span; pipelining gains most where neither stage fills the GPU alone and the two are of similar length (seed 003)",
             100.0 * metrics.copy_hidden_fraction,
             100.0 * metrics.longest_track_fraction
         ),
-        bottleneck(&head, &o.train, transform_us, step_us, o.workers),
+        bottleneck(&head, &o.train, &streams, o.workers),
         format!("checked at batch {smallest}: the last step's augmented batch against the CPU transform and the updated weights against the f64 step"),
     ];
-    if let (Some(first), Some(last)) = (memory.first(), memory.last()) {
+    if let Some(change) = memory_change(&memory) {
         notes.push(format!(
-            "memory over the last timed run at batch {headline} ({} samples, one per tenth of its {} steps): host RSS {:.1} MiB at the first, {:.1} MiB at the last ({:+.2}%); device memory in use {:.1} MiB, then {:.1} MiB ({:+.2}%)",
+            "memory over the last timed run at batch {headline} ({} samples, one per tenth of its {} steps): {change}",
             memory.len(),
             o.train.steps,
-            first.host_rss as f64 / MIB,
-            last.host_rss as f64 / MIB,
-            100.0 * (last.host_rss as f64 / first.host_rss.max(1) as f64 - 1.0),
-            first.device_used as f64 / MIB,
-            last.device_used as f64 / MIB,
-            100.0 * (last.device_used as f64 / first.device_used.max(1) as f64 - 1.0),
+        ));
+    }
+    if let Some((ms, f)) = &soak {
+        notes.push(format!(
+            "soak at batch {headline}: {} steps pipelined at {:.1} steps/s; memory ({} samples, one per tenth): {}",
+            o.soak,
+            o.soak as f64 / (ms / 1e3),
+            f.len(),
+            memory_change(f).unwrap_or_default(),
         ));
     }
     if !decode_line.is_empty() {
@@ -264,4 +310,20 @@ pub fn run_with(
         check,
         notes,
     })
+}
+
+/// How memory changed between the first and last of `samples`: host RSS and device memory in
+/// use, each with its change in percent.
+fn memory_change(samples: &[crate::Footprint]) -> Option<String> {
+    let (first, last) = (samples.first()?, samples.last()?);
+    let pct = |a: u64, b: u64| 100.0 * (b as f64 / a.max(1) as f64 - 1.0);
+    Some(format!(
+        "host RSS {:.1} MiB at the first, {:.1} MiB at the last ({:+.2}%); device memory in use {:.1} MiB, then {:.1} MiB ({:+.2}%)",
+        first.host_rss as f64 / MIB,
+        last.host_rss as f64 / MIB,
+        pct(first.host_rss, last.host_rss),
+        first.device_used as f64 / MIB,
+        last.device_used as f64 / MIB,
+        pct(first.device_used, last.device_used),
+    ))
 }
