@@ -11,7 +11,8 @@ use streamline::engine::loader::HostSlot;
 use streamline::engine::memory::h2d;
 use streamline::engine::pipeline::StageCall;
 use streamline::engine::{
-    DeviceBuffer, Loader, LoaderStats, PinnedBuffer, Plan, SteadyGraphs, StreamPool, Streamed,
+    DeviceBuffer, Loader, LoaderStats, PinnedBuffer, Plan, Recorder, SteadyGraphs, StreamPool,
+    Streamed,
 };
 use streamline::error::{DriverContext, Error, Result};
 use streamline::ops::image::{Augment, AugmentConfig, AugmentDraw, Layout, Shape};
@@ -430,8 +431,11 @@ impl Setup {
         self.hosted = true;
         self.footprints.clear();
         self.loader.start(steps)?;
+        let skewed = self.decode.is_some();
         match graphs {
-            None => plan.run(pool, lanes, 0..steps, None, |c| self.stage(gpu, extra, c))?,
+            None => queue(plan, pool, lanes, steps, skewed, None, |c| {
+                self.stage(gpu, extra, c)
+            })?,
             Some(g) => {
                 let k = g.skew()[0];
                 g.stream(plan, pool, steps, |h| match h {
@@ -461,6 +465,36 @@ impl Setup {
         self.model.load_w1(s, &self.w1)?;
         h2d(s, &self.w2[..], &mut self.model.w2)
     }
+}
+
+/// Queues `steps` iterations of `plan`, in iteration order, or `skewed` as [`Plan::skew`]
+/// gives it (each step queues a batch's first stage before the later stages of the batches
+/// before it). Decoding on the GPU is skewed: nvJPEG's kernels then wait for the gap between
+/// two training steps, not for the one whose blocks hold every SM, and the hardware decoders
+/// work through the next training step.
+pub(super) fn queue(
+    plan: &Plan,
+    pool: &StreamPool,
+    lanes: &[usize],
+    steps: usize,
+    skewed: bool,
+    recorder: Option<&mut Recorder>,
+    stage: impl FnMut(&StageCall) -> Result<()>,
+) -> Result<()> {
+    if !skewed {
+        return plan.run(pool, lanes, 0..steps, recorder, stage);
+    }
+    let skew = plan.skew();
+    let ahead = skew.iter().copied().max().unwrap_or(0);
+    plan.run_steps(
+        pool,
+        lanes,
+        0..steps,
+        0..steps + ahead,
+        &skew,
+        recorder,
+        stage,
+    )
 }
 
 /// Seed 003's transform for `size` images, converting with scaling to `[0, 1]` so that the

@@ -7,7 +7,7 @@ use streamline::error::{Error, Result};
 use streamline::Gpu;
 
 use super::check::verify;
-use super::feed::Setup;
+use super::feed::{queue, Setup};
 use super::report::bottleneck;
 use super::*;
 
@@ -54,7 +54,7 @@ pub(super) fn time(
     })?;
     su.hosted = false;
     let gpu_alone = median_ms(pool, &lanes, common.reps, || {
-        plan.run(pool, &lanes, 0..o.train.steps, None, |c| {
+        queue(plan, pool, &lanes, o.train.steps, decode, None, |c| {
             su.stage(gpu, extra, c)
         })
     });
@@ -159,9 +159,15 @@ pub fn run_with(
             su.run(gpu, &pool, &plan, &lanes, None, extra, fill)?;
             su.hosted = false;
             let t = recorded(&pool, 3 * recorded_steps, |rec| {
-                plan.run(&pool, &lanes, 0..recorded_steps, Some(rec), |c| {
-                    su.stage(gpu, extra, c)
-                })
+                queue(
+                    &plan,
+                    &pool,
+                    &lanes,
+                    recorded_steps,
+                    gpu_decode,
+                    Some(rec),
+                    |c| su.stage(gpu, extra, c),
+                )
             });
             su.hosted = true;
             timeline = Some(t?);

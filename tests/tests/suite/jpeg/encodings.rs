@@ -158,46 +158,77 @@ fn ycc(p: &[u8]) -> [f64; 3] {
     ]
 }
 
-/// Checks one decoded image against the CPU's as the module's analysis bounds them: the
-/// largest luma and chroma differences where they are compared, or the first failure.
-fn compare(c: &Coding, gpu_rgb: &[u8], cpu_rgb: &[u8]) -> Result<(f64, f64), String> {
-    let (w, h) = (c.width, c.height);
-    let (mut luma, mut chroma) = (0.0f64, 0.0f64);
-    for y in 0..h {
-        for x in 0..w {
-            let at = 3 * (y * w + x);
-            let (g, p) = (&gpu_rgb[at..at + 3], &cpu_rgb[at..at + 3]);
-            if c.sampling.is_none() {
-                if g[0] != g[1] || g[1] != g[2] {
-                    return Err(format!("gray file decoded to colour {g:?} at ({x}, {y})"));
+/// The bounds of the module's analysis: gray, luma and chroma (levels).
+const GRAY_BOUND: f64 = 2.0;
+const LUMA_BOUND: f64 = 3.0;
+const CHROMA_BOUND: f64 = 3.0;
+
+/// The differences the analysis bounds at pixel `(x, y)` of a file coded as `c`, decoded to `g`
+/// and `p`: luma (gray files: the gray level), unless a channel was clamped; chroma, where it
+/// is compared. A gray file decoded to colour is an error.
+fn pixel_diffs(
+    c: &Coding,
+    (x, y): (usize, usize),
+    g: &[u8],
+    p: &[u8],
+) -> Result<(Option<f64>, Option<f64>), String> {
+    if c.sampling.is_none() {
+        if g[0] != g[1] || g[1] != g[2] {
+            return Err(format!("gray file decoded to colour {g:?} at ({x}, {y})"));
+        }
+        return Ok((Some(g[0].abs_diff(p[0]) as f64), None));
+    }
+    if g.iter().chain(p).any(|&v| v == 0 || v == 255) {
+        return Ok((None, None));
+    }
+    let (a, b) = (ycc(g), ycc(p));
+    let inner = |v: usize| (MARGIN..BLOCK - MARGIN).contains(&(v % BLOCK));
+    let chroma = (inner(x) && inner(y)).then(|| (a[1] - b[1]).abs().max((a[2] - b[2]).abs()));
+    Ok((Some((a[0] - b[0]).abs()), chroma))
+}
+
+/// One decoded image against the CPU's: the largest luma (or gray) and chroma differences
+/// where they are compared, and the first place one exceeds its bound.
+fn compare_all(c: &Coding, gpu_rgb: &[u8], cpu_rgb: &[u8]) -> (f64, f64, Option<String>) {
+    let (mut luma, mut chroma, mut first) = (0.0f64, 0.0f64, None);
+    let luma_bound = if c.sampling.is_none() {
+        GRAY_BOUND
+    } else {
+        LUMA_BOUND
+    };
+    for y in 0..c.height {
+        for x in 0..c.width {
+            let at = 3 * (y * c.width + x);
+            match pixel_diffs(c, (x, y), &gpu_rgb[at..at + 3], &cpu_rgb[at..at + 3]) {
+                Err(e) => {
+                    first.get_or_insert(e);
                 }
-                let d = g[0].abs_diff(p[0]) as f64;
-                if d > 2.0 {
-                    return Err(format!("gray differs by {d} at ({x}, {y})"));
+                Ok((l, ch)) => {
+                    if let Some(l) = l {
+                        if l > luma_bound {
+                            first.get_or_insert(format!("luma differs by {l:.2} at ({x}, {y})"));
+                        }
+                        luma = luma.max(l);
+                    }
+                    if let Some(ch) = ch {
+                        if ch > CHROMA_BOUND {
+                            first.get_or_insert(format!("chroma differs by {ch:.2} at ({x}, {y})"));
+                        }
+                        chroma = chroma.max(ch);
+                    }
                 }
-                luma = luma.max(d);
-                continue;
-            }
-            if g.iter().chain(p).any(|&v| v == 0 || v == 255) {
-                continue;
-            }
-            let (a, b) = (ycc(g), ycc(p));
-            let d = (a[0] - b[0]).abs();
-            if d > 3.0 {
-                return Err(format!("luma differs by {d:.2} at ({x}, {y})"));
-            }
-            luma = luma.max(d);
-            let inner = |v: usize| (MARGIN..BLOCK - MARGIN).contains(&(v % BLOCK));
-            if inner(x) && inner(y) {
-                let d = (a[1] - b[1]).abs().max((a[2] - b[2]).abs());
-                if d > 3.0 {
-                    return Err(format!("chroma differs by {d:.2} at ({x}, {y})"));
-                }
-                chroma = chroma.max(d);
             }
         }
     }
-    Ok((luma, chroma))
+    (luma, chroma, first)
+}
+
+/// [`compare_all`] as a result: the largest differences, or the first failure.
+fn compare(c: &Coding, gpu_rgb: &[u8], cpu_rgb: &[u8]) -> Result<(f64, f64), String> {
+    match compare_all(c, gpu_rgb, cpu_rgb) {
+        (l, ch, None) => Ok((l, ch)),
+        (_, _, Some(why)) => Err(why),
+    }
 }
 
 #[test]
@@ -253,4 +284,87 @@ fn the_comparison_fails_on_swapped_chroma_and_shifted_luma() {
     assert!(compare(&c, &swapped, rgb).is_err());
     let brighter: Vec<u8> = rgb.iter().map(|v| v.saturating_add(5)).collect();
     assert!(compare(&c, &brighter, rgb).is_err());
+}
+
+/// Every subsampling, sequential and progressive, with and without restart markers, at low,
+/// middle and high quality, through each back end: the largest differences of each kind of file
+/// in one table, so that a failure shows which kinds differ and by how much.
+#[test]
+fn each_kind_of_file_within_the_standard_table() {
+    let Some(mut dec) = decoder(BACKENDS[0].0) else {
+        return;
+    };
+    let mut kinds = Vec::new();
+    for sampling in (0..SAMPLINGS.len()).map(Some).chain([None]) {
+        for progressive in [false, true] {
+            for restart in [0u16, 2] {
+                if sampling == Some(R_4_1_1) && restart > 0 {
+                    continue;
+                }
+                kinds.push((sampling, progressive, restart));
+            }
+        }
+    }
+    let mut table = Vec::new();
+    let mut failed = false;
+    for (b, &(backend, share)) in BACKENDS.iter().enumerate() {
+        if b > 0 {
+            let Some(d) = decoder(backend) else { return };
+            dec = d;
+        }
+        dec.set_hardware_share(share).unwrap();
+        for (k, &(sampling, progressive, restart)) in kinds.iter().enumerate() {
+            let codings: Vec<Coding> = [(25u8, 61usize, 47usize), (60, 130, 97), (95, 33, 150)]
+                .iter()
+                .map(|&(quality, width, height)| Coding {
+                    width,
+                    height,
+                    sampling,
+                    quality,
+                    progressive,
+                    restart,
+                    optimized: false,
+                    seed: 1000 * k as u64 + quality as u64,
+                })
+                .collect();
+            let files: Vec<Vec<u8>> = codings.iter().map(encode).collect();
+            let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
+            let s = gpu().unwrap().stream();
+            let row = match dec.decode(s, &refs) {
+                Err(e) => {
+                    failed = true;
+                    format!("error: {e}")
+                }
+                Ok(d) => {
+                    let host = s.clone_dtoh(&d.data).unwrap();
+                    let (mut luma, mut chroma, mut why) = (0.0f64, 0.0f64, None);
+                    for (i, c) in codings.iter().enumerate() {
+                        let cpu = image::load_from_memory(&files[i]).unwrap().to_rgb8();
+                        let at = d.layout.offsets[i];
+                        let got = &host[at..at + 3 * c.width * c.height];
+                        let (l, ch, w) = compare_all(c, got, cpu.as_raw());
+                        (luma, chroma) = (luma.max(l), chroma.max(ch));
+                        if let Some(w) = w {
+                            why.get_or_insert(format!("q{}: {w}", c.quality));
+                        }
+                    }
+                    failed |= why.is_some();
+                    format!(
+                        "luma {luma:.2} chroma {chroma:.2}{}",
+                        why.map_or(String::new(), |w| format!("  FAILS ({w})"))
+                    )
+                }
+            };
+            table.push(format!(
+                "{backend:?} share {share}: {} {} restart {restart}: {row}",
+                sampling.map_or("gray".to_string(), |s| format!("{:?}", SAMPLINGS[s])),
+                if progressive {
+                    "progressive"
+                } else {
+                    "sequential"
+                },
+            ));
+        }
+    }
+    assert!(!failed, "\n{}", table.join("\n"));
 }
