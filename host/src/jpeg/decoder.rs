@@ -313,13 +313,16 @@ impl JpegDecoder {
     }
 
     /// The sizes of `files` as their headers give them, and where each starts in a ragged RGB
-    /// batch: `(layout, bytes of the batch)`. A file whose header nvJPEG cannot read is an
-    /// error naming its index.
+    /// batch: `(layout, bytes of the batch)`. A file whose header nvJPEG cannot read, or that
+    /// nvJPEG would decode wrongly ([`super::nvjpeg_trouble`]), is an error naming its index.
     pub fn layout(&self, files: &[&[u8]]) -> Result<(Layout, usize)> {
         self.ctx.bind_to_thread().op("cuCtxSetCurrent")?;
         let lib = self.cuda.lib;
         let mut sizes = Vec::with_capacity(files.len());
         for (i, f) in files.iter().enumerate() {
+            if let Some(why) = super::nvjpeg_trouble(f) {
+                return Err(bad(i, why));
+            }
             let (mut components, mut subsampling) = (0, 0);
             let (mut w, mut h) = ([0 as c_int; MAX_COMPONENT], [0 as c_int; MAX_COMPONENT]);
             // SAFETY: `f` is readable for its length; the outputs hold `MAX_COMPONENT` ints.

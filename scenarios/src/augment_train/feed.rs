@@ -189,6 +189,8 @@ pub(super) struct Setup {
     /// Footprints sampled over the run (every `sample_every` steps; 0: none).
     pub(super) sample_every: usize,
     pub(super) footprints: Vec<Footprint>,
+    /// Host time the queueing thread spent in each stage's calls since the last `run`.
+    pub(super) host: Vec<std::time::Duration>,
     pub(super) augments: Vec<Augment>,
     pub(super) ring_u8: Vec<DeviceBuffer<u8>>,
     pub(super) ring_t: Vec<DeviceBuffer<f32>>,
@@ -310,6 +312,7 @@ impl Setup {
             hosted: true,
             sample_every: 0,
             footprints: Vec::new(),
+            host: Vec::new(),
             ring_u8: (0..DEPTH)
                 .map(|_| DeviceBuffer::zeros(pool, 0, ring_bytes))
                 .collect::<Result<_>>()?,
@@ -336,6 +339,22 @@ impl Setup {
     }
 
     pub(super) fn stage(
+        &mut self,
+        gpu: &Gpu,
+        extra: &mut Option<&mut (dyn Transform + '_)>,
+        c: &StageCall,
+    ) -> Result<()> {
+        let t = std::time::Instant::now();
+        let r = self.queue_stage(gpu, extra, c);
+        if self.host.len() <= c.stage {
+            self.host.resize(c.stage + 1, Default::default());
+        }
+        self.host[c.stage] += t.elapsed();
+        r
+    }
+
+    /// Queues stage call `c` (see [`Setup::stage`]).
+    fn queue_stage(
         &mut self,
         gpu: &Gpu,
         extra: &mut Option<&mut (dyn Transform + '_)>,
@@ -430,6 +449,7 @@ impl Setup {
     ) -> Result<LoaderStats> {
         self.hosted = true;
         self.footprints.clear();
+        self.host.clear();
         self.loader.start(steps)?;
         let skewed = self.decode.is_some();
         match graphs {

@@ -22,6 +22,8 @@ pub(super) struct Timed {
     pub(super) graph: Option<f64>,
     pub(super) gpu_alone: f64,
     pub(super) loader: LoaderStats,
+    /// Host time per step the queueing thread spent in each stage's calls, pipelined (µs).
+    pub(super) host_us: Vec<f64>,
 }
 
 pub(super) fn time(
@@ -52,6 +54,8 @@ pub(super) fn time(
         loader = su.run(gpu, pool, plan, &lanes, None, extra, o.train.steps)?;
         Ok(())
     })?;
+    let per_step = 1e6 / o.train.steps as f64;
+    let host_us = su.host.iter().map(|d| d.as_secs_f64() * per_step).collect();
     su.hosted = false;
     let gpu_alone = median_ms(pool, &lanes, common.reps, || {
         queue(plan, pool, &lanes, o.train.steps, decode, None, |c| {
@@ -80,6 +84,7 @@ pub(super) fn time(
         graph,
         gpu_alone,
         loader,
+        host_us,
     })
 }
 
@@ -250,6 +255,7 @@ pub fn run_with(
             100.0 * metrics.longest_track_fraction
         ),
         bottleneck(&head, &o.train, &streams, o.workers),
+        host_note(&plan, &head.host_us),
         format!("checked at batch {smallest}: the last step's augmented batch against the CPU transform and the updated weights against the f64 step"),
     ];
     if let Some(change) = memory_change(&memory) {
@@ -332,4 +338,21 @@ fn memory_change(samples: &[crate::Footprint]) -> Option<String> {
         last.device_used as f64 / MIB,
         pct(first.device_used, last.device_used),
     ))
+}
+
+/// The report's line on the thread that queues every stage: its time per step in each stage's
+/// calls, whose sum bounds the pipelined step from below as the streams' device times do.
+fn host_note(plan: &Plan, host_us: &[f64]) -> String {
+    let parts: Vec<String> = plan
+        .spec()
+        .stages
+        .iter()
+        .zip(host_us)
+        .map(|(s, us)| format!("{} {us:.1} µs", s.name))
+        .collect();
+    format!(
+        "the host thread queueing the stages, per step (pipelined): {}; {:.1} µs in all",
+        parts.join(", "),
+        host_us.iter().sum::<f64>()
+    )
 }

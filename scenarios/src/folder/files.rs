@@ -12,8 +12,8 @@ use streamline::error::{Error, Result};
 const TRAILER: usize = 1024;
 
 /// What a batch of the folder's files takes at most: the largest file and the largest
-/// decoded RGB image, in bytes, and the largest image of a file that is not a JPEG (decoded on
-/// the host, 0 if there is none).
+/// decoded RGB image, in bytes, and the largest image of a file that may be decoded on the
+/// host (not a JPEG, or a progressive one; 0 if there is none).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Largest {
     pub file: usize,
@@ -39,6 +39,16 @@ pub struct Entry {
     pub decoded: Option<(usize, usize)>,
 }
 
+/// The first bytes of the file at `path` (enough to hold a JPEG's frame header).
+fn head(path: &Path) -> std::result::Result<Vec<u8>, String> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(64 << 10).read_to_end(&mut head))
+        .map_err(|e| e.to_string())?;
+    Ok(head)
+}
+
 /// Whether `bytes` start as a JPEG does (the start-of-image marker and another marker).
 fn starts_as_jpeg(bytes: &[u8]) -> bool {
     bytes.starts_with(&[0xFF, 0xD8, 0xFF])
@@ -47,15 +57,18 @@ fn starts_as_jpeg(bytes: &[u8]) -> bool {
 /// One file's bytes for a batch, and for an image decoded here its `(height, width)`.
 type ForBatch = (Vec<u8>, Option<(usize, usize)>);
 
-/// The bytes of one file for the batch: a whole JPEG as it is, or any other image decoded to
-/// RGB with its `(height, width)`; why not, for a file that is neither.
+/// The bytes of one file for the batch: a whole JPEG as it is, or any other image (or a JPEG
+/// nvJPEG would decode wrongly) decoded to RGB with its `(height, width)`; why not, for a file
+/// that does not decode.
 fn read_for_batch(path: &Path) -> std::result::Result<ForBatch, String> {
     let data = std::fs::read(path).map_err(|e| e.to_string())?;
     if data.is_empty() || starts_as_jpeg(&data) {
-        return match jpeg_trouble(&data) {
-            Some(t) => Err(t.into()),
-            None => Ok((data, None)),
-        };
+        if let Some(t) = jpeg_trouble(&data) {
+            return Err(t.into());
+        }
+        if streamline::jpeg::nvjpeg_trouble(&data).is_none() {
+            return Ok((data, None));
+        }
     }
     let rgb = image::load_from_memory(&data)
         .map_err(|e| e.to_string())?
@@ -94,7 +107,7 @@ impl ImageFolder {
     }
 
     /// Reads every file's size and header: the largest file and decoded image, and the
-    /// largest image of a file that is not a JPEG. A file whose header does not read fails the
+    /// largest image of a file that may be decoded on the host. A file whose header does not read fails the
     /// call naming it, or (skipping bad images) is left out.
     pub fn largest(&self) -> Result<Largest> {
         let mut l = Largest::default();
@@ -106,15 +119,17 @@ impl ImageFolder {
                     let r = image::ImageReader::open(path)
                         .and_then(|r| r.with_guessed_format())
                         .map_err(|e| e.to_string())?;
-                    let jpeg = r.format() == Some(image::ImageFormat::Jpeg);
+                    // A progressive JPEG may be one nvJPEG decodes wrongly, decoded here.
+                    let on_gpu = r.format() == Some(image::ImageFormat::Jpeg)
+                        && !streamline::jpeg::is_progressive(&head(path)?);
                     let (w, h) = r.into_dimensions().map_err(|e| e.to_string())?;
-                    Ok((m.len() as usize, w as usize * h as usize * 3, jpeg))
+                    Ok((m.len() as usize, w as usize * h as usize * 3, on_gpu))
                 });
             match read {
-                Ok((file, image, jpeg)) => {
+                Ok((file, image, on_gpu)) => {
                     l.file = l.file.max(file);
                     l.image = l.image.max(image);
-                    if !jpeg {
+                    if !on_gpu {
                         l.on_host = l.on_host.max(image);
                     }
                     good += 1;
@@ -295,6 +310,14 @@ mod tests {
         png.save_with_format(d.join("2.jpg"), image::ImageFormat::Png)
             .unwrap();
         std::fs::write(d.join("3.png"), b"not an image").unwrap();
+        // A progressive JPEG with restart markers, which nvJPEG decodes wrongly.
+        let mut prog = Vec::new();
+        let mut e = jpeg_encoder::Encoder::new(&mut prog, 90);
+        e.set_progressive(true);
+        e.set_restart_interval(1);
+        e.encode(&[9u8; 6 * 2 * 3], 6, 2, jpeg_encoder::ColorType::Rgb)
+            .unwrap();
+        std::fs::write(d.join("4.jpg"), &prog).unwrap();
         let f = ImageFolder::open(&d, 2).unwrap();
         assert_eq!(f.not_jpeg(), 2);
         let e = f.largest().unwrap_err().to_string();
@@ -303,34 +326,20 @@ mod tests {
         let l = f.largest().unwrap();
         assert_eq!((l.image, l.on_host), (5 * 3 * 3, 5 * 3 * 3));
         assert!(l.slot() >= l.file && l.slot() >= l.on_host);
-        let (mut bytes, mut entries, mut t) = (vec![0u8; 4096], Vec::new(), vec![0f32; 4]);
-        f.fill_files(0, 4, &mut bytes, &mut entries, &mut t)
+        let (mut bytes, mut entries, mut t) = (vec![0u8; 4096], Vec::new(), vec![0f32; 5]);
+        f.fill_files(0, 5, &mut bytes, &mut entries, &mut t)
             .unwrap();
         let f0 = std::fs::read(d.join("0.jpg")).unwrap();
         let a = f0.len();
-        let px = png.as_raw().len();
-        // 3.png was left out by `largest`: 0.jpg takes its place.
+        let (px, pp) = (png.as_raw().len(), 6 * 2 * 3);
+        // 3.png was left out by `largest`: 4.jpg takes its place, decoded here.
+        let e = |end, file, decoded| Entry { end, file, decoded };
         let want = [
-            Entry {
-                end: a,
-                file: 0,
-                decoded: None,
-            },
-            Entry {
-                end: a + px,
-                file: 1,
-                decoded: Some((3, 5)),
-            },
-            Entry {
-                end: a + 2 * px,
-                file: 2,
-                decoded: Some((3, 5)),
-            },
-            Entry {
-                end: 2 * a + 2 * px,
-                file: 0,
-                decoded: None,
-            },
+            e(a, 0, None),
+            e(a + px, 1, Some((3, 5))),
+            e(a + 2 * px, 2, Some((3, 5))),
+            e(a + 2 * px + pp, 4, Some((2, 6))),
+            e(a + 2 * px + 2 * pp, 4, Some((2, 6))),
         ];
         assert_eq!(entries, want);
         assert_eq!(&bytes[a..a + px], &png.as_raw()[..]);
