@@ -37,6 +37,12 @@ const SAMPLINGS: [SamplingFactor; 6] = [
     SamplingFactor::R_4_1_0,
 ];
 
+/// The lowest quality generated. Below about 50 the dequantized coefficients leave the range the
+/// standard's accuracy test of the inverse DCT covers, and nvJPEG's was found more than one
+/// level from the exact transform there (the results history has the file), so the bounds
+/// would not follow from the analysis.
+const MIN_QUALITY: u8 = 50;
+
 /// Side of the blocks over which chroma is constant, and the margin inside them where it is
 /// compared.
 const BLOCK: usize = 32;
@@ -60,7 +66,7 @@ fn coding() -> impl Strategy<Value = Coding> {
     (
         (1usize..=160, 1usize..=160),
         prop::option::weighted(0.85, 0usize..SAMPLINGS.len()),
-        10u8..=100,
+        MIN_QUALITY..=100,
         prop::bool::weighted(0.3),
         prop_oneof![Just(0u16), 1u16..=6],
         any::<bool>(),
@@ -314,19 +320,23 @@ fn each_kind_of_file_within_the_standard_table() {
     }
     let codings = |k: usize| -> Vec<Coding> {
         let (sampling, progressive, restart) = kinds[k];
-        [(25u8, 61usize, 47usize), (60, 130, 97), (95, 33, 150)]
-            .iter()
-            .map(|&(quality, width, height)| Coding {
-                width,
-                height,
-                sampling,
-                quality,
-                progressive,
-                restart,
-                optimized: false,
-                seed: 1000 * k as u64 + quality as u64,
-            })
-            .collect()
+        [
+            (MIN_QUALITY, 61usize, 47usize),
+            (75, 130, 97),
+            (95, 33, 150),
+        ]
+        .iter()
+        .map(|&(quality, width, height)| Coding {
+            width,
+            height,
+            sampling,
+            quality,
+            progressive,
+            restart,
+            optimized: false,
+            seed: 1000 * k as u64 + quality as u64,
+        })
+        .collect()
     };
     // The files nvJPEG decodes wrongly are exactly the progressive ones with restart markers
     // (checked without a GPU too).
