@@ -19,8 +19,8 @@ use streamline::Gpu;
 /// How `augment-train` decodes the images of `--input`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Decode {
-    /// On the GPU where nvJPEG loads (files that are not JPEGs on the loader's threads), else
-    /// on the CPU (one line of the report says which and why).
+    /// On the GPU where nvJPEG loads and the folder holds JPEGs (files that are not JPEGs on
+    /// the loader's threads), else on the CPU (one line of the report says which and why).
     #[default]
     Auto,
     /// On the GPU through nvJPEG (an error where it cannot); files that are not JPEGs on the
@@ -38,6 +38,9 @@ pub(super) fn choose(gpu: &Gpu, o: &Options) -> Result<(bool, String)> {
     let why_not = || -> Option<String> {
         if o.gpus > 1 {
             return Some("GPU decoding runs on one GPU: give --gpus 1".into());
+        }
+        if ImageFolder::open(dir, o.size).is_ok_and(|f| f.not_jpeg() == f.len()) {
+            return Some("none of its files is named as a JPEG".into());
         }
         JpegDecoder::new(gpu, Backend::Hardware)
             .err()

@@ -161,5 +161,21 @@ fn augment_train_streams_images_from_disk() {
     std::fs::remove_file(dir.join("dogs").join("9-broken.png")).unwrap();
     let r = augment_train::run(gpu, &common(), &o).unwrap();
     assert!(r.check.passed(), "{:?}", r.check);
+    // With a JPEG among the PNGs, where nvJPEG loads, the GPU decodes it and the loader's
+    // threads the PNGs, into the same ragged batches.
+    image::open(dir.join("cats").join("1.png"))
+        .unwrap()
+        .to_rgb8()
+        .save(dir.join("cats").join("1.jpg"))
+        .unwrap();
+    let r = augment_train::run(gpu, &common(), &o).unwrap();
+    assert!(r.check.passed(), "{:?}", r.check);
+    let nvjpeg = streamline::jpeg::JpegDecoder::new(gpu, streamline::jpeg::Backend::Hardware);
+    let want = if nvjpeg.is_ok() {
+        "decoded on the GPU (files that are not JPEGs on those threads)"
+    } else {
+        "decoded from the images"
+    };
+    assert!(r.workload.contains(want), "{}", r.workload);
     std::fs::remove_dir_all(&dir).unwrap();
 }
