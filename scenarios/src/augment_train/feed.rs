@@ -259,7 +259,14 @@ impl Setup {
             fill_source.fill_slot(i, batch, slot)
         })?;
         let decode = match decode_on {
-            Some(g) => Some(GpuDecode::new(g, pool, batch, &cfg, shard.seed(seed) + 10)?),
+            Some(g) => Some(GpuDecode::new(
+                g,
+                pool,
+                batch,
+                &cfg,
+                shard.seed(seed) + 10,
+                o.decode_threads,
+            )?),
             None => None,
         };
         let stream = pool.stream(0)?;
