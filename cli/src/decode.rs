@@ -26,9 +26,6 @@ pub struct DecodeArgs {
     /// CUDA decoder takes the rest at the same time.
     #[arg(long)]
     hardware_share: Option<f64>,
-    /// Host threads over which each batch's work for the hardware decoders is spread.
-    #[arg(long, default_value_t = 1)]
-    host_threads: usize,
     /// Timed passes over the folder, after one untimed pass.
     #[arg(long, default_value_t = 3)]
     passes: usize,
@@ -69,7 +66,6 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, args: DecodeArgs) -> Re
     if let Some(s) = args.hardware_share {
         dec.set_hardware_share(s)?;
     }
-    dec.set_host_threads(args.host_threads)?;
     let stream = gpu.new_stream()?;
     let batches: Vec<Vec<&[u8]>> = bytes
         .chunks(args.batch)
@@ -112,10 +108,9 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, args: DecodeArgs) -> Re
     };
     if args.json {
         let mut line = format!(
-            "{{\"case\": \"streamline_decode_{}_b{}_t{}\", \"gpu\": \"{}\", \"images\": {}, \"images_per_s\": {:.1}, \"megapixels_per_s\": {:.1}, \"host_us_per_batch\": {:.1}, \"on_hardware\": {}, \"library\": \"{}\"",
+            "{{\"case\": \"streamline_decode_{}_b{}\", \"gpu\": \"{}\", \"images\": {}, \"images_per_s\": {:.1}, \"megapixels_per_s\": {:.1}, \"host_us_per_batch\": {:.1}, \"on_hardware\": {}, \"library\": \"{}\"",
             format!("{:?}", args.backend).to_lowercase(),
             args.batch,
-            args.host_threads,
             gpu.info().name,
             files.len(),
             rate,

@@ -9,9 +9,7 @@
 //!
 //! Each back end keeps two decoding states and uses them in turn, so that the host's part of
 //! one batch (parsing, staging the files) overlaps the device's decoding of the batch before;
-//! a state is reused only once the decode that last used it has finished. The host's part of a
-//! hardware decode can outlast the decoders' own, so it may be spread over threads
-//! ([`JpegDecoder::set_host_threads`]). The back ends'
+//! a state is reused only once the decode that last used it has finished. The back ends'
 //! streams run at the device's greatest priority: their kernels are short, and whatever the
 //! caller does next waits for them.
 
@@ -112,13 +110,9 @@ struct Part {
 /// Decoding states per back end.
 const TURNS: usize = 2;
 
-// SAFETY: nvJPEG's handles and states may be used from any thread, one thread at a time; a
-// part is used only through `&mut` (by the decoder's caller, or one host thread it lends the
-// part to while it waits).
-unsafe impl Send for Part {}
-
 impl Part {
-    fn new(lib: &'static Nvjpeg, ctx: &Arc<CudaContext>, backend: c_int) -> Result<Part> {
+    fn new(lib: &'static Nvjpeg, gpu: &Gpu, backend: c_int) -> Result<Part> {
+        let ctx = gpu.context();
         let (_, greatest) = cudarc::driver::result::stream::get_priority_range()
             .op("cuCtxGetStreamPriorityRange")?;
         let stream = ctx
@@ -265,8 +259,7 @@ impl Drop for Part {
 /// Decodes batches of JPEG files on one GPU (see the module's documentation).
 pub struct JpegDecoder {
     ctx: Arc<CudaContext>,
-    /// The hardware back end, once per host thread (none without hardware decoders).
-    hardware: Vec<Part>,
+    hardware: Option<Part>,
     cuda: Part,
     /// Of the images the hardware takes, the share it decodes; the CUDA decoder the rest.
     hardware_share: f64,
@@ -283,14 +276,13 @@ impl JpegDecoder {
     /// has none, the CUDA decoder takes every image and [`JpegDecoder::no_hardware`] says why.
     pub fn new(gpu: &Gpu, backend: Backend) -> Result<JpegDecoder> {
         let lib = nvjpeg()?;
-        let ctx = gpu.context();
-        ctx.bind_to_thread().op("cuCtxSetCurrent")?;
-        let cuda = Part::new(lib, ctx, BACKEND_GPU_HYBRID)?;
+        gpu.context().bind_to_thread().op("cuCtxSetCurrent")?;
+        let cuda = Part::new(lib, gpu, BACKEND_GPU_HYBRID)?;
         let (hardware, no_hardware) = match backend {
-            Backend::Cuda => (Vec::new(), Some("not asked for".to_string())),
-            Backend::Hardware => match Part::new(lib, ctx, BACKEND_HARDWARE) {
-                Ok(p) => (vec![p], None),
-                Err(e) => (Vec::new(), Some(e.to_string())),
+            Backend::Cuda => (None, Some("not asked for".to_string())),
+            Backend::Hardware => match Part::new(lib, gpu, BACKEND_HARDWARE) {
+                Ok(p) => (Some(p), None),
+                Err(e) => (None, Some(e.to_string())),
             },
         };
         Ok(JpegDecoder {
@@ -317,30 +309,6 @@ impl JpegDecoder {
             ));
         }
         self.hardware_share = share;
-        Ok(())
-    }
-
-    /// Host threads over which a batch's work for the hardware decoders is spread (`1..=16`,
-    /// default 1): each takes a contiguous run of the batch's files with a handle of its own.
-    /// nvJPEG's host part of a hardware decode (reading the files, preparing the decoders'
-    /// work) runs on the calling thread otherwise, and can take longer than the decoders.
-    pub fn set_host_threads(&mut self, threads: usize) -> Result<()> {
-        if !(1..=16).contains(&threads) {
-            return Err(Error::arg(
-                "host_threads",
-                format!("{threads}: must be 1..=16"),
-            ));
-        }
-        if self.hardware.is_empty() {
-            return Ok(());
-        }
-        self.ctx.bind_to_thread().op("cuCtxSetCurrent")?;
-        let lib = self.cuda.lib;
-        while self.hardware.len() < threads {
-            self.hardware
-                .push(Part::new(lib, &self.ctx, BACKEND_HARDWARE)?);
-        }
-        self.hardware.truncate(threads);
         Ok(())
     }
 
@@ -437,96 +405,65 @@ impl JpegDecoder {
         data: &mut impl DevicePtrMut<u8>,
     ) -> Result<Layout> {
         self.ctx.bind_to_thread().op("cuCtxSetCurrent")?;
+        // Which images go to the hardware decoders.
+        let mut to_hardware = vec![false; files.len()];
+        if let Some(hw) = &self.hardware {
+            let mut supported = Vec::new();
+            for (i, f) in files.iter().enumerate() {
+                if hw.supports(f).map_err(|e| bad(i, e))? {
+                    supported.push(i);
+                }
+            }
+            let take = (supported.len() as f64 * self.hardware_share).round() as usize;
+            for &i in &supported[..take] {
+                to_hardware[i] = true;
+            }
+        }
         let base = {
             let (ptr, _sync) = data.device_ptr_mut(stream);
             ptr
         };
-        let layout_ref = &layout;
-        let image = move |i: usize| {
-            let (_, w) = layout_ref.sizes[i];
+        let image = |i: usize| {
+            let (_, w) = layout.sizes[i];
             let mut im = Image {
                 channel: [std::ptr::null_mut(); MAX_COMPONENT],
                 pitch: [0; MAX_COMPONENT],
             };
-            im.channel[0] = (base + layout_ref.offsets[i] as u64) as *mut u8;
+            im.channel[0] = (base + layout.offsets[i] as u64) as *mut u8;
             im.pitch[0] = w * 3;
             im
         };
-        // Every part's stream after the work queued on `stream` so far.
-        for part in self.hardware.iter().chain([&self.cuda]) {
-            part.stream.join(stream).op("cuStreamWaitEvent")?;
+        // Each part with the images it decodes.
+        let mut parts: Vec<(&mut Part, Vec<usize>)> = Vec::new();
+        if let Some(hw) = &mut self.hardware {
+            parts.push((hw, (0..files.len()).filter(|&i| to_hardware[i]).collect()));
         }
-        // The hardware parts, one host thread each, over contiguous runs of the files: which of
-        // its files each takes (its share of those the hardware can), their decode queued.
-        let share = self.hardware_share;
-        let ctx = &self.ctx;
-        let hardware = |part: &mut Part, run: std::ops::Range<usize>| -> Result<Vec<usize>> {
-            ctx.bind_to_thread().op("cuCtxSetCurrent")?;
-            let mut supported = Vec::new();
-            for i in run {
-                if part.supports(files[i]).map_err(|e| bad(i, e))? {
-                    supported.push(i);
-                }
-            }
-            supported.truncate((supported.len() as f64 * share).round() as usize);
-            let inputs: Vec<&[u8]> = supported.iter().map(|&i| files[i]).collect();
-            let mut images: Vec<Image> = supported.iter().map(|&i| image(i)).collect();
-            // SAFETY: each image's plane is its own `h x 3w` bytes of `data` (the layout of these
-            // files' headers, which `data` holds), written only by this decode; `stream` waits
-            // for it below, whatever happens, before anything else uses `data`.
-            unsafe { part.decode(&inputs, &mut images) }?;
-            Ok(supported)
-        };
-        let per = files.len().div_ceil(self.hardware.len().max(1)).max(1);
-        let runs: Vec<_> = self
-            .hardware
-            .iter_mut()
-            .enumerate()
-            .map(|(k, p)| {
-                (
-                    p,
-                    (k * per).min(files.len())..((k + 1) * per).min(files.len()),
-                )
-            })
-            .filter(|(_, r)| !r.is_empty())
-            .collect();
-        let taken: Vec<Result<Vec<usize>>> = if runs.len() <= 1 {
-            runs.into_iter().map(|(p, r)| hardware(p, r)).collect()
-        } else {
-            std::thread::scope(|sc| {
-                let threads: Vec<_> = runs
-                    .into_iter()
-                    .map(|(p, r)| sc.spawn(|| hardware(p, r)))
-                    .collect();
-                threads
-                    .into_iter()
-                    .map(|t| {
-                        t.join().unwrap_or_else(|_| {
-                            Err(Error::arg("files", "a decoding thread panicked"))
-                        })
-                    })
-                    .collect()
-            })
-        };
-        let mut to_hardware = vec![false; files.len()];
+        parts.push((
+            &mut self.cuda,
+            (0..files.len()).filter(|&i| !to_hardware[i]).collect(),
+        ));
         let mut queued = Ok(());
-        for t in taken {
-            match t {
-                Ok(idx) => idx.into_iter().for_each(|i| to_hardware[i] = true),
-                Err(e) => queued = queued.and(Err(e)),
-            }
-        }
-        // The CUDA decoder takes the rest.
-        if queued.is_ok() {
-            let idx: Vec<usize> = (0..files.len()).filter(|&i| !to_hardware[i]).collect();
+        for (part, idx) in &mut parts {
             let inputs: Vec<&[u8]> = idx.iter().map(|&i| files[i]).collect();
             let mut images: Vec<Image> = idx.iter().map(|&i| image(i)).collect();
-            // SAFETY: as for the hardware parts: the other images of the batch.
-            queued = unsafe { self.cuda.decode(&inputs, &mut images) };
+            queued = part
+                .stream
+                .join(stream)
+                .op("cuStreamWaitEvent")
+                .and_then(|()| {
+                    // SAFETY: each image's plane is its own `h x 3w` bytes of `data` (the layout
+                    // of these files' headers, which `data` holds), written only by this decode;
+                    // `stream` waits for it below, whatever happens, before anything else uses
+                    // `data`.
+                    unsafe { part.decode(&inputs, &mut images) }
+                });
+            if queued.is_err() {
+                break;
+            }
         }
         // Joined even after a failure: a part may have queued writes into `data`, which must
         // not be freed or reused before they end.
-        for part in self.hardware.iter().chain([&self.cuda]) {
+        for (part, _) in &parts {
             stream.join(&part.stream).op("cuStreamWaitEvent")?;
         }
         queued?;

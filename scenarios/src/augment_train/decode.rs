@@ -82,10 +82,8 @@ impl GpuDecode {
         batch: usize,
         cfg: &streamline::ops::image::AugmentConfig,
         seed: u64,
-        threads: usize,
     ) -> Result<GpuDecode> {
-        let mut decoder = JpegDecoder::new(gpu, Backend::Hardware)?;
-        decoder.set_host_threads(threads)?;
+        let decoder = JpegDecoder::new(gpu, Backend::Hardware)?;
         let engine = match &decoder.no_hardware {
             None => "the hardware JPEG decoders and the CUDA decoder".to_string(),
             Some(why) => format!("nvJPEG's CUDA decoder (no hardware decoders: {why})"),

@@ -259,14 +259,7 @@ impl Setup {
             fill_source.fill_slot(i, batch, slot)
         })?;
         let decode = match decode_on {
-            Some(g) => Some(GpuDecode::new(
-                g,
-                pool,
-                batch,
-                &cfg,
-                shard.seed(seed) + 10,
-                o.decode_threads,
-            )?),
+            Some(g) => Some(GpuDecode::new(g, pool, batch, &cfg, shard.seed(seed) + 10)?),
             None => None,
         };
         let stream = pool.stream(0)?;

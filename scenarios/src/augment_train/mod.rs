@@ -66,10 +66,6 @@ pub struct Options {
     /// the GPU where nvJPEG loads and every file is a JPEG.
     #[arg(long, value_enum, default_value_t = Decode::Auto)]
     pub decode: Decode,
-    /// With the GPU decoding, host threads over which nvJPEG's host work for each batch is
-    /// spread (besides the loader's threads, which read the files).
-    #[arg(long, default_value_t = Options::default().decode_threads)]
-    pub decode_threads: usize,
     /// Host threads filling the batches (decoding the images), per GPU.
     #[arg(long, default_value_t = Options::default().workers)]
     pub workers: usize,
@@ -98,7 +94,6 @@ impl Default for Options {
             input: None,
             on_bad_image: OnBadImage::Fail,
             decode: Decode::Auto,
-            decode_threads: 4,
             workers: std::thread::available_parallelism().map_or(4, |n| n.get().min(8)),
             gpus: 1,
             buckets: 8,
@@ -179,7 +174,6 @@ pub fn validate(o: &Options) -> Result<()> {
     }
     crate::within("gpus", o.gpus, 1..=64)?;
     crate::within("soak", o.soak, 0..=1 << 40)?;
-    crate::within("decode-threads", o.decode_threads, 1..=16)?;
     if o.soak > 0 && o.gpus > 1 {
         return Err(Error::arg("soak", "runs on one GPU: leave --gpus at 1"));
     }

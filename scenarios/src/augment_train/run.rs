@@ -286,10 +286,9 @@ pub fn run_with(
     let slots = 2 * window(o.workers);
     let source = match &o.input {
         Some(d) if gpu_decode => format!(
-            "read from the files of {} by {} threads and decoded on the GPU (nvJPEG's host work on {} more; files that are not JPEGs on the reading threads), each at its own size (the crop scales it),",
+            "read from the files of {} by {} threads and decoded on the GPU (files that are not JPEGs on those threads), each at its own size (the crop scales it),",
             d.display(),
-            o.workers,
-            o.decode_threads
+            o.workers
         ),
         Some(d) => format!(
             "decoded from the images of {} by {} threads",

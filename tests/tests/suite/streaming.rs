@@ -172,7 +172,7 @@ fn augment_train_streams_images_from_disk() {
     assert!(r.check.passed(), "{:?}", r.check);
     let nvjpeg = streamline::jpeg::JpegDecoder::new(gpu, streamline::jpeg::Backend::Hardware);
     let want = if nvjpeg.is_ok() {
-        "files that are not JPEGs on the reading threads"
+        "decoded on the GPU (files that are not JPEGs on those threads)"
     } else {
         "decoded from the images"
     };

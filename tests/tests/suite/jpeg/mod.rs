@@ -1,6 +1,6 @@
 //! JPEG files decoded on the GPU (nvJPEG) against the CPU's decoder (the `image` crate):
 //! batches of photo-like colour and gray images of awkward sizes (from one pixel, odd sides),
-//! through each back end, the hardware's host work on one to three threads; every byte of the ragged batch written (decoded twice over two
+//! through each back end; every byte of the ragged batch written (decoded twice over two
 //! poisons) and the bytes past it untouched; a file that is not a JPEG refused, naming its
 //! index. Skipped, with one line, without a GPU or nvJPEG.
 //!
@@ -101,8 +101,6 @@ fn batches_match_the_cpu_decoder_every_byte_written() {
                 return Ok(());
             };
             dec.set_hardware_share(share).unwrap();
-            // The hardware's host work on one to three threads.
-            dec.set_host_threads(1 + (seed % 3) as usize).unwrap();
             let files: Vec<Vec<u8>> = dims
                 .iter()
                 .enumerate()
