@@ -7,9 +7,11 @@
 //! where one is asked for (as NVIDIA's DALI splits a batch). The caller's stream is ordered
 //! after both.
 //!
-//! Each back end keeps two decoding states and uses them in turn, so that the host's part of
-//! one batch (parsing, staging the files) overlaps the device's decoding of the batch before;
-//! a state is reused only once the decode that last used it has finished. The back ends'
+//! Each back end keeps two decoding states, used in turn and each reused only once the decode
+//! that last used it has finished: where nvJPEG's call returns before its batch is decoded,
+//! the host's part of the next batch (parsing, staging the files) overlaps it. The hardware
+//! decoders' call returns about when its batch is decoded, so a program that queues other work
+//! on the same thread waits for it (BENCHMARKS.md has the host's share). The back ends'
 //! streams run at the device's greatest priority: their kernels are short, and whatever the
 //! caller does next waits for them.
 

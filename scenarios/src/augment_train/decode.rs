@@ -35,18 +35,21 @@ pub(super) fn choose(gpu: &Gpu, o: &Options) -> Result<(bool, String)> {
     let Some(dir) = &o.input else {
         return Ok((false, String::new()));
     };
+    let folder = ImageFolder::open(dir, o.size);
     let why_not = || -> Option<String> {
         if o.gpus > 1 {
             return Some("GPU decoding runs on one GPU: give --gpus 1".into());
         }
-        if ImageFolder::open(dir, o.size).is_ok_and(|f| f.not_jpeg() == f.len()) {
-            return Some("none of its files is named as a JPEG".into());
+        if let Ok(f) = &folder {
+            if f.not_jpeg() == f.len() {
+                return Some("none of its files is named as a JPEG".into());
+            }
         }
         JpegDecoder::new(gpu, Backend::Hardware)
             .err()
             .map(|e| e.to_string())
     };
-    let on_host = match ImageFolder::open(dir, o.size) {
+    let on_host = match &folder {
         Ok(f) if f.not_jpeg() > 0 => format!(
             ", but for the {} of {} files not named as JPEGs, decoded on the loader's threads",
             f.not_jpeg(),
