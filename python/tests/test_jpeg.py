@@ -64,6 +64,21 @@ def test_decode_errors_name_the_file():
         sl.decode_jpeg([3])
 
 
+def test_progressive_files_with_restart_markers_are_refused():
+    # nvJPEG decodes these wrongly: the decoder names the file instead.
+    img = Image.open(io.BytesIO(jpegs([(64, 80)])[0]))
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=90, progressive=True, restart_marker_blocks=2)
+    prog = buf.getvalue()
+    assert b"\xff\xdd" in prog and b"\xff\xc2" in prog, "PIL wrote no restart interval"
+    with pytest.raises(ValueError, match="file 1 .*progressive JPEG with restart markers"):
+        sl.decode_jpeg([jpegs([(32, 32)])[0], prog])
+    # Without restart markers, a progressive file decodes.
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=90, progressive=True)
+    assert sl.decode_jpeg([buf.getvalue()]).sizes == [(64, 80)]
+
+
 def f32_fma(a, b, c):
     """``fma`` in f32: the exact product and sum rounded (through f64, whose one rounding before
     the f32 one moves a result by at most an ulp in rare cases: compared within a tolerance)."""
