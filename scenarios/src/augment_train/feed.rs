@@ -489,9 +489,9 @@ impl Setup {
 
 /// Queues `steps` iterations of `plan`, in iteration order, or `skewed` as [`Plan::skew`]
 /// gives it (each step queues a batch's first stage before the later stages of the batches
-/// before it). Decoding on the GPU is skewed: nvJPEG's kernels then wait for the gap between
-/// two training steps, not for the one whose blocks hold every SM, and the hardware decoders
-/// work through the next training step.
+/// before it). Decoding on the GPU is skewed: nvJPEG's call returns about when its batch is
+/// decoded, and queued first, a batch's decoding no longer waits behind the augmentation and
+/// training step of the batch before it (the results history has both ways measured).
 pub(super) fn queue(
     plan: &Plan,
     pool: &StreamPool,
