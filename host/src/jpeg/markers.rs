@@ -1,6 +1,8 @@
 //! What a JPEG file's markers say before it is handed to nvJPEG: whether its frame is
 //! progressive, and whether it is a kind nvJPEG decodes to wrong pixels.
 
+use std::io::{Read, Seek, SeekFrom};
+
 /// Why nvJPEG must not decode `file`, if it must not: a progressive JPEG with restart markers.
 /// nvJPEG (CUDA 13, both its decoders) decodes those to pixels tens of levels away from
 /// libjpeg's and zune-jpeg's, which agree with each other; sequential files with restart
@@ -11,7 +13,7 @@ pub fn nvjpeg_trouble(file: &[u8]) -> Option<&'static str> {
     let mut restarts = false;
     for (marker, payload) in Segments::new(file) {
         match marker {
-            SOF2 | SOF6 => progressive = true,
+            m if progressive_frame(m) => progressive = true,
             DRI => restarts |= payload.len() >= 2 && (payload[0] | payload[1]) != 0,
             SOS if !progressive => return None,
             _ => {}
@@ -23,22 +25,48 @@ pub fn nvjpeg_trouble(file: &[u8]) -> Option<&'static str> {
     None
 }
 
-/// Whether the frame of the JPEG that starts with `head` is progressive (as far as `head`
-/// reaches: a file's first few kilobytes hold its frame header).
-pub fn is_progressive(head: &[u8]) -> bool {
-    for (marker, _) in Segments::new(head) {
-        match marker {
-            SOF2 | SOF6 => return true,
-            SOS => return false,
-            _ => {}
-        }
-    }
-    false
+/// Whether the frame of the JPEG that `reader` holds is progressive. Only the heads of the
+/// marker segments before the frame header are read (an EXIF block of any size is skipped, not
+/// read); a stream that is not a JPEG, or ends before its frame header, is not.
+pub fn is_progressive(mut reader: impl Read + Seek) -> bool {
+    frame_is_progressive(&mut reader).unwrap_or(false)
 }
 
-/// Start of frame, progressive (Huffman; differential).
-const SOF2: u8 = 0xC2;
-const SOF6: u8 = 0xC6;
+fn frame_is_progressive<R: Read + Seek>(r: &mut R) -> std::io::Result<bool> {
+    let mut two = [0u8; 2];
+    r.read_exact(&mut two)?;
+    if two != [0xFF, 0xD8] {
+        return Ok(false);
+    }
+    loop {
+        let mut code = [0u8; 1];
+        r.read_exact(&mut code)?;
+        if code[0] != 0xFF {
+            return Ok(false);
+        }
+        while code[0] == 0xFF {
+            r.read_exact(&mut code)?;
+        }
+        match code[0] {
+            c if progressive_frame(c) => return Ok(true),
+            0xC0..=0xCF if !matches!(code[0], 0xC4 | 0xC8 | 0xCC) => return Ok(false),
+            SOS | EOI => return Ok(false),
+            0xD0..=0xD7 | 0x01 => {}
+            _ => {
+                r.read_exact(&mut two)?;
+                let len = u16::from_be_bytes(two) as i64;
+                r.seek(SeekFrom::Current((len - 2).max(0)))?;
+            }
+        }
+    }
+}
+
+/// Whether start-of-frame marker `code` begins a progressive frame (Huffman or arithmetic,
+/// plain or differential).
+fn progressive_frame(code: u8) -> bool {
+    matches!(code, 0xC2 | 0xC6 | 0xCA | 0xCE)
+}
+
 /// Define restart interval.
 const DRI: u8 = 0xDD;
 /// Start of scan: entropy-coded data follows its header.
@@ -112,6 +140,10 @@ impl<'a> Iterator for Segments<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Cursor;
+
+    /// Progressive start of frame (Huffman).
+    const SOF2: u8 = 0xC2;
 
     /// A file of the given segments (marker and payload), a scan of `scan` data bytes after
     /// each start of scan.
@@ -139,10 +171,17 @@ mod tests {
             &scan,
         );
         assert_eq!(nvjpeg_trouble(&seq), None);
-        assert!(!is_progressive(&seq));
+        assert!(!is_progressive(Cursor::new(&seq)));
         let prog = file(&[(SOF2, &sof), (SOS, &[1]), (SOS, &[1])], &scan);
         assert_eq!(nvjpeg_trouble(&prog), None);
-        assert!(is_progressive(&prog));
+        assert!(is_progressive(Cursor::new(&prog)));
+        // A large block before the frame header is skipped; a stream cut short is not
+        // progressive.
+        let exif = vec![7u8; 60_000];
+        let big = file(&[(0xE1, &exif), (SOF2, &sof), (SOS, &[1])], &scan);
+        assert!(is_progressive(Cursor::new(&big)));
+        assert!(!is_progressive(Cursor::new(&big[..1000])));
+        assert!(!is_progressive(Cursor::new(b"\x89PNG")));
         // A restart interval defined between scans, and one set back to 0.
         let late = file(
             &[(SOF2, &sof), (SOS, &[1]), (DRI, &[0, 2]), (SOS, &[1])],

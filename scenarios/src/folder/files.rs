@@ -39,16 +39,6 @@ pub struct Entry {
     pub decoded: Option<(usize, usize)>,
 }
 
-/// The first bytes of the file at `path` (enough to hold a JPEG's frame header).
-fn head(path: &Path) -> std::result::Result<Vec<u8>, String> {
-    use std::io::Read;
-    let mut head = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(64 << 10).read_to_end(&mut head))
-        .map_err(|e| e.to_string())?;
-    Ok(head)
-}
-
 /// Whether `bytes` start as a JPEG does (the start-of-image marker and another marker).
 fn starts_as_jpeg(bytes: &[u8]) -> bool {
     bytes.starts_with(&[0xFF, 0xD8, 0xFF])
@@ -121,7 +111,9 @@ impl ImageFolder {
                         .map_err(|e| e.to_string())?;
                     // A progressive JPEG may be one nvJPEG decodes wrongly, decoded here.
                     let on_gpu = r.format() == Some(image::ImageFormat::Jpeg)
-                        && !streamline::jpeg::is_progressive(&head(path)?);
+                        && !std::fs::File::open(path)
+                            .map(|f| streamline::jpeg::is_progressive(std::io::BufReader::new(f)))
+                            .map_err(|e| e.to_string())?;
                     let (w, h) = r.into_dimensions().map_err(|e| e.to_string())?;
                     Ok((m.len() as usize, w as usize * h as usize * 3, on_gpu))
                 });
@@ -315,7 +307,7 @@ mod tests {
         let mut e = jpeg_encoder::Encoder::new(&mut prog, 90);
         e.set_progressive(true);
         e.set_restart_interval(1);
-        e.encode(&[9u8; 6 * 2 * 3], 6, 2, jpeg_encoder::ColorType::Rgb)
+        e.encode(&[9u8; 8 * 6 * 3], 8, 6, jpeg_encoder::ColorType::Rgb)
             .unwrap();
         std::fs::write(d.join("4.jpg"), &prog).unwrap();
         let f = ImageFolder::open(&d, 2).unwrap();
@@ -324,22 +316,23 @@ mod tests {
         assert!(e.contains("3.png"), "{e}");
         let f = ImageFolder::open_with(&d, 2, OnBadImage::Skip).unwrap();
         let l = f.largest().unwrap();
-        assert_eq!((l.image, l.on_host), (5 * 3 * 3, 5 * 3 * 3));
+        // The progressive JPEG, decoded on the host, is the largest image.
+        assert_eq!((l.image, l.on_host), (8 * 6 * 3, 8 * 6 * 3));
         assert!(l.slot() >= l.file && l.slot() >= l.on_host);
         let (mut bytes, mut entries, mut t) = (vec![0u8; 4096], Vec::new(), vec![0f32; 5]);
         f.fill_files(0, 5, &mut bytes, &mut entries, &mut t)
             .unwrap();
         let f0 = std::fs::read(d.join("0.jpg")).unwrap();
         let a = f0.len();
-        let (px, pp) = (png.as_raw().len(), 6 * 2 * 3);
+        let (px, pp) = (png.as_raw().len(), 8 * 6 * 3);
         // 3.png was left out by `largest`: 4.jpg takes its place, decoded here.
         let e = |end, file, decoded| Entry { end, file, decoded };
         let want = [
             e(a, 0, None),
             e(a + px, 1, Some((3, 5))),
             e(a + 2 * px, 2, Some((3, 5))),
-            e(a + 2 * px + pp, 4, Some((2, 6))),
-            e(a + 2 * px + 2 * pp, 4, Some((2, 6))),
+            e(a + 2 * px + pp, 4, Some((6, 8))),
+            e(a + 2 * px + 2 * pp, 4, Some((6, 8))),
         ];
         assert_eq!(entries, want);
         assert_eq!(&bytes[a..a + px], &png.as_raw()[..]);
