@@ -1,7 +1,7 @@
 //! What a JPEG file's markers say before it is handed to nvJPEG: whether its frame is
 //! progressive, and whether it is a kind nvJPEG decodes to wrong pixels.
 
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Cursor, Read, Seek};
 
 /// Why nvJPEG must not decode `file`, if it must not: a progressive JPEG with restart markers.
 /// nvJPEG (CUDA 13, both its decoders) decodes those to pixels tens of levels away from
@@ -9,12 +9,16 @@ use std::io::{Read, Seek, SeekFrom};
 /// markers, and progressive files without, decode within the standard's tolerance (the suite's
 /// `jpeg::encodings` tests). Only a progressive file is read past its first scan.
 pub fn nvjpeg_trouble(file: &[u8]) -> Option<&'static str> {
-    let mut progressive = false;
-    let mut restarts = false;
-    for (marker, payload) in Segments::new(file) {
+    let mut m = Markers::new(Cursor::new(file));
+    let (mut progressive, mut restarts) = (false, false);
+    // A stream that ends early has said all it can.
+    while let Ok(Some((marker, len))) = m.next() {
         match marker {
-            m if progressive_frame(m) => progressive = true,
-            DRI => restarts |= payload.len() >= 2 && (payload[0] | payload[1]) != 0,
+            c if progressive_frame(c) => progressive = true,
+            DRI if len >= 2 => match m.bytes::<2>() {
+                Ok(interval) => restarts |= interval != [0, 0],
+                Err(_) => break,
+            },
             SOS if !progressive => return None,
             _ => {}
         }
@@ -28,37 +32,18 @@ pub fn nvjpeg_trouble(file: &[u8]) -> Option<&'static str> {
 /// Whether the frame of the JPEG that `reader` holds is progressive. Only the heads of the
 /// marker segments before the frame header are read (an EXIF block of any size is skipped, not
 /// read); a stream that is not a JPEG, or ends before its frame header, is not.
-pub fn is_progressive(mut reader: impl Read + Seek) -> bool {
-    frame_is_progressive(&mut reader).unwrap_or(false)
-}
-
-fn frame_is_progressive<R: Read + Seek>(r: &mut R) -> std::io::Result<bool> {
-    let mut two = [0u8; 2];
-    r.read_exact(&mut two)?;
-    if two != [0xFF, 0xD8] {
-        return Ok(false);
-    }
-    loop {
-        let mut code = [0u8; 1];
-        r.read_exact(&mut code)?;
-        if code[0] != 0xFF {
-            return Ok(false);
-        }
-        while code[0] == 0xFF {
-            r.read_exact(&mut code)?;
-        }
-        match code[0] {
-            c if progressive_frame(c) => return Ok(true),
-            0xC0..=0xCF if !matches!(code[0], 0xC4 | 0xC8 | 0xCC) => return Ok(false),
-            SOS | EOI => return Ok(false),
-            0xD0..=0xD7 | 0x01 => {}
-            _ => {
-                r.read_exact(&mut two)?;
-                let len = u16::from_be_bytes(two) as i64;
-                r.seek(SeekFrom::Current((len - 2).max(0)))?;
-            }
+pub fn is_progressive(reader: impl Read + Seek) -> bool {
+    let mut m = Markers::new(reader);
+    while let Ok(Some((marker, _))) = m.next() {
+        match marker {
+            c if progressive_frame(c) => return true,
+            // Any other start of frame (0xC4, 0xC8 and 0xCC are other segments), or a scan.
+            0xC0..=0xCF if !matches!(marker, 0xC4 | 0xC8 | 0xCC) => return false,
+            SOS => return false,
+            _ => {}
         }
     }
+    false
 }
 
 /// Whether start-of-frame marker `code` begins a progressive frame (Huffman or arithmetic,
@@ -74,73 +59,91 @@ const SOS: u8 = 0xDA;
 /// End of image.
 const EOI: u8 = 0xD9;
 
-/// The marker segments of a JPEG file in order, `(marker, payload)`, skipping each scan's
-/// entropy-coded data; ends at the end-of-image marker, or where the file stops parsing.
-struct Segments<'a> {
-    file: &'a [u8],
-    at: usize,
+/// The marker segments of a JPEG stream in order. [`Markers::next`] gives each marker and its
+/// payload's length with the reader at the payload's start; the next call goes on from the
+/// payload's end, seeking past what was not read, and past a scan's entropy-coded data. It
+/// ends at the end-of-image marker; a stream that is not a JPEG has no segments.
+struct Markers<R> {
+    r: R,
+    /// Bytes read so far, and where the next marker is looked for.
+    at: u64,
+    resume: u64,
+    in_scan: bool,
 }
 
-impl<'a> Segments<'a> {
-    fn new(file: &'a [u8]) -> Segments<'a> {
-        let at = if file.starts_with(&[0xFF, 0xD8]) {
-            2
-        } else {
-            file.len()
-        };
-        Segments { file, at }
+impl<R: Read + Seek> Markers<R> {
+    fn new(r: R) -> Markers<R> {
+        Markers {
+            r,
+            at: 0,
+            resume: 0,
+            in_scan: false,
+        }
     }
-}
 
-impl<'a> Iterator for Segments<'a> {
-    type Item = (u8, &'a [u8]);
+    /// The next `N` bytes.
+    fn bytes<const N: usize>(&mut self) -> std::io::Result<[u8; N]> {
+        let mut b = [0u8; N];
+        self.r.read_exact(&mut b)?;
+        self.at += N as u64;
+        Ok(b)
+    }
 
-    fn next(&mut self) -> Option<(u8, &'a [u8])> {
-        let f = self.file;
-        // A marker: 0xFF (any number of fill bytes), then its code.
-        if f.get(self.at) != Some(&0xFF) {
-            return None;
+    fn byte(&mut self) -> std::io::Result<u8> {
+        self.bytes::<1>().map(|[b]| b)
+    }
+
+    /// The next marker and its payload's length; `None` at the end of the image or where the
+    /// stream stops being a JPEG.
+    fn next(&mut self) -> std::io::Result<Option<(u8, usize)>> {
+        if self.at == 0 {
+            if self.bytes::<2>()? != [0xFF, 0xD8] {
+                return Ok(None);
+            }
+        } else if self.resume != self.at {
+            self.r.seek_relative(self.resume as i64 - self.at as i64)?;
+            self.at = self.resume;
         }
-        while f.get(self.at) == Some(&0xFF) {
-            self.at += 1;
-        }
-        let marker = *f.get(self.at)?;
-        self.at += 1;
-        if marker == EOI {
-            self.at = f.len();
-            return None;
+        let code = if self.in_scan {
+            // Entropy-coded data runs to a marker that is not a stuffed zero or a restart
+            // (fill bytes may come before it).
+            let mut prev = 0;
+            loop {
+                let b = self.byte()?;
+                if prev == 0xFF && b != 0 && b != 0xFF && !(0xD0..=0xD7).contains(&b) {
+                    break b;
+                }
+                prev = b;
+            }
+        } else {
+            if self.byte()? != 0xFF {
+                return Ok(None);
+            }
+            let mut b = self.byte()?;
+            while b == 0xFF {
+                b = self.byte()?;
+            }
+            b
+        };
+        self.in_scan = false;
+        if code == EOI {
+            return Ok(None);
         }
         // Markers without a length: restarts and TEM.
-        if (0xD0..=0xD7).contains(&marker) || marker == 0x01 {
-            return Some((marker, &[]));
+        if (0xD0..=0xD7).contains(&code) || code == 0x01 {
+            self.resume = self.at;
+            return Ok(Some((code, 0)));
         }
-        let len = u16::from_be_bytes([*f.get(self.at)?, *f.get(self.at + 1)?]) as usize;
-        let payload = f.get(self.at + 2..self.at + len.max(2))?;
-        self.at += len.max(2);
-        if marker == SOS {
-            // Entropy-coded data runs to the next marker that is not a stuffed zero or a
-            // restart.
-            while self.at + 1 < f.len() {
-                if f[self.at] == 0xFF
-                    && f[self.at + 1] != 0
-                    && !(0xD0..=0xD7).contains(&f[self.at + 1])
-                {
-                    break;
-                }
-                self.at += 1;
-            }
-            if self.at + 1 >= f.len() {
-                self.at = f.len();
-            }
-        }
-        Some((marker, payload))
+        let len = (u16::from_be_bytes(self.bytes::<2>()?) as usize).saturating_sub(2);
+        self.resume = self.at + len as u64;
+        self.in_scan = code == SOS;
+        Ok(Some((code, len)))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Cursor;
 
     /// Progressive start of frame (Huffman).
     const SOF2: u8 = 0xC2;

@@ -4,6 +4,7 @@
 //! is decoded on the loader's thread instead, into RGB pixels the GPU only copies.
 
 use super::{ImageFolder, OnBadImage};
+use std::io::Seek;
 use std::path::Path;
 use streamline::error::{Error, Result};
 
@@ -103,20 +104,21 @@ impl ImageFolder {
         let mut l = Largest::default();
         let mut good = 0;
         for path in &self.files {
-            let read = std::fs::metadata(path)
-                .map_err(|e| e.to_string())
-                .and_then(|m| {
-                    let r = image::ImageReader::open(path)
-                        .and_then(|r| r.with_guessed_format())
-                        .map_err(|e| e.to_string())?;
-                    // A progressive JPEG may be one nvJPEG decodes wrongly, decoded here.
-                    let on_gpu = r.format() == Some(image::ImageFormat::Jpeg)
-                        && !std::fs::File::open(path)
-                            .map(|f| streamline::jpeg::is_progressive(std::io::BufReader::new(f)))
-                            .map_err(|e| e.to_string())?;
-                    let (w, h) = r.into_dimensions().map_err(|e| e.to_string())?;
-                    Ok((m.len() as usize, w as usize * h as usize * 3, on_gpu))
-                });
+            let read = (|| -> std::result::Result<_, String> {
+                let e = |e: std::io::Error| e.to_string();
+                let file = std::fs::File::open(path).map_err(e)?;
+                let size = file.metadata().map_err(e)?.len() as usize;
+                let mut f = std::io::BufReader::new(file);
+                // A progressive JPEG may be one nvJPEG decodes wrongly, decoded here.
+                let progressive = streamline::jpeg::is_progressive(&mut f);
+                f.seek(std::io::SeekFrom::Start(0)).map_err(e)?;
+                let r = image::ImageReader::new(f)
+                    .with_guessed_format()
+                    .map_err(e)?;
+                let on_gpu = r.format() == Some(image::ImageFormat::Jpeg) && !progressive;
+                let (w, h) = r.into_dimensions().map_err(|e| e.to_string())?;
+                Ok((size, w as usize * h as usize * 3, on_gpu))
+            })();
             match read {
                 Ok((file, image, on_gpu)) => {
                     l.file = l.file.max(file);
