@@ -222,33 +222,35 @@ pub fn run_with(
     let extra_note = extra_name
         .as_deref()
         .map_or(String::new(), |n| format!(", {n} {extra_us:.1} µs"));
-    let streams: Vec<(&str, &str, f64)> = if gpu_decode {
-        vec![
-            ("decode", "decoding", copy_us),
-            ("transform", "augmentation", aug_us + extra_us),
-            ("model", "training step", step_us),
-        ]
+    let (streams, first_note, of): (Vec<(&str, &str, f64)>, _, _) = if gpu_decode {
+        (
+            vec![
+                ("decode", "decoding", copy_us),
+                ("transform", "augmentation", aug_us + extra_us),
+                ("model", "training step", step_us),
+            ],
+            format!("decode {copy_us:.1} µs (decode stream), "),
+            "the longest of the three",
+        )
     } else {
-        vec![
-            (
-                "transform",
-                "copy and augmentation",
-                copy_us + aug_us + extra_us,
-            ),
-            ("model", "training step", step_us),
-        ]
+        (
+            vec![
+                (
+                    "transform",
+                    "copy and augmentation",
+                    copy_us + aug_us + extra_us,
+                ),
+                ("model", "training step", step_us),
+            ],
+            format!("{first} {copy_us:.1} µs, "),
+            "the longer of transform and model",
+        )
     };
     let longest = streams.iter().map(|s| s.2).fold(0.0, f64::max);
     let mut notes = vec![
-        if gpu_decode {
-            format!(
-                "batch {headline}, per step: decode {copy_us:.1} µs (decode stream), augment {aug_us:.1} µs{extra_note} (transform stream), train step {step_us:.1} µs (model stream); the pipelined step can only approach the longest of the three ({longest:.1} µs)"
-            )
-        } else {
-            format!(
-                "batch {headline}, per step: {first} {copy_us:.1} µs, augment {aug_us:.1} µs{extra_note} (transform stream), train step {step_us:.1} µs (model stream); the pipelined step can only approach the longer of transform and model ({longest:.1} µs)"
-            )
-        },
+        format!(
+            "batch {headline}, per step: {first_note}augment {aug_us:.1} µs{extra_note} (transform stream), train step {step_us:.1} µs (model stream); the pipelined step can only approach {of} ({longest:.1} µs)"
+        ),
         format!(
             "copy hidden under compute {:.1}%; longest stream busy {:.1}% of the span; pipelining gains most where neither stage fills the GPU alone and the two are of similar length (seed 003)",
             100.0 * metrics.copy_hidden_fraction,
