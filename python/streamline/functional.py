@@ -208,6 +208,18 @@ def roi_align_backward(grad, boxes, input_shape, output_size, spatial_scale=1.0,
     return run("roi_align_backward", args, out, stream, device)[0]
 
 
+def _augment_config(size, crop, degrees, interpolation, kernel_size, sigma, scale, mean, std, channels, src, dst):
+    """The augmentation's settings as its operations take them (mean 0 and std 1 for each of
+    ``channels`` by default, the crop half the size)."""
+    size = int(size)
+    crop = size // 2 if crop is None else int(crop)
+    lo, hi = _pair(sigma, "sigma")
+    mean = [0.0] * channels if mean is None else [float(v) for v in _host_values(mean, "mean")]
+    std = [1.0] * channels if std is None else [float(v) for v in _host_values(std, "std")]
+    return [size, crop, float(degrees), _mode(interpolation), int(kernel_size), [float(lo), float(hi)],
+            bool(scale), mean, std, src, dst]
+
+
 def augment(inpt, size, crop=None, degrees=45.0, interpolation="nearest", kernel_size=7, sigma=(0.1, 2.0),
             scale=False, mean=None, std=None, layout="NCHW", output_layout="NCHW", seed=0,
             per_image_sigma=True, draw=None, *, out=None, stream=None, device=None, return_draw=False,
@@ -226,15 +238,9 @@ def augment(inpt, size, crop=None, degrees=45.0, interpolation="nearest", kernel
     capture: the same seed, the same output. :class:`streamline.Augment` draws on the device
     instead, anew at every call and every replay."""
     src, dst = _layout(layout, "layout"), _layout(output_layout, "output_layout")
-    size = int(size)
-    crop = size // 2 if crop is None else int(crop)
-    lo, hi = _pair(sigma, "sigma")
     shape = _shape(inpt)
     c = int(shape[1 if src == "NCHW" else 3]) if len(shape) == 4 else 1
-    mean = [0.0] * c if mean is None else [float(v) for v in _host_values(mean, "mean")]
-    std = [1.0] * c if std is None else [float(v) for v in _host_values(std, "std")]
-    cfg = [size, crop, float(degrees), _mode(interpolation), int(kernel_size), [float(lo), float(hi)],
-           bool(scale), mean, std, src, dst]
+    cfg = _augment_config(size, crop, degrees, interpolation, kernel_size, sigma, scale, mean, std, c, src, dst)
     if tracing() and (draw is not None or return_draw):
         raise ValueError("draw: a given draw and return_draw are not supported under torch.compile")
     if _state is not None:
@@ -262,13 +268,7 @@ def augment_ragged(batch, size, crop=None, degrees=45.0, interpolation="nearest"
     averaging the pixels a bin covers), so no image is resized first; the output is
     ``(len(batch), 3, size, size)`` float32."""
     dst = _layout(output_layout, "output_layout")
-    size = int(size)
-    crop = size // 2 if crop is None else int(crop)
-    lo, hi = _pair(sigma, "sigma")
-    mean = [0.0] * 3 if mean is None else [float(v) for v in _host_values(mean, "mean")]
-    std = [1.0] * 3 if std is None else [float(v) for v in _host_values(std, "std")]
-    cfg = [size, crop, float(degrees), _mode(interpolation), int(kernel_size), [float(lo), float(hi)],
-           bool(scale), mean, std, "NHWC", dst]
+    cfg = _augment_config(size, crop, degrees, interpolation, kernel_size, sigma, scale, mean, std, 3, "NHWC", dst)
     return call("augment_ragged", [batch.data, batch.extents, _state, *cfg, bool(per_image_sigma)], out, stream,
                 device)
 
