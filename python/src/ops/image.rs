@@ -552,9 +552,7 @@ pub const AUGMENT_DRAWN: Op = Op {
     },
     run: |g, s, a, y| {
         let (sh, cfg, src, dst) = augment_config(a)?;
-        let state = a.tensor("state")?;
-        check_state(state)?;
-        let each = a.bool("per_image_sigma")?;
+        let (state, each) = device_draw(a)?;
         // SAFETY: the Python layer took `state` from a CUDA int32 tensor of four values on this
         // device (the augmentation's generator), which the caller keeps; runs on it are
         // ordered by the caller's stream.
@@ -613,9 +611,7 @@ pub const AUGMENT_RAGGED: Op = Op {
     },
     run: |g, s, a, y| {
         let (sh, cfg, src, dst) = ragged_config(a)?;
-        let state = a.tensor("state")?;
-        check_state(state)?;
-        let each = a.bool("per_image_sigma")?;
+        let (state, each) = device_draw(a)?;
         // SAFETY: as for `augment_drawn`.
         let aug = unsafe { Augment::ragged_at(s, sh.n, sh.c, &cfg, &state.on::<u32>(s), each)? };
         let (x, e, mut y) = (
@@ -628,6 +624,13 @@ pub const AUGMENT_RAGGED: Op = Op {
         Ok(Extra::Nothing)
     },
 };
+
+/// The device generator's state (checked) and whether each image draws its own sigma.
+fn device_draw(a: &Args) -> Result<(&TensorArg, bool)> {
+    let state = a.tensor("state")?;
+    check_state(state)?;
+    Ok((state, a.bool("per_image_sigma")?))
+}
 
 fn check_state(t: &TensorArg) -> Result<()> {
     if t.shape != [4] {
