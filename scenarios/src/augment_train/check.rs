@@ -29,13 +29,17 @@ pub(super) fn verify(
     su.reset(pool)?;
     let last = steps - 1;
     su.hosted = true;
-    su.loader.start(steps)?;
-    plan.run(pool, &lanes, 0..last, None, |c| su.stage(gpu, extra, c))?;
+    su.loader().start(steps)?;
+    su.with_ahead(pool, &lanes, 0..last, |su| {
+        plan.run(pool, &lanes, 0..last, None, |c| su.stage(gpu, extra, c))
+    })?;
     let model_s = pool.stream(1)?;
     let w1 = su.model.w1_to_vec(model_s)?;
     let w2 = su.model.w2.to_vec(model_s)?;
-    plan.run(pool, &lanes, last..steps, None, |c| su.stage(gpu, extra, c))?;
-    su.loader.finish()?;
+    su.with_ahead(pool, &lanes, last..steps, |su| {
+        plan.run(pool, &lanes, last..steps, None, |c| su.stage(gpu, extra, c))
+    })?;
+    su.loader().finish()?;
     let w1n = su.model.w1_to_vec(model_s)?;
     let w2n = su.model.w2.to_vec(model_s)?;
     let x = su.ring_x[last % DEPTH].to_vec(model_s)?;
@@ -70,7 +74,8 @@ pub(super) fn verify(
             let s = last % DEPTH;
             let bytes = su.ring_u8[s].to_vec(model_s)?;
             let t = su.ring_t[s].to_vec(model_s)?;
-            let ext: Vec<refimg::Extent> = d.extents[s]
+            let ext: Vec<refimg::Extent> = d.slots[s]
+                .host
                 .iter()
                 .map(|e| refimg::Extent {
                     offset: e.offset as usize,

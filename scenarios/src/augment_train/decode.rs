@@ -5,9 +5,11 @@
 //! A file that is not a JPEG (a PNG) is decoded on the loader's thread and copied into the
 //! ring after the decoded ones.
 
+use super::ahead::{Set, AHEAD};
 use super::feed::Slot;
 use super::*;
 use crate::folder::ImageFolder;
+use std::sync::Mutex;
 use streamline::engine::memory::h2d;
 use streamline::engine::PinnedBuffer;
 use streamline::jpeg::{Backend, JpegDecoder};
@@ -65,14 +67,32 @@ pub(super) fn choose(gpu: &Gpu, o: &Options) -> Result<(bool, String)> {
     }
 }
 
-/// What the decode stage works with: the decoder, each ring slot's extents on the device, in
-/// page-locked memory (the copy's source, so that queueing it never waits for the stream) and
-/// as the host made them, and the augmentation of ragged batches.
+/// One ring slot's extents: on the device (what the augmentation reads), in page-locked memory
+/// (the copy's source, so that queueing it never waits for the stream) and as the host made
+/// them (what the check reads).
+pub(super) struct Extents {
+    pub(super) dev: DeviceBuffer<u32>,
+    staged: PinnedBuffer<u32>,
+    pub(super) host: Vec<ImageExtent>,
+}
+
+impl Extents {
+    pub(super) fn new(pool: &StreamPool, batch: usize) -> Result<Extents> {
+        Ok(Extents {
+            dev: DeviceBuffer::zeros(pool, 0, EXTENT_WORDS * batch)?,
+            staged: PinnedBuffer::zeros(pool, EXTENT_WORDS * batch)?,
+            host: Vec::new(),
+        })
+    }
+}
+
+/// What the decode stage works with: the decoder (shared with the thread that decodes ahead,
+/// see [`super::ahead`]), each ring slot's extents, the spare sets that thread decodes into,
+/// and the augmentation of ragged batches.
 pub(super) struct GpuDecode {
-    decoder: JpegDecoder,
-    pub(super) ring_e: Vec<DeviceBuffer<u32>>,
-    staged_e: Vec<PinnedBuffer<u32>>,
-    pub(super) extents: Vec<Vec<ImageExtent>>,
+    pub(super) files: Arc<Mutex<FileDecoder>>,
+    pub(super) slots: Vec<Extents>,
+    pub(super) spares: Vec<Set>,
     pub(super) augment: Augment,
     /// Whether the hardware decoders take part, and if not why.
     pub(super) engine: String,
@@ -83,6 +103,7 @@ impl GpuDecode {
         gpu: &Gpu,
         pool: &StreamPool,
         batch: usize,
+        sizes: (usize, usize),
         cfg: &streamline::ops::image::AugmentConfig,
         seed: u64,
     ) -> Result<GpuDecode> {
@@ -94,33 +115,45 @@ impl GpuDecode {
         let stream = pool.stream(0)?;
         let rng = DeviceRng::new(stream, seed)?;
         let augment = Augment::ragged(stream, batch, CHANNELS, cfg, &rng, false)?;
-        let ring_e = (0..DEPTH)
-            .map(|_| DeviceBuffer::zeros(pool, 0, EXTENT_WORDS * batch))
-            .collect::<Result<_>>()?;
-        let staged_e = (0..DEPTH)
-            .map(|_| PinnedBuffer::zeros(pool, EXTENT_WORDS * batch))
+        let (images, targets) = sizes;
+        let spares = (0..AHEAD)
+            .map(|_| {
+                Ok(Set {
+                    images: DeviceBuffer::zeros(pool, 0, images)?,
+                    targets: DeviceBuffer::zeros(pool, 0, targets)?,
+                    extents: Extents::new(pool, batch)?,
+                })
+            })
             .collect::<Result<_>>()?;
         Ok(GpuDecode {
-            decoder,
-            ring_e,
-            staged_e,
-            extents: vec![Vec::new(); DEPTH],
+            files: Arc::new(Mutex::new(FileDecoder { decoder })),
+            slots: (0..DEPTH)
+                .map(|_| Extents::new(pool, batch))
+                .collect::<Result<_>>()?,
+            spares,
             augment,
             engine,
         })
     }
+}
 
-    /// Decodes the files of `slot` into ring slot `s` (`data`) and their extents beside it,
-    /// on `stream`: the JPEGs by nvJPEG at the front, the images the loader decoded copied
-    /// after them. A JPEG nvJPEG cannot decode fails the batch naming it, or (skipping bad
-    /// images) is left out for later batches, another JPEG of the batch taking its place in
-    /// this one, so that no batch is short.
+/// nvJPEG's side of the decode stage: a batch's files into the ring.
+pub(super) struct FileDecoder {
+    decoder: JpegDecoder,
+}
+
+impl FileDecoder {
+    /// Decodes the files of `slot` into `data` and their extents into `x`, on `stream`: the
+    /// JPEGs by nvJPEG at the front, the images the loader decoded copied after them. A JPEG
+    /// nvJPEG cannot decode fails the batch naming it, or (skipping bad images) is left out
+    /// for later batches, another JPEG of the batch taking its place in this one, so that no
+    /// batch is short.
     pub(super) fn decode(
         &mut self,
         folder: &ImageFolder,
         stream: &Arc<CudaStream>,
         slot: &Slot,
-        s: usize,
+        x: &mut Extents,
         data: &mut DeviceBuffer<u8>,
     ) -> Result<()> {
         let bytes = slot.images.as_slice()?;
@@ -178,15 +211,15 @@ impl GpuDecode {
         }
         check_extents(&ext, CHANNELS, all)?;
         let words = extent_words(&ext);
-        // Waits only for the copy from this slot three batches ago.
-        let staged = &mut self.staged_e[s];
+        // Waits only for the copy from this set's last batch.
+        let staged = &mut x.staged;
         staged
             .as_mut_slice()?
             .get_mut(..words.len())
             .ok_or_else(|| Error::arg("input", "a batch holds more images than the batch size"))?
             .copy_from_slice(&words);
-        h2d(stream, &staged.view(0..words.len())?, &mut self.ring_e[s])?;
-        self.extents[s] = ext;
+        h2d(stream, &staged.view(0..words.len())?, &mut x.dev)?;
+        x.host = ext;
         Ok(())
     }
 

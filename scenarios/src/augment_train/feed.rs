@@ -6,7 +6,8 @@ use crate::folder::{Entry, ImageFolder};
 use crate::Footprint;
 use cudarc::driver::CudaStream;
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use std::sync::Arc;
+use std::ops::Range;
+use std::sync::{Arc, Mutex, MutexGuard};
 use streamline::engine::loader::HostSlot;
 use streamline::engine::memory::h2d;
 use streamline::engine::pipeline::StageCall;
@@ -20,6 +21,7 @@ use streamline::Gpu;
 use streamline_testing::data::fan_in_weights;
 use streamline_testing::reference::train::Mlp;
 
+use super::ahead::{Ahead, Work};
 use super::decode::GpuDecode;
 use super::model::Reduce;
 use super::*;
@@ -183,7 +185,8 @@ pub(super) struct Setup {
     /// Steps of a graph window; the loader has twice as many slots.
     pub(super) window: usize,
     pub(super) source: Arc<Source>,
-    pub(super) loader: Loader<Slot>,
+    /// Shared with the thread that decodes ahead, which takes the batches while it runs.
+    loader: Arc<Mutex<Loader<Slot>>>,
     /// Whether the copy stage takes its batch from the loader (not while capturing).
     pub(super) hosted: bool,
     /// Footprints sampled over the run (every `sample_every` steps; 0: none).
@@ -191,6 +194,10 @@ pub(super) struct Setup {
     pub(super) footprints: Vec<Footprint>,
     /// Host time the queueing thread spent in each stage's calls since the last `run`.
     pub(super) host: Vec<std::time::Duration>,
+    /// Host time the thread decoding ahead spent decoding since the last `run`.
+    pub(super) ahead_host: std::time::Duration,
+    /// The thread decoding ahead, while a run has one.
+    ahead: Option<Ahead>,
     pub(super) augments: Vec<Augment>,
     pub(super) ring_u8: Vec<DeviceBuffer<u8>>,
     pub(super) ring_t: Vec<DeviceBuffer<f32>>,
@@ -259,7 +266,14 @@ impl Setup {
             fill_source.fill_slot(i, batch, slot)
         })?;
         let decode = match decode_on {
-            Some(g) => Some(GpuDecode::new(g, pool, batch, &cfg, shard.seed(seed) + 10)?),
+            Some(g) => Some(GpuDecode::new(
+                g,
+                pool,
+                batch,
+                (ring_bytes, batch * o.train.classes),
+                &cfg,
+                shard.seed(seed) + 10,
+            )?),
             None => None,
         };
         let stream = pool.stream(0)?;
@@ -308,11 +322,13 @@ impl Setup {
             batch,
             window,
             source,
-            loader,
+            loader: Arc::new(Mutex::new(loader)),
             hosted: true,
             sample_every: 0,
             footprints: Vec::new(),
             host: Vec::new(),
+            ahead_host: Default::default(),
+            ahead: None,
             ring_u8: (0..DEPTH)
                 .map(|_| DeviceBuffer::zeros(pool, 0, ring_bytes))
                 .collect::<Result<_>>()?,
@@ -375,7 +391,7 @@ impl Setup {
                     gpu,
                     c.stream,
                     &self.ring_u8[s],
-                    &d.ring_e[s],
+                    &d.slots[s].dev,
                     &mut self.ring_x[s],
                 ),
                 None => self.augments[c.iteration % DATA].run_fused(
@@ -401,13 +417,20 @@ impl Setup {
         if self.hosted {
             self.sample(gpu, i)?;
         }
+        if let (Some(a), Some(d)) = (&mut self.ahead, &mut self.decode) {
+            let slot = (&mut self.ring_u8[s], &mut self.ring_t[s], &mut d.slots[s]);
+            return a.swap_in(i, stream, slot);
+        }
+        let mut loader = lock(&self.loader);
         let slot = if self.hosted {
-            self.loader.get(i)?
+            loader.get(i)?
         } else {
-            self.loader.slot(i % (2 * self.window))?
+            loader.slot(i % (2 * self.window))?
         };
         match (&mut self.decode, self.source.files()) {
-            (Some(d), Some(f)) => d.decode(f, stream, slot, s, &mut self.ring_u8[s])?,
+            (Some(d), Some(f)) => {
+                lock(&d.files).decode(f, stream, slot, &mut d.slots[s], &mut self.ring_u8[s])?
+            }
             _ => h2d(
                 stream,
                 &slot.images.view(0..slot.images.len())?,
@@ -420,9 +443,52 @@ impl Setup {
             &mut self.ring_t[s],
         )?;
         if self.hosted {
-            self.loader.release(i)?;
+            loader.release(i)?;
         }
         Ok(())
+    }
+
+    /// The loader (not to be called while a thread decodes ahead: it holds the loader).
+    pub(super) fn loader(&self) -> MutexGuard<'_, Loader<Slot>> {
+        lock(&self.loader)
+    }
+
+    /// Runs `f`, which queues batches `range` of the loader's run, with a thread decoding
+    /// ahead (see [`super::ahead`]) where the GPU decodes the batches from the loader and the
+    /// lanes run on streams of their own; serial, a batch's decoding is queued in its turn.
+    pub(super) fn with_ahead<R>(
+        &mut self,
+        pool: &StreamPool,
+        lanes: &[usize],
+        range: Range<usize>,
+        f: impl FnOnce(&mut Setup) -> Result<R>,
+    ) -> Result<R> {
+        let piped = lanes.first() != lanes.last();
+        let Some(d) = self.decode.as_mut().filter(|_| self.hosted && piped) else {
+            return f(self);
+        };
+        let work = Work {
+            files: d.files.clone(),
+            loader: self.loader.clone(),
+            source: self.source.clone(),
+            stream: pool.stream(AHEAD_STREAM)?.clone(),
+        };
+        let spares = std::mem::take(&mut d.spares);
+        self.ahead = Some(Ahead::start(work, spares, range)?);
+        let r = f(self);
+        let ended = match self.ahead.take() {
+            Some(a) => a.finish(),
+            None => Ok(Default::default()),
+        };
+        let ended = ended.map(|(spares, busy)| {
+            if let Some(d) = self.decode.as_mut() {
+                d.spares = spares;
+            }
+            self.ahead_host += busy;
+        });
+        let r = r?;
+        ended?;
+        Ok(r)
     }
 
     /// Records the memory footprint before step `i` when it is due.
@@ -450,11 +516,14 @@ impl Setup {
         self.hosted = true;
         self.footprints.clear();
         self.host.clear();
-        self.loader.start(steps)?;
+        self.ahead_host = Default::default();
+        self.loader().start(steps)?;
         let skewed = self.decode.is_some();
         match graphs {
-            None => queue(plan, pool, lanes, steps, skewed, None, |c| {
-                self.stage(gpu, extra, c)
+            None => self.with_ahead(pool, lanes, 0..steps, |su| {
+                queue(plan, pool, lanes, steps, skewed, None, |c| {
+                    su.stage(gpu, extra, c)
+                })
             })?,
             Some(g) => {
                 let k = g.skew()[0];
@@ -463,20 +532,20 @@ impl Setup {
                     Streamed::Before(w) => {
                         for i in w.start - k..w.end - k {
                             self.sample(gpu, i)?;
-                            self.loader.get(i)?;
+                            self.loader().get(i)?;
                         }
                         Ok(())
                     }
                     Streamed::After(w) => {
                         for i in w.start - k..w.end - k {
-                            self.loader.release(i)?;
+                            self.loader().release(i)?;
                         }
                         Ok(())
                     }
                 })?
             }
         }
-        self.loader.finish()
+        self.loader().finish()
     }
 
     /// Puts the initial weights back (on the model lane).
@@ -485,6 +554,12 @@ impl Setup {
         self.model.load_w1(s, &self.w1)?;
         h2d(s, &self.w2[..], &mut self.model.w2)
     }
+}
+
+/// Locks `m`, taking the data even if a thread panicked while holding it (the loader and the
+/// decoder are left consistent between calls).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Queues `steps` iterations of `plan`, in iteration order, or `skewed` as [`Plan::skew`]

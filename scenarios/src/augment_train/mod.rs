@@ -16,10 +16,12 @@
 //! pipelined (one stream each) and pipelined replayed as a CUDA graph.
 //!
 //! The module follows a run: `feed` (where batches come from and what one batch size runs
-//! on), `model` (the MLP the model stream trains), `run` (the timed runs and the report),
-//! `check` (the last step against the CPU references), `report` (which stage bounds the
-//! throughput) and `parallel` (the same on several GPUs, data-parallel over NCCL).
+//! on), `decode` and `ahead` (decoding the files on the GPU, and on a host thread of its own
+//! ahead of the queue), `model` (the MLP the model stream trains), `run` (the timed runs and
+//! the report), `check` (the last step against the CPU references), `report` (which stage
+//! bounds the throughput) and `parallel` (the same on several GPUs, data-parallel over NCCL).
 
+mod ahead;
 mod check;
 mod decode;
 mod feed;
@@ -111,6 +113,8 @@ const DEPTH: usize = 3;
 /// was captured with).
 const DATA: usize = 3;
 const CHANNELS: usize = 3;
+/// The pool stream of the thread decoding ahead (see [`ahead`]), after the three lanes'.
+const AHEAD_STREAM: usize = 3;
 
 /// Steps one graph window replays with `workers` loader threads: a multiple of the ring depth
 /// such that the two windows' page-locked slots (`2 window`, so that the loader fills one

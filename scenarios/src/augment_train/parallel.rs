@@ -323,7 +323,7 @@ fn verify(
     on_every_gpu(members, setups, |m, su| {
         su.reset(&m.pool)?;
         su.hosted = true;
-        su.loader.start(steps)?;
+        su.loader().start(steps)?;
         plan.run(&m.pool, &[0, 1], 0..last, None, |c| {
             su.stage(m.gpu, &mut None, c)
         })?;
@@ -339,7 +339,7 @@ fn verify(
         })?;
         m.comm.synchronize(m.pool.stream(2)?)?;
         m.pool.synchronize()?;
-        su.loader.finish().map(|_| ())
+        su.loader().finish().map(|_| ())
     })?;
     let w1n = setups[0].model.w1_to_vec(s0)?;
     let w2n = setups[0].model.w2.to_vec(s0)?;

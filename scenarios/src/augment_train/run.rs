@@ -24,6 +24,8 @@ pub(super) struct Timed {
     pub(super) loader: LoaderStats,
     /// Host time per step the queueing thread spent in each stage's calls, pipelined (µs).
     pub(super) host_us: Vec<f64>,
+    /// Host time per step the thread decoding ahead spent decoding, pipelined (µs).
+    pub(super) ahead_us: f64,
 }
 
 pub(super) fn time(
@@ -56,6 +58,7 @@ pub(super) fn time(
     })?;
     let per_step = 1e6 / o.train.steps as f64;
     let host_us = su.host.iter().map(|d| d.as_secs_f64() * per_step).collect();
+    let ahead_us = su.ahead_host.as_secs_f64() * per_step;
     su.hosted = false;
     let gpu_alone = median_ms(pool, &lanes, common.reps, || {
         queue(plan, pool, &lanes, o.train.steps, decode, None, |c| {
@@ -85,6 +88,7 @@ pub(super) fn time(
         gpu_alone,
         loader,
         host_us,
+        ahead_us,
     })
 }
 
@@ -123,6 +127,7 @@ pub fn run_with(
     if gpu_decode {
         streams[0] = streams[0].clone().priority(i32::MIN);
         streams.push(StreamSpec::new("decode").priority(i32::MIN));
+        streams.push(StreamSpec::new("decode ahead").priority(i32::MIN));
     }
     let pool = StreamPool::new(gpu, &streams)?;
     let lanes = lane_streams(gpu_decode, true);
@@ -257,7 +262,7 @@ pub fn run_with(
             100.0 * metrics.longest_track_fraction
         ),
         bottleneck(&head, &o.train, &streams, o.workers),
-        host_note(&plan, &head.host_us),
+        host_note(&plan, &head.host_us, head.ahead_us),
         format!("checked at batch {smallest}: the last step's augmented batch against the CPU transform and the updated weights against the f64 step"),
     ];
     if let Some(change) = memory_change(&memory) {
@@ -343,8 +348,9 @@ fn memory_change(samples: &[crate::Footprint]) -> Option<String> {
 }
 
 /// The report's line on the thread that queues every stage: its time per step in each stage's
-/// calls, whose sum bounds the pipelined step from below as the streams' device times do.
-fn host_note(plan: &Plan, host_us: &[f64]) -> String {
+/// calls, whose sum bounds the pipelined step from below as the streams' device times do; and
+/// where a thread decodes ahead, that thread's time per step in decoding.
+fn host_note(plan: &Plan, host_us: &[f64], ahead_us: f64) -> String {
     let parts: Vec<String> = plan
         .spec()
         .stages
@@ -352,8 +358,13 @@ fn host_note(plan: &Plan, host_us: &[f64]) -> String {
         .zip(host_us)
         .map(|(s, us)| format!("{} {us:.1} µs", s.name))
         .collect();
+    let ahead = if ahead_us > 0.0 {
+        format!("; the thread decoding ahead of it, {ahead_us:.1} µs per step in decoding")
+    } else {
+        String::new()
+    };
     format!(
-        "the host thread queueing the stages, per step (pipelined): {}; {:.1} µs in all",
+        "the host thread queueing the stages, per step (pipelined): {}; {:.1} µs in all{ahead}",
         parts.join(", "),
         host_us.iter().sum::<f64>()
     )
