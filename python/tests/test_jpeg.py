@@ -54,6 +54,22 @@ def test_decode_matches_torchvision_gpu_decode_and_pil():
         assert (ours - pil).abs().float().mean() < 4.0
 
 
+def test_decode_waits_for_work_queued_on_its_memory():
+    """The batch's memory may be a block PyTorch's allocator just took back from a tensor that
+    kernels queued on the stream still write; the decode must land after them."""
+    files = jpegs(SIZES)
+    want = sl.decode_jpeg(files).data.clone()
+    total = want.numel()
+    for _ in range(3):
+        x = torch.empty(total, dtype=torch.uint8, device="cuda")
+        torch.cuda._sleep(50_000_000)  # about 25 ms on the device
+        x.fill_(7)
+        del x  # its block goes back to the allocator while the fill is still queued
+        got = sl.decode_jpeg(files)
+        torch.cuda.synchronize()
+        assert torch.equal(got.data, want), "the decode did not wait for the work queued before it"
+
+
 def test_decode_errors_name_the_file():
     files = jpegs(SIZES[:2])
     with pytest.raises(ValueError, match="file 1"):

@@ -14,6 +14,10 @@
 //! on the same thread waits for it (BENCHMARKS.md has the host's share). The back ends'
 //! streams run at the device's greatest priority: their kernels are short, and whatever the
 //! caller does next waits for them.
+//!
+//! The hardware decoders write when their call is made, whatever the stream still has queued
+//! before it (nvJPEG's documentation says otherwise; torchcodec's maintainers measured it and
+//! so did our tests), so the host waits for the caller's stream before handing them a batch.
 
 use super::library::{
     check, nvjpeg, Handle, Image, JpegStream, Nvjpeg, State, BACKEND_GPU_HYBRID, BACKEND_HARDWARE,
@@ -102,6 +106,8 @@ struct Turn {
 /// scratch used to ask what it supports, and its stream.
 struct Part {
     lib: &'static Nvjpeg,
+    /// Whether this is the hardware decoders' back end.
+    hardware: bool,
     handle: Handle,
     turns: Vec<Turn>,
     next: usize,
@@ -134,6 +140,7 @@ impl Part {
         })?;
         let mut part = Part {
             lib,
+            hardware: backend == BACKEND_HARDWARE,
             handle,
             turns: Vec::with_capacity(TURNS),
             next: 0,
@@ -444,6 +451,13 @@ impl JpegDecoder {
             &mut self.cuda,
             (0..files.len()).filter(|&i| !to_hardware[i]).collect(),
         ));
+        // nvJPEG's hardware decoders write their images when the call is made, not when the
+        // stream reaches the decode: a stream wait does not hold them back. So before they get
+        // any image, the host waits for `stream`, which waits for every earlier access to
+        // `data` it knows of (the caller's own work, and the tracked readers of `data`).
+        if parts.iter().any(|(p, idx)| p.hardware && !idx.is_empty()) {
+            stream.synchronize().op("cuStreamSynchronize")?;
+        }
         let mut queued = Ok(());
         for (part, idx) in &mut parts {
             let inputs: Vec<&[u8]> = idx.iter().map(|&i| files[i]).collect();

@@ -144,6 +144,100 @@ fn batches_match_the_cpu_decoder_every_byte_written() {
     );
 }
 
+/// The decode is ordered after the work queued before it on its stream, on every back end: a
+/// slow kernel, then a clear of the destination, then the decode; the destination must hold
+/// the images, not zeros. (nvJPEG's hardware decoders write when their call is made, whatever
+/// the stream still holds; the decoder waits for the stream first. Under tools that serialize
+/// the device, such as compute-sanitizer, the hazard cannot show and the test passes either
+/// way.)
+#[test]
+fn a_decode_waits_for_the_work_queued_before_it() {
+    for (backend, share) in BACKENDS {
+        let Some(mut dec) = decoder(backend) else {
+            return;
+        };
+        dec.set_hardware_share(share).unwrap();
+        let g = gpu().unwrap();
+        let files: Vec<Vec<u8>> = (0..8)
+            .map(|i| photo(96 + 8 * i, 64 + 4 * i, false, 7 + i as u64))
+            .collect();
+        let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
+        let s = g.stream();
+        let (_, total) = dec.layout(&refs).unwrap();
+        let mut want = s.alloc_zeros::<u8>(total).unwrap();
+        dec.decode_into(s, &refs, &mut want).unwrap();
+        let want = s.clone_dtoh(&want).unwrap();
+        let mut data = s.clone_htod(&vec![0x55u8; total]).unwrap();
+        let (x, mut y) = (
+            s.alloc_zeros::<f32>(1).unwrap(),
+            s.alloc_zeros::<f32>(1).unwrap(),
+        );
+        s.synchronize().unwrap();
+        streamline::ops::spin::spin_copy(g, s, &x, &mut y, 50_000_000).unwrap();
+        s.memset_zeros(&mut data).unwrap();
+        dec.decode_into(s, &refs, &mut data).unwrap();
+        let got = s.clone_dtoh(&data).unwrap();
+        let differ = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+        assert_eq!(
+            differ, 0,
+            "{backend:?} (share {share}): {differ} of {total} bytes differ from the same decode \
+             without the earlier work; the decode did not wait for it"
+        );
+    }
+}
+
+/// Decoding overlaps work on other streams: a kernel of one block waiting 200 ms on another
+/// stream does not hold the decode back (nvJPEG's own calls do not wait for the whole device).
+/// Also prints how long the same decode takes while every SM is held by another stream's
+/// blocks for 50 ms, which the decoders' kernels must wait for.
+#[test]
+fn a_decode_overlaps_other_streams() {
+    let Some(mut dec) = decoder(Backend::Hardware) else {
+        return;
+    };
+    let g = gpu().unwrap();
+    let files: Vec<Vec<u8>> = (0..32)
+        .map(|i| photo(320, 240, false, 11 + i as u64))
+        .collect();
+    let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
+    let (a, b) = (g.new_stream().unwrap(), g.new_stream().unwrap());
+    let decode = |dec: &mut JpegDecoder| {
+        let t = std::time::Instant::now();
+        dec.decode(&a, &refs).unwrap();
+        a.synchronize().unwrap();
+        t.elapsed().as_secs_f64() * 1e3
+    };
+    let alone = decode(&mut dec);
+    let spin = |blocks: usize, ns: u64| {
+        let n = blocks * streamline_abi::spin::SPIN_COPY_BLOCK as usize;
+        let (x, mut y) = (
+            b.alloc_zeros::<f32>(n).unwrap(),
+            b.alloc_zeros::<f32>(n).unwrap(),
+        );
+        b.synchronize().unwrap();
+        streamline::ops::spin::spin_copy(g, &b, &x, &mut y, ns).unwrap();
+        (x, y)
+    };
+    let held = spin(1, 200_000_000);
+    let beside_one = decode(&mut dec);
+    b.synchronize().unwrap();
+    drop(held);
+    // Eight blocks of 256 threads fill an SM's 2048 threads.
+    let held = spin(8 * g.info().multiprocessors as usize, 50_000_000);
+    let beside_all = decode(&mut dec);
+    b.synchronize().unwrap();
+    drop(held);
+    eprintln!(
+        "decode of 32 images: {alone:.2} ms alone, {beside_one:.2} ms beside one busy block, \
+         {beside_all:.2} ms with every SM held for 50 ms"
+    );
+    assert!(
+        beside_one < 100.0,
+        "the decode took {beside_one:.1} ms beside a 200 ms kernel of one block on another \
+         stream ({alone:.1} ms alone): it waited for the whole device"
+    );
+}
+
 #[test]
 fn a_file_that_is_not_a_jpeg_is_named() {
     let Some(mut dec) = decoder(Backend::Hardware) else {
