@@ -341,10 +341,14 @@ impl Setup {
                 }
                 None => Vec::new(),
             },
-            model: if shard.exchange {
-                Model::with_buckets(pool, 1, m, &w1, &w2, o.buckets, o.grad_dtype)?
-            } else {
-                Model::new(pool, 1, m, &w1, &w2)?
+            model: {
+                let mut model = if shard.exchange {
+                    Model::with_buckets(pool, 1, m, &w1, &w2, o.buckets, o.grad_dtype)?
+                } else {
+                    Model::new(pool, 1, m, &w1, &w2)?
+                };
+                model.forward = o.forward_kernel;
+                model
             },
             augments,
             reduce: None,

@@ -86,6 +86,12 @@ pub struct Options {
     /// its host and device memory sampled every tenth of it: whether a long run stays flat.
     #[arg(long, default_value_t = 0)]
     pub soak: usize,
+    /// The kernel of the first layer's forward product (`auto`, or as `streamline matmul
+    /// --kernel` names them, e.g. `splitk_128x128:128`). Its split-K blocks last as long as
+    /// their slice of `K`, and another stream's kernels (the JPEG decoder's) wait for SMs
+    /// until blocks end.
+    #[arg(long, default_value = "auto", value_parser = streamline::ops::matmul::Kernel::parse)]
+    pub forward_kernel: streamline::ops::matmul::Kernel,
 }
 
 impl Default for Options {
@@ -101,6 +107,7 @@ impl Default for Options {
             buckets: 8,
             grad_dtype: GradDtype::F32,
             soak: 0,
+            forward_kernel: streamline::ops::matmul::Kernel::Auto,
         }
     }
 }

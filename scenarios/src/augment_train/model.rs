@@ -46,6 +46,8 @@ pub(crate) struct Model {
     pub(super) dw1: Vec<DeviceBuffer<f32>>,
     /// The buckets of `dw1` rounded to bf16, where the gradient travels in bf16.
     dw1_bf16: Vec<DeviceBuffer<bf16>>,
+    /// The kernel of the first layer's forward product.
+    pub(crate) forward: Kernel,
 }
 
 /// Where a data-parallel step all-reduces its gradients and applies them: the GPU's
@@ -119,6 +121,7 @@ impl Model {
                     .map(|&(_, n)| DeviceBuffer::zeros(pool, lane, n * h))
                     .collect::<Result<_>>()?,
             },
+            forward: Kernel::Auto,
         })
     }
 
@@ -192,13 +195,14 @@ impl Model {
             lr,
         } = self.m;
         let k = Kernel::Auto;
+        let k1 = self.forward;
         // Forward: a = relu(x W1), y = a W2; `x W1` as the sum of the buckets' products, so
         // that each waits only for its own bucket's update.
         if self.w1.len() == 1 {
             sgemm(
                 gpu,
                 s,
-                k,
+                k1,
                 &Gemm::dense(b, h, d),
                 x,
                 &self.w1[0],
@@ -214,7 +218,7 @@ impl Model {
                 sgemm(
                     gpu,
                     s,
-                    k,
+                    k1,
                     &part,
                     &x.view(r0..r0 + (b - 1) * d + n)?,
                     w,
