@@ -16,10 +16,11 @@
 //! caller does next waits for them.
 //!
 //! The hardware decoders write when their call is made, whatever the stream still has queued
-//! before it (nvJPEG's documentation says otherwise; torchcodec's maintainers measured it and
-//! so did our tests), so the host waits for the caller's stream before handing them a batch.
+//! before it (contrary to nvJPEG's documentation; the test suite's
+//! `jpeg::a_decode_waits_for_the_work_queued_before_it` fails without the remedy), so the host
+//! waits for the caller's stream before handing them a batch. A state's first decode allocates
+//! its buffers, which waits for the whole device.
 
-use super::allocators::Allocators;
 use super::library::{
     check, nvjpeg, Handle, Image, JpegStream, Nvjpeg, State, BACKEND_GPU_HYBRID, BACKEND_HARDWARE,
     CSS_444, MAX_COMPONENT, OUTPUT_RGBI,
@@ -107,8 +108,6 @@ struct Turn {
 /// scratch used to ask what it supports, and its stream.
 struct Part {
     lib: &'static Nvjpeg,
-    /// The handle's allocators (where the library takes them), dropped after the handle.
-    _allocators: Option<Box<Allocators>>,
     /// Whether this is the hardware decoders' back end.
     hardware: bool,
     handle: Handle,
@@ -130,31 +129,19 @@ impl Part {
             .new_stream_with_priority(greatest)
             .op("cuStreamCreateWithPriority")?;
         let mut handle = std::ptr::null_mut();
-        let mut allocators = None;
-        if let Some(create) = lib.create_ex_v2 {
-            let mut a = Box::new(Allocators::new());
-            // SAFETY: the allocators live in the part, which destroys the handle before them;
-            // flags must be 0.
-            check("nvjpegCreateExV2", unsafe {
-                create(backend, &mut a.device, &mut a.pinned, 0, &mut handle)
-            })?;
-            allocators = Some(a);
-        } else {
-            // SAFETY: null allocators select nvJPEG's own (the CUDA runtime's, in the context
-            // current on this thread, which the caller bound); flags must be 0.
-            check("nvjpegCreateEx", unsafe {
-                (lib.create_ex)(
-                    backend,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    0,
-                    &mut handle,
-                )
-            })?;
-        }
+        // SAFETY: null allocators select nvJPEG's own (the CUDA runtime's, in the context
+        // current on this thread, which the caller bound); flags must be 0.
+        check("nvjpegCreateEx", unsafe {
+            (lib.create_ex)(
+                backend,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+                &mut handle,
+            )
+        })?;
         let mut part = Part {
             lib,
-            _allocators: allocators,
             hardware: backend == BACKEND_HARDWARE,
             handle,
             turns: Vec::with_capacity(TURNS),

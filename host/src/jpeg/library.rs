@@ -5,7 +5,6 @@
 //! (or `nvidia-nvjpeg-cu12`) of the `python3` on `PATH` (`pip install nvidia-nvjpeg`), or the
 //! copy torchvision's wheel carries. The types and values are those of `nvjpeg.h`.
 
-use super::allocators::AllocatorV2;
 use crate::error::{Error, Result};
 use crate::runtime::dylib::{self, Search};
 use cudarc::driver::sys::CUstream;
@@ -49,16 +48,6 @@ pub(crate) struct Nvjpeg {
     pub(crate) origin: String,
     pub(crate) create_ex:
         unsafe extern "C" fn(c_int, *mut c_void, *mut c_void, c_uint, *mut Handle) -> Status,
-    /// `nvjpegCreateExV2` (stream-ordered allocators), where the library has it.
-    pub(crate) create_ex_v2: Option<
-        unsafe extern "C" fn(
-            c_int,
-            *mut AllocatorV2,
-            *mut AllocatorV2,
-            c_uint,
-            *mut Handle,
-        ) -> Status,
-    >,
     pub(crate) destroy: unsafe extern "C" fn(Handle) -> Status,
     pub(crate) state_create: unsafe extern "C" fn(Handle, *mut State) -> Status,
     pub(crate) state_destroy: unsafe extern "C" fn(State) -> Status,
@@ -216,7 +205,6 @@ fn open(origin: &str, path: &Path) -> std::result::Result<Nvjpeg, String> {
     Ok(Nvjpeg {
         origin: origin.to_string(),
         create_ex: sym!("nvjpegCreateEx"),
-        create_ex_v2: optional!("nvjpegCreateExV2"),
         destroy: sym!("nvjpegDestroy"),
         state_create: sym!("nvjpegJpegStateCreate"),
         state_destroy: sym!("nvjpegJpegStateDestroy"),

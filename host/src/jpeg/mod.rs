@@ -3,7 +3,6 @@
 //! batches split between the GPU's hardware JPEG decoders and nvJPEG's CUDA decoder, decoded
 //! into one ragged batch of RGB images in stream order.
 
-mod allocators;
 mod decoder;
 mod library;
 mod markers;
