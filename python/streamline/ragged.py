@@ -44,9 +44,11 @@ def decode_jpeg(files, device=None, *, stream=None):
     ``torchvision.io.read_file`` gives them) on the GPU with nvJPEG: the GPU's hardware JPEG
     decoders take every image they can, nvJPEG's CUDA decoder the rest. Returns a
     :class:`RaggedBatch` of RGB images on ``device`` (default: the current CUDA device),
-    queued on ``stream`` (default: PyTorch's current stream). A file nvJPEG cannot read raises
-    ``ValueError`` naming its index. Not inside a CUDA graph capture (nvJPEG's host calls cannot
-    be captured)."""
+    queued on ``stream`` (default: PyTorch's current stream). The host first waits for the work
+    already queued on that stream: the hardware decoders write when called, not in stream order,
+    and the batch's memory may be a block that queued work still uses. A file nvJPEG cannot
+    read raises ``ValueError`` naming its index. Not inside a CUDA graph capture (nvJPEG's host
+    calls cannot be captured)."""
     torch = _torch()
     if torch is None:
         raise TypeError("decode_jpeg: needs torch")

@@ -388,8 +388,10 @@ impl JpegDecoder {
     }
 
     /// Decodes `files` into the front of `data`, as [`JpegDecoder::layout`] places them,
-    /// ordered before later work on `stream`; returns that layout with the count of images the
-    /// hardware decoders took. Every byte of the batch is written, none after it.
+    /// ordered after the work already queued on `stream` (the host waits for it first when the
+    /// hardware decoders take part, see the module) and before later work on it; returns that
+    /// layout with the count of images the hardware decoders took. Every byte of the batch is
+    /// written, none after it.
     pub fn decode_into(
         &mut self,
         stream: &Arc<CudaStream>,
