@@ -5,9 +5,9 @@ box the device draw maps into it, the same seed gives the same batches, and a ca
 graph replays as the eager calls. Skipped, saying why, elsewhere."""
 import io
 
-import numpy as np
 import pytest
 
+np = pytest.importorskip("numpy")
 torch = pytest.importorskip("torch")
 tv = pytest.importorskip("torchvision")
 Image = pytest.importorskip("PIL.Image")

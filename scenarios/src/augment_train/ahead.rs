@@ -8,7 +8,9 @@
 //!
 //! Order on the device comes from the buffers' own tracking: the thread's stream is one of
 //! the pool's, so its writes into a handed-back set wait for the augmentation and training
-//! step that last read it, and the readers of a swapped-in set wait for the thread's writes.
+//! step that last read it (the decoder waits on the host for that stream before the hardware
+//! decoders, which write when called), and the readers of a swapped-in set wait for the
+//! thread's writes.
 
 use super::decode::{Extents, FileDecoder};
 use super::feed::{Slot, Source};
