@@ -13,7 +13,7 @@
 //! thread's writes.
 
 use super::decode::{Extents, FileDecoder};
-use super::feed::{Slot, Source};
+use super::feed::{lock, Slot, Source};
 use super::*;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::CudaEvent;
@@ -209,14 +209,14 @@ fn run(work: &Work, jobs: &Receiver<(usize, Set)>, done: &Sender<Done>, end: usi
 
 /// Batch `i` from the loader into `set`, on the thread's stream.
 fn decode(work: &Work, i: usize, set: &mut Set, busy: &mut Duration) -> Result<CudaEvent> {
-    let mut loader = work.loader.lock().unwrap_or_else(|e| e.into_inner());
+    let mut loader = lock(&work.loader);
     let slot = loader.get(i)?;
     let folder = work
         .source
         .files()
         .ok_or_else(|| Error::arg("decode", "decoding ahead needs a folder of files"))?;
     let t = Instant::now();
-    let mut files = work.files.lock().unwrap_or_else(|e| e.into_inner());
+    let mut files = lock(&work.files);
     files.decode(
         folder,
         &work.stream,

@@ -562,7 +562,7 @@ impl Setup {
 
 /// Locks `m`, taking the data even if a thread panicked while holding it (the loader and the
 /// decoder are left consistent between calls).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 

@@ -98,8 +98,8 @@ impl ImageFolder {
     }
 
     /// Reads every file's size and header: the largest file and decoded image, and the
-    /// largest image of a file that may be decoded on the host. A file whose header does not read fails the
-    /// call naming it, or (skipping bad images) is left out.
+    /// largest image of a file that may be decoded on the host. A file whose header does not
+    /// read fails the call naming it, or (skipping bad images) is left out.
     pub fn largest(&self) -> Result<Largest> {
         let mut l = Largest::default();
         let mut good = 0;
