@@ -2,7 +2,8 @@
 # The peers of `streamline bench`, timed on the same GPU in the same run: PyTorch/torchvision
 # (ANCHORS_DIR/torch_anchors.py) and, where ANCHORS_DIR/cvcuda/cvcuda-sm90.tar.xz is present and
 # the GPU is sm_90, CV-CUDA (ANCHORS_DIR/cvcuda/cvcuda_anchors.py, NHWC). Pairs each with our
-# rows of RESULTS_DIR/streamline.jsonl through compare.py, and CV-CUDA also with our NHWC rows.
+# rows of RESULTS_DIR/streamline.jsonl through compare.py, and CV-CUDA also with our NHWC rows
+# (every single operation and the augmentation).
 # With CV-CUDA it also runs cvcuda_rotate_geometry.py (next to this script) and pairs our
 # rotations with CV-CUDA's about the image centre, and cvcuda_fresh_inputs.py (also next to it),
 # which times CV-CUDA with fresh inputs as `streamline bench` times ours, and pairs those.
@@ -28,12 +29,14 @@ if [ -f "$anchors/cvcuda/cvcuda-sm90.tar.xz" ]; then
   PYTHONPATH="$cv${PYTHONPATH:+:$PYTHONPATH}" python3 "$anchors/cvcuda/cvcuda_anchors.py" \
     > "$out/cvcuda.jsonl" 2> "$out/cvcuda.err" || { tail -5 "$out/cvcuda.err"; status=1; }
   python3 "$anchors/compare.py" "$out/ours.jsonl" "$out/cvcuda.jsonl" | tee "$out/compare-cvcuda.txt"
-  # Our rows in CV-CUDA's own layout (NHWC in and out: the rotations and the augmentation).
+  # Our rows in CV-CUDA's own layout: NHWC in and out, and for the crop NHWC into NCHW as
+  # CV-CUDA's crop_flip_normalize_reformat writes.
   echo
   echo "=== Ours in NHWC against CV-CUDA (NHWC)"
-  grep '"impl":"streamline-nhwc"' "$out/streamline.jsonl" > "$out/ours-nhwc.jsonl"
-  python3 "$anchors/compare.py" "$out/ours-nhwc.jsonl" "$out/cvcuda.jsonl" | grep -E "^case|^rotate_|^augment_" \
-    | tee "$out/compare-cvcuda-nhwc.txt"
+  { grep '"impl":"streamline-nhwc"' "$out/streamline.jsonl" | grep -v '"case":"roi_align'
+    grep '"impl":"streamline-nhwc-to-nchw"' "$out/streamline.jsonl" | grep '"case":"roi_align'
+  } > "$out/ours-nhwc.jsonl"
+  python3 "$anchors/compare.py" "$out/ours-nhwc.jsonl" "$out/cvcuda.jsonl" | tee "$out/compare-cvcuda-nhwc.txt"
   # cvcuda_anchors.py's rotation shift does not keep the image centre in place, so CV-CUDA reads
   # and writes under half of the image there; this pairs ours with its rotation about the centre.
   echo

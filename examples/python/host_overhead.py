@@ -38,7 +38,7 @@ def rust_call():
     def tensor(t):
         return t.data_ptr(), tuple(t.shape), "float32", None
 
-    dt = _native.host_time("normalize", 0, stream, (tensor(x), mean, std), tensor(out), N)
+    dt = _native.host_time("normalize", 0, stream, (tensor(x), mean, std, "NCHW"), tensor(out), N)
     torch.cuda.synchronize()
     return dt
 
@@ -49,7 +49,7 @@ def op_call():
     op = torch.ops.streamline.normalize
     t = time.perf_counter()
     for _ in range(N):
-        op(x, mean, std)
+        op(x, mean, std, "NCHW")
     dt = (time.perf_counter() - t) / N
     torch.cuda.synchronize()
     return dt

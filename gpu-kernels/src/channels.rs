@@ -12,6 +12,7 @@
 //! four channels are computed before any is stored, so their loads are in flight together.
 
 use streamline_abi::image::{IMAGE_BLOCK_X, IMAGE_BLOCK_Y};
+pub(crate) use streamline_abi::image::{NHWC_IN, NHWC_OUT};
 use streamline_device::thread::{block_xyz, grid_z, thread_xy};
 use streamline_device::{DevPtr, DevPtrMut};
 
@@ -228,15 +229,15 @@ pub fn for_channel_groups<const G: usize>(
     }
 }
 
-/// Evaluates `$f::<G>($args)` with the channel group `G` for `$channels` channels: all of them
-/// up to four, else four at a time.
+/// Evaluates `$f::<G, $rest>($args)` with the channel group `G` for `$channels` channels: all
+/// of them up to four, else four at a time.
 macro_rules! with_group {
-    ($channels:expr, $f:ident($($arg:expr),*)) => {
+    ($channels:expr, $f:ident$(::<$($rest:tt),+>)?($($arg:expr),*)) => {
         match $channels {
-            1 => $f::<1>($($arg),*),
-            2 => $f::<2>($($arg),*),
-            3 => $f::<3>($($arg),*),
-            _ => $f::<4>($($arg),*),
+            1 => $f::<1 $($(, $rest)+)?>($($arg),*),
+            2 => $f::<2 $($(, $rest)+)?>($($arg),*),
+            3 => $f::<3 $($(, $rest)+)?>($($arg),*),
+            _ => $f::<4 $($(, $rest)+)?>($($arg),*),
         }
     };
 }
@@ -257,3 +258,40 @@ fn group<const N: usize>(
     }
     N as u32
 }
+
+/// Where a layout keeps value `c` of pixel `o` of an image of `channels` planes of `plane`
+/// values: `c * ch + o * px`, with `(ch, px)` the layout's strides.
+#[derive(Clone, Copy)]
+pub struct Strides {
+    pub ch: u32,
+    pub px: u32,
+}
+
+impl Strides {
+    /// NCHW (planes one after the other) or, when `nhwc`, pixels with interleaved channels.
+    #[inline(always)]
+    pub fn of(nhwc: bool, channels: u32, plane: u32) -> Strides {
+        if nhwc {
+            Strides {
+                ch: 1,
+                px: channels,
+            }
+        } else {
+            Strides { ch: plane, px: 1 }
+        }
+    }
+}
+
+/// Runs `f::<NHWC_IN, NHWC_OUT>` for the launch's layouts (`p.layout`, NHWC on at least one
+/// side; any other value is taken as NHWC on both), decided once per launch rather than per
+/// value. NCHW in and out has kernels of their own, so that they keep their register count.
+macro_rules! with_layouts {
+    ($p:expr, $f:ident$(::<$($lead:ident),+>)?($($arg:expr),*)) => {
+        match $p.layout & ($crate::channels::NHWC_IN | $crate::channels::NHWC_OUT) {
+            $crate::channels::NHWC_IN => $f::<$($({ $lead },)+)? true, false>($($arg),*),
+            $crate::channels::NHWC_OUT => $f::<$($({ $lead },)+)? false, true>($($arg),*),
+            _ => $f::<$($({ $lead },)+)? true, true>($($arg),*),
+        }
+    };
+}
+pub(crate) use with_layouts;

@@ -8,12 +8,17 @@
 //! up to three channels, so a warp writes 32 consecutive values of a row. With one sample per
 //! bin (an output at least as large as the box, the crop case: [`roi_align_one_sample`]) a
 //! thread takes consecutive rows, whose samples share input rows, and loads those rows once.
+//!
+//! Input and output are NCHW, or NHWC on either side (`RoiAlignParams::layout`) in kernels of
+//! their own (`_relayout`): the same code with each layout's strides.
 
-use crate::channels::{for_columns, Column};
+use crate::channels::{for_columns, with_layouts, Column, Strides};
 use crate::sampling::{blend, Roi, RoiTap};
 use core::arch::asm;
 use streamline_abi::image::{RoiAlignParams, ROI_MAX_SAMPLES_PER_BIN};
-use streamline_abi::image::{ROI_ALIGN, ROI_ALIGN_ONE_SAMPLE};
+use streamline_abi::image::{
+    ROI_ALIGN, ROI_ALIGN_ONE_SAMPLE, ROI_ALIGN_ONE_SAMPLE_RELAYOUT, ROI_ALIGN_RELAYOUT,
+};
 use streamline_device::kernel;
 use streamline_device::math::trunc_i32;
 use streamline_device::mem::{ld_at, stg_at};
@@ -27,7 +32,19 @@ kernel! {
     /// for `num_boxes` images of `out_h x out_w` and `p.rows` rows.
     pub unsafe fn roi_align(p: RoiAlignParams) {
         // SAFETY: forwarded from this kernel's contract.
-        unsafe { run::<false>(p) }
+        unsafe { run::<false, false, false>(p) }
+    }
+}
+
+kernel! {
+    #[declared(ROI_ALIGN_RELAYOUT)]
+    /// [`roi_align`] in the layouts `p.layout` names (NHWC on at least one side).
+    ///
+    /// # Safety
+    /// As for [`roi_align`], in the layouts `p.layout` names.
+    pub unsafe fn roi_align_relayout(p: RoiAlignParams) {
+        // SAFETY: forwarded from this kernel's contract.
+        unsafe { with_layouts!(p, run::<false>(p)) }
     }
 }
 
@@ -43,16 +60,31 @@ kernel! {
     /// As for [`roi_align`].
     pub unsafe fn roi_align_one_sample(p: RoiAlignParams) {
         // SAFETY: forwarded from this kernel's contract.
-        unsafe { run::<true>(p) }
+        unsafe { run::<true, false, false>(p) }
     }
 }
 
-/// The kernels' body; `ONE`: every bin is one sample.
+kernel! {
+    #[declared(ROI_ALIGN_ONE_SAMPLE_RELAYOUT)]
+    /// [`roi_align_one_sample`] in the layouts `p.layout` names (NHWC on at least one side).
+    ///
+    /// # Safety
+    /// As for [`roi_align`], in the layouts `p.layout` names.
+    pub unsafe fn roi_align_one_sample_relayout(p: RoiAlignParams) {
+        // SAFETY: forwarded from this kernel's contract.
+        unsafe { with_layouts!(p, run::<true>(p)) }
+    }
+}
+
+/// The kernels' body; `ONE`: every bin is one sample; input and output NHWC where `NHWC_IN`,
+/// `NHWC_OUT`.
 ///
 /// # Safety
-/// As for [`roi_align`].
+/// As for [`roi_align`], in these layouts.
 #[inline(always)]
-unsafe fn run<const ONE: bool>(p: RoiAlignParams) {
+unsafe fn run<const ONE: bool, const NHWC_IN: bool, const NHWC_OUT: bool>(p: RoiAlignParams) {
+    let si = Strides::of(NHWC_IN, p.channels, p.height * p.width);
+    let so = Strides::of(NHWC_OUT, p.channels, p.out_h * p.out_w);
     for_columns(
         p.num_boxes,
         p.out_h,
@@ -92,6 +124,8 @@ unsafe fn run<const ONE: bool>(p: RoiAlignParams) {
                 roi: &roi,
                 img: if valid { img as usize } else { 0 },
                 valid,
+                si,
+                so,
             };
             let mut c = 0;
             while c < p.channels {
@@ -120,6 +154,9 @@ struct Bins<'a> {
     roi: &'a Roi,
     img: usize,
     valid: bool,
+    /// Strides of the input's and the output's layouts.
+    si: Strides,
+    so: Strides,
 }
 
 impl Bins<'_> {
@@ -136,7 +173,7 @@ impl Bins<'_> {
         }
         let p = self.p;
         let (h, w) = (p.height as i32, p.width as i32);
-        let plane_in = p.height * p.width;
+        let si = self.si;
         let image = self.image();
         let last = p.out_h - 1;
         // The general grid (`Roi::bin_n`). Each row is stored before the next starts, which
@@ -149,7 +186,7 @@ impl Bins<'_> {
             }
             let acc = if self.valid {
                 self.roi.bin_n::<N>(h, w, ph, self.col.j, |k, yy, xx| {
-                    let o = (first + k as u32) * plane_in + yy as u32 * p.width + xx as u32;
+                    let o = (first + k as u32) * si.ch + (yy as u32 * p.width + xx as u32) * si.px;
                     // SAFETY: `bin_n` passes only pixels inside the `h x w` plane; channel
                     // `first + k < channels` of image `img < batch`.
                     unsafe { ld_at(image, o) }
@@ -179,17 +216,17 @@ impl Bins<'_> {
     unsafe fn one_sample<const N: usize>(&self, first: u32) {
         let p = self.p;
         let (h, w) = (p.height as i32, p.width as i32);
-        let plane_in = p.height * p.width;
+        let si = self.si;
         let image = self.image();
         let last = p.out_h - 1;
         let tx = RoiTap::new(self.roi.x_of_one(self.col.j), w);
         let cols = [
-            image.wrapping_add(tx.lo as usize),
-            image.wrapping_add(tx.hi as usize),
+            image.wrapping_add((tx.lo as u32 * si.px) as usize),
+            image.wrapping_add((tx.hi as u32 * si.px) as usize),
         ];
         // Both taps of input row `y` (inside the plane) of channel `first + k`.
         let taps = |k: usize, y: i32| {
-            let o = (first + k as u32) * plane_in + y as u32 * p.width;
+            let o = (first + k as u32) * si.ch + y as u32 * p.width * si.px;
             // SAFETY: `o` is the offset of row `y < h` of channel `first + k < channels` of
             // image `img < batch`, and the columns are inside the row.
             unsafe { [ld_at(cols[0], o), ld_at(cols[1], o)] }
@@ -260,15 +297,16 @@ impl Bins<'_> {
     #[inline(always)]
     unsafe fn store<const N: usize>(&self, first: u32, ph: u32, v: &[f32; N]) {
         let p = self.p;
-        let plane_out = p.out_h * p.out_w;
+        let (plane_out, so) = (p.out_h * p.out_w, self.so);
         let dst = p.y.as_mut_ptr().wrapping_add(
-            self.col.n as usize * p.channels as usize * plane_out as usize + self.col.j as usize,
+            self.col.n as usize * p.channels as usize * plane_out as usize
+                + (self.col.j * so.px) as usize,
         );
-        let o = ph * p.out_w;
+        let o = ph * p.out_w * so.px;
         for (k, &value) in v.iter().enumerate() {
             // SAFETY: box `n < num_boxes`, channel `first + k < channels`, `ph < out_h`,
             // `pw < out_w` (the caller's contract and the grid's).
-            unsafe { stg_at(dst, (first + k as u32) * plane_out + o, value) };
+            unsafe { stg_at(dst, (first + k as u32) * so.ch + o, value) };
         }
     }
 }

@@ -20,7 +20,8 @@
 //! warp's scattered reads are cheaper than in L1.
 
 use crate::channels::{
-    for_channel_groups, for_channels, for_shaped_columns, image_and_column, WarpShape,
+    for_channel_groups, for_channels, for_shaped_columns, image_and_column, with_layouts, Strides,
+    WarpShape,
 };
 use crate::sampling::{nearest_pixel, Bilinear, ColumnSpans, Rotation};
 use core::intrinsics::fmaf32 as fmaf;
@@ -32,8 +33,8 @@ use streamline_abi::image::{
     ROTATE_STAGED_TILE,
 };
 use streamline_abi::image::{
-    ROTATE_BILINEAR, ROTATE_BILINEAR_RELAYOUT, ROTATE_BILINEAR_STAGED, ROTATE_NEAREST,
-    ROTATE_NEAREST_RELAYOUT, ROTATE_NHWC_IN, ROTATE_NHWC_OUT,
+    ROTATE_BILINEAR, ROTATE_BILINEAR_RELAYOUT, ROTATE_BILINEAR_STAGED,
+    ROTATE_BILINEAR_STAGED_RELAYOUT, ROTATE_NEAREST, ROTATE_NEAREST_RELAYOUT,
 };
 use streamline_device::kernel;
 use streamline_device::math::floor_i32;
@@ -68,29 +69,6 @@ fn warp_shape(sin: f32, steep: WarpShape) -> WarpShape {
     }
 }
 
-/// Where a layout keeps value `c` of pixel `o` of an image of `channels` planes of `plane`
-/// values: `c * ch + o * px`, with `(ch, px)` the layout's strides.
-#[derive(Clone, Copy)]
-struct Strides {
-    ch: u32,
-    px: u32,
-}
-
-impl Strides {
-    /// NCHW (planes one after the other) or, when `nhwc`, pixels with interleaved channels.
-    #[inline(always)]
-    fn of(nhwc: bool, channels: u32, plane: u32) -> Strides {
-        if nhwc {
-            Strides {
-                ch: 1,
-                px: channels,
-            }
-        } else {
-            Strides { ch: plane, px: 1 }
-        }
-    }
-}
-
 /// Calls `pixel(image, out, dst, (sy, sx))` for each of this thread's output pixels (see
 /// [`for_shaped_columns`], with the warps shaped by [`warp_shape`] and `steep`): the image's
 /// input, the thread's column of the image's output (channel 0), the pixel's row offset in
@@ -121,19 +99,6 @@ fn for_pixels(
             );
         });
     });
-}
-
-/// Runs `f::<NHWC_IN, NHWC_OUT>` for the launch's layouts (`p.layout`, NHWC on at least one
-/// side; any other value is taken as NHWC on both), decided once per launch rather than per
-/// value. NCHW in and out has kernels of its own, so that they keep their register count.
-macro_rules! with_layouts {
-    ($p:expr, $f:ident$(::<$fill:ident>)?($($arg:expr),*)) => {
-        match $p.layout & (ROTATE_NHWC_IN | ROTATE_NHWC_OUT) {
-            ROTATE_NHWC_IN => $f::<$({ $fill },)? true, false>($($arg),*),
-            ROTATE_NHWC_OUT => $f::<$({ $fill },)? false, true>($($arg),*),
-            _ => $f::<$({ $fill },)? true, true>($($arg),*),
-        }
-    };
 }
 
 kernel! {
@@ -369,8 +334,15 @@ impl Staged {
 /// ROTATE_STAGED_MAX_CHANNELS`, the other parameters as for [`rotate_nearest`] (NCHW); grid
 /// `(ceil(width / 32), ceil(height / 32), batch)` of 32 x 8 threads with
 /// `rotate_staged_shared_bytes(channels)` bytes of dynamic shared memory.
+///
+/// NHWC input (`NHWC_IN`) is staged as it lies, the window's pixels with their channels
+/// interleaved (a 16-byte chunk of 4 pixels is `G` chunks of the input row), and read with
+/// those strides; NHWC output (`NHWC_OUT`) is stored with its strides. The shared memory is
+/// then `rotate_staged_nhwc_shared_bytes`.
 #[inline(always)]
-unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
+unsafe fn staged<const FILL: bool, const G: usize, const NHWC_IN: bool, const NHWC_OUT: bool>(
+    p: &RotateParams,
+) {
     let (bx, by, n) = block_xyz();
     let (tx, ty) = thread_xy();
     let (h, w) = (p.height as i32, p.width as i32);
@@ -378,8 +350,15 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
     let (i0, j0) = (by as i32 * tile, bx as i32 * tile);
     let smem = dynamic_shared::<f32>();
     let setup = smem as *mut StagedSetup;
-    let window = smem.wrapping_add((ROTATE_STAGED_SETUP_BYTES / 4 + ROTATE_STAGED_MARGIN) as usize);
-    let plane_win = ROTATE_STAGED_PLANE as usize;
+    // The window's layout: NCHW a plane per channel, NHWC channels interleaved (offsets of a
+    // channel and a pixel from the one before), and the margin before it.
+    let (ch_win, px_win) = if NHWC_IN {
+        (1, G)
+    } else {
+        (ROTATE_STAGED_PLANE as usize, 1)
+    };
+    let margin = ROTATE_STAGED_MARGIN as usize * px_win;
+    let window = smem.wrapping_add(ROTATE_STAGED_SETUP_BYTES as usize / 4 + margin);
     let (tile_rows, tile_cols) = (
         (i0, (i0 + tile - 1).min(h - 1)),
         (j0, (j0 + tile - 1).min(w - 1)),
@@ -417,20 +396,50 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
         (ROTATE_STAGED_PITCH, ROTATE_STAGED_ROWS)
     };
     let (pitch, rows) = (pitch as usize, st.rows.min(max_rows));
+    // Offset of a window row from the one above.
+    let row_win = pitch * px_win;
     let plane = p.height * p.width;
     let image =
         p.x.as_ptr()
             .wrapping_add(n as usize * p.channels as usize * plane as usize);
-    // Half a warp per window row, a 16-byte chunk per thread, the chunks the row is read in.
+    // Half a warp per window row, the 16-byte chunks (4 pixels) the row is read in. NCHW: a
+    // chunk per thread, from each channel's plane. NHWC: a chunk's pixels with their channels
+    // are `G` consecutive 16-byte pieces of the input row, and consecutive threads take
+    // consecutive pieces, so that each copy instruction reads consecutive bytes.
     let (half, q) = (tx / 16, tx % 16);
-    if q < st.chunks {
-        let stage = shared_addr(window);
+    let stage = shared_addr(window);
+    if NHWC_IN {
+        let mut r = 2 * ty + half;
+        while r < rows {
+            let row_in = (st.r0 as u32 + r) * p.width + st.c0 as u32;
+            let to = (r as usize * row_win) as u32;
+            let mut k = q;
+            while k < st.chunks * G as u32 {
+                let first = (st.c0 + 4 * (k / G as u32) as i32) as f32;
+                if spans.touches(st.r0 + r as i32, first, first + 3.0) {
+                    // SAFETY: piece `k` of the window row's chunks, inside the image
+                    // (`Staged::new`) and 16-byte aligned (the width and the window's first
+                    // column are multiples of 4), into the window as it lies, written by this
+                    // thread alone and read after the barrier below.
+                    unsafe {
+                        copy_async16(
+                            stage + 4 * (to + 4 * k),
+                            image.add((row_in * G as u32 + 4 * k) as usize),
+                            16,
+                        )
+                    };
+                }
+                k += 16;
+            }
+            r += 2 * IMAGE_BLOCK_Y;
+        }
+    } else if q < st.chunks {
         let first = (st.c0 + 4 * q as i32) as f32;
         let mut r = 2 * ty + half;
         while r < rows {
             if spans.touches(st.r0 + r as i32, first, first + 3.0) {
                 let from = (st.r0 as u32 + r) * p.width + st.c0 as u32 + 4 * q;
-                let to = (r as usize * pitch) as u32 + 4 * q;
+                let to = (r as usize * row_win) as u32 + 4 * q;
                 for c in 0..G as u32 {
                     // SAFETY: `r < rows` and `q < chunks` lie inside the image (`Staged::new`),
                     // 16-byte aligned since the plane and the width are; the destination lies
@@ -438,7 +447,7 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
                     // the barrier below.
                     unsafe {
                         copy_async16(
-                            stage + 4 * (c * plane_win as u32 + to),
+                            stage + 4 * (c * ch_win as u32 + to),
                             image.add((c * plane + from) as usize),
                             16,
                         )
@@ -462,6 +471,7 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
             .wrapping_add(n as usize * p.channels as usize * plane as usize);
     let last_row = max_rows as i32 - 1;
     let last_col = pitch as i32 - 2;
+    let so = Strides::of(NHWC_OUT, G as u32, plane);
     for k in 0..4u32 {
         let (ti, tj) = if rows_shape {
             (ty + IMAGE_BLOCK_Y * k, tx)
@@ -475,19 +485,21 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
         }
         let (sy, sx) = st.rot.source(i, j);
         let dst = (i * w + j) as u32;
+        // SAFETY: the pixel is in the image, `c < channels`.
+        let store = |c: u32, v: f32| unsafe { stg_at(out, c * so.ch + dst * so.px, v) };
         let bl = Bilinear::new(sy, sx, h, w);
         let mask = if FILL { bl.mask() } else { 0.0 };
         // The north-west neighbour's offset from the window's first pixel, clamped to one row
         // above and one column left of the window at least: a no-op for every neighbour inside
         // the image (`Staged::new`), and what keeps every read inside shared memory (the margin,
         // the extra row) whatever the parameters hold.
-        let at = bl.y0.wrapping_sub(st.r0).max(-1).min(last_row) as isize * pitch as isize
-            + bl.x0.wrapping_sub(st.c0).max(-1).min(last_col) as isize;
+        let at = bl.y0.wrapping_sub(st.r0).max(-1).min(last_row) as isize * row_win as isize
+            + bl.x0.wrapping_sub(st.c0).max(-1).min(last_col) as isize * px_win as isize;
         let nw = window.wrapping_offset(at);
         for_channel_groups::<G>(
             G as u32,
             |c| {
-                let n = nw.wrapping_add(c as usize * plane_win);
+                let n = nw.wrapping_add(c as usize * ch_win);
                 let mut v = 0.0f32;
                 // SAFETY: the four offsets lie in the margin or channel `c`'s buffer (`at`),
                 // copied before the barrier wherever a neighbour inside the image is read.
@@ -496,13 +508,13 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
                         v = fmaf(*n, bl.w[0], v);
                     }
                     if bl.inside[1] {
-                        v = fmaf(*n.add(1), bl.w[1], v);
+                        v = fmaf(*n.add(px_win), bl.w[1], v);
                     }
                     if bl.inside[2] {
-                        v = fmaf(*n.add(pitch), bl.w[2], v);
+                        v = fmaf(*n.add(row_win), bl.w[2], v);
                     }
                     if bl.inside[3] {
-                        v = fmaf(*n.add(pitch + 1), bl.w[3], v);
+                        v = fmaf(*n.add(row_win + px_win), bl.w[3], v);
                     }
                 }
                 if FILL {
@@ -511,8 +523,7 @@ unsafe fn staged<const FILL: bool, const G: usize>(p: &RotateParams) {
                     v
                 }
             },
-            // SAFETY: the pixel is in the image, `c < channels`.
-            |c, v| unsafe { stg_at(out, c * plane + dst, v) },
+            store,
         );
     }
 }
@@ -526,17 +537,39 @@ kernel! {
     /// As for [`staged`].
     pub unsafe fn rotate_bilinear_staged(p: RotateParams) {
         // SAFETY: forwarded.
-        unsafe {
-            match (p.has_fill != 0, p.channels) {
-                (true, 1) => staged::<true, 1>(&p),
-                (true, 2) => staged::<true, 2>(&p),
-                (true, 3) => staged::<true, 3>(&p),
-                (true, _) => staged::<true, 4>(&p),
-                (false, 1) => staged::<false, 1>(&p),
-                (false, 2) => staged::<false, 2>(&p),
-                (false, 3) => staged::<false, 3>(&p),
-                (false, _) => staged::<false, 4>(&p),
-            }
+        unsafe { staged_layouts::<false, false>(&p) }
+    }
+}
+
+kernel! {
+    #[declared(ROTATE_BILINEAR_STAGED_RELAYOUT)]
+    /// [`rotate_bilinear_staged`] in the layouts `p.layout` names (NHWC on at least one side).
+    ///
+    /// # Safety
+    /// As for [`staged`] in those layouts.
+    pub unsafe fn rotate_bilinear_staged_relayout(p: RotateParams) {
+        // SAFETY: forwarded.
+        unsafe { with_layouts!(p, staged_layouts(&p)) }
+    }
+}
+
+/// [`staged`] for the launch's fill and channel count, in these layouts.
+///
+/// # Safety
+/// As for [`staged`].
+#[inline(always)]
+unsafe fn staged_layouts<const I: bool, const O: bool>(p: &RotateParams) {
+    // SAFETY: forwarded.
+    unsafe {
+        match (p.has_fill != 0, p.channels) {
+            (true, 1) => staged::<true, 1, I, O>(p),
+            (true, 2) => staged::<true, 2, I, O>(p),
+            (true, 3) => staged::<true, 3, I, O>(p),
+            (true, _) => staged::<true, 4, I, O>(p),
+            (false, 1) => staged::<false, 1, I, O>(p),
+            (false, 2) => staged::<false, 2, I, O>(p),
+            (false, 3) => staged::<false, 3, I, O>(p),
+            (false, _) => staged::<false, 4, I, O>(p),
         }
     }
 }

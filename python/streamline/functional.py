@@ -68,15 +68,16 @@ def to_float(inpt, scale=False, layout="NCHW", output_layout="NCHW", *, out=None
     return call("to_float", (inpt, bool(scale), src, dst), out, stream, device)
 
 
-def normalize(inpt, mean, std, inplace=False, *, out=None, stream=None, device=None):
-    """``(inpt - mean[c]) / std[c]`` per channel (torchvision's ``normalize``)."""
+def normalize(inpt, mean, std, inplace=False, *, layout="NCHW", out=None, stream=None, device=None):
+    """``(inpt - mean[c]) / std[c]`` per channel (torchvision's ``normalize``); ``layout``
+    says whether ``inpt`` (and the result) is ``(N, C, H, W)`` or ``(N, H, W, C)``."""
     if inplace:
         if out is not None:
             raise ValueError("out: cannot be given with inplace=True")
         out = inpt
     mean = [float(v) for v in _host_values(mean, "mean")]
     std = [float(v) for v in _host_values(std, "std")]
-    return call("normalize", (inpt, mean, std), out, stream, device)
+    return call("normalize", (inpt, mean, std, _layout(layout, "layout")), out, stream, device)
 
 
 def _resized_size(size, h, w, max_size):
@@ -101,14 +102,21 @@ def _resized_size(size, h, w, max_size):
     return (new_long, new_short) if w <= h else (new_short, new_long)
 
 
-def resize(inpt, size, interpolation="bilinear", max_size=None, antialias=True, *, out=None, stream=None, device=None):
+def resize(inpt, size, interpolation="bilinear", max_size=None, antialias=True, *, layout="NCHW",
+           output_layout=None, out=None, stream=None, device=None):
     """torchvision's ``resize``: bilinear (with its antialiasing when shrinking, unless
-    ``antialias=False``) or nearest."""
+    ``antialias=False``) or nearest. ``layout`` says whether ``inpt`` is ``(N, C, H, W)`` or
+    ``(N, H, W, C)``, ``output_layout`` (default: ``layout``) which one to write, converted in
+    the same pass."""
     mode = _mode(interpolation)
+    src = _layout(layout, "layout")
+    dst = src if output_layout is None else _layout(output_layout, "output_layout")
     shape = _shape(inpt)
-    # Anything but an image is refused, naming the argument, by the call.
-    oh, ow = _resized_size(size, int(shape[-2]), int(shape[-1]), max_size) if len(shape) >= 2 else (1, 1)
-    return call("resize", (inpt, [oh, ow], mode, bool(antialias)), out, stream, device)
+    # The height and width in the input's layout; anything but an image is refused, naming the
+    # argument, by the call.
+    hw = shape[-2:] if src == "NCHW" else shape[-3:-1]
+    oh, ow = _resized_size(size, int(hw[0]), int(hw[1]), max_size) if len(hw) == 2 else (1, 1)
+    return call("resize", (inpt, [oh, ow], mode, bool(antialias), src, dst), out, stream, device)
 
 
 def rotate(inpt, angle, interpolation="nearest", expand=False, center=None, fill=None, *,
@@ -145,15 +153,17 @@ def _pair(value, arg):
     return value
 
 
-def gaussian_blur(inpt, kernel_size, sigma=None, *, out=None, stream=None, device=None):
+def gaussian_blur(inpt, kernel_size, sigma=None, *, layout="NCHW", out=None, stream=None, device=None):
     """torchvision's ``gaussian_blur`` (reflect padding). ``kernel_size`` is one odd number or
     ``[kx, ky]``; ``sigma`` one number, ``[sx, sy]``, ``None`` (torchvision's default
-    ``0.3 * ((k - 1) * 0.5 - 1) + 0.8``), or one ``[sx, sy]`` per image (shape ``(N, 2)``)."""
+    ``0.3 * ((k - 1) * 0.5 - 1) + 0.8``), or one ``[sx, sy]`` per image (shape ``(N, 2)``).
+    ``layout`` says whether ``inpt`` (and the result) is ``(N, C, H, W)`` or ``(N, H, W, C)``."""
     k = _pair(kernel_size, "kernel_size")
     if any(not isinstance(v, numbers.Integral) for v in k):
         raise TypeError(f"kernel_size: {kernel_size!r}; must be integers")
     sig = _sigma_values(sigma, k, _images(inpt))
-    return call("gaussian_blur", (inpt, [int(v) for v in k], sig), out, stream, device)
+    args = (inpt, [int(v) for v in k], sig, _layout(layout, "layout"))
+    return call("gaussian_blur", args, out, stream, device)
 
 
 def _sigma_values(sigma, k, n):

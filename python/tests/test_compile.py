@@ -49,10 +49,10 @@ def args_for(name):
     cfg = (16, 8, 30.0, "nearest", 5, [0.5, 1.5], False, [0.0] * 3, [1.0] * 3, "NCHW", "NCHW")
     return {
         "to_float": (x8, True, "NCHW", "NHWC"),
-        "normalize": (x, [1.0, 2.0, 3.0], [2.0, 2.0, 2.0]),
-        "resize": (x, [12, 40], "bilinear", True),
+        "normalize": (x, [1.0, 2.0, 3.0], [2.0, 2.0, 2.0], "NCHW"),
+        "resize": (x, [12, 40], "bilinear", True, "NCHW", "NCHW"),
         "rotate": (x, [5.0, -5.0], "nearest", 1.0, "NCHW", "NCHW"),
-        "gaussian_blur": (x, [3, 5], [0.7, 1.1]),
+        "gaussian_blur": (x, [3, 5], [0.7, 1.1], "NCHW"),
         "roi_align": (x, torch.tensor([[0, 1.0, 1.0, 9.0, 12.0]]), [4, 5], 1.0, -1, False),
         "roi_align_backward": (torch.randn(1, 3, 4, 5, device=DEV), torch.tensor([[0, 1.0, 1.0, 9.0, 12.0]]),
                                [2, 3, 24, 28], [4, 5], 1.0, -1, False, True),

@@ -330,7 +330,7 @@ def test_operations_are_described_once():
     ops = _ops.OPS
     assert set(ops) == {"to_float", "normalize", "resize", "rotate", "gaussian_blur", "roi_align", "roi_align_backward",
                         "augment", "augment_drawn", "augment_ragged", "heavy", "sgemm", "matmul"}
-    assert ops["normalize"].schema == "(Tensor inpt, float[] mean, float[] std) -> Tensor"
+    assert ops["normalize"].schema == "(Tensor inpt, float[] mean, float[] std, str layout) -> Tensor"
     # the draw is for direct calls only; the generator's state is written
     assert "draw" not in ops["augment"].schema and ops["augment"].args[-1].kind == "host"
     assert "Tensor(a!) state" in ops["augment_drawn"].schema
@@ -344,7 +344,11 @@ def test_operations_are_described_once():
     # output shapes from the library's rules, device-free
     shape = _native.output_shape
     assert shape("to_float", (t(2, 5, 7, 3, dtype="uint8"), True, "NHWC", "NCHW")) == [2, 3, 5, 7]
-    assert shape("resize", (t(3, 8, 8), [4, 6], "bilinear", True)) == [3, 4, 6]
+    assert shape("resize", (t(3, 8, 8), [4, 6], "bilinear", True, "NCHW", "NCHW")) == [3, 4, 6]
+    assert shape("resize", (t(2, 8, 9, 3), [4, 6], "bilinear", True, "NHWC", "NHWC")) == [2, 4, 6, 3]
+    assert shape("resize", (t(2, 8, 9, 3), [4, 6], "nearest", True, "NHWC", "NCHW")) == [2, 3, 4, 6]
+    assert shape("gaussian_blur", (t(2, 8, 9, 3), [3, 3], [1.0, 1.0], "NHWC")) == [2, 8, 9, 3]
+    assert shape("normalize", (t(8, 9, 3), [0.0] * 3, [1.0] * 3, "NHWC")) == [8, 9, 3]
     assert shape("rotate", (t(2, 3, 8, 9), [1.0, 2.0], "nearest", None, "NCHW", "NHWC")) == [2, 8, 9, 3]
     assert shape("roi_align", (t(2, 3, 8, 8), [[0, 0, 0, 4, 4], [1, 1, 1, 5, 5]], [2, 3], 1.0, -1, False)) == [2, 3, 2, 3]
     assert shape("roi_align", (t(2, 3, 8, 8), t(7, 5), [2, 3], 1.0, -1, False)) == [7, 3, 2, 3]
@@ -356,10 +360,12 @@ def test_operations_are_described_once():
     with pytest.raises(TypeError, match="b: dtype float16 is not supported; allowed: the dtype of a"):
         shape("matmul", (t(5, 7, dtype="bfloat16"), t(7, 9, dtype="float16"), None, 1.0, 0.0))
     with pytest.raises(ValueError, match=r"inpt: has 2 dimensions \(shape \[8, 8\]\); allowed: 3 to 4"):
-        shape("normalize", (t(8, 8), [0.0], [1.0]))
+        shape("normalize", (t(8, 8), [0.0], [1.0], "NCHW"))
     with pytest.raises(ValueError, match="invalid argument `kernel_size`: 4: must be odd"):
-        shape("gaussian_blur", (t(1, 3, 8, 8), [4, 3], [1.0, 1.0]))
-    with pytest.raises(TypeError, match="normalize: takes 3 arguments, got 2"):
+        shape("gaussian_blur", (t(1, 3, 8, 8), [4, 3], [1.0, 1.0], "NCHW"))
+    with pytest.raises(ValueError, match="layout"):
+        shape("gaussian_blur", (t(1, 3, 8, 8), [3, 3], [1.0, 1.0], "CHW"))
+    with pytest.raises(TypeError, match="normalize: takes 4 arguments, got 2"):
         shape("normalize", (t(1, 3, 8, 8), [0.0]))
     # the matrix product's initial values are the output's own
     a, b, c, out = img(3, 5), img(5, 6), img(3, 6), img(3, 6)

@@ -159,6 +159,43 @@ def test_rotate_layouts(mode, layouts):
     assert torch.equal(got, want)
 
 
+@pytest.mark.parametrize("layouts", [("NHWC", "NHWC"), ("NHWC", "NCHW"), ("NCHW", "NHWC")])
+@pytest.mark.parametrize("size, mode, antialias", [([74, 90], "bilinear", True), ([20, 26], "bilinear", True),
+                                                    ([20, 26], "bilinear", False), ([50, 41], "nearest", True)])
+def test_resize_layouts(layouts, size, mode, antialias):
+    """Every pair of layouts gives the NCHW resize's values exactly, in the shape asked for."""
+    src, dst = layouts
+    x = images(3, 3, 37, 53, seed=16).float()
+    want = sl.resize(x, size, interpolation=mode, antialias=antialias)
+    inpt = x.permute(0, 2, 3, 1).contiguous() if src == "NHWC" else x
+    got = sl.resize(inpt, size, interpolation=mode, antialias=antialias, layout=src, output_layout=dst)
+    assert got.shape == ((3, *size, 3) if dst == "NHWC" else (3, 3, *size))
+    got = got.permute(0, 3, 1, 2) if dst == "NHWC" else got
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("shape", [(4, 3, 64, 256), (2, 4, 33, 70), (3, 5, 20, 21)])
+@pytest.mark.parametrize("k", [[7, 7], [3, 9]])
+def test_gaussian_blur_and_normalize_nhwc(shape, k):
+    """NHWC gives the NCHW values exactly where both take the same path (square kernels up to
+    15 wide on up to four channels, or other kernels), and within torchvision's bound where
+    they do not (five channels take the per-channel path); one ``(H, W, C)`` image too."""
+    x = images(*shape, seed=17).float()
+    nhwc = x.permute(0, 2, 3, 1).contiguous()
+    sig = [[0.5 + 0.3 * i, 1.1] for i in range(shape[0])]
+    want = sl.gaussian_blur(x, k, sig)
+    got = sl.gaussian_blur(nhwc, k, sig, layout="NHWC")
+    assert got.shape == nhwc.shape
+    if shape[1] <= 4 or k[0] != k[1]:
+        assert torch.equal(got.permute(0, 3, 1, 2), want)
+    else:
+        assert_within(got.permute(0, 3, 1, 2), want, bound(k[0] * k[1], 255), "gaussian_blur NHWC")
+    mean, std = [0.1 * c for c in range(shape[1])], [0.5 + c for c in range(shape[1])]
+    want = sl.normalize(x, mean, std)
+    assert torch.equal(sl.normalize(nhwc, mean, std, layout="NHWC").permute(0, 3, 1, 2), want)
+    assert torch.equal(sl.normalize(nhwc[1], mean, std, layout="NHWC").permute(2, 0, 1), want[1])
+
+
 def test_rotate_nhwc_defaults_and_one_image():
     """``output_layout`` defaults to ``layout``, and one ``(H, W, C)`` image rotates as a batch
     of one."""

@@ -93,6 +93,8 @@ def test_normalize_captured():
     check_replays(ins, lambda x: sl.normalize(x, [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]), fresh)
     ins, fresh = images((2, 3, 32, 32))
     check_replays(ins, lambda x: sl.normalize(x, torch.tensor([1.0, 2.0, 3.0]), (2.0, 4.0, 8.0)), fresh)
+    nhwc, fresh = images((2, 17, 19, 3))
+    check_replays(nhwc, lambda x: sl.normalize(x, [1.0, 2.0, 3.0], [2.0, 4.0, 8.0], layout="NHWC"), fresh)
 
 
 @pytest.mark.parametrize("mode", ["nearest", "bilinear"])
@@ -110,12 +112,20 @@ def test_gaussian_blur_captured():
     check_replays(ins, lambda x: sl.gaussian_blur(x, [5, 7], [0.8, 1.7]), fresh)
     check_replays(ins, lambda x: sl.gaussian_blur(x, 7, [[0.2, 0.2], [1.0, 2.0], [1.9, 0.4]]), fresh)
     check_replays(ins, lambda x: sl.gaussian_blur(x, 7, torch.tensor([[0.5, 0.5], [1.5, 1.5], [1.0, 1.0]])), fresh)
+    nhwc, fresh = images((3, 29, 31, 3))
+    check_replays(nhwc, lambda x: sl.gaussian_blur(x, 7, [0.8, 1.7], layout="NHWC"), fresh)
+    check_replays(nhwc, lambda x: sl.gaussian_blur(x, [5, 9], [0.8, 1.7], layout="NHWC"), fresh)
 
 
 def test_resize_captured():
     ins, fresh = images((2, 3, 37, 53))
     check_replays(ins, lambda x: sl.resize(x, [20, 26]), fresh)
     check_replays(ins, lambda x: sl.resize(x, [74, 90], interpolation="nearest"), fresh)
+    nhwc, fresh = images((2, 37, 53, 3))
+    for size, mode in (([74, 90], "bilinear"), ([20, 26], "bilinear"), ([74, 90], "nearest")):
+        check_replays(nhwc, lambda x: sl.resize(x, size, interpolation=mode, layout="NHWC"), fresh)
+        check_replays(nhwc, lambda x: sl.resize(x, size, interpolation=mode, layout="NHWC",
+                                                output_layout="NCHW"), fresh)
 
 
 def test_roi_align_captured_with_host_boxes():

@@ -12,7 +12,8 @@ params! {
     #[derive(Clone, Copy, Debug, PartialEq)]
     #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
     pub struct GaussianBlurParams {
-        /// Device address of the f32 input, `batch x channels x height x width`.
+        /// Device address of the f32 input, `batch x channels x height x width` (NCHW), or
+        /// `batch x height x width x channels` (NHWC, the `_nhwc` kernels).
         pub x: DevPtr<f32>,
         /// Device address of the f32 output (same shape).
         pub y: DevPtrMut<f32>,
@@ -40,6 +41,11 @@ params! {
         pub tiles: FastDiv,
         pub tiles_x: FastDiv,
         pub planes: FastDiv,
+        /// Layout of input and output: 0 NCHW, [`NHWC_IN`](super::NHWC_IN) `|`
+        /// [`NHWC_OUT`](super::NHWC_OUT) NHWC (what the `_nhwc` kernels take).
+        pub layout: u32,
+        /// Zero (keeps the layout free of implicit padding).
+        pub pad: u32,
     }
 }
 
@@ -64,6 +70,29 @@ pub const fn blur_fast_tile(width: u32) -> (u32, u32) {
         BLUR_FAST_MAX_W / 2
     };
     (w, BLUR_FAST_VALUES / w)
+}
+
+/// Most channels of an NHWC image that the fast path takes (as one plane of interleaved
+/// values, its halo `radius * channels` values wide); more take the general path.
+pub const BLUR_FAST_NHWC_MAX_CHANNELS: u32 = 4;
+
+/// Whether `gaussian_blur` of NHWC images of `channels` channels takes its fast path for these
+/// kernel sizes.
+pub const fn blur_fast_nhwc(kx: u32, ky: u32, channels: u32) -> bool {
+    blur_fast(kx, ky) && channels <= BLUR_FAST_NHWC_MAX_CHANNELS
+}
+
+/// Dynamic shared memory in bytes of `gaussian_blur_nhwc` / `gaussian_blur_fast_nhwc` for
+/// kernel sizes `kx`, `ky` and NHWC images `width` pixels wide of `channels` channels: on the
+/// fast path, the tile of interleaved values with its halo; otherwise as
+/// [`blur_shared_bytes`].
+pub const fn blur_shared_bytes_nhwc(kx: u32, ky: u32, width: u32, channels: u32) -> u32 {
+    if blur_fast_nhwc(kx, ky, channels) {
+        let r = kx / 2;
+        let (w, h) = blur_fast_tile(width * channels);
+        return 4 * (h + 2 * r) * (w + 2 * r * channels);
+    }
+    blur_shared_bytes(kx, ky, width)
 }
 
 /// Whether `gaussian_blur` takes its fast path for these kernel sizes.

@@ -39,6 +39,12 @@ pub const MAX_ROWS_PER_THREAD: u32 = 8;
 /// Side of the square output tile of the blur and the fused augmentation.
 pub const TILE: u32 = 32;
 
+/// Bit of a parameter struct's `layout` field: the input is NHWC (pixels with interleaved
+/// channels, as image decoders and CV-CUDA lay images out) rather than NCHW.
+pub const NHWC_IN: u32 = 1;
+/// Bit of a parameter struct's `layout` field: the output is NHWC.
+pub const NHWC_OUT: u32 = 2;
+
 declare! {
     /// The fused augmentation's random draw on the device: one block of
     /// [`AUGMENT_DRAW_BLOCK`] threads.
@@ -49,10 +55,16 @@ declare! {
     pub const TO_FLOAT_RELAYOUT: Kernel<ToFloatRelayoutParams> = Kernel::new("to_float_relayout");
     /// Per-channel normalisation.
     pub const NORMALIZE: Kernel<NormalizeParams> = Kernel::new("normalize");
+    /// Per-channel normalisation of NHWC images.
+    pub const NORMALIZE_NHWC: Kernel<NormalizeParams> = Kernel::new("normalize_nhwc");
     /// ROI-align.
     pub const ROI_ALIGN: Kernel<RoiAlignParams> = Kernel::new("roi_align").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
     /// ROI-align when every box has one sampling point per bin (the host checks).
     pub const ROI_ALIGN_ONE_SAMPLE: Kernel<RoiAlignParams> = Kernel::new("roi_align_one_sample").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`ROI_ALIGN`] from or to NHWC.
+    pub const ROI_ALIGN_RELAYOUT: Kernel<RoiAlignParams> = Kernel::new("roi_align_relayout").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`ROI_ALIGN_ONE_SAMPLE`] from or to NHWC.
+    pub const ROI_ALIGN_ONE_SAMPLE_RELAYOUT: Kernel<RoiAlignParams> = Kernel::new("roi_align_one_sample_relayout").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
     /// `roi_align`'s input gradient as torchvision computes it: one thread per output
     /// gradient value, added to the input gradient's pixels with atomic adds (the host zeroes
     /// it first), so the order of the additions, and the last bits, vary from run to run.
@@ -73,12 +85,19 @@ declare! {
     /// grid `(tiles_x, tiles_y, batch)` of [`ROTATE_STAGED_TILE`] tiles). Six blocks per SM: 40
     /// registers, no spills.
     pub const ROTATE_BILINEAR_STAGED: Kernel<RotateParams> = Kernel::new("rotate_bilinear_staged").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 6);
+    /// [`ROTATE_BILINEAR_STAGED`] from or to NHWC (`layout`; NHWC input staged with its
+    /// channels interleaved, in [`rotate_staged_nhwc_shared_bytes`] bytes).
+    pub const ROTATE_BILINEAR_STAGED_RELAYOUT: Kernel<RotateParams> = Kernel::new("rotate_bilinear_staged_relayout").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 6);
     /// Separable Gaussian blur.
     pub const GAUSSIAN_BLUR: Kernel<GaussianBlurParams> = Kernel::new("gaussian_blur");
     /// Separable Gaussian blur, square kernels up to radius [`BLUR_FAST_MAX_RADIUS`]: bounded to
     /// four blocks per SM (64 registers), which the two columns' windows and both weight
     /// vectors of radius 7 need without spilling.
     pub const GAUSSIAN_BLUR_FAST: Kernel<GaussianBlurParams> = Kernel::new("gaussian_blur_fast").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`GAUSSIAN_BLUR`] of NHWC images (each block blurs one channel of a tile).
+    pub const GAUSSIAN_BLUR_NHWC: Kernel<GaussianBlurParams> = Kernel::new("gaussian_blur_nhwc");
+    /// [`GAUSSIAN_BLUR_FAST`] of NHWC images.
+    pub const GAUSSIAN_BLUR_FAST_NHWC: Kernel<GaussianBlurParams> = Kernel::new("gaussian_blur_fast_nhwc").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
     /// Bilinear resize without antialiasing (also antialiased upscaling, where it is the same).
     /// Two columns per thread, 64 registers: four blocks per SM.
     pub const RESIZE_BILINEAR: Kernel<ResizeParams> = Kernel::new("resize_bilinear").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
@@ -86,6 +105,12 @@ declare! {
     pub const RESIZE_BILINEAR_AA: Kernel<ResizeParams> = Kernel::new("resize_bilinear_aa");
     /// Nearest-neighbour resize (torch's `nearest`).
     pub const RESIZE_NEAREST: Kernel<ResizeParams> = Kernel::new("resize_nearest");
+    /// [`RESIZE_BILINEAR`] from or to NHWC.
+    pub const RESIZE_BILINEAR_RELAYOUT: Kernel<ResizeParams> = Kernel::new("resize_bilinear_relayout").with_bounds(IMAGE_BLOCK_X * IMAGE_BLOCK_Y, 4);
+    /// [`RESIZE_BILINEAR_AA`] from or to NHWC.
+    pub const RESIZE_BILINEAR_AA_RELAYOUT: Kernel<ResizeParams> = Kernel::new("resize_bilinear_aa_relayout");
+    /// [`RESIZE_NEAREST`] from or to NHWC.
+    pub const RESIZE_NEAREST_RELAYOUT: Kernel<ResizeParams> = Kernel::new("resize_nearest_relayout");
     /// Seed 003's whole transform in one kernel: 1 channel, blur kernels of up to 7 taps, nearest
     /// rotation (each rotation has kernels of its own: the other's code costs a kernel
     /// registers and time even where it never runs).

@@ -1,9 +1,10 @@
-//! `resize`: bilinear (antialiased or not) and nearest.
+//! `resize`: bilinear (antialiased or not) and nearest, NCHW or NHWC in and out.
 
 use crate::{params, DevPtr, DevPtrMut};
 
 params! {
-    /// `resize_*`: every plane of `planes` planes resized from `in_h x in_w` to `out_h x out_w`.
+    /// `resize_*`: every plane of `planes` planes resized from `in_h x in_w` to `out_h x out_w`
+    /// (NCHW), and the `_relayout` twins in the layouts `layout` names.
     #[derive(Clone, Copy, Debug, PartialEq)]
     #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
     pub struct ResizeParams {
@@ -29,7 +30,8 @@ params! {
         pub scale_w: f32,
         /// Output rows per thread, `1..=MAX_ROWS_PER_THREAD` (the grid is made for it).
         pub rows: u32,
-        /// Zero (keeps the layout free of implicit padding).
-        pub pad: u32,
+        /// Layouts: [`NHWC_IN`](super::NHWC_IN) and [`NHWC_OUT`](super::NHWC_OUT) bits (0: NCHW
+        /// in and out). Read by the `_relayout` kernels only, which take 0 as NHWC on both sides.
+        pub layout: u32,
     }
 }

@@ -8,7 +8,8 @@ pub const ROI_MAX_SAMPLES_PER_BIN: u32 = 1 << 16;
 
 params! {
     /// `roi_align`: `torchvision.ops.roi_align` over `num_boxes` boxes `[batch_index, x1, y1, x2,
-    /// y2]` (f32) into `num_boxes x channels x out_h x out_w`.
+    /// y2]` (f32) into `num_boxes x channels x out_h x out_w` (NCHW, or NHWC on either side in
+    /// the `_relayout` kernels).
     #[derive(Clone, Copy, Debug, PartialEq)]
     #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
     pub struct RoiAlignParams {
@@ -40,8 +41,9 @@ params! {
         pub aligned: u32,
         /// Output rows per thread, `1..=MAX_ROWS_PER_THREAD` (the grid is made for it).
         pub rows: u32,
-        /// Zero (keeps the layout free of implicit padding).
-        pub pad: u32,
+        /// Layouts: [`NHWC_IN`](super::NHWC_IN) and [`NHWC_OUT`](super::NHWC_OUT) bits (0: NCHW
+        /// in and out). Read by the `_relayout` kernels only, which take 0 as NHWC on both sides.
+        pub layout: u32,
     }
 }
 

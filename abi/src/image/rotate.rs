@@ -37,9 +37,9 @@ params! {
 }
 
 /// `RotateParams::layout` bit: the input is NHWC (pixels with interleaved channels).
-pub const ROTATE_NHWC_IN: u32 = 1;
+pub const ROTATE_NHWC_IN: u32 = super::NHWC_IN;
 /// `RotateParams::layout` bit: the output is NHWC.
-pub const ROTATE_NHWC_OUT: u32 = 2;
+pub const ROTATE_NHWC_OUT: u32 = super::NHWC_OUT;
 
 /// Output tile side of the staged rotation (`rotate_bilinear_staged`): a block rotates a 32 x 32
 /// tile of one image from the input window its source points read, copied to shared memory
@@ -88,4 +88,10 @@ pub const ROTATE_STAGED_PLANE: u32 = {
 /// values, the margin, then each channel's window.
 pub const fn rotate_staged_shared_bytes(channels: u32) -> u32 {
     ROTATE_STAGED_SETUP_BYTES + 4 * ROTATE_STAGED_MARGIN + 4 * channels * ROTATE_STAGED_PLANE
+}
+
+/// Dynamic shared memory in bytes of a staged rotation of NHWC input of `channels` channels:
+/// the per-block values, then the margin and the window with the channels interleaved.
+pub const fn rotate_staged_nhwc_shared_bytes(channels: u32) -> u32 {
+    ROTATE_STAGED_SETUP_BYTES + 4 * channels * (ROTATE_STAGED_MARGIN + ROTATE_STAGED_PLANE)
 }

@@ -201,48 +201,59 @@ pub fn run(b: &mut Bench, batch: usize, wanted: &dyn Fn(&str) -> bool) -> Result
         b.bar.set_message(case.clone());
         let mut bufs = f32_sets(b, s_in, s_out, seed)?;
         let n = bufs.len();
-        let t = b.time(|i| {
-            let (x, y) = &mut bufs[i % n];
-            match op {
-                Single::RoiAlign => roi_align(gpu, &st, s_in, x, &boxes, crop_options, y),
-                Single::Resize => resize(
-                    gpu,
-                    &st,
-                    s_in,
-                    x,
-                    (SIZE, SIZE),
-                    ResizeMode::BilinearAntialias,
-                    y,
-                ),
-                Single::Rotate(mode) => rotate(gpu, &st, s_in, x, &angles, mode, None, y),
-                Single::Blur => {
-                    gaussian_blur(gpu, &st, s_in, x, (7, 7), Sigma::Global(1.5, 1.5), y)
+        // NCHW in and out (the row named `streamline`), then the layouts image decoders produce
+        // and CV-CUDA computes in: the same values read as NHWC, written NHWC (CV-CUDA's
+        // rows) and, for the crop and the rotations, NCHW (what a model takes; CV-CUDA's crop
+        // writes NCHW too).
+        let nhwc_to_nchw = matches!(op, Single::RoiAlign | Single::Rotate(_));
+        let pairs = [
+            (Layout::Nchw, Layout::Nchw, "streamline", true),
+            (Layout::Nhwc, Layout::Nhwc, "streamline-nhwc", true),
+            (
+                Layout::Nhwc,
+                Layout::Nchw,
+                "streamline-nhwc-to-nchw",
+                nhwc_to_nchw,
+            ),
+        ];
+        for (from, to, name, wanted) in pairs {
+            if !wanted {
+                continue;
+            }
+            let t = b.time(|i| {
+                let (x, y) = &mut bufs[i % n];
+                let (x, y) = ((&*x, from), (y, to));
+                match op {
+                    Single::RoiAlign => {
+                        roi_align_relayout(gpu, &st, s_in, x, &boxes, crop_options, y)
+                    }
+                    Single::Resize => resize_relayout(
+                        gpu,
+                        &st,
+                        s_in,
+                        x,
+                        (SIZE, SIZE),
+                        ResizeMode::BilinearAntialias,
+                        y,
+                    ),
+                    Single::Rotate(mode) => {
+                        rotate_relayout(gpu, &st, s_in, x, &angles, mode, None, y)
+                    }
+                    Single::Blur => {
+                        let sigma = Sigma::Global(1.5, 1.5);
+                        gaussian_blur_in(gpu, &st, from, s_in, x.0, (7, 7), sigma, y.0)
+                    }
+                    Single::Normalize => normalize_in(gpu, &st, from, s_in, x.0, &stats, y.0),
                 }
-                Single::Normalize => normalize(gpu, &st, s_in, x, &stats, y),
+            })?;
+            let mut extra = json!({"impl": name, "batch": batch, "buffer_sets": n});
+            if from != Layout::Nchw || to != Layout::Nchw {
+                extra["layout"] = json!(format!("{from}->{to}"));
             }
-        })?;
-        let mut extra = json!({"batch": batch, "buffer_sets": n});
-        if matches!(op, Single::Resize) {
-            extra["antialias"] = json!(true);
-        }
-        record(b, &case, t, bytes, extra)?;
-        // Rotation also in the layouts CV-CUDA computes in and image decoders produce: the
-        // same values read as NHWC, written NHWC and NCHW.
-        if let Single::Rotate(mode) = op {
-            for (to, name) in [
-                (Layout::Nhwc, "streamline-nhwc"),
-                (Layout::Nchw, "streamline-nhwc-to-nchw"),
-            ] {
-                let t = b.time(|i| {
-                    let (x, y) = &mut bufs[i % n];
-                    let (x, y) = ((&*x, Layout::Nhwc), (y, to));
-                    rotate_relayout(gpu, &st, s_in, x, &angles, mode, None, y)
-                })?;
-                let layout = format!("NHWC->{to}");
-                let extra =
-                    json!({"impl": name, "batch": batch, "buffer_sets": n, "layout": layout});
-                record(b, &case, t, bytes, extra)?;
+            if matches!(op, Single::Resize) {
+                extra["antialias"] = json!(true);
             }
+            record(b, &case, t, bytes, extra)?;
         }
     }
 

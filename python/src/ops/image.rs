@@ -1,5 +1,5 @@
 //! The image operations' descriptions: torchvision's functions on one image `(C, H, W)` or a
-//! batch `(N, C, H, W)` (or `H, W, C` layouts where an operation converts layouts), and seed
+//! batch `(N, C, H, W)` (or `H, W, C` layouts where an operation takes a `layout`), and seed
 //! 003's fused augmentation.
 
 use super::args::{Args, Boxes, TensorArg};
@@ -56,12 +56,13 @@ fn relayout(a: &Args) -> Result<(Shape, Layout, Layout, usize)> {
     Ok((sh, src, dst, x.shape.len()))
 }
 
-/// `inpt`'s shape (NCHW) and rank.
-fn nchw(a: &Args) -> Result<(Shape, usize)> {
+/// `inpt`'s shape in its `layout` (input and output alike), the layout, and the rank.
+fn laid_out(a: &Args) -> Result<(Shape, Layout, usize)> {
     let x = a.tensor("inpt")?;
-    let sh = shape_of(x, Layout::Nchw, "x")?;
+    let layout = Layout::parse("layout", a.str("layout")?)?;
+    let sh = shape_of(x, layout, "x")?;
     sh.check("x")?;
-    Ok((sh, x.shape.len()))
+    Ok((sh, layout, x.shape.len()))
 }
 
 /// `ToDtype(float32, scale)` of uint8 images, converting the layout in the same pass.
@@ -89,32 +90,35 @@ pub const TO_FLOAT: Op = Op {
     },
 };
 
-/// `(inpt - mean[c]) / std[c]` per channel.
+/// `(inpt - mean[c]) / std[c]` per channel, NCHW or NHWC.
 pub const NORMALIZE: Op = Op {
     name: "normalize",
     args: &[
         arg("inpt", images(F32)),
         arg("mean", Ty::Floats),
         arg("std", Ty::Floats),
+        arg("layout", Ty::Str),
     ],
     out: Out::Of(Dtype::F32),
     out_rows: false,
     in_place: true,
     names: IMAGE,
     shape: |a| {
-        let (sh, rank) = nchw(a)?;
+        let (sh, layout, rank) = laid_out(a)?;
         image::check_mean_std(&a.f32s("mean")?, &a.f32s("std")?, Some(sh.c))?;
-        Ok(dims(sh, Layout::Nchw, rank))
+        Ok(dims(sh, layout, rank))
     },
     run: |g, s, a, y| {
-        let (sh, _) = nchw(a)?;
+        let (sh, layout, _) = laid_out(a)?;
         let stats = ChannelStats::upload(s, &a.f32s("mean")?, &a.f32s("std")?)?;
-        image::normalize(g, s, sh, &a.tensor("inpt")?.on(s), &stats, &mut y.on(s))?;
+        let (x, mut y) = (a.tensor("inpt")?.on(s), y.on(s));
+        image::normalize_in(g, s, layout, sh, &x, &stats, &mut y)?;
         Ok(Extra::Nothing)
     },
 };
 
-/// `inpt` to `size` `[h, w]`: bilinear (antialiased when shrinking, if asked) or nearest.
+/// `inpt` to `size` `[h, w]`: bilinear (antialiased when shrinking, if asked) or nearest,
+/// converting the layout in the same pass.
 pub const RESIZE: Op = Op {
     name: "resize",
     args: &[
@@ -122,32 +126,38 @@ pub const RESIZE: Op = Op {
         arg("size", Ty::Ints),
         arg("interpolation", Ty::Str),
         arg("antialias", Ty::Bool),
+        arg("layout", Ty::Str),
+        arg("output_layout", Ty::Str),
     ],
     out: Out::Of(Dtype::F32),
     out_rows: false,
     in_place: false,
     names: IMAGE,
     shape: |a| {
-        let (sh, rank, [h, w], _) = resize_args(a)?;
-        Ok(dims(sh.with_size(h, w), Layout::Nchw, rank))
+        let r = resize_args(a)?;
+        Ok(dims(r.shape.with_size(r.size[0], r.size[1]), r.to, r.rank))
     },
     run: |g, s, a, y| {
-        let (sh, _, [h, w], mode) = resize_args(a)?;
-        image::resize(
-            g,
-            s,
-            sh,
-            &a.tensor("inpt")?.on(s),
-            (h, w),
-            mode,
-            &mut y.on(s),
-        )?;
+        let r = resize_args(a)?;
+        let (x, mut y) = (a.tensor("inpt")?.on(s), y.on(s));
+        let size = (r.size[0], r.size[1]);
+        image::resize_relayout(g, s, r.shape, (&x, r.from), size, r.mode, (&mut y, r.to))?;
         Ok(Extra::Nothing)
     },
 };
 
-fn resize_args(a: &Args) -> Result<(Shape, usize, [usize; 2], ResizeMode)> {
-    let (sh, rank) = nchw(a)?;
+/// `resize`'s arguments, checked: the input's shape, layouts and rank, the size and the mode.
+struct Resize {
+    shape: Shape,
+    from: Layout,
+    to: Layout,
+    rank: usize,
+    size: [usize; 2],
+    mode: ResizeMode,
+}
+
+fn resize_args(a: &Args) -> Result<Resize> {
+    let (sh, src, dst, rank) = relayout(a)?;
     let size = a.usize_array::<2>("size")?;
     sh.with_size(size[0], size[1]).check("size")?;
     let mode = match (
@@ -158,7 +168,14 @@ fn resize_args(a: &Args) -> Result<(Shape, usize, [usize; 2], ResizeMode)> {
         (Interp::Bilinear, false) => ResizeMode::Bilinear,
         (Interp::Bilinear, true) => ResizeMode::BilinearAntialias,
     };
-    Ok((sh, rank, size, mode))
+    Ok(Resize {
+        shape: sh,
+        from: src,
+        to: dst,
+        rank,
+        size,
+        mode,
+    })
 }
 
 /// Image `i` rotated by `angle[i]` degrees counter-clockwise about its centre, converting the
@@ -211,38 +228,52 @@ fn rotate_args(a: &Args, sh: Shape) -> Result<(Vec<f32>, Interp)> {
     ))
 }
 
-/// Gaussian blur with reflect padding; `sigma` is `[sx, sy]` for every image or `[sx0, sy0,
-/// sx1, sy1, ...]`, a pair per image.
+/// Gaussian blur with reflect padding, NCHW or NHWC; `sigma` is `[sx, sy]` for every image or
+/// `[sx0, sy0, sx1, sy1, ...]`, a pair per image.
 pub const GAUSSIAN_BLUR: Op = Op {
     name: "gaussian_blur",
     args: &[
         arg("inpt", images(F32)),
         arg("kernel_size", Ty::Ints),
         arg("sigma", Ty::Floats),
+        arg("layout", Ty::Str),
     ],
     out: Out::Of(Dtype::F32),
     out_rows: false,
     in_place: false,
     names: IMAGE,
     shape: |a| {
-        let (sh, rank, _, _) = blur_args(a)?;
-        Ok(dims(sh, Layout::Nchw, rank))
+        let b = blur_args(a)?;
+        Ok(dims(b.shape, b.layout, b.rank))
     },
     run: |g, s, a, y| {
-        let (sh, _, [kx, ky], sigma) = blur_args(a)?;
+        let b = blur_args(a)?;
         let (x, mut y) = (a.tensor("inpt")?.on(s), y.on(s));
-        if let [sx, sy] = sigma[..] {
-            image::gaussian_blur(g, s, sh, &x, (kx, ky), Sigma::Global(sx, sy), &mut y)?;
+        let (k, (sh, layout)) = ((b.k[0], b.k[1]), (b.shape, b.layout));
+        if let [sx, sy] = b.sigma[..] {
+            let sigma = Sigma::Global(sx, sy);
+            image::gaussian_blur_in(g, s, layout, sh, &x, k, sigma, &mut y)?;
         } else {
-            let per = PerImage::upload(s, "sigma", &sigma)?;
-            image::gaussian_blur(g, s, sh, &x, (kx, ky), Sigma::PerImage(&per), &mut y)?;
+            let per = PerImage::upload(s, "sigma", &b.sigma)?;
+            let sigma = Sigma::PerImage(&per);
+            image::gaussian_blur_in(g, s, layout, sh, &x, k, sigma, &mut y)?;
         }
         Ok(Extra::Nothing)
     },
 };
 
-fn blur_args(a: &Args) -> Result<(Shape, usize, [usize; 2], Vec<f32>)> {
-    let (sh, rank) = nchw(a)?;
+/// `gaussian_blur`'s arguments, checked: the input's shape, layout and rank, the kernel size
+/// and the sigmas (a pair, or a pair per image).
+struct Blur {
+    shape: Shape,
+    layout: Layout,
+    rank: usize,
+    k: [usize; 2],
+    sigma: Vec<f32>,
+}
+
+fn blur_args(a: &Args) -> Result<Blur> {
+    let (sh, layout, rank) = laid_out(a)?;
     let k = a.usize_array::<2>("kernel_size")?;
     image::check_kernel_size("kernel_size", k[0], sh.w, "width")?;
     image::check_kernel_size("kernel_size", k[1], sh.h, "height")?;
@@ -260,7 +291,13 @@ fn blur_args(a: &Args) -> Result<(Shape, usize, [usize; 2], Vec<f32>)> {
             ),
         ));
     }
-    Ok((sh, rank, k, sigma))
+    Ok(Blur {
+        shape: sh,
+        layout,
+        rank,
+        k,
+        sigma,
+    })
 }
 
 /// What `roi_align` and its backward name `input` and `out`.

@@ -3,11 +3,12 @@
 use super::{check_len, tile_grid, PerImage, Shape, BLOCK};
 use crate::error::{Error, Result};
 use crate::runtime::{Gpu, LaunchConfig};
-use crate::spec::image::{check_kernel_size, check_sigma};
+use crate::spec::image::{check_kernel_size, check_sigma, Layout};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use streamline_abi::image::{
-    blur_fast, blur_output_tile, blur_shared_bytes, FastDiv, GaussianBlurParams, GAUSSIAN_BLUR,
-    GAUSSIAN_BLUR_FAST,
+    blur_fast, blur_fast_nhwc, blur_output_tile, blur_shared_bytes, blur_shared_bytes_nhwc,
+    FastDiv, GaussianBlurParams, GAUSSIAN_BLUR, GAUSSIAN_BLUR_FAST, GAUSSIAN_BLUR_FAST_NHWC,
+    GAUSSIAN_BLUR_NHWC, NHWC_IN, NHWC_OUT,
 };
 use streamline_device::DevPtr;
 
@@ -24,6 +25,22 @@ pub enum Sigma<'a> {
 pub fn gaussian_blur(
     gpu: &Gpu,
     stream: &CudaStream,
+    shape: Shape,
+    x: &impl DevicePtr<f32>,
+    (kx, ky): (usize, usize),
+    sigma: Sigma,
+    y: &mut impl DevicePtrMut<f32>,
+) -> Result<()> {
+    gaussian_blur_in(gpu, stream, Layout::Nchw, shape, x, (kx, ky), sigma, y)
+}
+
+/// [`gaussian_blur`] of a batch stored in `layout` (NCHW, or NHWC as image decoders and CV-CUDA
+/// lay images out), written in the same layout.
+#[allow(clippy::too_many_arguments)]
+pub fn gaussian_blur_in(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    layout: Layout,
     shape: Shape,
     x: &impl DevicePtr<f32>,
     (kx, ky): (usize, usize),
@@ -60,12 +77,30 @@ pub fn gaussian_blur(
             (Some(&s.dev), 0.0, 0.0)
         }
     };
-    let tile = blur_output_tile(kx as u32, ky as u32, shape.w as u32);
-    let (grid, tiles, tiles_x) = tile_grid("x", (shape.h, shape.w), tile, shape.n * shape.c)?;
-    let kernel = if blur_fast(kx as u32, ky as u32) {
-        GAUSSIAN_BLUR_FAST
+    let (k, c, w) = ((kx as u32, ky as u32), shape.c as u32, shape.w as u32);
+    let nhwc = layout == Layout::Nhwc;
+    // The fast path takes an NHWC image as one plane of `w * c` interleaved values.
+    let interleaved = nhwc && blur_fast_nhwc(k.0, k.1, c);
+    let ((grid, tiles, tiles_x), planes, smem) = if interleaved {
+        let (wv, tile) = (shape.w * shape.c, blur_output_tile(k.0, k.1, w * c));
+        (
+            tile_grid("x", (shape.h, wv), tile, shape.n)?,
+            FastDiv::new(1),
+            blur_shared_bytes_nhwc(k.0, k.1, w, c),
+        )
     } else {
-        GAUSSIAN_BLUR
+        let tile = blur_output_tile(k.0, k.1, w);
+        (
+            tile_grid("x", (shape.h, shape.w), tile, shape.n * shape.c)?,
+            FastDiv::new(c),
+            blur_shared_bytes(k.0, k.1, w),
+        )
+    };
+    let kernel = match (blur_fast(k.0, k.1), nhwc) {
+        (true, false) => GAUSSIAN_BLUR_FAST,
+        (true, true) if interleaved => GAUSSIAN_BLUR_FAST_NHWC,
+        (_, false) => GAUSSIAN_BLUR,
+        (_, true) => GAUSSIAN_BLUR_NHWC,
     };
     let mut launch = gpu.kernels()?.prepare(stream, kernel);
     let xp = launch.read(x);
@@ -85,9 +120,10 @@ pub fn gaussian_blur(
         sigma_y: sy,
         tiles,
         tiles_x,
-        planes: FastDiv::new(shape.c as u32),
+        planes,
+        layout: if nhwc { NHWC_IN | NHWC_OUT } else { 0 },
+        pad: 0,
     };
-    let smem = blur_shared_bytes(kx as u32, ky as u32, shape.w as u32);
     // SAFETY: lengths checked; kernel sizes odd, within MAX_KERNEL_SIZE and smaller than twice
     // the image; sigmas a pair per image or 0; the shared memory is what the kernel uses for
     // these sizes, and the fast kernel runs only for the sizes of its path.

@@ -3,7 +3,8 @@
 //! normalisation, and seed 003's whole augmentation (fused, and as the chain of separate
 //! kernels). The uint8 entry points (`to_float_relayout`, the fused augmentation) also read
 //! NHWC, as image decoders produce it, and the augmentation writes either layout.
-//! `rotate_relayout` reads and writes f32 batches in either layout (NHWC is CV-CUDA's).
+//! `rotate_relayout`, `resize_relayout` and `roi_align_relayout` read and write f32 batches in
+//! either layout (NHWC is CV-CUDA's); `gaussian_blur_in` and `normalize_in` work in either.
 //!
 //! Their exact definitions, following torchvision so results can be swapped in, are written
 //! with the CPU references in `streamline_testing::reference::image`. Every argument is checked
@@ -27,10 +28,10 @@ pub use augment::{
     check_extents, extent_words, Augment, AugmentScratch, DeviceRng, DEFAULT_STRIP, DYADIC_STRIP,
     STRIP_MIN_BLOCKS_PER_SM,
 };
-pub use gaussian_blur::{gaussian_blur, Sigma};
-pub use normalize::{normalize, ChannelStats};
-pub use resize::resize;
-pub use roi_align::{roi_align, roi_align_backward, RoiBoxes};
+pub use gaussian_blur::{gaussian_blur, gaussian_blur_in, Sigma};
+pub use normalize::{normalize, normalize_in, ChannelStats};
+pub use resize::{resize, resize_relayout};
+pub use roi_align::{roi_align, roi_align_backward, roi_align_relayout, RoiBoxes};
 pub use rotate::{rotate, rotate_relayout};
 pub use streamline_abi::image::{ImageExtent, EXTENT_WORDS};
 pub use to_float::{to_float, to_float_relayout, to_float_scale};

@@ -1,15 +1,16 @@
 //! `roi_align`: its boxes, options and checks.
 
-use super::{check_len, column_grid, Shape, BLOCK};
+use super::{check_len, column_grid, layout_bits, Shape, BLOCK};
 use crate::engine::params;
 use crate::error::{Error, Result};
 use crate::runtime::{Gpu, LaunchConfig};
-use crate::spec::image::{check_boxes, check_roi_boxes, check_roi_options, RoiAlign};
+use crate::spec::image::{check_boxes, check_roi_boxes, check_roi_options, Layout, RoiAlign};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 use std::sync::{Arc, Mutex};
 use streamline_abi::image::{
-    RoiAlignBackwardParams, RoiAlignParams, ROI_ALIGN, ROI_ALIGN_BACKWARD,
+    RoiAlignBackwardParams, RoiAlignParams, NHWC_IN, NHWC_OUT, ROI_ALIGN, ROI_ALIGN_BACKWARD,
     ROI_ALIGN_BACKWARD_BLOCK, ROI_ALIGN_BACKWARD_DETERMINISTIC, ROI_ALIGN_ONE_SAMPLE,
+    ROI_ALIGN_ONE_SAMPLE_RELAYOUT, ROI_ALIGN_RELAYOUT,
 };
 use streamline_device::DevPtr;
 
@@ -138,6 +139,22 @@ pub fn roi_align(
     o: RoiAlign,
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<()> {
+    let nchw = Layout::Nchw;
+    roi_align_relayout(gpu, stream, shape, (x, nchw), boxes, o, (y, nchw))
+}
+
+/// [`roi_align`] of a batch of `shape` stored in layout `from`, the crops written in layout
+/// `to`: NHWC (as image decoders and CV-CUDA lay images out) or NCHW, in any pair, in one pass.
+#[allow(clippy::too_many_arguments)]
+pub fn roi_align_relayout(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    shape: Shape,
+    (x, from): (&impl DevicePtr<f32>, Layout),
+    boxes: &RoiBoxes,
+    o: RoiAlign,
+    (y, to): (&mut impl DevicePtrMut<f32>, Layout),
+) -> Result<()> {
     // The boxes were checked when uploaded; what depends on this call is checked here.
     let out = check_roi_options(shape, boxes.count, &o)?;
     let one_sample = boxes.against(shape.n, &o)?;
@@ -148,10 +165,12 @@ pub fn roi_align(
     let (grid, rows) = column_grid(gpu, "output_size", (o.out_h, o.out_w), boxes.count, 128)?;
     // The sampling grid is computed as the kernels do (same f32 operations, no contraction), so
     // a launch whose every box samples once per bin can take the one-sample kernel.
-    let kernel = if one_sample {
-        ROI_ALIGN_ONE_SAMPLE
-    } else {
-        ROI_ALIGN
+    let layout = layout_bits((from, to), (NHWC_IN, NHWC_OUT));
+    let kernel = match (one_sample, layout) {
+        (true, 0) => ROI_ALIGN_ONE_SAMPLE,
+        (false, 0) => ROI_ALIGN,
+        (true, _) => ROI_ALIGN_ONE_SAMPLE_RELAYOUT,
+        (false, _) => ROI_ALIGN_RELAYOUT,
     };
     let mut launch = gpu.kernels()?.prepare(stream, kernel);
     let xp = launch.read(x);
@@ -172,11 +191,12 @@ pub fn roi_align(
         spatial_scale: o.spatial_scale,
         aligned: o.aligned as u32,
         rows,
-        pad: 0,
+        layout,
     };
     // SAFETY: lengths checked against the shapes; the boxes were validated (batch index in
     // range, bounded sampling grid), or, on the device, the kernel reads zeros for a batch index
-    // outside the batch and caps the grid; the grid covers every output.
+    // outside the batch and caps the grid; the grid covers every output; `kernel` reads the
+    // layouts `layout` names.
     unsafe { launch.run(LaunchConfig::new(grid, BLOCK), p) }
 }
 

@@ -6,9 +6,10 @@ use crate::runtime::{Gpu, LaunchConfig};
 use crate::spec::image::{Interp, Layout};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use streamline_abi::image::{
-    rotate_staged_shared_bytes, RotateParams, ROTATE_BILINEAR, ROTATE_BILINEAR_RELAYOUT,
-    ROTATE_BILINEAR_STAGED, ROTATE_NEAREST, ROTATE_NEAREST_RELAYOUT, ROTATE_NHWC_IN,
-    ROTATE_NHWC_OUT, ROTATE_STAGED_MAX_CHANNELS, ROTATE_STAGED_TILE,
+    rotate_staged_nhwc_shared_bytes, rotate_staged_shared_bytes, RotateParams, ROTATE_BILINEAR,
+    ROTATE_BILINEAR_RELAYOUT, ROTATE_BILINEAR_STAGED, ROTATE_BILINEAR_STAGED_RELAYOUT,
+    ROTATE_NEAREST, ROTATE_NEAREST_RELAYOUT, ROTATE_NHWC_IN, ROTATE_NHWC_OUT,
+    ROTATE_STAGED_MAX_CHANNELS, ROTATE_STAGED_TILE,
 };
 
 /// `rotate`: image `i` rotated by `angles[i]` degrees counter-clockwise about its centre,
@@ -78,19 +79,31 @@ pub fn rotate_relayout(
         rows: 1,
         layout,
     };
-    if mode == Interp::Bilinear && layout == 0 && staged(shape, xp.addr()) {
+    // Bilinear rotation stages its input in any layouts; nearest rotation reads a third as many
+    // values and is faster gathering them (in NHWC too: see BENCHMARKS.md).
+    if mode == Interp::Bilinear && staged(shape, xp.addr()) {
         let tile = ROTATE_STAGED_TILE as usize;
         let grid = (
             shape.w.div_ceil(tile) as u32,
             shape.h.div_ceil(tile) as u32,
             shape.n as u32,
         );
-        let smem = rotate_staged_shared_bytes(shape.c as u32);
+        let c = shape.c as u32;
+        let kernel = if layout == 0 {
+            ROTATE_BILINEAR_STAGED
+        } else {
+            ROTATE_BILINEAR_STAGED_RELAYOUT
+        };
+        let smem = if layout & ROTATE_NHWC_IN != 0 {
+            rotate_staged_nhwc_shared_bytes(c)
+        } else {
+            rotate_staged_shared_bytes(c)
+        };
         let cfg = LaunchConfig::new(grid, BLOCK).with_shared(smem);
         // SAFETY: lengths checked against `shape`; one angle per image; `staged` checked the
         // input's alignment, width, channels and the grid's limits; the grid covers every
-        // output tile with the kernel's shared memory.
-        return unsafe { launch.run(cfg, p) };
+        // output tile with the shared memory the kernel needs for the input's layout.
+        return unsafe { launch.instead(kernel).run(cfg, p) };
     }
     let kernel = match (mode, layout) {
         (Interp::Nearest, 0) => ROTATE_NEAREST,
@@ -110,11 +123,10 @@ pub fn rotate_relayout(
     }
 }
 
-/// Whether a bilinear NCHW rotation of `shape` whose input starts at device address `x` takes
-/// the staged kernel (faster there; nearest rotation reads a third as many values and is faster
-/// gathering them, see BENCHMARKS.md). Its 16-byte copies need every input row to start 16-byte
-/// aligned (the input aligned, the width a multiple of 4), its window holds at most
-/// `ROTATE_STAGED_MAX_CHANNELS` planes, and its grid has one block per tile and image.
+/// Whether a bilinear rotation of `shape` whose input starts at device address `x` takes the
+/// staged kernels, in any layouts. Their 16-byte copies need every input row
+/// to start 16-byte aligned (the input aligned, the width a multiple of 4), its window holds at
+/// most `ROTATE_STAGED_MAX_CHANNELS` channels, and its grid has one block per tile and image.
 fn staged(shape: Shape, x: u64) -> bool {
     const MAX_GRID_YZ: usize = 65_535;
     x.is_multiple_of(16)

@@ -71,6 +71,7 @@ mod capture;
 mod checks;
 mod cpu;
 mod gaussian_blur;
+mod layouts;
 mod normalize;
 mod ragged;
 mod resize;

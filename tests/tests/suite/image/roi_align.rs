@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn roi_case() -> impl Strategy<Value = (Shape, Vec<[f32; 5]>, RoiAlign)> {
+pub(super) fn roi_case() -> impl Strategy<Value = (Shape, Vec<[f32; 5]>, RoiAlign)> {
     (
         shape(),
         1usize..9,
