@@ -456,68 +456,89 @@ fn resize_bilinear_aa_groups<const G: usize, const NHWC_IN: bool, const NHWC_OUT
 ) {
     let (sh, sw) = (p.scale_h, p.scale_w);
     let width = grid_width::<NHWC_IN, NHWC_OUT>(&p);
-    for_columns(p.batch, p.out_h, width, p.rows, |col| {
-        let img = Image::new::<NHWC_IN, NHWC_OUT>(&p, col.n, col.j);
-        let sx = AaSpan::new(sw, img.pixel(col.j), p.in_w);
-        let nx = sx.size;
-        // Upscaling (and mild downscaling) has at most two taps per axis: their weights are
-        // found once (per column, per row) for every channel.
-        let wx = [sx.weight(0), if nx > 1 { sx.weight(1) } else { 0.0 }];
-        let cols = [
-            img.column(col.j, sx.min as u32),
-            img.column(col.j, (sx.min + (nx > 1) as i32) as u32),
-        ];
-        col.rows(|i| {
-            let sy = AaSpan::new(sh, i, p.in_h);
-            let ny = sy.size;
-            if (1..=2).contains(&nx) && (1..=2).contains(&ny) {
-                // The same operations in the same order as the general loop below.
-                let wy = [sy.weight(0), if ny > 1 { sy.weight(1) } else { 0.0 }];
-                let rows = [
-                    img.in_row(sy.min as u32),
-                    img.in_row((sy.min + (ny > 1) as i32) as u32),
-                ];
-                img.row::<G>(i, |plane| {
-                    // SAFETY: the spans lie inside `[0, in_h) x [0, in_w)`.
-                    let at = |r: usize, c: usize| unsafe { ldg_at(cols[c], plane + rows[r]) };
-                    let column = |c: usize| {
-                        let t = 0.0f32 + at(0, c) * wy[0];
-                        if ny > 1 {
-                            t + at(1, c) * wy[1]
-                        } else {
-                            t
-                        }
-                    };
-                    let acc = 0.0f32 + column(0) * wx[0];
-                    if nx > 1 {
-                        acc + column(1) * wx[1]
-                    } else {
-                        acc
+    for_columns(
+        p.batch,
+        p.out_h,
+        width,
+        p.rows,
+        #[inline(always)]
+        |col| {
+            let img = Image::new::<NHWC_IN, NHWC_OUT>(&p, col.n, col.j);
+            let sx = AaSpan::new(sw, img.pixel(col.j), p.in_w);
+            let nx = sx.size;
+            // Upscaling (and mild downscaling) has at most two taps per axis: their weights are
+            // found once (per column, per row) for every channel.
+            let wx = [sx.weight(0), if nx > 1 { sx.weight(1) } else { 0.0 }];
+            let cols = [
+                img.column(col.j, sx.min as u32),
+                img.column(col.j, (sx.min + (nx > 1) as i32) as u32),
+            ];
+            col.rows(
+                #[inline(always)]
+                |i| {
+                    let sy = AaSpan::new(sh, i, p.in_h);
+                    let ny = sy.size;
+                    if (1..=2).contains(&nx) && (1..=2).contains(&ny) {
+                        // The same operations in the same order as the general loop below.
+                        let wy = [sy.weight(0), if ny > 1 { sy.weight(1) } else { 0.0 }];
+                        let rows = [
+                            img.in_row(sy.min as u32),
+                            img.in_row((sy.min + (ny > 1) as i32) as u32),
+                        ];
+                        img.row::<G>(
+                            i,
+                            #[inline(always)]
+                            |plane| {
+                                // SAFETY: the spans lie inside `[0, in_h) x [0, in_w)`.
+                                let at = |r: usize, c: usize| unsafe {
+                                    ldg_at(cols[c], plane + rows[r])
+                                };
+                                let column = |c: usize| {
+                                    let t = 0.0f32 + at(0, c) * wy[0];
+                                    if ny > 1 {
+                                        t + at(1, c) * wy[1]
+                                    } else {
+                                        t
+                                    }
+                                };
+                                let acc = 0.0f32 + column(0) * wx[0];
+                                if nx > 1 {
+                                    acc + column(1) * wx[1]
+                                } else {
+                                    acc
+                                }
+                            },
+                        );
+                        return;
                     }
-                });
-                return;
-            }
-            img.row::<G>(i, |plane| {
-                let mut acc = 0.0f32;
-                let mut kx = 0;
-                while kx < sx.size {
-                    let c = (sx.min + kx) as u32;
-                    let mut t = 0.0f32;
-                    let mut ky = 0;
-                    while ky < sy.size {
-                        let r = (sy.min + ky) as u32;
-                        // SAFETY: the spans lie inside `[0, in_h) x [0, in_w)`.
-                        let src = img.column(col.j, c);
-                        t += unsafe { ldg_at(src, plane + img.in_row(r)) } * sy.weight(ky);
-                        ky += 1;
-                    }
-                    acc += t * sx.weight(kx);
-                    kx += 1;
-                }
-                acc
-            });
-        });
-    });
+                    img.row::<G>(
+                        i,
+                        #[inline(always)]
+                        |plane| {
+                            let mut acc = 0.0f32;
+                            let mut kx = 0;
+                            while kx < sx.size {
+                                let c = (sx.min + kx) as u32;
+                                let mut t = 0.0f32;
+                                let mut ky = 0;
+                                while ky < sy.size {
+                                    let r = (sy.min + ky) as u32;
+                                    // SAFETY: the spans lie inside `[0, in_h) x [0, in_w)`.
+                                    let src = img.column(col.j, c);
+                                    t += unsafe { ldg_at(src, plane + img.in_row(r)) }
+                                        * sy.weight(ky);
+                                    ky += 1;
+                                }
+                                acc += t * sx.weight(kx);
+                                kx += 1;
+                            }
+                            acc
+                        },
+                    );
+                },
+            );
+        },
+    );
 }
 
 kernel! {

@@ -55,6 +55,21 @@ const FOUR_BLOCKS: &str = "launch bound of 4 blocks/SM";
 /// spill traffic (stores + loads) in bytes, and the reason. No other kernel may use local
 /// memory.
 const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
+    // NHWC in and out, bilinear resize keeps each value's taps in every stretch (four channels:
+    // eight taps per thread) and the fast blur a halo `channels` times as wide, under the same
+    // four-block bound as their NCHW kernels; their BENCHMARKS.md figures are with these spills.
+    (
+        "resize_bilinear_relayout",
+        128,
+        640,
+        "NHWC stretches' taps under the four-block bound",
+    ),
+    (
+        "gaussian_blur_fast_nhwc",
+        64,
+        1200,
+        "NHWC interleaved halo under the four-block bound",
+    ),
     // Under the 128-register bound that keeps two blocks per SM, sm_80's allocation of step
     // 5's 128 x 128 loop spills a few words (addresses, loop state and, in step 7 and split-K,
     // the last row and column that edge blocks clamp their fetches to), in step 5 itself and in
