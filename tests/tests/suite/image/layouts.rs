@@ -4,7 +4,7 @@
 //! NCHW kernels' bitwise (which their own tests hold to the CPU references); normalisation is
 //! also held to its reference directly. Every output is poisoned first and checked written.
 
-use super::roi_align::roi_case;
+use super::roi_align::{roi_case, too_many_samples};
 use super::*;
 use cudarc::driver::CudaViewMut;
 
@@ -79,10 +79,7 @@ fn roi_align_layouts_match_nchw_bitwise() {
         |(case, (from, to), seed)| {
             let (s, boxes, o) = case;
             let g = gpu().unwrap();
-            let too_many = boxes.iter().any(|b| {
-                let (gh, gw) = streamline::spec::image::roi_sampling_grid(b, &o);
-                gh * gw > streamline_abi::image::ROI_MAX_SAMPLES_PER_BIN as i64
-            });
+            let too_many = too_many_samples(&boxes, &o);
             if too_many {
                 return Ok(());
             }

@@ -2,6 +2,15 @@
 
 use super::*;
 
+/// Whether a box of `boxes` needs more samples per bin than `roi_align` takes (the host refuses
+/// such boxes before any launch).
+pub(super) fn too_many_samples(boxes: &[[f32; 5]], o: &RoiAlign) -> bool {
+    boxes.iter().any(|b| {
+        let (gh, gw) = streamline::spec::image::roi_sampling_grid(b, o);
+        gh * gw > streamline_abi::image::ROI_MAX_SAMPLES_PER_BIN as i64
+    })
+}
+
 pub(super) fn roi_case() -> impl Strategy<Value = (Shape, Vec<[f32; 5]>, RoiAlign)> {
     (
         shape(),
@@ -62,10 +71,7 @@ fn roi_align_matches_reference() {
         let out = Shape::new(boxes.len(), s.c, o.out_h, o.out_w);
         let mut y = poisoned(out.len());
         // A box whose adaptive sampling grid exceeds the bound is refused before any launch.
-        let too_many = boxes.iter().any(|b| {
-            let (gh, gw) = streamline::spec::image::roi_sampling_grid(b, &o);
-            gh * gw > streamline_abi::image::ROI_MAX_SAMPLES_PER_BIN as i64
-        });
+        let too_many = too_many_samples(&boxes, &o);
         {
             let mut yv = y.slice_mut(GUARD..GUARD + out.len());
             let r = roi_align(g, g.stream(), s, &xd, &rb, o, &mut yv);
@@ -96,10 +102,7 @@ fn roi_align_matches_reference() {
 fn roi_align_backward_matches_reference() {
     gpu_property(48, (roi_case(), any::<u64>()), |((s, boxes, o), seed)| {
         let g = gpu().unwrap();
-        let too_many = boxes.iter().any(|b| {
-            let (gh, gw) = streamline::spec::image::roi_sampling_grid(b, &o);
-            gh * gw > streamline_abi::image::ROI_MAX_SAMPLES_PER_BIN as i64
-        });
+        let too_many = too_many_samples(&boxes, &o);
         if too_many {
             return Ok(());
         }
