@@ -195,7 +195,7 @@ fn one_shape<T: HalfHost>(
     };
     let mut rows = Vec::new();
     for &kernel in kernels {
-        let step = kernel.resolve::<T>(gpu)?;
+        let step = kernel.resolve::<T>(gpu, g)?;
         let name = match kernel {
             HgemmKernel::Auto => format!("{} (auto)", step.name()),
             HgemmKernel::Step(_) => step.name().to_string(),

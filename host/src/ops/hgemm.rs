@@ -81,7 +81,8 @@ pub const HALF_SWEEP: [(usize, usize, usize); 19] = {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum HgemmKernel {
     /// The fastest `wgmma` step (4, the TMA-store epilogue) where the loaded kernels have it
-    /// (Hopper), else the `mma.sync` one.
+    /// (Hopper), except for the small, shallow products of [`prefers_mma`]; else the
+    /// `mma.sync` one.
     Auto,
     /// One step.
     Step(&'static HgemmTiling),
@@ -108,16 +109,26 @@ impl HgemmKernel {
             })
     }
 
-    /// The step this choice runs for `T` on `gpu`.
-    pub fn resolve<T: Half>(self, gpu: &Gpu) -> Result<&'static HgemmTiling> {
+    /// The step this choice runs for `T` on `gpu`, for the product `g`.
+    pub fn resolve<T: Half>(self, gpu: &Gpu, g: &Gemm) -> Result<&'static HgemmTiling> {
         Ok(match self {
             HgemmKernel::Step(t) => t,
-            HgemmKernel::Auto if gpu.kernels()?.has(T::kernel(&HGEMM_4_TMA_STORE)) => {
+            HgemmKernel::Auto
+                if !prefers_mma(g) && gpu.kernels()?.has(T::kernel(&HGEMM_4_TMA_STORE)) =>
+            {
                 &HGEMM_4_TMA_STORE
             }
             HgemmKernel::Auto => &HGEMM_1_MMA,
         })
     }
+}
+
+/// Whether the `mma.sync` step computes `g` sooner than the `wgmma` ones even on Hopper: a
+/// `K` of at most 64 (one stage of the TMA steps) and at most 2^21 outputs (about one wave of
+/// step 1's tiles on an H100 or H200), where the TMA steps' fixed costs (the tensor maps, the
+/// pipeline's fill, the warpgroups' setup) outweigh their faster products.
+pub fn prefers_mma(g: &Gemm) -> bool {
+    g.k <= 64 && g.m.saturating_mul(g.n) <= 1 << 21
 }
 
 /// Checks what the tensor-core kernels need beyond [`Gemm::check_lengths`]: rows starting on
@@ -165,7 +176,7 @@ pub fn hgemm<T: Half>(
         c.device_ptr_mut(stream).0,
     );
     check_alignment(g, pa, pb, pc)?;
-    let t = kernel.resolve::<T>(gpu)?;
+    let t = kernel.resolve::<T>(gpu, g)?;
     let sms = gpu.info().multiprocessors as usize;
     let tiles = g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize);
     let split = if t.persistent {
@@ -398,6 +409,24 @@ impl CublasHalf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_takes_mma_only_for_small_shallow_products() {
+        let shallow = |m, n, k| prefers_mma(&Gemm::dense(m, n, k));
+        for (m, n, k) in [(1024, 10, 32), (32, 1024, 10), (1024, 1024, 32), (2048, 1024, 64)] {
+            assert!(shallow(m, n, k), "{m} x {n} x {k}");
+        }
+        // Deeper, or enough outputs to fill the GPU with the TMA step's tiles.
+        for (m, n, k) in [
+            (1024, 1024, 65),
+            (32, 10, 1024),
+            (196608, 1024, 32),
+            (4096, 4096, 64),
+            (usize::MAX, 2, 1),
+        ] {
+            assert!(!shallow(m, n, k), "{m} x {n} x {k}");
+        }
+    }
 
     #[test]
     fn split_k_only_for_few_tiles_and_a_deep_k() {
