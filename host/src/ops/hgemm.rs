@@ -3,7 +3,8 @@
 //! for comparison on the same inputs, cuBLAS's `cublasGemmEx`.
 //!
 //! The kernels are a progression (see `gpu-kernels/src/matmul/half/mod.rs`); on a Hopper GPU
-//! the default is the last `wgmma` step, elsewhere the `mma.sync` one.
+//! the default is the last `wgmma` step except for small products of shallow `K`
+//! ([`prefers_mma`]), elsewhere the `mma.sync` one.
 
 use crate::engine::params::upload;
 use crate::error::{DriverContext, Error, Result};
@@ -413,7 +414,12 @@ mod tests {
     #[test]
     fn auto_takes_mma_only_for_small_shallow_products() {
         let shallow = |m, n, k| prefers_mma(&Gemm::dense(m, n, k));
-        for (m, n, k) in [(1024, 10, 32), (32, 1024, 10), (1024, 1024, 32), (2048, 1024, 64)] {
+        for (m, n, k) in [
+            (1024, 10, 32),
+            (32, 1024, 10),
+            (1024, 1024, 32),
+            (2048, 1024, 64),
+        ] {
             assert!(shallow(m, n, k), "{m} x {n} x {k}");
         }
         // Deeper, or enough outputs to fill the GPU with the TMA step's tiles.
