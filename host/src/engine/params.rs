@@ -183,6 +183,44 @@ pub fn upload<T: DeviceRepr + Send + Sync + 'static>(
     Ok(dev)
 }
 
+/// Uploads of values that never change once made (a product's tensor maps), kept across calls
+/// and found again by their contents: a call whose values were uploaded before reuses that
+/// device copy instead of copying again. Only the last [`UploadCache::ENTRIES`] distinct
+/// uploads are kept. Each copy is an ordinary stream-ordered upload, so a later call on
+/// another stream waits for the copy (the buffer's events), and an evicted copy is freed only
+/// after the work that read it. During a capture the values go through [`upload`] as always,
+/// into memory the graph keeps.
+#[derive(Default)]
+pub struct UploadCache {
+    entries: Mutex<Vec<(Vec<u64>, Arc<DeviceParams<u64>>)>>,
+}
+
+impl UploadCache {
+    /// Distinct uploads kept (the most recently used).
+    pub const ENTRIES: usize = 16;
+
+    /// `values` on the device for work queued on `stream`: the kept copy of the same values,
+    /// or a new upload (kept, outside a capture).
+    pub fn get(&self, stream: &Arc<CudaStream>, values: &[u64]) -> Result<Arc<DeviceParams<u64>>> {
+        if capturing(stream)?.is_some() {
+            return upload(stream, values);
+        }
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = entries.iter().position(|(v, _)| v.as_slice() == values) {
+            let hit = entries.remove(i);
+            let dev = hit.1.clone();
+            entries.push(hit);
+            return Ok(dev);
+        }
+        let dev = upload(stream, values)?;
+        if entries.len() == Self::ENTRIES {
+            entries.remove(0);
+        }
+        entries.push((values.to_vec(), dev.clone()));
+        Ok(dev)
+    }
+}
+
 /// Makes the graph being captured on `stream`, if any, keep `value` alive until it and its
 /// executable graphs are destroyed: for what a captured launch reads that was made before the
 /// capture (a generator, an augmentation's arrays), whose owner may go before the graph does.

@@ -6,7 +6,6 @@
 //! the default is the last `wgmma` step except for small products of shallow `K`
 //! ([`prefers_mma`]), elsewhere the `mma.sync` one.
 
-use crate::engine::params::upload;
 use crate::error::{DriverContext, Error, Result};
 use crate::ops::matmul::Scratch;
 use crate::runtime::{Gpu, LaunchConfig};
@@ -203,8 +202,12 @@ pub fn hgemm<T: Half>(
                 ),
             )
         })?;
+    // A loop that multiplies the same operands again finds their maps on the device.
     let maps = if t.tma {
-        Some(upload(stream, &encode_maps::<T>(t, g, pa, pb, pc)?)?)
+        Some(
+            gpu.uploads()
+                .get(stream, &encode_maps::<T>(t, g, pa, pb, pc)?)?,
+        )
     } else {
         None
     };

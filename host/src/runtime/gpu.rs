@@ -6,6 +6,7 @@ use super::config::DeviceLimits;
 use super::image::{EmbeddedModule, KernelImage, KERNELS, SOURCE_HASH};
 use super::module::Module;
 use super::{driver_present, driver_version};
+use crate::engine::params::UploadCache;
 use crate::error::{DriverContext, Error, Result};
 use cudarc::driver::sys::CUdevice_attribute as Attr;
 use cudarc::driver::{CudaContext, CudaStream};
@@ -35,6 +36,7 @@ pub struct Gpu {
     /// Held while Streamline's kernels load, so that they load once.
     loading: Mutex<()>,
     info: DeviceInfo,
+    uploads: UploadCache,
 }
 
 /// Bytes of freed stream-ordered memory that the device's default pool keeps for reuse, at
@@ -116,6 +118,7 @@ impl Gpu {
             kernels: OnceLock::new(),
             loading: Mutex::new(()),
             info,
+            uploads: UploadCache::default(),
         };
         if let Some(path) = ptx {
             let image = KernelImage::from_file(path)?;
@@ -192,6 +195,11 @@ impl Gpu {
     /// Facts about the device.
     pub fn info(&self) -> &DeviceInfo {
         &self.info
+    }
+
+    /// This device's kept uploads of values that never change (see [`UploadCache`]).
+    pub fn uploads(&self) -> &UploadCache {
+        &self.uploads
     }
 
     /// Streamline's own kernels, loaded now if this is their first use. Loading may wait for
