@@ -184,31 +184,40 @@ pub fn upload<T: DeviceRepr + Send + Sync + 'static>(
 }
 
 /// Uploads of values that never change once made (a product's tensor maps), kept across calls
-/// and found again by their contents: a call whose values were uploaded before reuses that
-/// device copy instead of copying again. Only the last [`UploadCache::ENTRIES`] distinct
-/// uploads are kept. Each copy is an ordinary stream-ordered upload, so a later call on
-/// another stream waits for the copy (the buffer's events), and an evicted copy is freed only
-/// after the work that read it. During a capture the values go through [`upload`] as always,
-/// into memory the graph keeps.
+/// and found again by their contents and stream: a call on a stream whose values were uploaded
+/// there before reuses that device copy instead of copying again. Only the last
+/// [`UploadCache::ENTRIES`] distinct uploads are kept. A copy is read only on the stream it was
+/// made on, in order after it, and freed in that stream's order, so the guarantees are those of
+/// [`upload`] whether or not the context tracks events. Nothing is kept where the context does
+/// not track events (streams borrowed from another framework, which may be destroyed while a
+/// kept copy still refers to them), nor during a capture, where the graph keeps its own copy.
 #[derive(Default)]
 pub struct UploadCache {
-    entries: Mutex<Vec<(Vec<u64>, Arc<DeviceParams<u64>>)>>,
+    entries: Mutex<Vec<Kept>>,
 }
+
+/// A kept upload: the handle of the stream it was made on (compared only; the device copy
+/// holds the stream itself), its values, the device copy.
+type Kept = (usize, Vec<u64>, Arc<DeviceParams<u64>>);
 
 impl UploadCache {
     /// Distinct uploads kept (the most recently used).
     pub const ENTRIES: usize = 16;
 
-    /// `values` on the device for work queued on `stream`: the kept copy of the same values,
-    /// or a new upload (kept, outside a capture).
+    /// `values` on the device for work queued on `stream`: the copy kept for this stream, or
+    /// a new upload (kept where the context tracks events, outside a capture).
     pub fn get(&self, stream: &Arc<CudaStream>, values: &[u64]) -> Result<Arc<DeviceParams<u64>>> {
-        if capturing(stream)?.is_some() {
+        if !stream.context().is_event_tracking() || capturing(stream)?.is_some() {
             return upload(stream, values);
         }
+        let on = stream.cu_stream() as usize;
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(i) = entries.iter().position(|(v, _)| v.as_slice() == values) {
+        if let Some(i) = entries
+            .iter()
+            .position(|(s, v, _)| *s == on && v.as_slice() == values)
+        {
             let hit = entries.remove(i);
-            let dev = hit.1.clone();
+            let dev = hit.2.clone();
             entries.push(hit);
             return Ok(dev);
         }
@@ -216,7 +225,7 @@ impl UploadCache {
         if entries.len() == Self::ENTRIES {
             entries.remove(0);
         }
-        entries.push((values.to_vec(), dev.clone()));
+        entries.push((on, values.to_vec(), dev.clone()));
         Ok(dev)
     }
 }
