@@ -26,6 +26,10 @@ pub struct DecodeArgs {
     /// CUDA decoder takes the rest at the same time.
     #[arg(long)]
     hardware_share: Option<f64>,
+    /// SMs kept for the decoder (at least this many: the driver splits them in groups), as
+    /// `pipeline augment-train --decoder-sms` keeps them; 0, the default, decodes on every SM.
+    #[arg(long, default_value_t = 0)]
+    decoder_sms: u32,
     /// Timed passes over the folder, after one untimed pass.
     #[arg(long, default_value_t = 3)]
     passes: usize,
@@ -61,7 +65,10 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, args: DecodeArgs) -> Re
         .iter()
         .map(|p| std::fs::read(p).with_context(|| format!("reading {}", p.display())))
         .collect::<Result<_>>()?;
-    let gpu = Gpu::new(device, ptx)?;
+    let gpu = match args.decoder_sms {
+        0 => Gpu::new(device, ptx)?,
+        n => Gpu::with_side_sms(device, ptx, n)?,
+    };
     let mut dec = JpegDecoder::new(&gpu, args.backend)?;
     if let Some(s) = args.hardware_share {
         dec.set_hardware_share(s)?;
@@ -83,6 +90,7 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, args: DecodeArgs) -> Re
         pixels += d.layout.sizes.iter().map(|(h, w)| h * w).sum::<usize>();
     }
     stream.synchronize()?;
+    let before = dec.host_times();
     let mut times = Vec::with_capacity(args.passes);
     let mut in_calls = 0.0;
     for _ in 0..args.passes {
@@ -100,6 +108,14 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, args: DecodeArgs) -> Re
     let secs = times[times.len() / 2];
     // The host's time inside the decoder's calls, per batch, over every timed pass.
     let host_us = 1e6 * in_calls / (args.passes * batches.len()) as f64;
+    let per_batch =
+        |d: std::time::Duration| 1e6 * d.as_secs_f64() / (args.passes * batches.len()) as f64;
+    let parts = dec.host_times() - before;
+    let (headers_us, waiting_us, nvjpeg_us) = (
+        per_batch(parts.headers),
+        per_batch(parts.waiting),
+        per_batch(parts.decoding),
+    );
     let rate = files.len() as f64 / secs;
     let check = if args.check {
         Some(compare(&mut dec, &stream, &batches, &names, args.batch)?)
@@ -108,7 +124,7 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, args: DecodeArgs) -> Re
     };
     if args.json {
         let mut line = format!(
-            "{{\"case\": \"streamline_decode_{}_b{}\", \"gpu\": \"{}\", \"images\": {}, \"images_per_s\": {:.1}, \"megapixels_per_s\": {:.1}, \"host_us_per_batch\": {:.1}, \"on_hardware\": {}, \"library\": \"{}\"",
+            "{{\"case\": \"streamline_decode_{}_b{}\", \"gpu\": \"{}\", \"images\": {}, \"images_per_s\": {:.1}, \"megapixels_per_s\": {:.1}, \"host_us_per_batch\": {:.1}, \"headers_us\": {:.1}, \"waiting_us\": {:.1}, \"nvjpeg_us\": {:.1}, \"on_hardware\": {}, \"decoder_sms\": {}, \"library\": \"{}\"",
             format!("{:?}", args.backend).to_lowercase(),
             args.batch,
             gpu.info().name,
@@ -116,7 +132,11 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, args: DecodeArgs) -> Re
             rate,
             pixels as f64 / secs / 1e6,
             host_us,
+            headers_us,
+            waiting_us,
+            nvjpeg_us,
             on_hardware,
+            gpu.split().map_or(0, |s| s.side_sms),
             dec.library()
         );
         if let Some(c) = &check {
@@ -128,10 +148,13 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, args: DecodeArgs) -> Re
         println!("{line}}}");
     } else {
         println!(
-            "{} JPEG files in batches of {} on {} ({:?}; {} of them on the hardware decoders{}): {:.1} images/s, {:.1} Mpixel/s (median of {} passes); the host's time in the decoder's calls {:.1} µs per batch",
+            "{} JPEG files in batches of {} on {}{} ({:?}; {} of them on the hardware decoders{}): {:.1} images/s, {:.1} Mpixel/s (median of {} passes); the host's time in the decoder's calls {:.1} µs per batch ({:.1} reading headers, {:.1} waiting for the stream, {:.1} in nvJPEG's calls)",
             files.len(),
             args.batch,
             gpu.info().name,
+            gpu.split()
+                .map(|s| format!(" ({} SMs kept for the decoder)", s.side_sms))
+                .unwrap_or_default(),
             args.backend,
             on_hardware,
             dec.no_hardware
@@ -141,7 +164,10 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, args: DecodeArgs) -> Re
             rate,
             pixels as f64 / secs / 1e6,
             args.passes,
-            host_us
+            host_us,
+            headers_us,
+            waiting_us,
+            nvjpeg_us
         );
         if let Some(c) = &check {
             println!(

@@ -123,6 +123,13 @@ fn bind<O: 'static>(
 }
 
 pub fn run(device: usize, ptx: Option<&Path>, a: PipelineArgs) -> Result<()> {
+    // Decoding JPEGs on the GPU, the decoder gets SMs of its own.
+    let side = match &a.scenario {
+        Scenario::AugmentTrain { o, .. } => {
+            augment_train::side_sms(o).map(|n| (n, o.decode == augment_train::Decode::Auto))
+        }
+        _ => None,
+    };
     // Validate everything the scenario does not need the device for before opening it.
     let (args, go): (CommonArgs, Runner) = match a.scenario {
         Scenario::HeavySplit { common, o } => (common, bind(o, |_| Ok(()), heavy_split::run)?),
@@ -155,7 +162,16 @@ pub fn run(device: usize, ptx: Option<&Path>, a: PipelineArgs) -> Result<()> {
             }
         }
     }
-    let gpu = Gpu::new(device, ptx)?;
+    let gpu = match side {
+        None => Gpu::new(device, ptx)?,
+        Some((n, auto)) => match Gpu::with_side_sms(device, ptx, n) {
+            Ok(g) => g,
+            // Where the driver cannot split the SMs, `--decode auto` shares them all (the
+            // report says so); asked for the GPU, the error says why and how to go without.
+            Err(_) if auto => Gpu::new(device, ptx)?,
+            Err(e) => bail!("{e} (--decoder-sms 0 shares every SM with the decoder)"),
+        },
+    };
     // Ctrl-C stops the run at its next iteration: the work already queued finishes, everything
     // is freed, and the error says how far it got (a second Ctrl-C kills the process).
     install_ctrl_c()?;

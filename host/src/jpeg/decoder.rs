@@ -13,7 +13,9 @@
 //! decoders' call returns about when its batch is decoded, so a program that queues other work
 //! on the same thread waits for it (BENCHMARKS.md has the host's share). The back ends'
 //! streams run at the device's greatest priority: their kernels are short, and whatever the
-//! caller does next waits for them.
+//! caller does next waits for them. On a [`Gpu`] opened with SMs kept for side work
+//! ([`Gpu::with_side_sms`]), the decoder's streams and calls are in the kept SMs' context, so
+//! that its kernels never wait for the blocks of the caller's work.
 //!
 //! The hardware decoders write when their call is made, whatever the stream still has queued
 //! before it (contrary to nvJPEG's documentation; the test suite's
@@ -32,6 +34,7 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtrMut};
 use std::ffi::c_int;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Which decoders a [`JpegDecoder`] uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,8 +124,8 @@ struct Part {
 const TURNS: usize = 2;
 
 impl Part {
-    fn new(lib: &'static Nvjpeg, gpu: &Gpu, backend: c_int) -> Result<Part> {
-        let ctx = gpu.context();
+    /// A back end whose calls and stream are in `ctx` (bound to the calling thread).
+    fn new(lib: &'static Nvjpeg, ctx: &Arc<CudaContext>, backend: c_int) -> Result<Part> {
         let (_, greatest) = cudarc::driver::result::stream::get_priority_range()
             .op("cuCtxGetStreamPriorityRange")?;
         let stream = ctx
@@ -221,6 +224,11 @@ impl Part {
         if turn.used {
             turn.done.synchronize().op("cuEventSynchronize")?;
         }
+        // nvJPEG works in the context current on the calling thread: its stream's.
+        self.stream
+            .context()
+            .bind_to_thread()
+            .op("cuCtxSetCurrent")?;
         // SAFETY: the handle and state are this part's, the state idle (waited for above); the
         // batch size is `n`.
         check("nvjpegDecodeBatchedInitialize", unsafe {
@@ -267,9 +275,43 @@ impl Drop for Part {
     }
 }
 
+/// Where a decoder's calls spent the host's time, summed since it was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HostTimes {
+    /// Reading the files' headers (sizes and what each back end takes).
+    pub headers: Duration,
+    /// Waiting for the caller's stream before the hardware decoders (see the module).
+    pub waiting: Duration,
+    /// In nvJPEG's decoding calls (the hardware decoders' return about when they are done).
+    pub decoding: Duration,
+}
+
+impl std::ops::Add for HostTimes {
+    type Output = HostTimes;
+    fn add(self, more: HostTimes) -> HostTimes {
+        HostTimes {
+            headers: self.headers + more.headers,
+            waiting: self.waiting + more.waiting,
+            decoding: self.decoding + more.decoding,
+        }
+    }
+}
+
+impl std::ops::Sub for HostTimes {
+    type Output = HostTimes;
+    fn sub(self, earlier: HostTimes) -> HostTimes {
+        HostTimes {
+            headers: self.headers.saturating_sub(earlier.headers),
+            waiting: self.waiting.saturating_sub(earlier.waiting),
+            decoding: self.decoding.saturating_sub(earlier.decoding),
+        }
+    }
+}
+
 /// Decodes batches of JPEG files on one GPU (see the module's documentation).
 pub struct JpegDecoder {
     ctx: Arc<CudaContext>,
+    times: HostTimes,
     hardware: Option<Part>,
     cuda: Part,
     /// Of the images the hardware takes, the share it decodes; the CUDA decoder the rest.
@@ -287,22 +329,29 @@ impl JpegDecoder {
     /// has none, the CUDA decoder takes every image and [`JpegDecoder::no_hardware`] says why.
     pub fn new(gpu: &Gpu, backend: Backend) -> Result<JpegDecoder> {
         let lib = nvjpeg()?;
-        gpu.context().bind_to_thread().op("cuCtxSetCurrent")?;
-        let cuda = Part::new(lib, gpu, BACKEND_GPU_HYBRID)?;
+        let ctx = gpu.side_context();
+        ctx.bind_to_thread().op("cuCtxSetCurrent")?;
+        let cuda = Part::new(lib, ctx, BACKEND_GPU_HYBRID)?;
         let (hardware, no_hardware) = match backend {
             Backend::Cuda => (None, Some("not asked for".to_string())),
-            Backend::Hardware => match Part::new(lib, gpu, BACKEND_HARDWARE) {
+            Backend::Hardware => match Part::new(lib, ctx, BACKEND_HARDWARE) {
                 Ok(p) => (Some(p), None),
                 Err(e) => (None, Some(e.to_string())),
             },
         };
         Ok(JpegDecoder {
-            ctx: gpu.context().clone(),
+            ctx: ctx.clone(),
+            times: HostTimes::default(),
             hardware,
             cuda,
             hardware_share: 1.0,
             no_hardware,
         })
+    }
+
+    /// Where this decoder's calls have spent the host's time so far.
+    pub fn host_times(&self) -> HostTimes {
+        self.times
     }
 
     /// Where nvJPEG was loaded from.
@@ -326,7 +375,14 @@ impl JpegDecoder {
     /// The sizes of `files` as their headers give them, and where each starts in a ragged RGB
     /// batch: `(layout, bytes of the batch)`. A file whose header nvJPEG cannot read, or that
     /// nvJPEG would decode wrongly ([`super::nvjpeg_trouble`]), is an error naming its index.
-    pub fn layout(&self, files: &[&[u8]]) -> Result<(Layout, usize)> {
+    pub fn layout(&mut self, files: &[&[u8]]) -> Result<(Layout, usize)> {
+        let t = Instant::now();
+        let r = self.read_layout(files);
+        self.times.headers += t.elapsed();
+        r
+    }
+
+    fn read_layout(&self, files: &[&[u8]]) -> Result<(Layout, usize)> {
         self.ctx.bind_to_thread().op("cuCtxSetCurrent")?;
         let lib = self.cuda.lib;
         let mut sizes = Vec::with_capacity(files.len());
@@ -419,9 +475,11 @@ impl JpegDecoder {
     ) -> Result<Layout> {
         self.ctx.bind_to_thread().op("cuCtxSetCurrent")?;
         // Which images go to the hardware decoders.
+        let t = Instant::now();
         let mut to_hardware = vec![false; files.len()];
         if let Some(hw) = &self.hardware {
             let mut supported = Vec::new();
+            hw.stream.context().bind_to_thread().op("cuCtxSetCurrent")?;
             for (i, f) in files.iter().enumerate() {
                 if hw.supports(f).map_err(|e| bad(i, e))? {
                     supported.push(i);
@@ -432,6 +490,7 @@ impl JpegDecoder {
                 to_hardware[i] = true;
             }
         }
+        self.times.headers += t.elapsed();
         let base = {
             let (ptr, _sync) = data.device_ptr_mut(stream);
             ptr
@@ -459,9 +518,12 @@ impl JpegDecoder {
         // stream reaches the decode: a stream wait does not hold them back. So before they get
         // any image, the host waits for `stream`, which waits for every earlier access to
         // `data` it knows of (the caller's own work, and the tracked readers of `data`).
+        let t = Instant::now();
         if parts.iter().any(|(p, idx)| p.hardware && !idx.is_empty()) {
             stream.synchronize().op("cuStreamSynchronize")?;
         }
+        self.times.waiting += t.elapsed();
+        let t = Instant::now();
         let mut queued = Ok(());
         for (part, idx) in &mut parts {
             let inputs: Vec<&[u8]> = idx.iter().map(|&i| files[i]).collect();
@@ -486,6 +548,8 @@ impl JpegDecoder {
         for (part, _) in &parts {
             stream.join(&part.stream).op("cuStreamWaitEvent")?;
         }
+        drop(parts);
+        self.times.decoding += t.elapsed();
         queued?;
         // The decoders wrote `data`: recorded now, after the joins, so that a reader on another
         // stream waits for them too.

@@ -7,5 +7,5 @@ mod decoder;
 mod library;
 mod markers;
 
-pub use decoder::{Backend, Decoded, JpegDecoder, Layout};
+pub use decoder::{Backend, Decoded, HostTimes, JpegDecoder, Layout};
 pub use markers::{is_progressive, nvjpeg_trouble};

@@ -5,6 +5,7 @@
 use super::config::DeviceLimits;
 use super::image::{EmbeddedModule, KernelImage, KERNELS, SOURCE_HASH};
 use super::module::Module;
+use super::partition::{self, SmSplit};
 use super::{driver_present, driver_version};
 use crate::engine::params::UploadCache;
 use crate::error::{DriverContext, Error, Result};
@@ -37,6 +38,8 @@ pub struct Gpu {
     loading: Mutex<()>,
     info: DeviceInfo,
     uploads: UploadCache,
+    /// The split of the device's SMs this device's work runs in, where it was opened with one.
+    split: Option<Arc<SmSplit>>,
 }
 
 /// Bytes of freed stream-ordered memory that the device's default pool keeps for reuse, at
@@ -81,6 +84,25 @@ impl Gpu {
             ordinal,
             reason: e.to_string(),
         })?;
+        Gpu::open(ordinal, ctx, ptx, None)
+    }
+
+    /// Opens device `ordinal` as [`Gpu::new`] does, with at least `side_sms` of its SMs kept
+    /// for side work (the driver splits them in groups): the streams, buffers and kernels of
+    /// this `Gpu` run on the others, and [`Gpu::side_context`]'s streams on the kept ones (the
+    /// JPEG decoder's, so that its kernels never wait for the engine's blocks; see
+    /// [`partition`]). [`DeviceInfo::multiprocessors`] counts the engine's SMs.
+    pub fn with_side_sms(ordinal: usize, ptx: Option<&Path>, side_sms: u32) -> Result<Gpu> {
+        let split = partition::split(ordinal, side_sms)?;
+        Gpu::open(ordinal, split.engine.clone(), ptx, Some(split))
+    }
+
+    fn open(
+        ordinal: usize,
+        ctx: Arc<CudaContext>,
+        ptx: Option<&Path>,
+        split: Option<Arc<SmSplit>>,
+    ) -> Result<Gpu> {
         // A speed-up, not a requirement: where the driver refuses it, the pool keeps its
         // default and everything still runs.
         let _ = keep_pool_memory(&ctx);
@@ -104,7 +126,10 @@ impl Gpu {
             ordinal,
             name: ctx.name().op("cuDeviceGetName")?,
             compute_capability: ctx.compute_capability().op("cuDeviceGetAttribute")?,
-            multiprocessors: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+            multiprocessors: match &split {
+                Some(s) => s.engine_sms,
+                None => attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+            },
             memory_bytes: ctx.total_mem().op("cuDeviceTotalMem")?,
             copy_engines: attr(Attr::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT)? as u32,
             l2_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u32,
@@ -119,6 +144,7 @@ impl Gpu {
             loading: Mutex::new(()),
             info,
             uploads: UploadCache::default(),
+            split,
         };
         if let Some(path) = ptx {
             let image = KernelImage::from_file(path)?;
@@ -180,6 +206,17 @@ impl Gpu {
     /// The CUDA context.
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
+    }
+
+    /// The context side work uses: the one of the SMs kept for it where this device was opened
+    /// with [`Gpu::with_side_sms`], else [`Gpu::context`].
+    pub fn side_context(&self) -> &Arc<CudaContext> {
+        self.split.as_ref().map_or(&self.ctx, |s| &s.side)
+    }
+
+    /// The split of the device's SMs, where this device was opened with one.
+    pub fn split(&self) -> Option<&SmSplit> {
+        self.split.as_deref()
     }
 
     /// The stream operations use unless told otherwise.

@@ -10,7 +10,8 @@
 //!    device's limits.
 //! 4. [`launch`]: the one generic launch that every safe launcher in [`crate::ops`] (and every
 //!    user kernel) goes through.
-//! 5. [`gpu`]: a device with Streamline's own kernels, loaded when first launched.
+//! 5. [`gpu`]: a device with Streamline's own kernels, loaded when first launched, its SMs
+//!    split with [`partition`] where side work needs some of its own.
 
 pub mod config;
 pub(crate) mod dylib;
@@ -18,12 +19,14 @@ pub mod gpu;
 pub mod image;
 pub mod launch;
 pub mod module;
+pub mod partition;
 
 pub use config::{DeviceLimits, LaunchConfig};
 pub use gpu::{DeviceInfo, Gpu, POOL_KEEP_BYTES};
 pub use image::{embedded_archs, EmbeddedArch, EmbeddedModule, KernelImage, KERNELS, SOURCE_HASH};
 pub use launch::Launch;
 pub use module::Module;
+pub use partition::SmSplit;
 
 use crate::error::{DriverContext, Error, Result};
 use cudarc::driver::sys::{self, CUstreamCaptureMode};

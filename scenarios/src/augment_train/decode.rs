@@ -12,7 +12,7 @@ use crate::folder::ImageFolder;
 use std::sync::Mutex;
 use streamline::engine::memory::h2d;
 use streamline::engine::PinnedBuffer;
-use streamline::jpeg::{Backend, JpegDecoder};
+use streamline::jpeg::{Backend, HostTimes, JpegDecoder};
 use streamline::ops::image::{
     check_extents, extent_words, Augment, DeviceRng, ImageExtent, EXTENT_WORDS,
 };
@@ -63,7 +63,19 @@ pub(super) fn choose(gpu: &Gpu, o: &Options) -> Result<(bool, String)> {
         (Decode::Cpu, _) => Ok((false, "images decoded on the CPU (--decode cpu)".into())),
         (Decode::Gpu, Some(why)) => Err(Error::arg("decode", format!("gpu: {why}"))),
         (Decode::Auto, Some(why)) => Ok((false, format!("images decoded on the CPU: {why}"))),
-        (_, None) => Ok((true, format!("images decoded on the GPU (nvJPEG){on_host}"))),
+        (_, None) => {
+            let sms = match gpu.split() {
+                Some(s) => format!(
+                    " on {} SMs of its own, the other work on the other {}",
+                    s.side_sms, s.engine_sms
+                ),
+                None => " sharing every SM with the other work".to_string(),
+            };
+            Ok((
+                true,
+                format!("images decoded on the GPU (nvJPEG{sms}){on_host}"),
+            ))
+        }
     }
 }
 
@@ -143,6 +155,11 @@ pub(super) struct FileDecoder {
 }
 
 impl FileDecoder {
+    /// Where the decoder's calls have spent the host's time so far.
+    pub(super) fn host_times(&self) -> HostTimes {
+        self.decoder.host_times()
+    }
+
     /// Decodes the files of `slot` into `data` and their extents into `x`, on `stream`: the
     /// JPEGs by nvJPEG at the front, the images the loader decoded copied after them. A JPEG
     /// nvJPEG cannot decode fails the batch naming it, or (skipping bad images) is left out

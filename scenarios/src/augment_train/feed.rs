@@ -196,6 +196,8 @@ pub(super) struct Setup {
     pub(super) host: Vec<std::time::Duration>,
     /// Host time the thread decoding ahead spent decoding since the last `run`.
     pub(super) ahead_host: std::time::Duration,
+    /// Where the decoder's calls on that thread spent it.
+    pub(super) ahead_parts: streamline::jpeg::HostTimes,
     /// The thread decoding ahead, while a run has one.
     ahead: Option<Ahead>,
     pub(super) augments: Vec<Augment>,
@@ -328,6 +330,7 @@ impl Setup {
             footprints: Vec::new(),
             host: Vec::new(),
             ahead_host: Default::default(),
+            ahead_parts: Default::default(),
             ahead: None,
             ring_u8: (0..DEPTH)
                 .map(|_| DeviceBuffer::zeros(pool, 0, ring_bytes))
@@ -478,6 +481,7 @@ impl Setup {
             stream: pool.stream(AHEAD_STREAM)?.clone(),
         };
         let spares = std::mem::take(&mut d.spares);
+        let before = lock(&d.files).host_times();
         self.ahead = Some(Ahead::start(work, spares, range)?);
         let r = f(self);
         let ended = match self.ahead.take() {
@@ -487,6 +491,7 @@ impl Setup {
         let ended = ended.map(|(spares, busy)| {
             if let Some(d) = self.decode.as_mut() {
                 d.spares = spares;
+                self.ahead_parts = self.ahead_parts + (lock(&d.files).host_times() - before);
             }
             self.ahead_host += busy;
         });
@@ -521,6 +526,7 @@ impl Setup {
         self.footprints.clear();
         self.host.clear();
         self.ahead_host = Default::default();
+        self.ahead_parts = Default::default();
         self.loader().start(steps)?;
         let skewed = self.decode.is_some();
         match graphs {

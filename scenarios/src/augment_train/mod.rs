@@ -92,6 +92,20 @@ pub struct Options {
     /// until blocks end.
     #[arg(long, default_value = "auto", value_parser = streamline::ops::matmul::Kernel::parse)]
     pub forward_kernel: streamline::ops::matmul::Kernel,
+    /// SMs kept for the JPEG decoder when decoding on the GPU (at least this many: the driver
+    /// splits them in groups), so that its kernels never wait for the training step's blocks,
+    /// which run on the others; 0 shares every SM. Opening the device with them is the
+    /// caller's part ([`side_sms`]).
+    #[arg(long, default_value_t = Options::default().decoder_sms)]
+    pub decoder_sms: u32,
+}
+
+/// The SMs to keep for the decoder when the device is opened for `o`
+/// ([`streamline::Gpu::with_side_sms`]): `--decoder-sms` where `o` may decode on the GPU (a
+/// folder given, `--decode` not `cpu`, one GPU), else none.
+pub fn side_sms(o: &Options) -> Option<u32> {
+    (o.input.is_some() && o.decode != Decode::Cpu && o.gpus == 1 && o.decoder_sms > 0)
+        .then_some(o.decoder_sms)
 }
 
 impl Default for Options {
@@ -108,6 +122,7 @@ impl Default for Options {
             grad_dtype: GradDtype::F32,
             soak: 0,
             forward_kernel: streamline::ops::matmul::Kernel::Auto,
+            decoder_sms: 8,
         }
     }
 }

@@ -26,6 +26,8 @@ pub(super) struct Timed {
     pub(super) host_us: Vec<f64>,
     /// Host time per step the thread decoding ahead spent decoding, pipelined (µs).
     pub(super) ahead_us: f64,
+    /// Of that, per step: reading headers, waiting for its stream, in nvJPEG's calls (µs).
+    pub(super) ahead_parts: [f64; 3],
 }
 
 pub(super) fn time(
@@ -59,6 +61,8 @@ pub(super) fn time(
     let per_step = 1e6 / o.train.steps as f64;
     let host_us = su.host.iter().map(|d| d.as_secs_f64() * per_step).collect();
     let ahead_us = su.ahead_host.as_secs_f64() * per_step;
+    let p = su.ahead_parts;
+    let ahead_parts = [p.headers, p.waiting, p.decoding].map(|d| d.as_secs_f64() * per_step);
     su.hosted = false;
     let gpu_alone = median_ms(pool, &lanes, common.reps, || {
         queue(plan, pool, &lanes, o.train.steps, decode, None, |c| {
@@ -89,6 +93,7 @@ pub(super) fn time(
         loader,
         host_us,
         ahead_us,
+        ahead_parts,
     })
 }
 
@@ -262,7 +267,7 @@ pub fn run_with(
             100.0 * metrics.longest_track_fraction
         ),
         bottleneck(&head, &o.train, &streams, o.workers),
-        host_note(&plan, &head.host_us, head.ahead_us),
+        host_note(&plan, &head.host_us, head.ahead_us, head.ahead_parts),
         format!("checked at batch {smallest}: the last step's augmented batch against the CPU transform and the updated weights against the f64 step"),
     ];
     if let Some(change) = memory_change(&memory) {
@@ -349,8 +354,9 @@ fn memory_change(samples: &[crate::Footprint]) -> Option<String> {
 
 /// The report's line on the thread that queues every stage: its time per step in each stage's
 /// calls, whose sum bounds the pipelined step from below as the streams' device times do; and
-/// where a thread decodes ahead, that thread's time per step in decoding.
-fn host_note(plan: &Plan, host_us: &[f64], ahead_us: f64) -> String {
+/// where a thread decodes ahead, that thread's time per step in decoding, and where the
+/// decoder's calls spent it.
+fn host_note(plan: &Plan, host_us: &[f64], ahead_us: f64, split: [f64; 3]) -> String {
     let parts: Vec<String> = plan
         .spec()
         .stages
@@ -359,7 +365,12 @@ fn host_note(plan: &Plan, host_us: &[f64], ahead_us: f64) -> String {
         .map(|(s, us)| format!("{} {us:.1} µs", s.name))
         .collect();
     let ahead = if ahead_us > 0.0 {
-        format!("; the thread decoding ahead of it, {ahead_us:.1} µs per step in decoding")
+        format!(
+            "; the thread decoding ahead of it, {ahead_us:.1} µs per step in decoding ({:.1} \
+             reading headers, {:.1} waiting for its stream before the hardware decoders, {:.1} \
+             in nvJPEG's calls)",
+            split[0], split[1], split[2]
+        )
     } else {
         String::new()
     };

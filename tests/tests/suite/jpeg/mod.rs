@@ -16,6 +16,7 @@
 //! coding and restart interval, against the JPEG standard's tolerances.
 
 mod encodings;
+mod side_sms;
 
 use image::codecs::jpeg::JpegEncoder;
 use image::ExtendedColorType;
@@ -25,7 +26,7 @@ use streamline::Error;
 use streamline_tests::{gpu, gpu_property};
 
 /// A decoder on the test GPU, or `None` after one line where there is no GPU or no nvJPEG.
-fn decoder(backend: Backend) -> Option<JpegDecoder> {
+pub(super) fn decoder(backend: Backend) -> Option<JpegDecoder> {
     let g = gpu()?;
     match JpegDecoder::new(g, backend) {
         Ok(d) => Some(d),
@@ -38,7 +39,7 @@ fn decoder(backend: Backend) -> Option<JpegDecoder> {
 }
 
 /// A photo-like `w x h` image (a gradient, a soft disc, a little noise) as JPEG at quality 90.
-fn photo(w: usize, h: usize, gray: bool, seed: u64) -> Vec<u8> {
+pub(super) fn photo(w: usize, h: usize, gray: bool, seed: u64) -> Vec<u8> {
     let mut state = seed | 1;
     let mut noise = || {
         state ^= state << 13;
