@@ -57,6 +57,14 @@ enum Command {
 
 fn main() {
     restore_sigpipe();
+    // Streams that share a hardware queue wait for each other's work (see `CONNECTIONS_VAR`);
+    // asked for before the driver starts and before any other thread exists, where unset.
+    if std::env::var_os(streamline::runtime::CONNECTIONS_VAR).is_none() {
+        std::env::set_var(
+            streamline::runtime::CONNECTIONS_VAR,
+            streamline::runtime::CONNECTIONS.to_string(),
+        );
+    }
     let args = Cli::parse();
     if let Err(e) = run(args) {
         // One clear line, no backtrace.

@@ -91,7 +91,9 @@ impl Gpu {
     /// for side work (the driver splits them in groups): the streams, buffers and kernels of
     /// this `Gpu` run on the others, and [`Gpu::side_context`]'s streams on the kept ones (the
     /// JPEG decoder's, so that its kernels never wait for the engine's blocks; see
-    /// [`partition`]). [`DeviceInfo::multiprocessors`] counts the engine's SMs.
+    /// [`partition`]). [`DeviceInfo::multiprocessors`] counts the engine's SMs. The SMs are
+    /// not the only thing streams share: see [`super::CONNECTIONS_VAR`] for the hardware
+    /// queues.
     pub fn with_side_sms(ordinal: usize, ptx: Option<&Path>, side_sms: u32) -> Result<Gpu> {
         let split = partition::split(ordinal, side_sms)?;
         Gpu::open(ordinal, split.engine.clone(), ptx, Some(split))

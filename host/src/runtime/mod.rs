@@ -32,6 +32,17 @@ use crate::error::{DriverContext, Error, Result};
 use cudarc::driver::sys::{self, CUstreamCaptureMode};
 use cudarc::driver::CudaContext;
 
+/// The driver's environment variable for how many hardware work queues a device's streams are
+/// spread over (8 where it is unset, at most 32). Streams beyond that many share queues, and
+/// work on one then waits for work queued before it on another: a JPEG decode, for one, waits
+/// for the training step's kernels even on SMs of its own ([`Gpu::with_side_sms`]). The
+/// driver reads it once, when it starts, so a program sets it before its first CUDA call.
+pub const CONNECTIONS_VAR: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
+
+/// The count of hardware work queues `streamline`'s command-line tool asks for where
+/// [`CONNECTIONS_VAR`] is unset: the most the driver allows.
+pub const CONNECTIONS: u32 = 32;
+
 /// Whether the CUDA driver library can be loaded; the error says so in one line if not.
 pub fn driver_present() -> Result<()> {
     // SAFETY: only tries to dlopen the driver library by its usual names and closes it again.
