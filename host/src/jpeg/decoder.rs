@@ -23,9 +23,10 @@
 //! waits for the caller's stream before handing them a batch. A state's first decode allocates
 //! its buffers, which waits for the whole device.
 
+use super::headers::{FileHeader, HeaderReader, OwnedHandle};
 use super::library::{
-    check, nvjpeg, Handle, Image, JpegStream, Nvjpeg, State, BACKEND_GPU_HYBRID, BACKEND_HARDWARE,
-    CSS_444, MAX_COMPONENT, OUTPUT_RGBI,
+    check, nvjpeg, Image, Nvjpeg, State, BACKEND_GPU_HYBRID, BACKEND_HARDWARE, CSS_444,
+    MAX_COMPONENT, OUTPUT_RGBI,
 };
 use crate::error::{DriverContext, Error, Result};
 use crate::ops::image::ImageExtent;
@@ -107,16 +108,14 @@ struct Turn {
     used: bool,
 }
 
-/// One nvJPEG back end: its handle, its two decoding states (used in turn), the parsed-header
-/// scratch used to ask what it supports, and its stream.
+/// One nvJPEG back end: its handle, its two decoding states (used in turn) and its stream.
 struct Part {
     lib: &'static Nvjpeg,
     /// Whether this is the hardware decoders' back end.
     hardware: bool,
-    handle: Handle,
+    handle: Arc<OwnedHandle>,
     turns: Vec<Turn>,
     next: usize,
-    header: JpegStream,
     stream: Arc<CudaStream>,
 }
 
@@ -146,10 +145,9 @@ impl Part {
         let mut part = Part {
             lib,
             hardware: backend == BACKEND_HARDWARE,
-            handle,
+            handle: Arc::new(OwnedHandle { lib, raw: handle }),
             turns: Vec::with_capacity(TURNS),
             next: 0,
-            header: std::ptr::null_mut(),
             stream,
         };
         for _ in 0..TURNS {
@@ -159,7 +157,7 @@ impl Part {
             let mut state = std::ptr::null_mut();
             // SAFETY: `handle` is live; the output is written on success and freed by `Drop`.
             check("nvjpegJpegStateCreate", unsafe {
-                (lib.state_create)(part.handle, &mut state)
+                (lib.state_create)(part.handle.raw, &mut state)
             })?;
             part.turns.push(Turn {
                 state,
@@ -174,36 +172,12 @@ impl Part {
                     // SAFETY: the handle and state are this part's; the format values are
                     // `nvjpeg.h`'s.
                     check("nvjpegDecodeBatchedPreAllocate", unsafe {
-                        pre(part.handle, state, 1, 1, 1, CSS_444, OUTPUT_RGBI)
+                        pre(part.handle.raw, state, 1, 1, 1, CSS_444, OUTPUT_RGBI)
                     })?;
                 }
             }
         }
-        // SAFETY: as above.
-        check("nvjpegJpegStreamCreate", unsafe {
-            (lib.stream_create)(part.handle, &mut part.header)
-        })?;
         Ok(part)
-    }
-
-    /// Whether this back end's batched decoder takes `file` (a header it cannot parse: no, and
-    /// the other decoder gets the file).
-    fn supports(&self, file: &[u8]) -> Result<bool> {
-        let lib = self.lib;
-        // SAFETY: `file` is readable for its length; the header scratch belongs to this part.
-        let parsed = unsafe {
-            (lib.stream_parse_header)(self.handle, file.as_ptr(), file.len(), self.header)
-        };
-        if check("nvjpegJpegStreamParseHeader", parsed).is_err() {
-            return Ok(false);
-        }
-        let mut unsupported: c_int = 1;
-        // SAFETY: the header was parsed into `self.header` just above.
-        check("nvjpegDecodeBatchedSupported", unsafe {
-            (lib.batched_supported)(self.handle, self.header, &mut unsupported)
-        })?;
-        // nvJPEG answers 0 for "supported".
-        Ok(unsupported == 0)
     }
 
     /// Decodes `files` into `images` on this part's stream, with the state whose turn it is
@@ -232,7 +206,7 @@ impl Part {
         // SAFETY: the handle and state are this part's, the state idle (waited for above); the
         // batch size is `n`.
         check("nvjpegDecodeBatchedInitialize", unsafe {
-            (lib.batched_initialize)(self.handle, turn.state, n, 1, OUTPUT_RGBI)
+            (lib.batched_initialize)(self.handle.raw, turn.state, n, 1, OUTPUT_RGBI)
         })?;
         let data: Vec<*const u8> = files.iter().map(|f| f.as_ptr()).collect();
         let lengths: Vec<usize> = files.iter().map(|f| f.len()).collect();
@@ -240,7 +214,7 @@ impl Part {
         // returning), `n` destinations by this function's contract, on this part's stream.
         let decoded = check("nvjpegDecodeBatched", unsafe {
             (lib.decode_batched)(
-                self.handle,
+                self.handle.raw,
                 turn.state,
                 data.as_ptr(),
                 lengths.as_ptr(),
@@ -261,16 +235,12 @@ impl Drop for Part {
         let lib = self.lib;
         // Work queued on the part's stream may still read its state.
         let _ = self.stream.synchronize();
-        // SAFETY: each object was made by this part (or is null, which is skipped) and is
-        // destroyed once, the handle last.
+        // SAFETY: each state was made by this part's handle (alive until the last of its users
+        // goes) and is destroyed once.
         unsafe {
-            if !self.header.is_null() {
-                (lib.stream_destroy)(self.header);
-            }
             for t in &self.turns {
                 (lib.state_destroy)(t.state);
             }
-            (lib.destroy)(self.handle);
         }
     }
 }
@@ -312,6 +282,8 @@ impl std::ops::Sub for HostTimes {
 pub struct JpegDecoder {
     ctx: Arc<CudaContext>,
     times: HostTimes,
+    /// Reads headers for the decoder's own layouts.
+    reader: HeaderReader,
     hardware: Option<Part>,
     cuda: Part,
     /// Of the images the hardware takes, the share it decodes; the CUDA decoder the rest.
@@ -339,9 +311,11 @@ impl JpegDecoder {
                 Err(e) => (None, Some(e.to_string())),
             },
         };
+        let reader = HeaderReader::new(ctx, &cuda.handle, hardware.as_ref().map(|p| &p.handle))?;
         Ok(JpegDecoder {
             ctx: ctx.clone(),
             times: HostTimes::default(),
+            reader,
             hardware,
             cuda,
             hardware_share: 1.0,
@@ -372,74 +346,47 @@ impl JpegDecoder {
         Ok(())
     }
 
-    /// The sizes of `files` as their headers give them, and where each starts in a ragged RGB
-    /// batch: `(layout, bytes of the batch)`. A file whose header nvJPEG cannot read, or that
-    /// nvJPEG would decode wrongly ([`super::nvjpeg_trouble`]), is an error naming its index.
-    pub fn layout(&mut self, files: &[&[u8]]) -> Result<(Layout, usize)> {
+    /// A reader of files' headers for this decoder, for another thread (one per thread): a
+    /// program that reads its files on several threads reads their headers there, and hands
+    /// them to [`JpegDecoder::decode_into_with`].
+    pub fn header_reader(&self) -> Result<HeaderReader> {
+        HeaderReader::new(
+            &self.ctx,
+            &self.cuda.handle,
+            self.hardware.as_ref().map(|p| &p.handle),
+        )
+    }
+
+    /// The headers of `files`: an error names the first file whose header nvJPEG cannot read,
+    /// or that nvJPEG would decode wrongly ([`super::nvjpeg_trouble`]), by its index.
+    pub fn headers(&mut self, files: &[&[u8]]) -> Result<Vec<FileHeader>> {
         let t = Instant::now();
-        let r = self.read_layout(files);
+        let r = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| self.reader.read(f).map_err(|e| bad(i, e)))
+            .collect();
         self.times.headers += t.elapsed();
         r
     }
 
-    fn read_layout(&self, files: &[&[u8]]) -> Result<(Layout, usize)> {
-        self.ctx.bind_to_thread().op("cuCtxSetCurrent")?;
-        let lib = self.cuda.lib;
-        let mut sizes = Vec::with_capacity(files.len());
-        for (i, f) in files.iter().enumerate() {
-            if let Some(why) = super::nvjpeg_trouble(f) {
-                return Err(bad(i, why));
-            }
-            let (mut components, mut subsampling) = (0, 0);
-            let (mut w, mut h) = ([0 as c_int; MAX_COMPONENT], [0 as c_int; MAX_COMPONENT]);
-            // SAFETY: `f` is readable for its length; the outputs hold `MAX_COMPONENT` ints.
-            let s = unsafe {
-                (lib.get_image_info)(
-                    self.cuda.handle,
-                    f.as_ptr(),
-                    f.len(),
-                    &mut components,
-                    &mut subsampling,
-                    w.as_mut_ptr(),
-                    h.as_mut_ptr(),
-                )
-            };
-            check("nvjpegGetImageInfo", s).map_err(|e| bad(i, e))?;
-            if w[0] <= 0 || h[0] <= 0 || !(components == 1 || components == 3) {
-                return Err(bad(
-                    i,
-                    format!("{components} components of {} x {}", w[0], h[0]),
-                ));
-            }
-            sizes.push((h[0] as usize, w[0] as usize));
-        }
-        let mut offsets = Vec::with_capacity(files.len());
-        let mut total = 0usize;
-        for (i, &(h, w)) in sizes.iter().enumerate() {
-            offsets.push(total);
-            total = h
-                .checked_mul(w * 3)
-                .and_then(|b| total.checked_add(b))
-                .ok_or_else(|| bad(i, "the batch's size overflows"))?;
-        }
-        Ok((
-            Layout {
-                offsets,
-                sizes,
-                on_hardware: 0,
-            },
-            total,
-        ))
+    /// The sizes of `files` as their headers give them, and where each starts in a ragged RGB
+    /// batch: `(layout, bytes of the batch)`. A file whose header nvJPEG cannot read, or that
+    /// nvJPEG would decode wrongly ([`super::nvjpeg_trouble`]), is an error naming its index.
+    pub fn layout(&mut self, files: &[&[u8]]) -> Result<(Layout, usize)> {
+        let headers = self.headers(files)?;
+        place(&headers)
     }
 
     /// Decodes `files` (JPEG bytes) into a new ragged RGB batch, ordered before later work on
     /// `stream`. A file whose header nvJPEG cannot read is an error naming its index; one that
     /// fails later fails the batch.
     pub fn decode(&mut self, stream: &Arc<CudaStream>, files: &[&[u8]]) -> Result<Decoded> {
-        let (layout, total) = self.layout(files)?;
+        let headers = self.headers(files)?;
+        let (layout, total) = place(&headers)?;
         // SAFETY: every byte is written by the decoders before any read is ordered after them.
         let mut data = unsafe { stream.alloc::<u8>(total.max(1)) }.op("cuMemAllocAsync")?;
-        let layout = self.decode_at(stream, files, layout, &mut data)?;
+        let layout = self.decode_at(stream, files, &headers, layout, &mut data)?;
         Ok(Decoded { data, layout })
     }
 
@@ -454,43 +401,57 @@ impl JpegDecoder {
         files: &[&[u8]],
         data: &mut impl DevicePtrMut<u8>,
     ) -> Result<Layout> {
-        let (layout, total) = self.layout(files)?;
+        let headers = self.headers(files)?;
+        self.decode_into_with(stream, files, &headers, data)
+    }
+
+    /// [`JpegDecoder::decode_into`] with the files' headers already read (by
+    /// [`JpegDecoder::headers`] or a [`HeaderReader`] of this decoder), one per file.
+    pub fn decode_into_with(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        files: &[&[u8]],
+        headers: &[FileHeader],
+        data: &mut impl DevicePtrMut<u8>,
+    ) -> Result<Layout> {
+        if headers.len() != files.len() {
+            return Err(Error::arg(
+                "headers",
+                format!("{} headers for {} files", headers.len(), files.len()),
+            ));
+        }
+        let (layout, total) = place(headers)?;
         if data.len() < total {
             return Err(Error::arg(
                 "data",
                 format!("holds {} bytes; the batch needs {total}", data.len()),
             ));
         }
-        self.decode_at(stream, files, layout, data)
+        self.decode_at(stream, files, headers, layout, data)
     }
 
-    /// [`JpegDecoder::decode_into`] with the layout [`JpegDecoder::layout`] gave for `files`,
-    /// which `data` holds.
+    /// [`JpegDecoder::decode_into`] with the files' headers and the layout [`place`] gave for
+    /// them, which `data` holds.
     fn decode_at(
         &mut self,
         stream: &Arc<CudaStream>,
         files: &[&[u8]],
+        headers: &[FileHeader],
         mut layout: Layout,
         data: &mut impl DevicePtrMut<u8>,
     ) -> Result<Layout> {
         self.ctx.bind_to_thread().op("cuCtxSetCurrent")?;
-        // Which images go to the hardware decoders.
-        let t = Instant::now();
+        // Which images go to the hardware decoders: the share asked for of those they take.
         let mut to_hardware = vec![false; files.len()];
-        if let Some(hw) = &self.hardware {
-            let mut supported = Vec::new();
-            hw.stream.context().bind_to_thread().op("cuCtxSetCurrent")?;
-            for (i, f) in files.iter().enumerate() {
-                if hw.supports(f).map_err(|e| bad(i, e))? {
-                    supported.push(i);
-                }
-            }
+        if self.hardware.is_some() {
+            let supported: Vec<usize> = (0..files.len())
+                .filter(|&i| headers[i].on_hardware)
+                .collect();
             let take = (supported.len() as f64 * self.hardware_share).round() as usize;
             for &i in &supported[..take] {
                 to_hardware[i] = true;
             }
         }
-        self.times.headers += t.elapsed();
         let base = {
             let (ptr, _sync) = data.device_ptr_mut(stream);
             ptr
@@ -557,6 +518,28 @@ impl JpegDecoder {
         layout.on_hardware = to_hardware.iter().filter(|&&t| t).count();
         Ok(layout)
     }
+}
+
+/// Where each image of `headers` starts in a ragged RGB batch: `(layout, bytes of the batch)`.
+fn place(headers: &[FileHeader]) -> Result<(Layout, usize)> {
+    let mut offsets = Vec::with_capacity(headers.len());
+    let mut total = 0usize;
+    for (i, h) in headers.iter().enumerate() {
+        offsets.push(total);
+        total = h
+            .height
+            .checked_mul(h.width * 3)
+            .and_then(|b| total.checked_add(b))
+            .ok_or_else(|| bad(i, "the batch's size overflows"))?;
+    }
+    Ok((
+        Layout {
+            offsets,
+            sizes: headers.iter().map(|h| (h.height, h.width)).collect(),
+            on_hardware: 0,
+        },
+        total,
+    ))
 }
 
 /// The error for file `i` of a batch.

@@ -4,8 +4,10 @@
 //! into one ragged batch of RGB images in stream order.
 
 mod decoder;
+mod headers;
 mod library;
 mod markers;
 
 pub use decoder::{Backend, Decoded, HostTimes, JpegDecoder, Layout};
+pub use headers::{FileHeader, HeaderReader};
 pub use markers::{is_progressive, nvjpeg_trouble};

@@ -12,7 +12,7 @@ use crate::folder::ImageFolder;
 use std::sync::Mutex;
 use streamline::engine::memory::h2d;
 use streamline::engine::PinnedBuffer;
-use streamline::jpeg::{Backend, HostTimes, JpegDecoder};
+use streamline::jpeg::{Backend, HeaderReader, HostTimes, JpegDecoder};
 use streamline::ops::image::{
     check_extents, extent_words, Augment, DeviceRng, ImageExtent, EXTENT_WORDS,
 };
@@ -160,6 +160,11 @@ impl FileDecoder {
         self.decoder.host_times()
     }
 
+    /// A reader of files' headers for a loader thread.
+    pub(super) fn header_reader(&self) -> Result<HeaderReader> {
+        self.decoder.header_reader()
+    }
+
     /// Decodes the files of `slot` into `data` and their extents into `x`, on `stream`: the
     /// JPEGs by nvJPEG at the front, the images the loader decoded copied after them. A JPEG
     /// nvJPEG cannot decode fails the batch naming it, or (skipping bad images) is left out
@@ -185,10 +190,16 @@ impl FileDecoder {
             .collect();
         let mut files: Vec<&[u8]> = jpegs.iter().map(|&j| &bytes[spans[j].clone()]).collect();
         let all = data.len();
-        let layout = match self
-            .decoder
-            .decode_into(stream, &files, &mut data.view_mut(0..all)?)
-        {
+        let first = match &slot.headers {
+            Some(h) => {
+                self.decoder
+                    .decode_into_with(stream, &files, h, &mut data.view_mut(0..all)?)
+            }
+            None => self
+                .decoder
+                .decode_into(stream, &files, &mut data.view_mut(0..all)?),
+        };
+        let layout = match first {
             Ok(l) => l,
             Err(e) => {
                 let which: Vec<usize> = jpegs.iter().map(|&j| slot.entries[j].file).collect();

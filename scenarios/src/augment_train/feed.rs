@@ -16,6 +16,7 @@ use streamline::engine::{
     Streamed,
 };
 use streamline::error::{DriverContext, Error, Result};
+use streamline::jpeg::{FileHeader, HeaderReader};
 use streamline::ops::image::{Augment, AugmentConfig, AugmentDraw, Layout, Shape};
 use streamline::Gpu;
 use streamline_testing::data::fan_in_weights;
@@ -132,16 +133,47 @@ impl Source {
     }
 
     /// Batch `i` into a loader's slot: decoded images, or the files as they are for the GPU
-    /// to decode.
-    fn fill_slot(&self, i: usize, batch: usize, slot: &mut Slot) -> Result<()> {
+    /// to decode, with their headers where `readers` has a reader to spare and every JPEG's
+    /// header reads (else the decoder reads them, and names a bad file).
+    fn fill_slot(
+        &self,
+        i: usize,
+        batch: usize,
+        slot: &mut Slot,
+        readers: &Mutex<Vec<HeaderReader>>,
+    ) -> Result<()> {
         match self {
-            Source::Files(f, s) => f.fill_files(
-                i * s.count + s.index,
-                batch,
-                slot.images.as_mut_slice()?,
-                &mut slot.entries,
-                slot.targets.as_mut_slice()?,
-            ),
+            Source::Files(f, s) => {
+                f.fill_files(
+                    i * s.count + s.index,
+                    batch,
+                    slot.images.as_mut_slice()?,
+                    &mut slot.entries,
+                    slot.targets.as_mut_slice()?,
+                )?;
+                slot.headers = None;
+                let Some(mut reader) = lock(readers).pop() else {
+                    return Ok(());
+                };
+                let bytes = slot.images.as_slice()?;
+                let mut start = 0;
+                let mut headers = Vec::with_capacity(slot.entries.len());
+                for e in &slot.entries {
+                    let file = &bytes[start..e.end];
+                    start = e.end;
+                    if e.decoded.is_some() {
+                        continue;
+                    }
+                    match reader.read(file) {
+                        Ok(h) => headers.push(h),
+                        Err(_) => break,
+                    }
+                }
+                lock(readers).push(reader);
+                let jpegs = slot.entries.iter().filter(|e| e.decoded.is_none()).count();
+                slot.headers = (headers.len() == jpegs).then_some(headers);
+                Ok(())
+            }
             _ => self.fill(
                 i,
                 batch,
@@ -166,6 +198,9 @@ pub(super) struct Slot {
     pub(super) images: PinnedBuffer<u8>,
     pub(super) targets: PinnedBuffer<f32>,
     pub(super) entries: Vec<Entry>,
+    /// The headers of the slot's JPEGs (the entries not decoded on the host), in order, where
+    /// the loader's thread read them all.
+    pub(super) headers: Option<Vec<FileHeader>>,
 }
 
 /// A slot is idle when both of its page-locked buffers are.
@@ -260,13 +295,10 @@ impl Setup {
                     images: PinnedBuffer::zeros(pool, slot_bytes)?,
                     targets: PinnedBuffer::zeros(pool, batch * o.train.classes)?,
                     entries: Vec::with_capacity(batch),
+                    headers: None,
                 })
             })
             .collect::<Result<Vec<Slot>>>()?;
-        let fill_source = source.clone();
-        let loader = Loader::new(slots, o.workers, move |i, slot: &mut Slot| {
-            fill_source.fill_slot(i, batch, slot)
-        })?;
         let decode = match decode_on {
             Some(g) => Some(GpuDecode::new(
                 g,
@@ -278,6 +310,21 @@ impl Setup {
             )?),
             None => None,
         };
+        // One header reader per loader thread: the thread that decodes then only decodes.
+        let readers = match &decode {
+            Some(d) => {
+                let files = lock(&d.files);
+                (0..o.workers)
+                    .map(|_| files.header_reader())
+                    .collect::<Result<Vec<_>>>()?
+            }
+            None => Vec::new(),
+        };
+        let readers = Mutex::new(readers);
+        let fill_source = source.clone();
+        let loader = Loader::new(slots, o.workers, move |i, slot: &mut Slot| {
+            fill_source.fill_slot(i, batch, slot, &readers)
+        })?;
         let stream = pool.stream(0)?;
         let ctx = pool.context();
         // The augmentations' parameter arrays are made without cudarc's per-slice events: a

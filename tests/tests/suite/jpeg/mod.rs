@@ -16,6 +16,7 @@
 //! coding and restart interval, against the JPEG standard's tolerances.
 
 mod encodings;
+mod headers;
 mod side_sms;
 
 use image::codecs::jpeg::JpegEncoder;
