@@ -67,7 +67,7 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, args: DecodeArgs) -> Re
         .collect::<Result<_>>()?;
     let gpu = match args.decoder_sms {
         0 => Gpu::new(device, ptx)?,
-        n => Gpu::with_side_sms(device, ptx, n)?,
+        n => Gpu::with_side_sms(device, ptx, n).with_context(|| format!("--decoder-sms {n}"))?,
     };
     let mut dec = JpegDecoder::new(&gpu, args.backend)?;
     if let Some(s) = args.hardware_share {

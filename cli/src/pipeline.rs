@@ -169,7 +169,7 @@ pub fn run(device: usize, ptx: Option<&Path>, a: PipelineArgs) -> Result<()> {
             // Where the driver cannot split the SMs, `--decode auto` shares them all (the
             // report says so); asked for the GPU, the error says why and how to go without.
             Err(_) if auto => Gpu::new(device, ptx)?,
-            Err(e) => bail!("{e} (--decoder-sms 0 shares every SM with the decoder)"),
+            Err(e) => bail!("--decoder-sms {n}: {e} (0 shares every SM with the decoder)"),
         },
     };
     // Ctrl-C stops the run at its next iteration: the work already queued finishes, everything

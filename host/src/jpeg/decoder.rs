@@ -420,6 +420,24 @@ impl JpegDecoder {
                 format!("{} headers for {} files", headers.len(), files.len()),
             ));
         }
+        // The decoders write each image at the size its file's frame gives: a header of
+        // another size would place it over its neighbours.
+        for (i, (f, h)) in files.iter().zip(headers).enumerate() {
+            if super::frame_size(f) != Some((h.height, h.width)) {
+                return Err(Error::arg(
+                    "headers",
+                    format!(
+                        "header {i} ({} x {}) is not file {i}'s ({})",
+                        h.width,
+                        h.height,
+                        match super::frame_size(f) {
+                            Some((fh, fw)) => format!("{fw} x {fh}"),
+                            None => "no frame header".to_string(),
+                        }
+                    ),
+                ));
+            }
+        }
         let (layout, total) = place(headers)?;
         if data.len() < total {
             return Err(Error::arg(

@@ -46,6 +46,27 @@ pub fn is_progressive(reader: impl Read + Seek) -> bool {
     false
 }
 
+/// The `(height, width)` a JPEG's frame header gives, if `file` has one: what a decoder
+/// writes for it (its first component at full size).
+pub fn frame_size(file: &[u8]) -> Option<(usize, usize)> {
+    let mut m = Markers::new(Cursor::new(file));
+    while let Ok(Some((marker, len))) = m.next() {
+        match marker {
+            0xC0..=0xCF if !matches!(marker, 0xC4 | 0xC8 | 0xCC) => {
+                if len < 5 {
+                    return None;
+                }
+                let [_, y0, y1, x0, x1] = m.bytes::<5>().ok()?;
+                let (h, w) = (u16::from_be_bytes([y0, y1]), u16::from_be_bytes([x0, x1]));
+                return Some((h as usize, w as usize));
+            }
+            SOS => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Whether start-of-frame marker `code` begins a progressive frame (Huffman or arithmetic,
 /// plain or differential).
 fn progressive_frame(code: u8) -> bool {
@@ -162,6 +183,23 @@ mod tests {
         }
         f.extend([0xFF, EOI]);
         f
+    }
+
+    #[test]
+    fn the_frame_header_gives_the_size() {
+        // Precision 8, height 0x0123, width 0x0456, one component.
+        let sof = [8, 0x01, 0x23, 0x04, 0x56, 1, 1, 0x11, 0];
+        let scan = [0x12, 0x34];
+        let exif = vec![0u8; 300];
+        let f = file(&[(0xE1, &exif), (0xC0, &sof), (SOS, &[1])], &scan);
+        assert_eq!(frame_size(&f), Some((0x123, 0x456)));
+        let p = file(&[(SOF2, &sof), (SOS, &[1])], &scan);
+        assert_eq!(frame_size(&p), Some((0x123, 0x456)));
+        // No frame before the scan, a frame header cut short, not a JPEG.
+        assert_eq!(frame_size(&file(&[(SOS, &[1])], &scan)), None);
+        assert_eq!(frame_size(&file(&[(0xC0, &sof[..3])], &scan)), None);
+        assert_eq!(frame_size(b"not a jpeg"), None);
+        assert_eq!(frame_size(&[]), None);
     }
 
     #[test]

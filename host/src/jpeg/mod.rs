@@ -10,4 +10,4 @@ mod markers;
 
 pub use decoder::{Backend, Decoded, HostTimes, JpegDecoder, Layout};
 pub use headers::{FileHeader, HeaderReader};
-pub use markers::{is_progressive, nvjpeg_trouble};
+pub use markers::{frame_size, is_progressive, nvjpeg_trouble};

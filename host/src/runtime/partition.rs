@@ -94,7 +94,7 @@ fn make(ordinal: usize, side_sms: u32) -> Result<SmSplit> {
     let version = super::driver_version()?;
     if version < FIRST_DRIVER {
         return Err(Error::arg(
-            "decoder_sms",
+            "side_sms",
             format!(
                 "splitting the SMs needs green contexts, which the driver ({}.{}) lacks: \
                  12.4 or later has them",
@@ -119,9 +119,9 @@ fn make(ordinal: usize, side_sms: u32) -> Result<SmSplit> {
     let total = unsafe { all.__bindgen_anon_1.sm.smCount };
     if side_sms == 0 || side_sms >= total / 2 {
         return Err(Error::arg(
-            "decoder_sms",
+            "side_sms",
             format!(
-                "{side_sms}: the SMs kept for the decoder are 1..={} (under half of the \
+                "{side_sms}: the SMs kept for side work are 1..={} (under half of the \
                  device's {total})",
                 (total / 2).saturating_sub(1)
             ),
@@ -140,7 +140,7 @@ fn make(ordinal: usize, side_sms: u32) -> Result<SmSplit> {
     .op("cuDevSmResourceSplitByCount")?;
     if groups != 1 {
         return Err(Error::arg(
-            "decoder_sms",
+            "side_sms",
             format!("{side_sms}: the driver could not split off a group of that many SMs"),
         ));
     }

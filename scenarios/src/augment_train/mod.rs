@@ -302,6 +302,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_decoder_gets_sms_of_its_own_only_where_it_may_decode_on_the_gpu() {
+        let with = |f: fn(&mut Options)| {
+            let mut o = Options {
+                input: Some(PathBuf::from("images")),
+                ..Options::default()
+            };
+            f(&mut o);
+            side_sms(&o)
+        };
+        assert_eq!(with(|_| {}), Some(8));
+        assert_eq!(with(|o| o.decode = Decode::Gpu), Some(8));
+        assert_eq!(with(|o| o.decoder_sms = 16), Some(16));
+        assert_eq!(with(|o| o.decoder_sms = 0), None);
+        assert_eq!(with(|o| o.decode = Decode::Cpu), None);
+        assert_eq!(with(|o| o.gpus = 2), None);
+        assert_eq!(with(|o| o.input = None), None);
+    }
+
+    #[test]
     fn decoding_on_the_gpu_has_a_lane_and_a_stream_of_its_own() {
         for decode in [false, true] {
             let spec = spec(Some("extra"), decode);

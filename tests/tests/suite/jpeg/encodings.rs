@@ -241,6 +241,22 @@ fn compare(c: &Coding, gpu_rgb: &[u8], cpu_rgb: &[u8]) -> Result<(f64, f64), Str
     }
 }
 
+proptest! {
+    /// The size the frame header gives, which a decode given headers read elsewhere is
+    /// checked against, is the image's as the CPU's decoder reads it, for every kind of file.
+    #[test]
+    fn the_frame_header_gives_the_cpu_decoders_size(c in coding()) {
+        let f = encode(&c);
+        prop_assert_eq!(streamline::jpeg::frame_size(&f), Some((c.height, c.width)));
+        let (w, h) = image::ImageReader::new(std::io::Cursor::new(&f))
+            .with_guessed_format()
+            .unwrap()
+            .into_dimensions()
+            .unwrap();
+        prop_assert_eq!((h as usize, w as usize), (c.height, c.width));
+    }
+}
+
 #[test]
 fn every_encoding_matches_the_cpu_decoder_within_the_standard() {
     gpu_property(

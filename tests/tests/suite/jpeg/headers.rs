@@ -46,10 +46,17 @@ fn headers_read_on_other_threads_decode_the_same_batch() {
         s.clone_dtoh(&decoded.data).unwrap(),
         "a decode given the headers wrote other bytes"
     );
-    // Headers that do not match the files are refused before anything is queued.
-    match dec.decode_into_with(s, &refs, &theirs[0][1..], &mut into) {
-        Err(Error::InvalidArgument { arg, .. }) => assert_eq!(arg, "headers"),
-        other => panic!("{:?}", other.map(|l| l.sizes)),
+    // Headers that do not match the files are refused before anything is queued: too few,
+    // or another file's size (which would place an image over its neighbours).
+    let mut swapped = theirs[0].clone();
+    swapped.swap(0, 1);
+    for wrong in [&theirs[0][1..], &swapped[..]] {
+        match dec.decode_into_with(s, &refs, wrong, &mut into) {
+            Err(Error::InvalidArgument { arg, reason }) => {
+                assert_eq!(arg, "headers", "{reason}")
+            }
+            other => panic!("{:?}", other.map(|l| l.sizes)),
+        }
     }
 }
 

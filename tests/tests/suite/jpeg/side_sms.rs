@@ -38,7 +38,7 @@ fn the_split_counts_the_engines_sms_and_refuses_bad_sizes() {
     for bad in [0, total / 2, total, u32::MAX] {
         match Gpu::with_side_sms(0, None, bad) {
             Err(Error::InvalidArgument { arg, reason }) => {
-                assert_eq!(arg, "decoder_sms");
+                assert_eq!(arg, "side_sms");
                 assert!(reason.contains("1..="), "{reason}");
             }
             Err(e) => panic!("{bad} SMs: {e}"),
