@@ -125,9 +125,7 @@ fn bind<O: 'static>(
 pub fn run(device: usize, ptx: Option<&Path>, a: PipelineArgs) -> Result<()> {
     // Decoding JPEGs on the GPU, the decoder gets SMs of its own.
     let side = match &a.scenario {
-        Scenario::AugmentTrain { o, .. } => {
-            augment_train::side_sms(o).map(|n| (n, o.decode == augment_train::Decode::Auto))
-        }
+        Scenario::AugmentTrain { o, .. } => augment_train::side_sms(o),
         _ => None,
     };
     // Validate everything the scenario does not need the device for before opening it.
@@ -164,11 +162,11 @@ pub fn run(device: usize, ptx: Option<&Path>, a: PipelineArgs) -> Result<()> {
     }
     let gpu = match side {
         None => Gpu::new(device, ptx)?,
-        Some((n, auto)) => match Gpu::with_side_sms(device, ptx, n) {
+        Some((n, strict)) => match Gpu::with_side_sms(device, ptx, n) {
             Ok(g) => g,
-            // Where the driver cannot split the SMs, `--decode auto` shares them all (the
-            // report says so); asked for the GPU, the error says why and how to go without.
-            Err(_) if auto => Gpu::new(device, ptx)?,
+            // Where the driver cannot split the SMs and `--decoder-sms` was not given, every SM
+            // is shared (the report says so); given, the error says why and how to go without.
+            Err(_) if !strict => Gpu::new(device, ptx)?,
             Err(e) => bail!("--decoder-sms {n}: {e} (0 shares every SM with the decoder)"),
         },
     };

@@ -15,7 +15,7 @@
 //! streams run at the device's greatest priority: their kernels are short, and whatever the
 //! caller does next waits for them. On a [`Gpu`] opened with SMs kept for side work
 //! ([`Gpu::with_side_sms`]), the decoder's streams and calls are in the kept SMs' context, so
-//! that its kernels never wait for the blocks of the caller's work.
+//! that its kernels do not queue for SMs behind the blocks of the caller's other work.
 //!
 //! The hardware decoders write when their call is made, whatever the stream still has queued
 //! before it (contrary to nvJPEG's documentation; the test suite's
@@ -145,7 +145,11 @@ impl Part {
         let mut part = Part {
             lib,
             hardware: backend == BACKEND_HARDWARE,
-            handle: Arc::new(OwnedHandle { lib, raw: handle }),
+            handle: Arc::new(OwnedHandle {
+                lib,
+                raw: handle,
+                ctx: ctx.clone(),
+            }),
             turns: Vec::with_capacity(TURNS),
             next: 0,
             stream,
@@ -281,6 +285,8 @@ impl std::ops::Sub for HostTimes {
 /// Decodes batches of JPEG files on one GPU (see the module's documentation).
 pub struct JpegDecoder {
     ctx: Arc<CudaContext>,
+    /// The context header readers bind: one any number of threads may have current.
+    host_ctx: Arc<CudaContext>,
     times: HostTimes,
     /// Reads headers for the decoder's own layouts.
     reader: HeaderReader,
@@ -311,9 +317,15 @@ impl JpegDecoder {
                 Err(e) => (None, Some(e.to_string())),
             },
         };
-        let reader = HeaderReader::new(ctx, &cuda.handle, hardware.as_ref().map(|p| &p.handle))?;
+        let host_ctx = gpu.host_context().clone();
+        let reader = HeaderReader::new(
+            &host_ctx,
+            &cuda.handle,
+            hardware.as_ref().map(|p| &p.handle),
+        )?;
         Ok(JpegDecoder {
             ctx: ctx.clone(),
+            host_ctx,
             times: HostTimes::default(),
             reader,
             hardware,
@@ -351,7 +363,7 @@ impl JpegDecoder {
     /// them to [`JpegDecoder::decode_into_with`].
     pub fn header_reader(&self) -> Result<HeaderReader> {
         HeaderReader::new(
-            &self.ctx,
+            &self.host_ctx,
             &self.cuda.handle,
             self.hardware.as_ref().map(|p| &p.handle),
         )
@@ -420,20 +432,27 @@ impl JpegDecoder {
                 format!("{} headers for {} files", headers.len(), files.len()),
             ));
         }
-        // The decoders write each image at the size its file's frame gives: a header of
-        // another size would place it over its neighbours.
+        // The decoders write each image at the size nvJPEG reads from its file: a header of
+        // another size would place it over its neighbours. The frame header says so cheaply;
+        // where it is not plain (none found, or another size), nvJPEG reads the file again.
         for (i, (f, h)) in files.iter().zip(headers).enumerate() {
-            if super::frame_size(f) != Some((h.height, h.width)) {
+            let size = (h.height(), h.width());
+            if super::frame_size(f) == Some(size) {
+                continue;
+            }
+            let t = Instant::now();
+            let read = self.reader.read(f);
+            self.times.headers += t.elapsed();
+            let read = read.map_err(|e| bad(i, e))?;
+            if (read.height(), read.width()) != size {
                 return Err(Error::arg(
                     "headers",
                     format!(
-                        "header {i} ({} x {}) is not file {i}'s ({})",
-                        h.width,
-                        h.height,
-                        match super::frame_size(f) {
-                            Some((fh, fw)) => format!("{fw} x {fh}"),
-                            None => "no frame header".to_string(),
-                        }
+                        "header {i} says {} x {}, file {i} is {} x {}",
+                        size.1,
+                        size.0,
+                        read.width(),
+                        read.height()
                     ),
                 ));
             }
@@ -463,7 +482,7 @@ impl JpegDecoder {
         let mut to_hardware = vec![false; files.len()];
         if self.hardware.is_some() {
             let supported: Vec<usize> = (0..files.len())
-                .filter(|&i| headers[i].on_hardware)
+                .filter(|&i| headers[i].on_hardware())
                 .collect();
             let take = (supported.len() as f64 * self.hardware_share).round() as usize;
             for &i in &supported[..take] {
@@ -545,15 +564,15 @@ fn place(headers: &[FileHeader]) -> Result<(Layout, usize)> {
     for (i, h) in headers.iter().enumerate() {
         offsets.push(total);
         total = h
-            .height
-            .checked_mul(h.width * 3)
+            .height()
+            .checked_mul(h.width() * 3)
             .and_then(|b| total.checked_add(b))
             .ok_or_else(|| bad(i, "the batch's size overflows"))?;
     }
     Ok((
         Layout {
             offsets,
-            sizes: headers.iter().map(|h| (h.height, h.width)).collect(),
+            sizes: headers.iter().map(|h| (h.height(), h.width())).collect(),
             on_hardware: 0,
         },
         total,

@@ -8,11 +8,12 @@ use cudarc::driver::CudaContext;
 use std::ffi::c_int;
 use std::sync::Arc;
 
-/// An nvJPEG handle, destroyed when the last of its users (a decoder's back end, the header
-/// readers) goes.
+/// An nvJPEG handle, destroyed (in the context it was made in) when the last of its users (a
+/// decoder's back end, the header readers) goes.
 pub(crate) struct OwnedHandle {
     pub(crate) lib: &'static Nvjpeg,
     pub(crate) raw: Handle,
+    pub(crate) ctx: Arc<CudaContext>,
 }
 
 // SAFETY: nvJPEG's library handle may be used from several threads at once; what may not (a
@@ -23,21 +24,38 @@ unsafe impl Sync for OwnedHandle {}
 
 impl Drop for OwnedHandle {
     fn drop(&mut self) {
+        // nvJPEG frees the handle's device memory in the context current on this thread.
+        let _ = self.ctx.bind_to_thread();
         // SAFETY: the handle was made by nvJPEG and is destroyed once, after every state and
         // stream made with it (each holds this handle alive).
         unsafe { (self.lib.destroy)(self.raw) };
     }
 }
 
-/// One file's header as a [`super::JpegDecoder`] reads it.
+/// One file's header as a [`HeaderReader`] read it: made only by one, so that a decode given
+/// headers gets what nvJPEG said of some file (and checks that it is this file's size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileHeader {
+    height: usize,
+    width: usize,
+    on_hardware: bool,
+}
+
+impl FileHeader {
     /// Rows of the decoded image.
-    pub height: usize,
+    pub fn height(&self) -> usize {
+        self.height
+    }
+
     /// Columns of the decoded image.
-    pub width: usize,
-    /// Whether the hardware decoders take the file (never where the decoder has none).
-    pub on_hardware: bool,
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Whether the hardware decoders take the file (never where the reader's decoder has none).
+    pub fn on_hardware(&self) -> bool {
+        self.on_hardware
+    }
 }
 
 /// A parsed-header stream of one handle.
@@ -88,9 +106,11 @@ impl Drop for Parser {
 /// Reads files' headers for a decoder ([`super::JpegDecoder::header_reader`]): one reader per
 /// thread, each usable while the decoder decodes on another.
 pub struct HeaderReader {
-    ctx: Arc<CudaContext>,
     cuda: Parser,
     hardware: Option<Parser>,
+    /// The context bound while reading: one that may be current on any number of threads (the
+    /// device's primary context, also where the decoder's own is a green one).
+    ctx: Arc<CudaContext>,
 }
 
 // SAFETY: a reader's parsed-header streams are used only through `&mut self` (one thread at a
@@ -99,17 +119,17 @@ pub struct HeaderReader {
 unsafe impl Send for HeaderReader {}
 
 impl HeaderReader {
-    /// A reader for the back ends of `cuda` and `hardware` (where the decoder has one), whose
-    /// calls run in `ctx`.
+    /// A reader for the back ends of `cuda` and `hardware` (where the decoder has one), reading
+    /// with `ctx` current.
     pub(crate) fn new(
         ctx: &Arc<CudaContext>,
         cuda: &Arc<OwnedHandle>,
         hardware: Option<&Arc<OwnedHandle>>,
     ) -> Result<HeaderReader> {
         Ok(HeaderReader {
-            ctx: ctx.clone(),
             cuda: Parser::new(cuda)?,
             hardware: hardware.map(Parser::new).transpose()?,
+            ctx: ctx.clone(),
         })
     }
 

@@ -46,21 +46,23 @@ pub fn is_progressive(reader: impl Read + Seek) -> bool {
     false
 }
 
-/// The `(height, width)` a JPEG's frame header gives, if `file` has one: what a decoder
-/// writes for it (its first component at full size).
+/// The `(height, width)` a JPEG's one frame header gives before its first scan: what a decoder
+/// writes for it (its first component at full size). `None` where `file` has no frame header
+/// there, or more than one, or one cut short.
 pub fn frame_size(file: &[u8]) -> Option<(usize, usize)> {
     let mut m = Markers::new(Cursor::new(file));
+    let mut size = None;
     while let Ok(Some((marker, len))) = m.next() {
         match marker {
             0xC0..=0xCF if !matches!(marker, 0xC4 | 0xC8 | 0xCC) => {
-                if len < 5 {
+                if len < 5 || size.is_some() {
                     return None;
                 }
                 let [_, y0, y1, x0, x1] = m.bytes::<5>().ok()?;
                 let (h, w) = (u16::from_be_bytes([y0, y1]), u16::from_be_bytes([x0, x1]));
-                return Some((h as usize, w as usize));
+                size = Some((h as usize, w as usize));
             }
-            SOS => return None,
+            SOS => return size,
             _ => {}
         }
     }
@@ -198,6 +200,8 @@ mod tests {
         // No frame before the scan, a frame header cut short, not a JPEG.
         assert_eq!(frame_size(&file(&[(SOS, &[1])], &scan)), None);
         assert_eq!(frame_size(&file(&[(0xC0, &sof[..3])], &scan)), None);
+        let twice = file(&[(0xC0, &sof), (0xC1, &sof), (SOS, &[1])], &scan);
+        assert_eq!(frame_size(&twice), None);
         assert_eq!(frame_size(b"not a jpeg"), None);
         assert_eq!(frame_size(&[]), None);
     }

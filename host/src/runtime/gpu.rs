@@ -216,6 +216,13 @@ impl Gpu {
         self.split.as_ref().map_or(&self.ctx, |s| &s.side)
     }
 
+    /// A context of this device that any number of threads may have current: the primary one
+    /// (the engine's own, unless this device was opened with a split, whose green contexts
+    /// the driver allows on one thread at a time).
+    pub(crate) fn host_context(&self) -> &Arc<CudaContext> {
+        self.split.as_ref().map_or(&self.ctx, |s| s.primary())
+    }
+
     /// The split of the device's SMs, where this device was opened with one.
     pub fn split(&self) -> Option<&SmSplit> {
         self.split.as_deref()

@@ -10,6 +10,15 @@
 //!
 //! A split lives as long as the process: the driver has no way to release a green context
 //! through the ordinary context it is seen as, and each split is made once per device and size.
+//!
+//! The driver's documentation allows a green context to be current on one thread at a time,
+//! with no internal synchronisation of calls from several. The engine's context here is bound by
+//! every thread that queues its work (as cudarc binds a stream's context for each call): the
+//! queueing thread, a thread decoding ahead, loader threads waiting for page-locked slots. The
+//! runs and tests of BENCHMARKS.md (a 20,000-step run among them, and compute-sanitizer's
+//! memcheck) showed no fault, but that is measurement, not the driver's promise. The design that
+//! needs no such trust keeps the primary context current and makes only the streams in the
+//! green contexts (`cuGreenCtxStreamCreate`), which cudarc's streams cannot yet own.
 
 use crate::error::{DriverContext, Error, Result};
 use cudarc::driver::sys::{self, CUdevResourceType, CUgreenCtxCreate_flags};
@@ -31,7 +40,14 @@ pub struct SmSplit {
     /// SMs side work runs on (at least what was asked for: the driver splits in groups).
     pub side_sms: u32,
     /// The device's primary context, retained while the split lives (the driver's advice).
-    _primary: Arc<CudaContext>,
+    primary_ctx: Arc<CudaContext>,
+}
+
+impl SmSplit {
+    /// The device's primary context.
+    pub(crate) fn primary(&self) -> &Arc<CudaContext> {
+        &self.primary_ctx
+    }
 }
 
 /// Every split made in this process, by device and the side's SMs asked for.
@@ -78,15 +94,19 @@ fn green(
         )
         .result()
         .op("cuGreenCtxCreate")?;
-        sys::cuCtxFromGreenCtx(&mut ctx, g)
-            .result()
-            .op("cuCtxFromGreenCtx")?;
+        if let Err(e) = sys::cuCtxFromGreenCtx(&mut ctx, g).result() {
+            sys::cuGreenCtxDestroy(g);
+            return Err(e).op("cuCtxFromGreenCtx");
+        }
     }
     // SAFETY: `ctx` is the live context of the green context just made on `dev`. The wrapper
     // would destroy it when its last reference goes, which a green context's ordinary handle
-    // must not be: the split holding it is kept for the process (see `SPLITS`), so that never
-    // happens.
-    unsafe { CudaContext::from_raw_context(ordinal, dev, ctx) }.op("cuCtxSetCurrent")
+    // must not be: one reference is forgotten at once, so that never happens, whatever path
+    // the caller takes after.
+    let wrapped =
+        unsafe { CudaContext::from_raw_context(ordinal, dev, ctx) }.op("cuCtxSetCurrent")?;
+    std::mem::forget(wrapped.clone());
+    Ok(wrapped)
 }
 
 fn make(ordinal: usize, side_sms: u32) -> Result<SmSplit> {
@@ -151,6 +171,16 @@ fn make(ordinal: usize, side_sms: u32) -> Result<SmSplit> {
             rest.__bindgen_anon_1.sm.smCount,
         )
     };
+    // The driver splits in groups, rounding the side's count up.
+    if engine_count <= side_count {
+        return Err(Error::arg(
+            "side_sms",
+            format!(
+                "{side_sms}: the driver's groups would keep {side_count} of {total} SMs for side \
+                 work, leaving the rest fewer"
+            ),
+        ));
+    }
     let side_ctx = green(ordinal, dev, &mut side)?;
     let engine = green(ordinal, dev, &mut rest)?;
     Ok(SmSplit {
@@ -158,6 +188,6 @@ fn make(ordinal: usize, side_sms: u32) -> Result<SmSplit> {
         side: side_ctx,
         engine_sms: engine_count,
         side_sms: side_count,
-        _primary: primary,
+        primary_ctx: primary,
     })
 }

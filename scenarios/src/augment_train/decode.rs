@@ -62,7 +62,16 @@ pub(super) fn choose(gpu: &Gpu, o: &Options) -> Result<(bool, String)> {
     match (o.decode, why_not()) {
         (Decode::Cpu, _) => Ok((false, "images decoded on the CPU (--decode cpu)".into())),
         (Decode::Gpu, Some(why)) => Err(Error::arg("decode", format!("gpu: {why}"))),
-        (Decode::Auto, Some(why)) => Ok((false, format!("images decoded on the CPU: {why}"))),
+        (Decode::Auto, Some(why)) => {
+            let idle = match gpu.split() {
+                Some(s) => format!(
+                    "; the {} SMs kept for the decoder stay idle (--decoder-sms 0 gives them back)",
+                    s.side_sms
+                ),
+                None => String::new(),
+            };
+            Ok((false, format!("images decoded on the CPU: {why}{idle}")))
+        }
         (_, None) => {
             let sms = match gpu.split() {
                 Some(s) => format!(

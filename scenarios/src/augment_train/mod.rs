@@ -93,19 +93,38 @@ pub struct Options {
     #[arg(long, default_value = "auto", value_parser = streamline::ops::matmul::Kernel::parse)]
     pub forward_kernel: streamline::ops::matmul::Kernel,
     /// SMs kept for the JPEG decoder when decoding on the GPU (at least this many: the driver
-    /// splits them in groups), so that its kernels never wait for the training step's blocks,
-    /// which run on the others; 0 shares every SM. Opening the device with them is the
-    /// caller's part ([`side_sms`]).
-    #[arg(long, default_value_t = Options::default().decoder_sms)]
-    pub decoder_sms: u32,
+    /// splits them in groups), so that its kernels do not queue behind the training step's
+    /// blocks, which run on the others; 0 shares every SM. Unset, 8 where the driver can split
+    /// the SMs (else every SM is shared); given, a split the driver refuses is an error.
+    /// Opening the device with them is the caller's part ([`side_sms`]).
+    #[arg(long)]
+    pub decoder_sms: Option<u32>,
 }
 
+/// SMs kept for the decoder where `--decoder-sms` is not given.
+pub const DECODER_SMS: u32 = 8;
+
 /// The SMs to keep for the decoder when the device is opened for `o`
-/// ([`streamline::Gpu::with_side_sms`]): `--decoder-sms` where `o` may decode on the GPU (a
-/// folder given, `--decode` not `cpu`, one GPU), else none.
-pub fn side_sms(o: &Options) -> Option<u32> {
-    (o.input.is_some() && o.decode != Decode::Cpu && o.gpus == 1 && o.decoder_sms > 0)
-        .then_some(o.decoder_sms)
+/// ([`streamline::Gpu::with_side_sms`]), and whether a refused split is an error (else every
+/// SM is shared): where `o` may decode on the GPU (a folder given with JPEG files in it,
+/// `--decode` not `cpu`, one GPU), else none.
+pub fn side_sms(o: &Options) -> Option<(u32, bool)> {
+    let dir = o.input.as_ref()?;
+    if o.decode == Decode::Cpu || o.gpus != 1 {
+        return None;
+    }
+    if o.decode == Decode::Auto {
+        // A folder with no JPEG decodes on the CPU: no SM is kept idle for it.
+        let f = crate::folder::ImageFolder::open(dir, o.size).ok()?;
+        if f.not_jpeg() == f.len() {
+            return None;
+        }
+    }
+    match o.decoder_sms {
+        None => Some((DECODER_SMS, false)),
+        Some(0) => None,
+        Some(n) => Some((n, true)),
+    }
 }
 
 impl Default for Options {
@@ -122,7 +141,7 @@ impl Default for Options {
             grad_dtype: GradDtype::F32,
             soak: 0,
             forward_kernel: streamline::ops::matmul::Kernel::Auto,
-            decoder_sms: 8,
+            decoder_sms: None,
         }
     }
 }
@@ -303,21 +322,23 @@ mod tests {
 
     #[test]
     fn the_decoder_gets_sms_of_its_own_only_where_it_may_decode_on_the_gpu() {
-        let with = |f: fn(&mut Options)| {
+        let with = |f: &dyn Fn(&mut Options)| {
             let mut o = Options {
-                input: Some(PathBuf::from("images")),
+                input: Some(PathBuf::from("no-such-folder")),
+                decode: Decode::Gpu,
                 ..Options::default()
             };
             f(&mut o);
             side_sms(&o)
         };
-        assert_eq!(with(|_| {}), Some(8));
-        assert_eq!(with(|o| o.decode = Decode::Gpu), Some(8));
-        assert_eq!(with(|o| o.decoder_sms = 16), Some(16));
-        assert_eq!(with(|o| o.decoder_sms = 0), None);
-        assert_eq!(with(|o| o.decode = Decode::Cpu), None);
-        assert_eq!(with(|o| o.gpus = 2), None);
-        assert_eq!(with(|o| o.input = None), None);
+        assert_eq!(with(&|_| {}), Some((DECODER_SMS, false)));
+        assert_eq!(with(&|o| o.decoder_sms = Some(16)), Some((16, true)));
+        assert_eq!(with(&|o| o.decoder_sms = Some(0)), None);
+        assert_eq!(with(&|o| o.decode = Decode::Cpu), None);
+        assert_eq!(with(&|o| o.gpus = 2), None);
+        assert_eq!(with(&|o| o.input = None), None);
+        // Auto: a folder that does not open, or holds no JPEG, decodes on the CPU.
+        assert_eq!(with(&|o| o.decode = Decode::Auto), None);
     }
 
     #[test]

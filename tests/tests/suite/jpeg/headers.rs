@@ -32,7 +32,7 @@ fn headers_read_on_other_threads_decode_the_same_batch() {
     for t in &theirs {
         assert_eq!(t, &own);
     }
-    assert!(own.iter().all(|h| h.height > 0 && h.width > 0));
+    assert!(own.iter().all(|h| h.height() > 0 && h.width() > 0));
     let s = g.stream();
     let decoded = dec.decode(s, &refs).unwrap();
     let total = decoded.data.len();
@@ -71,7 +71,7 @@ fn a_reader_names_why_a_file_does_not_read() {
         assert!(r.read(bad).is_err());
     }
     let h = r.read(&good).unwrap();
-    assert_eq!((h.height, h.width), (30, 40));
+    assert_eq!((h.height(), h.width()), (30, 40));
     drop(dec);
     // The reader keeps what it needs alive after its decoder goes.
     assert_eq!(r.read(&good).unwrap(), h);
