@@ -29,6 +29,7 @@ mod model;
 mod parallel;
 mod report;
 mod run;
+mod source;
 
 pub use decode::Decode;
 pub use model::GradDtype;
