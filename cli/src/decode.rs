@@ -92,14 +92,14 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, args: DecodeArgs) -> Re
     stream.synchronize()?;
     let before = dec.host_times();
     let mut times = Vec::with_capacity(args.passes);
-    let mut in_calls = 0.0;
+    let mut in_calls = std::time::Duration::ZERO;
     for _ in 0..args.passes {
         let t = Instant::now();
         for b in &batches {
             // Each batch's buffer is freed in stream order when dropped.
             let c = Instant::now();
             dec.decode(&stream, b)?;
-            in_calls += c.elapsed().as_secs_f64();
+            in_calls += c.elapsed();
         }
         stream.synchronize()?;
         times.push(t.elapsed().as_secs_f64());
@@ -107,9 +107,9 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, args: DecodeArgs) -> Re
     times.sort_by(f64::total_cmp);
     let secs = times[times.len() / 2];
     // The host's time inside the decoder's calls, per batch, over every timed pass.
-    let host_us = 1e6 * in_calls / (args.passes * batches.len()) as f64;
     let per_batch =
         |d: std::time::Duration| 1e6 * d.as_secs_f64() / (args.passes * batches.len()) as f64;
+    let host_us = per_batch(in_calls);
     let parts = dec.host_times() - before;
     let (headers_us, waiting_us, nvjpeg_us) = (
         per_batch(parts.headers),

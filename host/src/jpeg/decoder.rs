@@ -176,7 +176,7 @@ impl JpegDecoder {
         data: &mut impl DevicePtrMut<u8>,
     ) -> Result<Layout> {
         let headers = self.headers(files)?;
-        self.decode_into_with(stream, files, &headers, data)
+        self.decode_placed(stream, files, &headers, data)
     }
 
     /// [`JpegDecoder::decode_into`] with the files' headers already read (by
@@ -219,6 +219,18 @@ impl JpegDecoder {
                 ));
             }
         }
+        self.decode_placed(stream, files, headers, data)
+    }
+
+    /// [`JpegDecoder::decode_into`] with `headers` known to be `files`' own: placed as
+    /// [`place`] places them, into `data` if it holds them.
+    fn decode_placed(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        files: &[&[u8]],
+        headers: &[FileHeader],
+        data: &mut impl DevicePtrMut<u8>,
+    ) -> Result<Layout> {
         let (layout, total) = place(headers)?;
         if data.len() < total {
             return Err(Error::arg(

@@ -39,6 +39,19 @@ pub(super) fn decoder(backend: Backend) -> Option<JpegDecoder> {
     }
 }
 
+/// `files` decoded on `stream` and the stream waited for: milliseconds on the host's clock, and
+/// the batch.
+pub(super) fn timed_decode(
+    dec: &mut JpegDecoder,
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    files: &[&[u8]],
+) -> (f64, streamline::jpeg::Decoded) {
+    let t = std::time::Instant::now();
+    let d = dec.decode(stream, files).unwrap();
+    stream.synchronize().unwrap();
+    (t.elapsed().as_secs_f64() * 1e3, d)
+}
+
 /// A photo-like `w x h` image (a gradient, a soft disc, a little noise) as JPEG at quality 90.
 pub(super) fn photo(w: usize, h: usize, gray: bool, seed: u64) -> Vec<u8> {
     let mut state = seed | 1;
@@ -206,12 +219,7 @@ fn a_decode_overlaps_other_streams() {
         .collect();
     let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
     let (a, b) = (g.new_stream().unwrap(), g.new_stream().unwrap());
-    let decode = |dec: &mut JpegDecoder| {
-        let t = std::time::Instant::now();
-        dec.decode(&a, &refs).unwrap();
-        a.synchronize().unwrap();
-        t.elapsed().as_secs_f64() * 1e3
-    };
+    let decode = |dec: &mut JpegDecoder| timed_decode(dec, &a, &refs).0;
     // Each of the decoder's two states allocates on its first use, which waits for the device.
     decode(&mut dec);
     decode(&mut dec);

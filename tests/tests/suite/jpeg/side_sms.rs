@@ -2,7 +2,7 @@
 //! another stream's blocks that hold every SM the engine has, it writes the same bytes as the
 //! decoder sharing every SM, and the engine's own kernels still run correctly on the rest.
 
-use super::{decoder, photo};
+use super::{decoder, photo, timed_decode};
 use streamline::jpeg::{Backend, JpegDecoder};
 use streamline::{Error, Gpu};
 use streamline_tests::gpu;
@@ -58,12 +58,7 @@ fn a_decode_on_its_own_sms_does_not_wait_for_the_engines_blocks() {
         .collect();
     let refs: Vec<&[u8]> = files.iter().map(|f| f.as_slice()).collect();
     let (a, b) = (g.new_stream().unwrap(), g.new_stream().unwrap());
-    let decode = |dec: &mut JpegDecoder| {
-        let t = std::time::Instant::now();
-        let d = dec.decode(&a, &refs).unwrap();
-        a.synchronize().unwrap();
-        (t.elapsed().as_secs_f64() * 1e3, d)
-    };
+    let decode = |dec: &mut JpegDecoder| timed_decode(dec, &a, &refs);
     // Each of the decoder's two states allocates on its first use.
     decode(&mut dec);
     decode(&mut dec);
