@@ -2,14 +2,16 @@
 //! and `C` in bf16 or f16 (row-major, leading dimensions) and f32 accumulation, as a
 //! progression beside the FP32 one (see `gpu-kernels/src/matmul/half/mod.rs`).
 //!
+//! Step 3 also multiplies f32 matrices as TF32 (f32 accumulation and output).
+//!
 //! Every step handles any `m`, `n`, `k`; rows must start on 16-byte boundaries: the three
-//! addresses 16-byte aligned and `lda`, `ldb`, `ldc` multiples of 8 ([`HGEMM_ALIGN`]), as the
-//! tensor-core loads (and the TMA) require.
+//! addresses 16-byte aligned and `lda`, `ldb`, `ldc` multiples of 16 bytes (8 16-bit elements,
+//! [`HGEMM_ALIGN`]; 4 f32), as the tensor-core loads (and the TMA) require.
 
 use crate::{declare, params, DevPtr, DevPtrMut, Kernel};
 use streamline_device::element::{bf16, f16, Element};
 
-/// Elements per 16 bytes: the alignment of rows (`lda`, `ldb`, `ldc`) the kernels require.
+/// 16-bit elements per 16 bytes: the alignment of rows (`lda`, `ldb`, `ldc`) the kernels require.
 pub const HGEMM_ALIGN: u32 = 8;
 
 params! {
@@ -36,11 +38,11 @@ params! {
         pub n: u32,
         /// Columns of `A`, rows of `B`.
         pub k: u32,
-        /// Row stride of `A` in elements (`>= k`, a multiple of [`HGEMM_ALIGN`]).
+        /// Row stride of `A` in elements (`>= k`, a multiple of 16 bytes).
         pub lda: u32,
-        /// Row stride of `B` in elements (`>= n`, a multiple of [`HGEMM_ALIGN`]).
+        /// Row stride of `B` in elements (`>= n`, a multiple of 16 bytes; `>= k` for a transposed `B`).
         pub ldb: u32,
-        /// Row stride of `C` in elements (`>= n`, a multiple of [`HGEMM_ALIGN`]).
+        /// Row stride of `C` in elements (`>= n`, a multiple of 16 bytes).
         pub ldc: u32,
         /// Scale of the product.
         pub alpha: f32,
@@ -109,6 +111,11 @@ pub struct HgemmTiling {
     pub bf16: Kernel<HgemmParams<bf16>>,
     /// The f16 kernel.
     pub f16: Kernel<HgemmParams<f16>>,
+    /// The kernel for f32 matrices multiplied as TF32, where the step has one. It reads `B`
+    /// transposed (`n x k`, K-major: the tensor cores take TF32 operands only that way), in
+    /// boxes of `bk / 2` x `bn` (a 128-byte row of `K` per column of `B`), and `A` in boxes of
+    /// `bk / 2` x `bm`.
+    pub tf32: Option<Kernel<HgemmParams<f32>>>,
     /// Rows of `C` per block.
     pub bm: u32,
     /// Columns of `C` per block.
@@ -159,6 +166,9 @@ declare! {
     pub const HGEMM_3_PERSISTENT_BF16: Kernel<HgemmParams<bf16>> = Kernel::new("hgemm_3_persistent_bf16").with_bounds(384, 1).only_on("sm_90a");
     /// [`HGEMM_3_PERSISTENT_BF16`] for f16.
     pub const HGEMM_3_PERSISTENT_F16: Kernel<HgemmParams<f16>> = Kernel::new("hgemm_3_persistent_f16").with_bounds(384, 1).only_on("sm_90a");
+    /// [`HGEMM_3_PERSISTENT_BF16`] for f32 multiplied as TF32, with `B` transposed (K-major,
+    /// see [`HgemmTiling::tf32`]). sm_90a only.
+    pub const HGEMM_3_PERSISTENT_TF32: Kernel<HgemmParams<f32>> = Kernel::new("hgemm_3_persistent_tf32").with_bounds(384, 1).only_on("sm_90a");
     /// Step 4: step 3 with the results written through a staging area of shared memory by the
     /// TMA (where `beta` is 0), three stages. sm_90a only.
     pub const HGEMM_4_TMA_STORE_BF16: Kernel<HgemmParams<bf16>> = Kernel::new("hgemm_4_tma_store_bf16").with_bounds(384, 1).only_on("sm_90a");
@@ -168,6 +178,8 @@ declare! {
     pub const HGEMM_SPLITK_REDUCE_BF16: Kernel<HgemmReduceParams<bf16>> = Kernel::new("hgemm_splitk_reduce_bf16").with_bounds(256, 1);
     /// [`HGEMM_SPLITK_REDUCE_BF16`] into an f16 `C`.
     pub const HGEMM_SPLITK_REDUCE_F16: Kernel<HgemmReduceParams<f16>> = Kernel::new("hgemm_splitk_reduce_f16").with_bounds(256, 1);
+    /// [`HGEMM_SPLITK_REDUCE_BF16`] into an f32 `C` (the TF32 product's).
+    pub const HGEMM_SPLITK_REDUCE_F32: Kernel<HgemmReduceParams<f32>> = Kernel::new("hgemm_splitk_reduce_f32").with_bounds(256, 1);
 }
 
 /// Step 1's launch: 128 x 128 x 32 tiles, [`MMA_STAGES`] stages of `A` (128 x 32) and `B`
@@ -175,6 +187,7 @@ declare! {
 pub const HGEMM_1_MMA: HgemmTiling = HgemmTiling {
     bf16: HGEMM_1_MMA_BF16,
     f16: HGEMM_1_MMA_F16,
+    tf32: None,
     bm: 128,
     bn: 128,
     bk: 32,
@@ -189,6 +202,7 @@ pub const HGEMM_1_MMA: HgemmTiling = HgemmTiling {
 pub const HGEMM_2_WGMMA: HgemmTiling = HgemmTiling {
     bf16: HGEMM_2_WGMMA_BF16,
     f16: HGEMM_2_WGMMA_F16,
+    tf32: None,
     bm: 128,
     bn: 256,
     bk: 64,
@@ -202,6 +216,7 @@ pub const HGEMM_2_WGMMA: HgemmTiling = HgemmTiling {
 pub const HGEMM_3_PERSISTENT: HgemmTiling = HgemmTiling {
     bf16: HGEMM_3_PERSISTENT_BF16,
     f16: HGEMM_3_PERSISTENT_F16,
+    tf32: Some(HGEMM_3_PERSISTENT_TF32),
     persistent: true,
     ..HGEMM_2_WGMMA
 };
@@ -210,6 +225,7 @@ pub const HGEMM_3_PERSISTENT: HgemmTiling = HgemmTiling {
 pub const HGEMM_4_TMA_STORE: HgemmTiling = HgemmTiling {
     bf16: HGEMM_4_TMA_STORE_BF16,
     f16: HGEMM_4_TMA_STORE_F16,
+    tf32: None,
     shared_bytes: TMA_STORE_STAGES * (128 * 64 + 64 * 256) * 2
         + 2 * 64 * 256 * 2
         + 2 * 8 * TMA_STORE_STAGES

@@ -116,6 +116,10 @@ params! {
         pub rows: u32,
         /// Columns of the input.
         pub cols: u32,
+        /// Row stride of the input, elements (`>= cols`).
+        pub ldx: u32,
+        /// Row stride of the output, elements (`>= rows`).
+        pub ldy: u32,
     }
 }
 

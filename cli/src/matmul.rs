@@ -1,5 +1,5 @@
 //! `streamline matmul`: our FP32 matmul, optionally beside cuBLAS SGEMM on the same inputs in
-//! the same run, optionally checked against the f64 CPU reference; `--dtype bf16|f16` runs the
+//! the same run, optionally checked against the f64 CPU reference; `--dtype bf16|f16|tf32` runs the
 //! tensor-core kernels instead (`matmul_half`).
 
 use super::parse_count;
@@ -16,8 +16,9 @@ use streamline_testing::reference::matmul as reference;
 
 #[derive(clap::Args, Debug)]
 pub struct MatmulArgs {
-    /// Element type: f32 (our FP32 kernels beside cuBLAS SGEMM), or bf16 / f16 (tensor cores,
-    /// f32 accumulation, beside cuBLAS GemmEx; rows padded to multiples of 8 elements).
+    /// Element type: f32 (our FP32 kernels beside cuBLAS SGEMM), bf16 / f16 (tensor cores, f32
+    /// accumulation, beside cuBLAS GemmEx), or tf32 (f32 matrices multiplied as TF32 on the
+    /// tensor cores, beside cuBLAS GemmEx with its fast-TF32 compute); rows padded to 16 bytes.
     #[arg(long, default_value = "f32")]
     pub(crate) dtype: String,
     /// Rows of A and C.

@@ -1,5 +1,5 @@
-//! `streamline matmul --dtype bf16|f16`: our tensor-core product beside cuBLAS's `GemmEx` on the
-//! same inputs in the same run, optionally checked against the f64 CPU reference.
+//! `streamline matmul --dtype bf16|f16|tf32`: our tensor-core product beside cuBLAS's `GemmEx`
+//! on the same inputs in the same run, optionally checked against the f64 CPU reference.
 
 use crate::matmul::{check_rows, geomean_and_worst, median_time, operands_fit, MatmulArgs};
 use anyhow::{bail, Context, Result};
@@ -8,8 +8,8 @@ use half::{bf16, f16};
 use streamline::error::DriverContext;
 use streamline::ops::hgemm::{hgemm, CublasHalf, Gemm, Half, HgemmKernel, HALF_SWEEP};
 use streamline::Gpu;
-use streamline_abi::hgemm::{HGEMM_ALIGN, HGEMM_ALL};
-use streamline_testing::data::{randn_f32, POISON_BF16, POISON_F16};
+use streamline_abi::hgemm::HGEMM_ALL;
+use streamline_testing::data::{randn_f32, POISON_BF16, POISON_F16, POISON_F32};
 use streamline_testing::reference::hgemm::{self as reference, Rounding};
 use streamline_testing::reference::matmul::compare;
 
@@ -17,7 +17,8 @@ use streamline_testing::reference::matmul::compare;
 pub trait HalfHost: Half + bytemuck::Pod + cudarc::driver::ValidAsZeroBits + Send + Sync {
     fn from_f32(v: f32) -> Self;
     fn to_f32(self) -> f32;
-    const POISON: u16;
+    /// The value unwritten elements keep.
+    fn poison() -> Self;
     const ROUNDING: Rounding;
 }
 
@@ -28,7 +29,9 @@ impl HalfHost for bf16 {
     fn to_f32(self) -> f32 {
         bf16::to_f32(self)
     }
-    const POISON: u16 = POISON_BF16;
+    fn poison() -> Self {
+        bf16::from_bits(POISON_BF16)
+    }
     const ROUNDING: Rounding = reference::BF16;
 }
 
@@ -39,16 +42,33 @@ impl HalfHost for f16 {
     fn to_f32(self) -> f32 {
         f16::to_f32(self)
     }
-    const POISON: u16 = POISON_F16;
+    fn poison() -> Self {
+        f16::from_bits(POISON_F16)
+    }
     const ROUNDING: Rounding = reference::F16;
 }
 
-/// Runs `a`'s shapes (or the half-precision sweep) in `dtype`.
+/// f32 matrices multiplied as TF32.
+impl HalfHost for f32 {
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+    fn to_f32(self) -> f32 {
+        self
+    }
+    fn poison() -> Self {
+        f32::from_bits(POISON_F32)
+    }
+    const ROUNDING: Rounding = reference::TF32;
+}
+
+/// Runs `a`'s shapes (or the tensor-core sweep) in `dtype`.
 pub fn run(gpu: &Gpu, a: &MatmulArgs, dtype: &str) -> Result<()> {
     match dtype {
         "bf16" => run_typed::<bf16>(gpu, a),
         "f16" => run_typed::<f16>(gpu, a),
-        other => bail!("--dtype must be f32, bf16 or f16, got `{other}`"),
+        "tf32" => run_typed::<f32>(gpu, a),
+        other => bail!("--dtype must be f32, bf16, f16 or tf32, got `{other}`"),
     }
 }
 
@@ -59,14 +79,18 @@ fn run_typed<T: HalfHost>(gpu: &Gpu, a: &MatmulArgs) -> Result<()> {
         _ => bail!("give --m, --n and --k, or --sweep"),
     };
     let kernels: Vec<HgemmKernel> = match a.kernel.as_str() {
-        "all" => HGEMM_ALL.iter().map(HgemmKernel::Step).collect(),
+        "all" => HGEMM_ALL
+            .iter()
+            .filter(|t| T::kernel(t).is_some())
+            .map(HgemmKernel::Step)
+            .collect(),
         s => vec![HgemmKernel::parse(s)?],
     };
     let mut failed = false;
     let mut summary = Vec::new();
     for (m, n, k) in shapes {
         // Rows padded to 16 bytes, as the tensor-core kernels need (cuBLAS gets the same).
-        let pad = |x: usize| x.next_multiple_of(HGEMM_ALIGN as usize);
+        let pad = |x: usize| x.next_multiple_of(16 / std::mem::size_of::<T>());
         let g = Gemm {
             alpha: a.alpha,
             beta: a.beta,
@@ -96,7 +120,7 @@ fn run_typed<T: HalfHost>(gpu: &Gpu, a: &MatmulArgs) -> Result<()> {
         let (geo, worst) = geomean_and_worst(&ratios);
         println!(
             "{} geometric mean {:.1}% of cuBLAS, worst {:.1}%, over {} runs",
-            T::NAME,
+            T::DTYPE,
             100.0 * geo,
             100.0 * worst,
             ratios.len()
@@ -116,7 +140,7 @@ fn one_shape<T: HalfHost>(
     a: &MatmulArgs,
     kernels: &[HgemmKernel],
 ) -> Result<(bool, Vec<Row>)> {
-    let (na, nb, nc) = operands_fit(gpu, g, 2)?;
+    let (na, nb, nc) = operands_fit(gpu, g, std::mem::size_of::<T>() as u128)?;
     let stream = gpu.stream().clone();
     let round = |v: Vec<f32>| -> (Vec<T>, Vec<f32>) {
         let h: Vec<T> = v.into_iter().map(T::from_f32).collect();
@@ -142,11 +166,11 @@ fn one_shape<T: HalfHost>(
     } else {
         None
     };
-    let poison: Vec<T> = vec![bytemuck::cast(T::POISON); nc];
+    let poison: Vec<T> = vec![T::poison(); nc];
 
     println!(
         "{} gemm {} x {} x {} (lda {}, ldb {}, ldc {}, alpha {}, beta {}), median of {} CUDA-event times after a warm-up",
-        T::NAME, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.alpha, g.beta, a.repeat
+        T::DTYPE, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.alpha, g.beta, a.repeat
     );
     println!(
         "{:<26} {:>10} {:>9} {:>10}",
@@ -172,7 +196,7 @@ fn one_shape<T: HalfHost>(
             // Only the elements of C (the padding past each row's `n` is not C's).
             (0..g.m)
                 .flat_map(|i| (0..g.n).map(move |j| i * g.ldc + j))
-                .filter(|&i| bytemuck::cast::<T, u16>(hc[i]) == T::POISON)
+                .filter(|&i| bytemuck::bytes_of(&hc[i]) == bytemuck::bytes_of(&T::poison()))
                 .count()
         } else {
             0
@@ -195,7 +219,7 @@ fn one_shape<T: HalfHost>(
     };
     let mut rows = Vec::new();
     for &kernel in kernels {
-        let step = kernel.resolve::<T>(gpu, g)?;
+        let (step, _) = kernel.resolve::<T>(gpu, g)?;
         let name = match kernel {
             HgemmKernel::Auto => format!("{} (auto)", step.name()),
             HgemmKernel::Step(_) => step.name().to_string(),

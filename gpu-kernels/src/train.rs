@@ -142,14 +142,15 @@ kernel! {
 
 kernel! {
     #[declared(TRANSPOSE_F32)]
-    /// `y (cols x rows) = x (rows x cols)` transposed. Each block stages one `TILE x TILE` tile in
+    /// `y (cols x rows, row stride ldy) = x (rows x cols, row stride ldx)` transposed. Each block stages one `TILE x TILE` tile in
     /// shared memory (padded by a column against bank conflicts), so that both the global reads
     /// and the global writes are coalesced along rows.
     ///
     /// # Safety
     /// Launched with a `TRANSPOSE_TILE x TRANSPOSE_ROWS` block, a grid of
     /// `ceil(cols / TILE) x ceil(rows / TILE)` blocks and `TRANSPOSE_SHARED_BYTES` of dynamic
-    /// shared memory; `p.x` and `p.y` must address `rows * cols` f32 each, not overlapping.
+    /// shared memory; `p.x` must address `(rows - 1) * ldx + cols` f32 and `p.y`
+    /// `(cols - 1) * ldy + rows`, not overlapping.
     pub unsafe fn transpose_f32(p: TransposeParams) {
         const T: usize = TRANSPOSE_TILE as usize;
         const R: usize = TRANSPOSE_ROWS as usize;
@@ -164,6 +165,7 @@ kernel! {
             )
         };
         let (rows, cols) = (p.rows as usize, p.cols as usize);
+        let (ldx, ldy) = (p.ldx as usize, p.ldy as usize);
         let (x, y) = (p.x.as_ptr(), p.y.as_mut_ptr());
         let c = bx * T + tx;
         let mut k = ty;
@@ -172,7 +174,7 @@ kernel! {
             if r < rows && c < cols {
                 // SAFETY: `r < rows`, `c < cols`: inside `x`; `k * (T + 1) + tx` is inside the
                 // tile of `T * (T + 1)` f32.
-                unsafe { *tile.add(k * (T + 1) + tx) = *x.add(r * cols + c) };
+                unsafe { *tile.add(k * (T + 1) + tx) = *x.add(r * ldx + c) };
             }
             k += R;
         }
@@ -185,7 +187,7 @@ kernel! {
             let oc = bx * T + k;
             if oc < cols && or < rows {
                 // SAFETY: `oc < cols`, `or < rows`: inside `y`; the tile index is inside the tile.
-                unsafe { *y.add(oc * rows + or) = *tile.add(tx * (T + 1) + k) };
+                unsafe { *y.add(oc * ldy + or) = *tile.add(tx * (T + 1) + k) };
             }
             k += R;
         }

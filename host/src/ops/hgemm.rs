@@ -1,10 +1,11 @@
-//! Half-precision matrix multiply on tensor cores, `C = alpha * A @ B + beta * C` with bf16 or
-//! f16 matrices (row-major, leading dimensions) and f32 accumulation, with our kernels and,
-//! for comparison on the same inputs, cuBLAS's `cublasGemmEx`.
+//! Matrix multiply on tensor cores, `C = alpha * A @ B + beta * C` with bf16 or f16 matrices,
+//! or f32 matrices multiplied as TF32 (row-major, leading dimensions), f32 accumulation, with
+//! our kernels and, for comparison on the same inputs, cuBLAS's `cublasGemmEx`.
 //!
 //! The kernels are a progression (see `gpu-kernels/src/matmul/half/mod.rs`); on a Hopper GPU
 //! the default is the last `wgmma` step except for small products of shallow `K`
-//! ([`prefers_mma`]), elsewhere the `mma.sync` one.
+//! ([`prefers_mma`]), elsewhere the `mma.sync` one. TF32 runs on Hopper only, on step 3, which
+//! reads `B` transposed: a copy of `B` transposed is made first in the stream's order.
 
 use crate::error::{DriverContext, Error, Result};
 use crate::ops::matmul::Scratch;
@@ -18,31 +19,43 @@ use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use half::{bf16, f16};
 use std::sync::Arc;
 use streamline_abi::hgemm::{
-    HgemmParams, HgemmReduceParams, HgemmTiling, HGEMM_1_MMA, HGEMM_4_TMA_STORE, HGEMM_ALIGN,
-    HGEMM_ALL, HGEMM_REDUCE_BLOCK, HGEMM_SPLITK_REDUCE_BF16, HGEMM_SPLITK_REDUCE_F16,
+    HgemmParams, HgemmReduceParams, HgemmTiling, HGEMM_1_MMA, HGEMM_3_PERSISTENT,
+    HGEMM_4_TMA_STORE, HGEMM_ALL, HGEMM_REDUCE_BLOCK, HGEMM_SPLITK_REDUCE_BF16,
+    HGEMM_SPLITK_REDUCE_F16, HGEMM_SPLITK_REDUCE_F32,
+};
+use streamline_abi::train::{
+    TransposeParams, TRANSPOSE_F32, TRANSPOSE_ROWS, TRANSPOSE_SHARED_BYTES, TRANSPOSE_TILE,
 };
 use streamline_device::Kernel as KernelHandle;
 use streamline_device::{DevPtr, DevPtrMut};
 
 pub use crate::spec::matmul::Gemm;
 
-/// An element type of the half-precision kernels.
+/// An element type of the tensor-core kernels: bf16, f16, or f32 multiplied as TF32.
 pub trait Half: cudarc::driver::DeviceRepr + streamline_device::element::Element {
+    /// The type's name in messages (`tf32` for f32).
+    const DTYPE: &'static str;
     /// The driver's name of the type for tensor maps.
     const TMA: CUtensorMapDataType;
     /// cuBLAS's name of the type.
     const BLAS: blas_sys::cudaDataType_t;
-    /// The step's kernel for this type.
-    fn kernel(t: &HgemmTiling) -> KernelHandle<HgemmParams<Self>>;
+    /// cuBLAS's compute type for the same product (f32 accumulation; TF32 products for f32).
+    const COMPUTE: blas_sys::cublasComputeType_t =
+        blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F;
+    /// Whether the kernels read `B` transposed (K-major), as TF32's products need.
+    const B_TRANSPOSED: bool = false;
+    /// The step's kernel for this type, where it has one.
+    fn kernel(t: &HgemmTiling) -> Option<KernelHandle<HgemmParams<Self>>>;
     /// The split-K reduction into this type.
     fn reduce() -> KernelHandle<HgemmReduceParams<Self>>;
 }
 
 impl Half for bf16 {
+    const DTYPE: &'static str = "bf16";
     const TMA: CUtensorMapDataType = CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     const BLAS: blas_sys::cudaDataType_t = blas_sys::cudaDataType_t::CUDA_R_16BF;
-    fn kernel(t: &HgemmTiling) -> KernelHandle<HgemmParams<bf16>> {
-        t.bf16
+    fn kernel(t: &HgemmTiling) -> Option<KernelHandle<HgemmParams<bf16>>> {
+        Some(t.bf16)
     }
     fn reduce() -> KernelHandle<HgemmReduceParams<bf16>> {
         HGEMM_SPLITK_REDUCE_BF16
@@ -50,13 +63,29 @@ impl Half for bf16 {
 }
 
 impl Half for f16 {
+    const DTYPE: &'static str = "f16";
     const TMA: CUtensorMapDataType = CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     const BLAS: blas_sys::cudaDataType_t = blas_sys::cudaDataType_t::CUDA_R_16F;
-    fn kernel(t: &HgemmTiling) -> KernelHandle<HgemmParams<f16>> {
-        t.f16
+    fn kernel(t: &HgemmTiling) -> Option<KernelHandle<HgemmParams<f16>>> {
+        Some(t.f16)
     }
     fn reduce() -> KernelHandle<HgemmReduceParams<f16>> {
         HGEMM_SPLITK_REDUCE_F16
+    }
+}
+
+impl Half for f32 {
+    const DTYPE: &'static str = "tf32";
+    const TMA: CUtensorMapDataType = CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    const BLAS: blas_sys::cudaDataType_t = blas_sys::cudaDataType_t::CUDA_R_32F;
+    const COMPUTE: blas_sys::cublasComputeType_t =
+        blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32;
+    const B_TRANSPOSED: bool = true;
+    fn kernel(t: &HgemmTiling) -> Option<KernelHandle<HgemmParams<f32>>> {
+        t.tf32
+    }
+    fn reduce() -> KernelHandle<HgemmReduceParams<f32>> {
+        HGEMM_SPLITK_REDUCE_F32
     }
 }
 
@@ -82,7 +111,7 @@ pub const HALF_SWEEP: [(usize, usize, usize); 19] = {
 pub enum HgemmKernel {
     /// The fastest `wgmma` step (4, the TMA-store epilogue) where the loaded kernels have it
     /// (Hopper), except for the small, shallow products of [`prefers_mma`]; else the
-    /// `mma.sync` one.
+    /// `mma.sync` one. TF32: step 3.
     Auto,
     /// One step.
     Step(&'static HgemmTiling),
@@ -109,17 +138,49 @@ impl HgemmKernel {
             })
     }
 
-    /// The step this choice runs for `T` on `gpu`, for the product `g`.
-    pub fn resolve<T: Half>(self, gpu: &Gpu, g: &Gemm) -> Result<&'static HgemmTiling> {
-        Ok(match self {
+    /// The step this choice runs for `T` on `gpu`, for the product `g`, and its kernel.
+    pub fn resolve<T: Half>(
+        self,
+        gpu: &Gpu,
+        g: &Gemm,
+    ) -> Result<(&'static HgemmTiling, KernelHandle<HgemmParams<T>>)> {
+        let module = gpu.kernels()?;
+        let has = |t: &HgemmTiling| T::kernel(t).is_some_and(|k| module.has(k));
+        let t = match self {
             HgemmKernel::Step(t) => t,
-            HgemmKernel::Auto
-                if !prefers_mma(g) && gpu.kernels()?.has(T::kernel(&HGEMM_4_TMA_STORE)) =>
-            {
-                &HGEMM_4_TMA_STORE
-            }
+            HgemmKernel::Auto if T::B_TRANSPOSED => &HGEMM_3_PERSISTENT,
+            HgemmKernel::Auto if !prefers_mma(g) && has(&HGEMM_4_TMA_STORE) => &HGEMM_4_TMA_STORE,
             HgemmKernel::Auto => &HGEMM_1_MMA,
-        })
+        };
+        let steps: Vec<&str> = HGEMM_ALL
+            .iter()
+            .filter(|t| T::kernel(t).is_some())
+            .map(|t| t.name())
+            .collect();
+        let k = T::kernel(t).ok_or_else(|| {
+            Error::arg(
+                "kernel",
+                format!(
+                    "{} has no {} kernel; {} has: {}",
+                    t.name(),
+                    T::DTYPE,
+                    T::DTYPE,
+                    steps.join(", ")
+                ),
+            )
+        })?;
+        if !module.has(k) {
+            return Err(Error::arg(
+                "kernel",
+                format!(
+                    "{}'s {} kernel is not in the loaded kernels: it needs sm_90a (a Hopper GPU), and this is {}",
+                    t.name(),
+                    T::DTYPE,
+                    gpu.info().name
+                ),
+            ));
+        }
+        Ok((t, k))
     }
 }
 
@@ -131,14 +192,16 @@ pub fn prefers_mma(g: &Gemm) -> bool {
     g.k <= 64 && g.m.saturating_mul(g.n) <= 1 << 21
 }
 
-/// Checks what the tensor-core kernels need beyond [`Gemm::check_lengths`]: rows starting on
-/// 16-byte boundaries (strides multiples of [`HGEMM_ALIGN`], addresses 16-byte aligned).
-pub fn check_alignment(g: &Gemm, a: u64, b: u64, c: u64) -> Result<()> {
+/// Checks what the tensor-core kernels need beyond [`Gemm::check_lengths`] for elements of
+/// `size` bytes: rows starting on 16-byte boundaries (strides multiples of 16 bytes, addresses
+/// 16-byte aligned).
+pub fn check_alignment(g: &Gemm, size: usize, a: u64, b: u64, c: u64) -> Result<()> {
+    let align = 16 / size;
     for (arg, ld) in [("lda", g.lda), ("ldb", g.ldb), ("ldc", g.ldc)] {
-        if ld % HGEMM_ALIGN as usize != 0 {
+        if ld % align != 0 {
             return Err(Error::arg(
                 arg,
-                format!("{ld} is not a multiple of {HGEMM_ALIGN}: the tensor-core kernels need rows on 16-byte boundaries (pad the rows)"),
+                format!("{ld} is not a multiple of {align}: the tensor-core kernels need rows on 16-byte boundaries (pad the rows)"),
             ));
         }
     }
@@ -170,26 +233,29 @@ pub fn hgemm<T: Half>(
     c: &mut impl DevicePtrMut<T>,
 ) -> Result<()> {
     g.check_lengths(a.len(), b.len(), c.len())?;
+    let size = std::mem::size_of::<T>();
     let (pa, pb, pc) = (
         address(a, stream),
         address(b, stream),
         c.device_ptr_mut(stream).0,
     );
-    check_alignment(g, pa, pb, pc)?;
-    let t = kernel.resolve::<T>(gpu, g)?;
+    check_alignment(g, size, pa, pb, pc)?;
+    let (t, k) = kernel.resolve::<T>(gpu, g)?;
+    // `K` per stage: 128-byte rows for the TMA steps, whatever the element's size.
+    let bk = if t.tma {
+        t.bk as usize * 2 / size
+    } else {
+        t.bk as usize
+    };
     let sms = gpu.info().multiprocessors as usize;
     let tiles = g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize);
     let split = if t.persistent {
-        split_k(tiles, g.k.div_ceil(t.bk as usize), sms)
+        split_k(tiles, g.k.div_ceil(bk), sms)
     } else {
         None
     };
     let units = tiles * split.map_or(1, |s| s.slices as usize);
     let tiles = if t.persistent { units.min(sms) } else { units };
-    let partials = match split {
-        Some(s) => Some(Scratch::new(stream, 4 * s.slices as usize * g.m * g.n)?),
-        None => None,
-    };
     let blocks = u32::try_from(tiles)
         .ok()
         .filter(|&b| b < i32::MAX as u32)
@@ -202,20 +268,37 @@ pub fn hgemm<T: Half>(
                 ),
             )
         })?;
+    let module = gpu.kernels()?;
+    // TF32 reads `B` transposed (`n x k`, rows padded to 16 bytes): a copy made first.
+    let transposed = if T::B_TRANSPOSED {
+        Some(transpose_b(gpu, stream, g, b)?)
+    } else {
+        None
+    };
+    let (pb, ldb) = match &transposed {
+        Some((bt, ld)) => (bt.floats().addr(), *ld),
+        None => (pb, g.ldb),
+    };
+    let partials = match split {
+        Some(s) => Some(Scratch::new(stream, 4 * s.slices as usize * g.m * g.n)?),
+        None => None,
+    };
     // A loop that multiplies the same operands again finds their maps on the device.
     let maps = if t.tma {
         Some(
             gpu.uploads()
-                .get(stream, &encode_maps::<T>(t, g, pa, pb, pc)?)?,
+                .get(stream, &encode_maps::<T>(t, bk, g, (pa, pb, ldb), pc)?)?,
         )
     } else {
         None
     };
-    let module = gpu.kernels()?;
-    let mut launch = module.prepare(stream, T::kernel(t));
+    let mut launch = module.prepare(stream, k);
     let params = HgemmParams {
         a: launch.read(a),
-        b: launch.read(b),
+        b: match &transposed {
+            Some((bt, _)) => DevPtr::from_addr(bt.floats().addr()),
+            None => launch.read(b),
+        },
         c: launch.write(c),
         maps: maps
             .as_deref()
@@ -224,7 +307,7 @@ pub fn hgemm<T: Half>(
         n: g.n as u32,
         k: g.k as u32,
         lda: g.lda as u32,
-        ldb: g.ldb as u32,
+        ldb: ldb as u32,
         ldc: g.ldc as u32,
         alpha: g.alpha,
         beta: g.beta,
@@ -236,9 +319,10 @@ pub fn hgemm<T: Half>(
     // SAFETY: `check_lengths` proved each buffer holds its matrix with its stride and
     // `check_alignment` the kernels' alignment, so every access the kernel makes (the TMA's
     // clipped to the maps' bounds, which are the matrices') is inside an allocation; the maps
-    // describe `a`, `b` and `c` and live until the launch has run (stream-ordered free, or the
-    // graph's keeping); the partials hold `slices * m * n` floats until the reduction after
-    // it has run; `c` is borrowed exclusively so it aliases neither input.
+    // describe `a`, `b` (or its transposed copy, written before on this stream and freed after
+    // the product in its order) and `c` and live until the launch has run (stream-ordered
+    // free, or the graph's keeping); the partials hold `slices * m * n` floats until the
+    // reduction after it has run; `c` is borrowed exclusively so it aliases neither input.
     unsafe { launch.run(cfg, params) }?;
     let (Some(s), Some(partials)) = (split, &partials) else {
         return Ok(());
@@ -266,6 +350,50 @@ pub fn hgemm<T: Half>(
     unsafe { launch.run(cfg, reduce) }
 }
 
+/// `B` (`k x n`, row stride `ldb`) transposed into scratch on `stream` (`n x k`, its row
+/// stride, returned, `k` rounded up to 16 bytes), freed in the stream's order.
+fn transpose_b<'s, T: Half>(
+    gpu: &Gpu,
+    stream: &'s Arc<CudaStream>,
+    g: &Gemm,
+    b: &impl DevicePtr<T>,
+) -> Result<(Scratch<'s>, usize)> {
+    let t = TRANSPOSE_TILE as usize;
+    if g.k.div_ceil(t) > 65_535 {
+        return Err(Error::arg(
+            "k",
+            format!(
+                "{} is above the {} a TF32 product's transposition of B takes",
+                g.k,
+                65_535 * t
+            ),
+        ));
+    }
+    let ld = g.k.next_multiple_of(16 / std::mem::size_of::<T>());
+    let bytes = ld
+        .checked_mul(g.n)
+        .and_then(|v| v.checked_mul(4))
+        .ok_or_else(|| Error::arg("n", "B transposed overflows the address space"))?;
+    let bt = Scratch::new(stream, bytes)?;
+    let mut launch = gpu.kernels()?.prepare(stream, TRANSPOSE_F32);
+    let p = TransposeParams {
+        x: launch.read(b).cast(),
+        y: bt.floats(),
+        rows: g.k as u32,
+        cols: g.n as u32,
+        ldx: g.ldb as u32,
+        ldy: ld as u32,
+    };
+    let grid = (g.n.div_ceil(t) as u32, g.k.div_ceil(t) as u32, 1);
+    let cfg = LaunchConfig::new(grid, (TRANSPOSE_TILE, TRANSPOSE_ROWS, 1))
+        .with_shared(TRANSPOSE_SHARED_BYTES);
+    // SAFETY: `B` holds `(k - 1) * ldb + n` elements of 4 bytes (checked by the caller's
+    // `check_lengths`; only f32 comes here) and the scratch `n` rows of `ld >= k`; the grid
+    // (at most 65535 rows, checked) and block are the kernel's contract.
+    unsafe { launch.run(cfg, p) }?;
+    Ok((bt, ld))
+}
+
 /// How a persistent step cuts `K`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Split {
@@ -290,17 +418,27 @@ fn split_k(tiles: usize, k_tiles: usize, sms: usize) -> Option<Split> {
     })
 }
 
-/// The tensor maps of `A`, `B` and `C` for the TMA step `t`: `A` in boxes of `bk` x `bm`
-/// (columns x rows), `B` in boxes of 64 x `bk`, `C` in boxes of 64 x 64, 128-byte swizzled,
-/// zeros read and nothing written outside the matrices.
-fn encode_maps<T: Half>(t: &HgemmTiling, g: &Gemm, a: u64, b: u64, c: u64) -> Result<Vec<u64>> {
-    let a_map = encode::<T>(a, g.k, g.m, g.lda, [t.bk, t.bm])?;
-    let b_map = encode::<T>(b, g.n, g.k, g.ldb, [64, t.bk])?;
-    let c_map = encode::<T>(c, g.n, g.m, g.ldc, [64, 64])?;
-    Ok([a_map, b_map, c_map]
-        .iter()
-        .flat_map(|m| m.opaque)
-        .collect())
+/// The tensor maps of `A`, `B` (at `b`, row stride `ldb`) and `C` for the TMA step `t` with
+/// stages `bk` deep: `A` in boxes of `bk` x `bm` (columns x rows), `B` in boxes of 64 x `bk`,
+/// `C` in boxes of 64 x 64, 128-byte swizzled, zeros read and nothing written outside the
+/// matrices. For a transposed `B` (TF32: `n x k`), boxes of `bk` x `bn` and no map of `C`
+/// (step 3 writes `C` without the TMA).
+fn encode_maps<T: Half>(
+    t: &HgemmTiling,
+    bk: usize,
+    g: &Gemm,
+    (a, b, ldb): (u64, u64, usize),
+    c: u64,
+) -> Result<Vec<u64>> {
+    let bk = bk as u32;
+    let a_map = encode::<T>(a, g.k, g.m, g.lda, [bk, t.bm])?;
+    let maps = if T::B_TRANSPOSED {
+        vec![a_map, encode::<T>(b, g.k, g.n, ldb, [bk, t.bn])?]
+    } else {
+        let b_map = encode::<T>(b, g.n, g.k, ldb, [64, bk])?;
+        vec![a_map, b_map, encode::<T>(c, g.n, g.m, g.ldc, [64, 64])?]
+    };
+    Ok(maps.iter().flat_map(|m| m.opaque).collect())
 }
 
 /// A 2-D tensor map of a row-major `rows x cols` matrix of `T` at `addr`, row stride `ld`.
@@ -339,8 +477,8 @@ fn encode<T: Half>(
     Ok(unsafe { map.assume_init() })
 }
 
-/// cuBLAS's half-precision product on one stream (`cublasGemmEx`, f32 compute), for
-/// comparisons on the same inputs.
+/// cuBLAS's tensor-core product on one stream (`cublasGemmEx`, f32 compute, TF32 products for
+/// f32), for comparisons on the same inputs.
 pub struct CublasHalf {
     blas: CudaBlas,
     stream: Arc<CudaStream>,
@@ -399,7 +537,7 @@ impl CublasHalf {
                 pc as *mut _,
                 T::BLAS,
                 g.ldc as i32,
-                blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                T::COMPUTE,
                 blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )
         }

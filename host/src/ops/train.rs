@@ -257,6 +257,8 @@ pub fn transpose(
         y: yp,
         rows: rows as u32,
         cols: cols as u32,
+        ldx: cols as u32,
+        ldy: rows as u32,
     };
     let cfg = LaunchConfig::new(grid, (TRANSPOSE_TILE, TRANSPOSE_ROWS, 1))
         .with_shared(TRANSPOSE_SHARED_BYTES);

@@ -1,5 +1,6 @@
-//! CPU reference for the half-precision product `C = alpha * A @ B + beta * C` (bf16 or f16
-//! matrices, f32 accumulation) and the error bound its kernels must meet.
+//! CPU reference for the tensor-core product `C = alpha * A @ B + beta * C` (bf16 or f16
+//! matrices, or f32 matrices multiplied as TF32; f32 accumulation) and the error bound its
+//! kernels must meet.
 //!
 //! # Error analysis
 //!
@@ -18,32 +19,52 @@
 //!
 //! `|C_ij - C*_ij| <= E + u_T (|C*_ij| + E) + t_T`.
 //!
-//! The reference computes `C*` and `S` in f64 from the same half-precision inputs, so its own
-//! error is negligible against the bound.
+//! TF32: the inputs are f32, of which the tensor cores read 11 significant bits, rounded or
+//! (in our kernels) truncated: each input errs by less than `v = 2^-10` relative, so each
+//! product `a b` by less than `(2 v + v^2) |a b|`; products of TF32 values are exact in f32, and
+//! the sum is as above. The output is f32, the epilogue's own result (`u_T = t_T = 0`). So
+//! `E = (p + gamma'_{k+2} (1 + p)) |alpha| S_ij + gamma'_{k+2} |beta c_ij| + k 2^-149` with
+//! `p = 2 v + v^2` (0 for bf16 and f16, whose inputs are exact).
+//!
+//! The reference computes `C*` and `S` in f64 from the same inputs (the half-precision ones,
+//! or the f32 ones TF32 reads part of), so its own error is negligible against the bound.
 
 use crate::reference::matmul::{row_sums, RowCheck};
 use rayon::prelude::*;
 use streamline::spec::matmul::Gemm;
 
-/// An output type's rounding: unit roundoff and half its smallest subnormal.
+/// A type's rounding: of the output (unit roundoff and half its smallest subnormal) and of
+/// each input as the tensor cores read it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Rounding {
-    /// Unit roundoff `u_T`.
+    /// Unit roundoff `u_T` of the output type.
     pub unit: f64,
-    /// Half the smallest subnormal, `t_T`.
+    /// Half the output type's smallest subnormal, `t_T`.
     pub tiny: f64,
+    /// Relative error `v` of an input as the tensor cores read it (0 when exact).
+    pub input: f64,
 }
 
 /// bf16: 8 significant bits, f32's exponent range.
 pub const BF16: Rounding = Rounding {
     unit: 1.0 / 256.0,
     tiny: 1.0 / (1u128 << 126) as f64 / 256.0,
+    input: 0.0,
 };
 
 /// f16: 11 significant bits, smallest subnormal 2^-24.
 pub const F16: Rounding = Rounding {
     unit: 1.0 / 2048.0,
     tiny: 1.0 / (1u64 << 25) as f64,
+    input: 0.0,
+};
+
+/// f32 matrices multiplied as TF32: inputs read to 11 significant bits (truncated at worst),
+/// the f32 output the epilogue's own.
+pub const TF32: Rounding = Rounding {
+    unit: 0.0,
+    tiny: 0.0,
+    input: 1.0 / 1024.0,
 };
 
 /// `gamma'_n = 2 n u / (1 - 2 n u)` for f32 additions that may truncate.
@@ -65,6 +86,7 @@ pub fn rows(
 ) -> Vec<RowCheck> {
     let gam = gamma_truncating(g.k + 2);
     let underflow = g.k as f64 * f64::powi(2.0, -149);
+    let p = 2.0 * out.input + out.input * out.input;
     rows.par_iter()
         .map(|&i| {
             let (sum, abs) = row_sums(g, a, b, i);
@@ -78,7 +100,7 @@ pub fn rows(
                     beta * c0[i * g.ldc + j] as f64
                 };
                 let v = alpha * sum[j] + old;
-                let e = gam * (alpha.abs() * abs[j] + old.abs()) + underflow;
+                let e = (p + gam * (1.0 + p)) * alpha.abs() * abs[j] + gam * old.abs() + underflow;
                 value.push(v);
                 bound.push(e + out.unit * (v.abs() + e) + out.tiny);
             }

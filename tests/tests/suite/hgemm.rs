@@ -1,4 +1,4 @@
-//! The half-precision tensor-core kernels against the f64 CPU reference
+//! The tensor-core kernels (bf16, f16, and f32 as TF32) against the f64 CPU reference
 //! (`streamline_testing::reference::hgemm`, whose module documentation derives the bound used
 //! here), under CUDA graph capture, and their argument checks.
 //!
@@ -16,7 +16,7 @@ use streamline::runtime::{Gpu, KernelImage, KERNELS};
 use streamline_abi::hgemm::{
     HGEMM_1_MMA, HGEMM_2_WGMMA, HGEMM_2_WGMMA_BF16, HGEMM_3_PERSISTENT, HGEMM_4_TMA_STORE,
 };
-use streamline_testing::data::{randn_f32, POISON_BF16, POISON_F16};
+use streamline_testing::data::{randn_f32, POISON_BF16, POISON_F16, POISON_F32};
 use streamline_testing::reference::hgemm::{self as reference, Rounding};
 use streamline_testing::reference::matmul::compare;
 use streamline_tests::{gpu, gpu_property};
@@ -27,7 +27,7 @@ const GUARD: usize = 24;
 trait Elem: Half + bytemuck::Pod + cudarc::driver::ValidAsZeroBits + Send + Sync {
     fn of(v: f32) -> Self;
     fn f32(self) -> f32;
-    const POISON: u16;
+    fn poison() -> Self;
     const ROUNDING: Rounding;
 }
 
@@ -38,7 +38,9 @@ impl Elem for bf16 {
     fn f32(self) -> f32 {
         self.to_f32()
     }
-    const POISON: u16 = POISON_BF16;
+    fn poison() -> Self {
+        bf16::from_bits(POISON_BF16)
+    }
     const ROUNDING: Rounding = reference::BF16;
 }
 
@@ -49,12 +51,28 @@ impl Elem for f16 {
     fn f32(self) -> f32 {
         self.to_f32()
     }
-    const POISON: u16 = POISON_F16;
+    fn poison() -> Self {
+        f16::from_bits(POISON_F16)
+    }
     const ROUNDING: Rounding = reference::F16;
 }
 
+/// f32 matrices multiplied as TF32.
+impl Elem for f32 {
+    fn of(v: f32) -> Self {
+        v
+    }
+    fn f32(self) -> f32 {
+        self
+    }
+    fn poison() -> Self {
+        f32::from_bits(POISON_F32)
+    }
+    const ROUNDING: Rounding = reference::TF32;
+}
+
 fn is_poison<T: Elem>(v: T) -> bool {
-    bytemuck::cast::<T, u16>(v) == T::POISON
+    bytemuck::bytes_of(&v) == bytemuck::bytes_of(&T::poison())
 }
 
 /// `n` standard-normal values of `T`, and the same values as f32.
@@ -68,15 +86,23 @@ fn values<T: Elem>(n: usize, seed: u64) -> (Vec<T>, Vec<f32>) {
 struct Case {
     g: Gemm,
     /// 0: the `mma.sync` step, 1: the `wgmma` step, 2: the persistent one, 3: its TMA-store
-    /// variant (the last three where loaded), 4: auto.
+    /// variant (the last three where loaded), 4: auto. TF32 runs the persistent step for 0 to 3
+    /// (where loaded), auto for 4.
     kernel: usize,
     /// Offsets of A, B, C in their buffers, in units of 8 elements.
     offsets: [usize; 3],
     seed: u64,
 }
 
-fn kernel_of(gpu: &Gpu, c: &Case) -> Option<HgemmKernel> {
+fn kernel_of<T: Elem>(gpu: &Gpu, c: &Case) -> Option<HgemmKernel> {
     let hopper = gpu.kernels().unwrap().has(HGEMM_2_WGMMA_BF16);
+    if T::B_TRANSPOSED {
+        return match c.kernel {
+            _ if !hopper => None,
+            0..=3 => Some(HgemmKernel::Step(&HGEMM_3_PERSISTENT)),
+            _ => Some(HgemmKernel::Auto),
+        };
+    }
     match c.kernel {
         0 => Some(HgemmKernel::Step(&HGEMM_1_MMA)),
         1..=3 if !hopper => None,
@@ -89,7 +115,7 @@ fn kernel_of(gpu: &Gpu, c: &Case) -> Option<HgemmKernel> {
 
 fn run_case<T: Elem>(c: &Case) -> Result<(), TestCaseError> {
     let Some(gpu) = gpu() else { return Ok(()) };
-    let Some(kernel) = kernel_of(gpu, c) else {
+    let Some(kernel) = kernel_of::<T>(gpu, c) else {
         return Ok(());
     };
     let s = gpu.stream();
@@ -104,7 +130,7 @@ fn run_case<T: Elem>(c: &Case) -> Result<(), TestCaseError> {
     let mut bbuf = vec![T::of(1.0); ob + nb + GUARD];
     bbuf[ob..ob + nb].copy_from_slice(&b);
     let in_c = |i: usize| i >= oc && i < oc + nc && (i - oc) % g.ldc < g.n;
-    let mut cbuf: Vec<T> = vec![bytemuck::cast(T::POISON); oc + nc + GUARD];
+    let mut cbuf: Vec<T> = vec![T::poison(); oc + nc + GUARD];
     if g.beta != 0.0 {
         for (i, v) in cbuf.iter_mut().enumerate() {
             if in_c(i) {
@@ -192,6 +218,60 @@ fn hgemm_f16_matches_reference() {
     gpu_property(32, case(), |c| run_case::<f16>(&c));
 }
 
+#[test]
+fn hgemm_tf32_matches_reference() {
+    gpu_property(32, case(), |c| run_case::<f32>(&c));
+}
+
+/// TF32 on rows padded only to 16 bytes (4 f32), at the edges and deep enough to split `K`
+/// (two output tiles, 129 stages), and through the transposition of `B` at odd sizes.
+#[test]
+fn hgemm_tf32_edge_and_deep_shapes() {
+    if gpu().is_none() {
+        return;
+    }
+    for (m, n, k) in [
+        (1usize, 1usize, 1usize),
+        (1, 300, 9),
+        (300, 1, 17),
+        (129, 257, 1),
+        (130, 250, 4100),
+        (33, 65, 31),
+    ] {
+        for (alpha, beta) in [(1.0, 0.0), (0.5, 2.0)] {
+            let c = Case {
+                g: Gemm {
+                    lda: k.next_multiple_of(4),
+                    ldb: n.next_multiple_of(4),
+                    ldc: n.next_multiple_of(4),
+                    alpha,
+                    beta,
+                    ..Gemm::dense(m, n, k)
+                },
+                kernel: 4,
+                offsets: [1, 0, 2],
+                seed: (m * n + k) as u64,
+            };
+            run_case::<f32>(&c).unwrap_or_else(|e| panic!("{m}x{n}x{k} tf32: {e}"));
+        }
+    }
+}
+
+/// A step without a TF32 kernel, asked for one, names the step and the ones that have it.
+#[test]
+fn tf32_on_a_step_without_it_names_the_steps_that_have_it() {
+    let Some(gpu) = gpu() else { return };
+    let g = Gemm::dense(8, 8, 8);
+    let e = HgemmKernel::Step(&HGEMM_1_MMA)
+        .resolve::<f32>(gpu, &g)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("hgemm_1_mma") && e.contains("tf32") && e.contains("hgemm_3_persistent"),
+        "{e}"
+    );
+}
+
 /// Both steps on shapes with every edge at once, and a deep product (many pipeline rounds,
 /// the ring's phases wrapping many times).
 #[test]
@@ -237,7 +317,7 @@ fn kept_tensor_maps_serve_repeated_products() {
     let (s1, s2) = (gpu.new_stream().unwrap(), gpu.new_stream().unwrap());
     let a: CudaSlice<bf16> = s1.clone_htod(&values::<bf16>(na + 8, 91).0).unwrap();
     let b: CudaSlice<bf16> = s1.clone_htod(&values::<bf16>(nb + 8, 92).0).unwrap();
-    let poison = vec![bytemuck::cast::<u16, bf16>(POISON_BF16); nc];
+    let poison = vec![bf16::poison(); nc];
     let mut c: CudaSlice<bf16> = s1.clone_htod(&poison).unwrap();
     let step = HgemmKernel::Step(&HGEMM_4_TMA_STORE);
     let (av, bv) = (a.slice(8..), b.slice(8..));
@@ -273,11 +353,12 @@ fn hgemm_replays_under_capture_as_eager() {
             beta: 0.5,
             ..Gemm::dense(m, n, k)
         };
-        replays_as_eager(gpu, &g);
+        replays_as_eager::<bf16>(gpu, &g);
+        replays_as_eager::<f32>(gpu, &g);
     }
 }
 
-fn replays_as_eager(gpu: &Gpu, g: &Gemm) {
+fn replays_as_eager<T: Elem>(gpu: &Gpu, g: &Gemm) {
     let pool = StreamPool::with_streams(gpu, 1).unwrap();
     let st = pool.stream(0).unwrap();
     let (na, nb, nc) = g.validate().unwrap();
@@ -287,34 +368,44 @@ fn replays_as_eager(gpu: &Gpu, g: &Gemm) {
         HgemmKernel::Step(&HGEMM_3_PERSISTENT),
         HgemmKernel::Step(&HGEMM_4_TMA_STORE),
     ] {
-        if kernel != HgemmKernel::Step(&HGEMM_1_MMA)
-            && !gpu.kernels().unwrap().has(HGEMM_2_WGMMA_BF16)
+        let HgemmKernel::Step(t) = kernel else {
+            unreachable!()
+        };
+        if T::kernel(t).is_none()
+            || (kernel != HgemmKernel::Step(&HGEMM_1_MMA)
+                && !gpu.kernels().unwrap().has(HGEMM_2_WGMMA_BF16))
         {
             continue;
         }
-        let mut a = DeviceBuffer::<bf16>::zeros(&pool, 0, na).unwrap();
-        let mut b = DeviceBuffer::<bf16>::zeros(&pool, 0, nb).unwrap();
-        let mut c = DeviceBuffer::<bf16>::zeros(&pool, 0, nc).unwrap();
-        let mut want = DeviceBuffer::<bf16>::zeros(&pool, 0, nc).unwrap();
+        let mut a = DeviceBuffer::<T>::zeros(&pool, 0, na).unwrap();
+        let mut b = DeviceBuffer::<T>::zeros(&pool, 0, nb).unwrap();
+        let mut c = DeviceBuffer::<T>::zeros(&pool, 0, nc).unwrap();
+        let mut want = DeviceBuffer::<T>::zeros(&pool, 0, nc).unwrap();
         pool.synchronize().unwrap();
         let cap = pool.begin_capture(0).unwrap();
         hgemm(gpu, st, kernel, g, &a, &b, &mut c).unwrap();
         let graph = cap.end().unwrap();
         for r in 0..3u64 {
-            let c0 = values::<bf16>(nc, 30 + r).0;
-            streamline::engine::memory::h2d(st, &values::<bf16>(na, 10 + r).0, &mut a).unwrap();
-            streamline::engine::memory::h2d(st, &values::<bf16>(nb, 20 + r).0, &mut b).unwrap();
+            let c0 = values::<T>(nc, 30 + r).0;
+            streamline::engine::memory::h2d(st, &values::<T>(na, 10 + r).0, &mut a).unwrap();
+            streamline::engine::memory::h2d(st, &values::<T>(nb, 20 + r).0, &mut b).unwrap();
             streamline::engine::memory::h2d(st, &c0, &mut c).unwrap();
             streamline::engine::memory::h2d(st, &c0, &mut want).unwrap();
             hgemm(gpu, st, kernel, g, &a, &b, &mut want).unwrap();
             graph.launch().unwrap();
             pool.synchronize().unwrap();
             let (y, e) = (c.to_vec(st).unwrap(), want.to_vec(st).unwrap());
-            let same = y.iter().zip(&e).all(|(p, q)| p.to_bits() == q.to_bits());
+            let same = y
+                .iter()
+                .zip(&e)
+                .all(|(p, q)| bytemuck::bytes_of(p) == bytemuck::bytes_of(q));
             assert!(
                 same,
-                "{kernel:?} {}x{}x{} replay {r} differs from eager",
-                g.m, g.n, g.k
+                "{kernel:?} {} {}x{}x{} replay {r} differs from eager",
+                T::DTYPE,
+                g.m,
+                g.n,
+                g.k
             );
         }
     }
@@ -326,11 +417,19 @@ fn misaligned_rows_and_addresses_name_the_argument() {
         lda: 20,
         ..Gemm::dense(4, 8, 20)
     };
-    let e = check_alignment(&g, 0, 0, 0).unwrap_err().to_string();
+    let e = check_alignment(&g, 2, 0, 0, 0).unwrap_err().to_string();
     assert!(e.contains("lda") && e.contains("multiple of 8"), "{e}");
+    // f32 rows need 4 elements to 16 bytes.
+    check_alignment(&g, 4, 0, 0, 0).unwrap();
+    let e = check_alignment(&Gemm { lda: 18, ..g }, 4, 0, 0, 0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("lda") && e.contains("multiple of 4"), "{e}");
     let g = Gemm::dense(4, 8, 16);
-    check_alignment(&g, 256, 512, 1024).unwrap();
-    let e = check_alignment(&g, 256, 514, 1024).unwrap_err().to_string();
+    check_alignment(&g, 2, 256, 512, 1024).unwrap();
+    let e = check_alignment(&g, 2, 256, 514, 1024)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("`b`") || e.contains("b:") || e.contains(" b "),
         "{e}"

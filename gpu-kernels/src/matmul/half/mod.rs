@@ -1,5 +1,6 @@
 //! Half-precision `C = alpha * A @ B + beta * C` on tensor cores (bf16 or f16 in and out,
-//! f32 accumulation; row-major, leading dimensions), as a progression like the FP32 one.
+//! f32 accumulation; row-major, leading dimensions), as a progression like the FP32 one; step
+//! 3 also multiplies f32 matrices as TF32 (f32 out).
 //!
 //! 1. [`step1_mma`]: warp-level `mma.sync` (m16n8k16) on fragments loaded by `ldmatrix` from
 //!    swizzled shared-memory stages that `cp.async` fills, several stages in flight. Runs on
@@ -9,7 +10,8 @@
 //!    (m64n256k16) straight from shared memory. sm_90a only.
 //! 3. `step3_persistent`: step 2 with one block per multiprocessor walking the tiles, the
 //!    producer loading the next tile's stages while the consumers write the last one's
-//!    results. sm_90a only.
+//!    results. sm_90a only. Its TF32 kernel reads `B` K-major (the only way `wgmma` takes
+//!    TF32), from a transposed copy the host makes.
 //! 4. `step4_tma_store`: step 3 with the results converted into a swizzled staging area of
 //!    shared memory and written by the TMA while the warpgroup multiplies its next tile.
 //!    sm_90a only.
@@ -33,11 +35,25 @@ pub mod step3_persistent;
 #[cfg(target_feature = "sm_90a")]
 pub mod step4_tma_store;
 
-/// A 16-bit operand type of the tensor cores: conversions to and from f32 pairs and the
-/// products that take it.
-pub trait Operand {
+/// How a product's f32 results are written to `C`'s element type.
+pub trait Output {
     /// The element type in memory.
     type Elem: streamline_device::element::Element;
+    /// Writes `v + beta * *at` (the old value unread when `beta` is 0), rounded, to `*at`.
+    ///
+    /// # Safety
+    /// `at` must address an element of `C`.
+    unsafe fn write(at: *mut Self::Elem, v: f32, beta: f32);
+    /// Writes `(x, y) + beta * (at[0], at[1])` to `at[0]` and `at[1]`.
+    ///
+    /// # Safety
+    /// `at` must address two elements of `C`, aligned to the size of both.
+    unsafe fn write2(at: *mut Self::Elem, x: f32, y: f32, beta: f32);
+}
+
+/// A 16-bit operand type of the tensor cores: conversions to and from f32 pairs and the
+/// products that take it.
+pub trait Operand: Output {
     /// Two f32 rounded to nearest-even into one register, `lo` in the low half.
     fn pack(lo: f32, hi: f32) -> u32;
     /// The two elements of a register, low half first.
@@ -53,10 +69,88 @@ pub trait Operand {
 pub struct Bf16;
 /// f16 (IEEE binary16).
 pub struct F16;
+/// f32 in memory, multiplied as TF32 (see `streamline_device::wgmma::mma_m64n256k8_tf32`).
+pub struct Tf32;
 
 device! {
-    impl Operand for Bf16 {
+    impl Output for Bf16 {
         type Elem = streamline_device::bf16;
+        #[inline(always)]
+        unsafe fn write(at: *mut Self::Elem, v: f32, beta: f32) {
+            // SAFETY: forwarded.
+            unsafe { write_16::<Self>(at.cast(), v, beta) }
+        }
+        #[inline(always)]
+        unsafe fn write2(at: *mut Self::Elem, x: f32, y: f32, beta: f32) {
+            // SAFETY: forwarded.
+            unsafe { write2_16::<Self>(at.cast(), x, y, beta) }
+        }
+    }
+
+    impl Output for F16 {
+        type Elem = streamline_device::f16;
+        #[inline(always)]
+        unsafe fn write(at: *mut Self::Elem, v: f32, beta: f32) {
+            // SAFETY: forwarded.
+            unsafe { write_16::<Self>(at.cast(), v, beta) }
+        }
+        #[inline(always)]
+        unsafe fn write2(at: *mut Self::Elem, x: f32, y: f32, beta: f32) {
+            // SAFETY: forwarded.
+            unsafe { write2_16::<Self>(at.cast(), x, y, beta) }
+        }
+    }
+
+    impl Output for Tf32 {
+        type Elem = f32;
+        #[inline(always)]
+        unsafe fn write(at: *mut f32, v: f32, beta: f32) {
+            // SAFETY: an element of `C` (the contract).
+            unsafe { *at = if beta != 0.0 { v + beta * *at } else { v } };
+        }
+        #[inline(always)]
+        unsafe fn write2(at: *mut f32, x: f32, y: f32, beta: f32) {
+            let at = at as *mut [f32; 2];
+            // SAFETY: two elements of `C`, 8-byte aligned (the contract).
+            unsafe {
+                *at = if beta != 0.0 {
+                    let [ox, oy] = *at;
+                    [x + beta * ox, y + beta * oy]
+                } else {
+                    [x, y]
+                }
+            };
+        }
+    }
+
+    /// [`Output::write`] of a 16-bit type.
+    #[inline(always)]
+    unsafe fn write_16<T: Operand>(at: *mut u16, mut v: f32, beta: f32) {
+        // SAFETY: an element of `C` (the contract).
+        unsafe {
+            if beta != 0.0 {
+                v += beta * T::unpack(*at as u32).0;
+            }
+            *at = T::pack(v, 0.0) as u16;
+        }
+    }
+
+    /// [`Output::write2`] of a 16-bit type: one 4-byte access.
+    #[inline(always)]
+    unsafe fn write2_16<T: Operand>(at: *mut u16, mut x: f32, mut y: f32, beta: f32) {
+        let at = at as *mut u32;
+        // SAFETY: two elements of `C`, 4-byte aligned (the contract).
+        unsafe {
+            if beta != 0.0 {
+                let (ox, oy) = T::unpack(*at);
+                x += beta * ox;
+                y += beta * oy;
+            }
+            *at = T::pack(x, y);
+        }
+    }
+
+    impl Operand for Bf16 {
         #[inline(always)]
         fn pack(lo: f32, hi: f32) -> u32 {
             let r: u32;
@@ -84,7 +178,6 @@ device! {
     }
 
     impl Operand for F16 {
-        type Elem = streamline_device::f16;
         #[inline(always)]
         fn pack(lo: f32, hi: f32) -> u32 {
             let r: u32;
@@ -125,7 +218,7 @@ device! {
     /// Writes `alpha * (x, y) + beta * C` at row `row`, columns `col` and `col + 1` of `C`
     /// (`C` unread when `beta` is 0), the elements outside `C` skipped.
     #[inline(always)]
-    pub(crate) fn store_pair<T: Operand>(
+    pub(crate) fn store_pair<T: Output>(
         p: &streamline_abi::hgemm::HgemmParams<T::Elem>,
         row: u32,
         col: u32,
@@ -135,27 +228,14 @@ device! {
         if row >= p.m || col >= p.n {
             return;
         }
-        let (mut x, mut y) = (p.alpha * x, p.alpha * y);
-        let at = p.c.cast::<u16>().as_mut_ptr().wrapping_add(row as usize * p.ldc as usize + col as usize);
+        let at = p.c.as_mut_ptr().wrapping_add(row as usize * p.ldc as usize + col as usize);
         if col + 1 < p.n {
-            // SAFETY: `row < m`, `col + 1 < n`: two elements inside `C`, 4-byte aligned (`col`
-            // even, `ldc` a multiple of 8, `c` 16-byte aligned: the kernels' contract).
-            unsafe {
-                if p.beta != 0.0 {
-                    let (ox, oy) = T::unpack(*(at as *const u32));
-                    x += p.beta * ox;
-                    y += p.beta * oy;
-                }
-                *(at as *mut u32) = T::pack(x, y);
-            }
+            // SAFETY: `row < m`, `col + 1 < n`: two elements inside `C`, aligned to both (`col`
+            // even, `ldc` a multiple of 16 bytes, `c` 16-byte aligned: the kernels' contract).
+            unsafe { T::write2(at, p.alpha * x, p.alpha * y, p.beta) };
         } else {
             // SAFETY: `row < m`, `col < n`: one element inside `C`.
-            unsafe {
-                if p.beta != 0.0 {
-                    x += p.beta * T::unpack(*at as u32).0;
-                }
-                *at = T::pack(x, 0.0) as u16;
-            }
+            unsafe { T::write(at, p.alpha * x, p.beta) };
         }
     }
 }

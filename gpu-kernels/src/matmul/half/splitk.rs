@@ -1,17 +1,19 @@
 //! The last step of a split-K product: `C = alpha * (P_0 + P_1 + ...) + beta * C`, the f32
 //! planes of the slices added in slice order for every element (the same bits on every run),
-//! then rounded once to `C`'s type.
+//! then rounded once to `C`'s type (written as it is when `C` is f32).
 
-use super::{Bf16, Operand, F16};
-use streamline_abi::hgemm::{HgemmReduceParams, HGEMM_SPLITK_REDUCE_BF16, HGEMM_SPLITK_REDUCE_F16};
+use super::{Bf16, Output, Tf32, F16};
+use streamline_abi::hgemm::{
+    HgemmReduceParams, HGEMM_SPLITK_REDUCE_BF16, HGEMM_SPLITK_REDUCE_F16, HGEMM_SPLITK_REDUCE_F32,
+};
 use streamline_device::kernel;
 use streamline_device::thread::grid_stride;
 
 #[inline(always)]
-unsafe fn reduce<T: Operand>(p: HgemmReduceParams<T::Elem>) {
+unsafe fn reduce<T: Output>(p: HgemmReduceParams<T::Elem>) {
     let plane = p.m as usize * p.n as usize;
     let partials = p.partials.as_ptr();
-    let c = p.c.cast::<u16>().as_mut_ptr();
+    let c = p.c.as_mut_ptr();
     for i in grid_stride(plane as u64) {
         let (row, col) = (i / p.n as usize, i % p.n as usize);
         let mut sum = 0.0f32;
@@ -20,14 +22,8 @@ unsafe fn reduce<T: Operand>(p: HgemmReduceParams<T::Elem>) {
             sum += unsafe { *partials.add(s * plane + i) };
         }
         let at = c.wrapping_add(row * p.ldc as usize + col);
-        let mut v = p.alpha * sum;
         // SAFETY: `row < m`, `col < n`: an element of `C`.
-        unsafe {
-            if p.beta != 0.0 {
-                v += p.beta * T::unpack(*at as u32).0;
-            }
-            *at = T::pack(v, 0.0) as u16;
-        }
+        unsafe { T::write(at, p.alpha * sum, p.beta) };
     }
 }
 
@@ -53,5 +49,17 @@ kernel! {
     pub unsafe fn hgemm_splitk_reduce_f16(p: HgemmReduceParams<streamline_device::f16>) {
         // SAFETY: forwarded.
         unsafe { reduce::<F16>(p) }
+    }
+}
+
+kernel! {
+    #[declared(HGEMM_SPLITK_REDUCE_F32)]
+    /// The split-K sum (see the module) into an f32 `C` (the TF32 product's).
+    ///
+    /// # Safety
+    /// As for [`hgemm_splitk_reduce_bf16`], with an f32 `C`.
+    pub unsafe fn hgemm_splitk_reduce_f32(p: HgemmReduceParams<f32>) {
+        // SAFETY: forwarded.
+        unsafe { reduce::<Tf32>(p) }
     }
 }

@@ -13,7 +13,7 @@
 //! The TMA zero-fills what lies past the matrices' edges, so any `m`, `n`, `k` runs the same
 //! loop; the epilogue writes only the elements inside `C`.
 
-use super::{store_pair, Bf16, Operand, F16};
+use super::{store_pair, Bf16, Output, Tf32, F16};
 use core::arch::nvptx;
 use streamline_abi::hgemm::{
     grouped_tile, HgemmParams, HGEMM_2_WGMMA, HGEMM_2_WGMMA_BF16, HGEMM_2_WGMMA_F16,
@@ -31,12 +31,14 @@ use streamline_device::wgmma::{
 
 pub(super) const BM: u32 = HGEMM_2_WGMMA.bm;
 pub(super) const BN: u32 = HGEMM_2_WGMMA.bn;
-pub(super) const BK: u32 = HGEMM_2_WGMMA.bk;
+/// Bytes of `K` per row of a stage: 64 16-bit elements, 32 f32.
+const ROW_BYTES: u32 = 128;
 /// Bytes of a stage of `A`: 128 rows of 128 bytes.
-pub(super) const A_BYTES: u32 = BM * BK * 2;
-/// Bytes of one box of `B`: 64 rows (`k`) of 64 columns, 128 bytes each.
-pub(super) const B_BOX: u32 = BK * 64 * 2;
-/// Bytes of a stage of `B`: four boxes side by side in `n`.
+pub(super) const A_BYTES: u32 = BM * ROW_BYTES;
+/// Bytes of one box of an MN-major `B`: 64 rows (`k`) of 64 16-bit columns, 128 bytes each.
+pub(super) const B_BOX: u32 = HGEMM_2_WGMMA.bk * 64 * 2;
+/// Bytes of a stage of `B`: four boxes side by side in `n` (MN-major), or one of 256 rows of
+/// 128 bytes (K-major).
 pub(super) const B_BYTES: u32 = B_BOX * (BN / 64);
 
 /// The ring of stages at the start of dynamic shared memory (1024-byte aligned, as the 128-byte
@@ -104,24 +106,35 @@ impl<const STAGES: u32> Ring<STAGES> {
         unsafe { sync_block() };
     }
 
-    /// The producer's request for `K` tile `k0` of output tile (`m0`, `n0`) into stage `s`:
-    /// one box of `A` and `BN / 64` of `B` through the tensor maps `maps`, counted on the
-    /// stage's `full` barrier.
+    /// The producer's request for the `K` tile at `k0` of output tile (`m0`, `n0`) into stage
+    /// `s`: one box of `A` and `BN / 64` of an MN-major `B` (one of a K-major `B`) through the
+    /// tensor maps `maps`, counted on the stage's `full` barrier.
     ///
     /// # Safety
     /// The producer thread only, with the stage free (its `empty` barrier's last round done)
     /// and `maps` acquired ([`acquire_maps`]).
     #[inline(always)]
-    pub(super) unsafe fn load(self, s: u32, (map_a, map_b): (u64, u64), k0: i32, m0: i32, n0: i32) {
+    pub(super) unsafe fn load<T: Wgmma>(
+        self,
+        s: u32,
+        (map_a, map_b): (u64, u64),
+        k0: i32,
+        m0: i32,
+        n0: i32,
+    ) {
         let full = self.full(s);
-        // SAFETY: the stage is free (the contract); its barrier expects exactly the five
-        // boxes' bytes, out-of-bounds parts included; the stages are 1024-aligned.
+        // SAFETY: the stage is free (the contract); its barrier expects exactly the boxes'
+        // bytes, out-of-bounds parts included; the stages are 1024-aligned.
         unsafe {
             full.arrive_expect_tx(A_BYTES + B_BYTES);
             load_2d(self.a + s * A_BYTES, map_a, k0, m0, full.0);
-            for j in 0..BN / 64 {
-                let dst = self.b + s * B_BYTES + j * B_BOX;
-                load_2d(dst, map_b, n0 + 64 * j as i32, k0, full.0);
+            if T::B_K_MAJOR {
+                load_2d(self.b + s * B_BYTES, map_b, k0, n0, full.0);
+            } else {
+                for j in 0..BN / 64 {
+                    let dst = self.b + s * B_BYTES + j * B_BOX;
+                    load_2d(dst, map_b, n0 + 64 * j as i32, k0, full.0);
+                }
             }
         }
     }
@@ -145,7 +158,7 @@ pub(super) unsafe fn acquire_maps<E: streamline_device::element::Element>(
 }
 
 /// Multiplies the stage's 64-row slice of `A` (at shared address `a`) by its `B` (at `b`) into
-/// `d`: four `k`-steps of 16.
+/// `d`: four `k`-steps of 32 bytes (16 16-bit elements, 8 f32).
 #[inline(always)]
 pub(super) unsafe fn multiply_stage<T: Wgmma>(
     d: &mut [f32; 128],
@@ -153,17 +166,21 @@ pub(super) unsafe fn multiply_stage<T: Wgmma>(
     b: u32,
     accumulate: bool,
 ) {
-    for kk in 0..BK / 16 {
-        // `A` K-major: a step of 16 elements is 32 bytes along each 128-byte swizzled row;
-        // 8-row groups 1024 bytes apart.
+    for kk in 0..ROW_BYTES / 32 {
+        // K-major: a step is 32 bytes along each 128-byte swizzled row; 8-row groups 1024
+        // bytes apart.
         let da = descriptor(a + 32 * kk, 16, 1024, Swizzle::B128);
-        // `B` MN-major: a step of 16 rows is 2048 bytes; 64-column groups (boxes) `B_BOX`
-        // apart, 8-row groups 1024 bytes apart.
-        let db = descriptor(b + 2048 * kk, B_BOX, 1024, Swizzle::B128);
+        let db = if T::B_K_MAJOR {
+            descriptor(b + 32 * kk, 16, 1024, Swizzle::B128)
+        } else {
+            // MN-major: a step of 16 rows is 2048 bytes; 64-column groups (boxes) `B_BOX`
+            // apart, 8-row groups 1024 bytes apart.
+            descriptor(b + 2048 * kk, B_BOX, 1024, Swizzle::B128)
+        };
         // SAFETY: the whole warpgroup is here, after `fence`; the stage's bytes have landed
         // (its full barrier) and stay until this group completes (the empty barrier is
         // arrived on only after `wait_group` says so).
-        unsafe { T::wgmma_m64n256k16_trans_b(d, da, db, accumulate || kk > 0) };
+        unsafe { T::wgmma_k_step(d, da, db, accumulate || kk > 0) };
     }
 }
 
@@ -178,7 +195,7 @@ unsafe fn hgemm_wgmma<T: Wgmma>(p: HgemmParams<T::Elem>) {
     // SAFETY: every thread, first; `shared_bytes` holds the ring.
     unsafe { ring.init(tid) };
 
-    let k_tiles = p.k.div_ceil(BK);
+    let k_tiles = p.k.div_ceil(T::BK);
     let warpgroup = tid / 128;
     if warpgroup == 0 {
         // SAFETY: the whole warpgroup; it keeps only a loop counter and addresses.
@@ -195,7 +212,7 @@ unsafe fn hgemm_wgmma<T: Wgmma>(p: HgemmParams<T::Elem>) {
                     unsafe { empty(s).wait((t / STAGES + 1) & 1) };
                 }
                 // SAFETY: the producer thread; the stage is free (above), the maps acquired.
-                unsafe { ring.load(s, maps, (t * BK) as i32, m0, n0) };
+                unsafe { ring.load::<T>(s, maps, (t * T::BK) as i32, m0, n0) };
             }
         }
         return;
@@ -253,28 +270,44 @@ pub(super) fn store<T: Wgmma>(
 }
 
 /// The products of an operand type on sm_90a.
-pub trait Wgmma: Operand {
-    /// `wgmma.m64n256k16` with `A` K-major and `B` MN-major (see
-    /// `streamline_device::wgmma::mma_m64n256k16_bf16`).
+pub trait Wgmma: Output {
+    /// Elements of `K` per stage: a row of 128 bytes.
+    const BK: u32 = ROW_BYTES / core::mem::size_of::<Self::Elem>() as u32;
+    /// Whether the stages hold `B` K-major (each of its `n` columns a 128-byte row, read from
+    /// `B` transposed) rather than MN-major (as it lies in a row-major matrix).
+    const B_K_MAJOR: bool;
+    /// One `k`-step of 32 bytes: `wgmma.m64n256` with `A` K-major and `B` as
+    /// [`Wgmma::B_K_MAJOR`] says (see `streamline_device::wgmma::mma_m64n256k16_bf16`).
     ///
     /// # Safety
     /// As for that function.
-    unsafe fn wgmma_m64n256k16_trans_b(d: &mut [f32; 128], a: u64, b: u64, accumulate: bool);
+    unsafe fn wgmma_k_step(d: &mut [f32; 128], a: u64, b: u64, accumulate: bool);
 }
 
 impl Wgmma for Bf16 {
+    const B_K_MAJOR: bool = false;
     #[inline(always)]
-    unsafe fn wgmma_m64n256k16_trans_b(d: &mut [f32; 128], a: u64, b: u64, accumulate: bool) {
+    unsafe fn wgmma_k_step(d: &mut [f32; 128], a: u64, b: u64, accumulate: bool) {
         // SAFETY: forwarded.
         unsafe { streamline_device::wgmma::mma_m64n256k16_bf16::<0, 1>(d, a, b, accumulate) }
     }
 }
 
 impl Wgmma for F16 {
+    const B_K_MAJOR: bool = false;
     #[inline(always)]
-    unsafe fn wgmma_m64n256k16_trans_b(d: &mut [f32; 128], a: u64, b: u64, accumulate: bool) {
+    unsafe fn wgmma_k_step(d: &mut [f32; 128], a: u64, b: u64, accumulate: bool) {
         // SAFETY: forwarded.
         unsafe { streamline_device::wgmma::mma_m64n256k16_f16::<0, 1>(d, a, b, accumulate) }
+    }
+}
+
+impl Wgmma for Tf32 {
+    const B_K_MAJOR: bool = true;
+    #[inline(always)]
+    unsafe fn wgmma_k_step(d: &mut [f32; 128], a: u64, b: u64, accumulate: bool) {
+        // SAFETY: forwarded.
+        unsafe { streamline_device::wgmma::mma_m64n256k8_tf32(d, a, b, accumulate) }
     }
 }
 

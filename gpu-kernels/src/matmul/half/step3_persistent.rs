@@ -12,24 +12,69 @@
 //! `p.slices` slices and the blocks walk (tile, slice) pairs, each writing its unscaled
 //! product into the slice's f32 plane; `hgemm_splitk_reduce_*` then adds the planes in order.
 
-use super::step2_wgmma::{
-    acquire_maps, multiply_stage, store, Ring, Wgmma, A_BYTES, BK, BM, BN, B_BYTES,
-};
-use super::step4_tma_store::{store_staged, STAGING_BYTES};
-use super::{Bf16, F16};
+use super::step2_wgmma::{acquire_maps, multiply_stage, store, Ring, Wgmma, A_BYTES, BM, BN, B_BYTES};
+use super::{Bf16, Tf32, F16};
 use core::arch::nvptx;
 use streamline_abi::hgemm::{
-    grouped_tile, HgemmParams, HGEMM_3_PERSISTENT_BF16, HGEMM_3_PERSISTENT_F16, WGMMA_STAGES,
+    grouped_tile, HgemmParams, HGEMM_3_PERSISTENT_BF16, HGEMM_3_PERSISTENT_F16,
+    HGEMM_3_PERSISTENT_TF32, WGMMA_STAGES,
 };
 use streamline_device::kernel;
 use streamline_device::wgmma::{
     claim_registers, commit_group, fence, release_registers, wait_group,
 };
 
-/// The persistent walk with a ring of `STAGES` stages; with `STAGED`, the epilogue of step 4
-/// (through shared memory and the TMA, where `beta` is 0) after the stages.
+/// How a consumer warpgroup writes a tile's results.
+pub(super) trait Epilogue<T: Wgmma> {
+    /// Shared memory it needs after the stages, bytes (half per consumer warpgroup).
+    const BYTES: u32;
+    /// Writes consumer warpgroup `consumer`'s results of the 64 x 256 tile at (`row0`,
+    /// `col0`), from thread `t` of it.
+    ///
+    /// # Safety
+    /// All 128 threads of the warpgroup call it, at every tile; `staging` is its half of the
+    /// `BYTES` after the stages, 1024-byte aligned; sm_90a.
+    unsafe fn store(
+        p: &HgemmParams<T::Elem>,
+        d: &[f32; 128],
+        staging: u32,
+        row0: u32,
+        col0: u32,
+        consumer: u32,
+        t: u32,
+    );
+    /// What a consumer's leader does before the block exits.
+    ///
+    /// # Safety
+    /// Once per consumer leader, after its last [`Epilogue::store`]; sm_90a.
+    unsafe fn finish();
+}
+
+/// Step 3's epilogue: every thread writes its accumulators straight to `C`.
+pub(super) struct Direct;
+
+impl<T: Wgmma> Epilogue<T> for Direct {
+    const BYTES: u32 = 0;
+    #[inline(always)]
+    unsafe fn store(
+        p: &HgemmParams<T::Elem>,
+        d: &[f32; 128],
+        _staging: u32,
+        row0: u32,
+        col0: u32,
+        _consumer: u32,
+        t: u32,
+    ) {
+        store::<T>(p, d, row0, col0, t);
+    }
+    #[inline(always)]
+    unsafe fn finish() {}
+}
+
+/// The persistent walk with a ring of `STAGES` stages and the epilogue `E` (its shared memory
+/// after the stages).
 #[inline(always)]
-pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED: bool>(
+pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, E: Epilogue<T>>(
     p: HgemmParams<T::Elem>,
 ) {
     // SAFETY: special registers, defined inside a kernel.
@@ -42,7 +87,7 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED:
     };
     let (tiles_m, tiles_n) = (p.m.div_ceil(BM), p.n.div_ceil(BN));
     let units = tiles_m * tiles_n * p.slices;
-    let k_tiles = p.k.div_ceil(BK);
+    let k_tiles = p.k.div_ceil(T::BK);
     // The `K` tiles of work unit `u`, and its output tile.
     let unit = |u: u32| {
         let slice = u % p.slices;
@@ -59,7 +104,7 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED:
             end,
         )
     };
-    let ring = Ring::<STAGES>::new(if STAGED { STAGING_BYTES } else { 0 });
+    let ring = Ring::<STAGES>::new(E::BYTES);
     let (a_stages, b_stages, staging) = (ring.a, ring.b, ring.gap());
     let (full, empty) = (|s| ring.full(s), |s| ring.empty(s));
     // SAFETY: every thread, first; `shared_bytes` holds the ring and the staging area.
@@ -86,7 +131,7 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED:
                         unsafe { empty(s).wait((it / STAGES + 1) & 1) };
                     }
                     // SAFETY: the producer thread; the stage is free (above), the maps acquired.
-                    unsafe { ring.load(s, maps, (t * BK) as i32, m0, n0) };
+                    unsafe { ring.load::<T>(s, maps, (t * T::BK) as i32, m0, n0) };
                     it += 1;
                 }
                 u += grid;
@@ -134,28 +179,26 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, const STAGED:
         let (row0, col0) = (tile_m * BM + consumer * 64, tile_n * BN);
         if p.slices > 1 {
             store_partial(&p, &d, slice, row0, col0, tid % 128);
-        } else if STAGED && p.beta == 0.0 && p.n % 8 == 0 {
+        } else {
             // SAFETY: the whole consumer warpgroup, at every tile; its staging half is
             // reserved after the stages.
             unsafe {
-                store_staged::<T>(
+                E::store(
                     &p,
                     &d,
-                    staging + consumer * STAGING_BYTES / 2,
+                    staging + consumer * E::BYTES / 2,
                     row0,
                     col0,
                     consumer,
                     tid % 128,
                 )
             };
-        } else {
-            store::<T>(&p, &d, row0, col0, tid % 128);
         }
         u += grid;
     }
-    if STAGED && leader {
-        // SAFETY: sm_90a; the block's last stores are done before it exits.
-        unsafe { streamline_device::tma::wait_all::<0>() };
+    if leader {
+        // SAFETY: once per consumer leader, after its last store.
+        unsafe { E::finish() };
     }
 }
 
@@ -209,7 +252,7 @@ kernel! {
     /// As for `hgemm_2_wgmma_bf16`; any grid size (the blocks share the tiles).
     pub unsafe fn hgemm_3_persistent_bf16(p: HgemmParams<streamline_device::bf16>) {
         // SAFETY: forwarded.
-        unsafe { hgemm_persistent::<Bf16, WGMMA_STAGES, false>(p) }
+        unsafe { hgemm_persistent::<Bf16, WGMMA_STAGES, Direct>(p) }
     }
 }
 
@@ -221,6 +264,19 @@ kernel! {
     /// As for [`hgemm_3_persistent_bf16`].
     pub unsafe fn hgemm_3_persistent_f16(p: HgemmParams<streamline_device::f16>) {
         // SAFETY: forwarded.
-        unsafe { hgemm_persistent::<F16, WGMMA_STAGES, false>(p) }
+        unsafe { hgemm_persistent::<F16, WGMMA_STAGES, Direct>(p) }
+    }
+}
+
+kernel! {
+    #[declared(HGEMM_3_PERSISTENT_TF32)]
+    /// Step 3 (see the module) for f32 multiplied as TF32, `B` K-major: `p.b` addresses `B`
+    /// transposed (`n x k`, row stride `ldb`) and the second tensor map describes it.
+    ///
+    /// # Safety
+    /// As for [`hgemm_3_persistent_bf16`], with f32 matrices and `B` transposed.
+    pub unsafe fn hgemm_3_persistent_tf32(p: HgemmParams<f32>) {
+        // SAFETY: forwarded.
+        unsafe { hgemm_persistent::<Tf32, WGMMA_STAGES, Direct>(p) }
     }
 }

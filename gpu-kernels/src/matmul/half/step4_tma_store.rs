@@ -10,9 +10,9 @@
 //! the results go out as in step 3; so they do when `n` is not a multiple of 8, because the TMA
 //! writes a row's last 16 bytes whole, which would reach past `C` into the row's padding.
 
-use super::step2_wgmma::Wgmma;
-use super::step3_persistent::hgemm_persistent;
-use super::{Bf16, F16};
+use super::step2_wgmma::{store, Wgmma};
+use super::step3_persistent::{hgemm_persistent, Epilogue};
+use super::{Bf16, Operand, F16};
 use streamline_abi::hgemm::{
     HgemmParams, HGEMM_4_TMA_STORE_BF16, HGEMM_4_TMA_STORE_F16, TMA_STORE_STAGES,
 };
@@ -21,7 +21,7 @@ use streamline_device::thread::sync_named;
 use streamline_device::tma::{fence_shared, store_2d, wait_read};
 
 /// Bytes of staging for both consumer warpgroups: 64 x 256 bf16/f16 each.
-pub(super) const STAGING_BYTES: u32 = 2 * 64 * 256 * 2;
+const STAGING_BYTES: u32 = 2 * 64 * 256 * 2;
 
 /// Writes this thread's accumulators of the 64 x 256 tile at (`row0`, `col0`) times `alpha`
 /// into the staging area at `staging`, then (thread 0 of the warpgroup) has the TMA store it
@@ -31,7 +31,7 @@ pub(super) const STAGING_BYTES: u32 = 2 * 64 * 256 * 2;
 /// All 128 threads of consumer warpgroup `consumer` call it, at every tile; `staging` is its
 /// own 32 KiB of the block's shared memory, 1024-byte aligned; sm_90a.
 #[inline(always)]
-pub(super) unsafe fn store_staged<T: Wgmma>(
+unsafe fn store_staged<T: Wgmma + Operand>(
     p: &HgemmParams<T::Elem>,
     d: &[f32; 128],
     staging: u32,
@@ -90,6 +90,36 @@ pub(super) unsafe fn store_staged<T: Wgmma>(
     }
 }
 
+/// Step 4's epilogue: through the staging area and the TMA where `beta` is 0 and `n` a
+/// multiple of 8, else as step 3.
+struct Staged;
+
+impl<T: Wgmma + Operand> Epilogue<T> for Staged {
+    const BYTES: u32 = STAGING_BYTES;
+    #[inline(always)]
+    unsafe fn store(
+        p: &HgemmParams<T::Elem>,
+        d: &[f32; 128],
+        staging: u32,
+        row0: u32,
+        col0: u32,
+        consumer: u32,
+        t: u32,
+    ) {
+        if p.beta == 0.0 && p.n % 8 == 0 {
+            // SAFETY: forwarded (the contract of `Epilogue::store`).
+            unsafe { store_staged::<T>(p, d, staging, row0, col0, consumer, t) };
+        } else {
+            store::<T>(p, d, row0, col0, t);
+        }
+    }
+    #[inline(always)]
+    unsafe fn finish() {
+        // SAFETY: sm_90a; the block's last stores are done before it exits.
+        unsafe { streamline_device::tma::wait_all::<0>() };
+    }
+}
+
 kernel! {
     #[declared(HGEMM_4_TMA_STORE_BF16)]
     /// Step 4 (see the module) for bf16.
@@ -99,7 +129,7 @@ kernel! {
     /// (third, boxes of 64 x 64, 128-byte swizzle).
     pub unsafe fn hgemm_4_tma_store_bf16(p: HgemmParams<streamline_device::bf16>) {
         // SAFETY: forwarded.
-        unsafe { hgemm_persistent::<Bf16, TMA_STORE_STAGES, true>(p) }
+        unsafe { hgemm_persistent::<Bf16, TMA_STORE_STAGES, Staged>(p) }
     }
 }
 
@@ -111,6 +141,6 @@ kernel! {
     /// As for [`hgemm_4_tma_store_bf16`].
     pub unsafe fn hgemm_4_tma_store_f16(p: HgemmParams<streamline_device::f16>) {
         // SAFETY: forwarded.
-        unsafe { hgemm_persistent::<F16, TMA_STORE_STAGES, true>(p) }
+        unsafe { hgemm_persistent::<F16, TMA_STORE_STAGES, Staged>(p) }
     }
 }
