@@ -2,7 +2,7 @@
 //! and `C` in bf16 or f16 (row-major, leading dimensions) and f32 accumulation, as a
 //! progression beside the FP32 one (see `gpu-kernels/src/matmul/half/mod.rs`).
 //!
-//! Step 3 also multiplies f32 matrices as TF32 (f32 accumulation and output).
+//! Steps 3 and 4 also multiply f32 matrices as TF32 (f32 accumulation and output).
 //!
 //! Every step handles any `m`, `n`, `k`; rows must start on 16-byte boundaries: the three
 //! addresses 16-byte aligned and `lda`, `ldb`, `ldc` multiples of 16 bytes (8 16-bit elements,
@@ -174,6 +174,9 @@ declare! {
     pub const HGEMM_4_TMA_STORE_BF16: Kernel<HgemmParams<bf16>> = Kernel::new("hgemm_4_tma_store_bf16").with_bounds(384, 1).only_on("sm_90a");
     /// [`HGEMM_4_TMA_STORE_BF16`] for f16.
     pub const HGEMM_4_TMA_STORE_F16: Kernel<HgemmParams<f16>> = Kernel::new("hgemm_4_tma_store_f16").with_bounds(384, 1).only_on("sm_90a");
+    /// [`HGEMM_4_TMA_STORE_BF16`] for f32 multiplied as TF32, `B` transposed as for
+    /// [`HGEMM_3_PERSISTENT_TF32`]. sm_90a only.
+    pub const HGEMM_4_TMA_STORE_TF32: Kernel<HgemmParams<f32>> = Kernel::new("hgemm_4_tma_store_tf32").with_bounds(384, 1).only_on("sm_90a");
     /// The sum of split-K planes into a bf16 `C` (see [`HgemmReduceParams`]).
     pub const HGEMM_SPLITK_REDUCE_BF16: Kernel<HgemmReduceParams<bf16>> = Kernel::new("hgemm_splitk_reduce_bf16").with_bounds(256, 1);
     /// [`HGEMM_SPLITK_REDUCE_BF16`] into an f16 `C`.
@@ -225,7 +228,7 @@ pub const HGEMM_3_PERSISTENT: HgemmTiling = HgemmTiling {
 pub const HGEMM_4_TMA_STORE: HgemmTiling = HgemmTiling {
     bf16: HGEMM_4_TMA_STORE_BF16,
     f16: HGEMM_4_TMA_STORE_F16,
-    tf32: None,
+    tf32: Some(HGEMM_4_TMA_STORE_TF32),
     shared_bytes: TMA_STORE_STAGES * (128 * 64 + 64 * 256) * 2
         + 2 * 64 * 256 * 2
         + 2 * 8 * TMA_STORE_STAGES

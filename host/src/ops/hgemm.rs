@@ -4,8 +4,9 @@
 //!
 //! The kernels are a progression (see `gpu-kernels/src/matmul/half/mod.rs`); on a Hopper GPU
 //! the default is the last `wgmma` step except for small products of shallow `K`
-//! ([`prefers_mma`]), elsewhere the `mma.sync` one. TF32 runs on Hopper only, on step 3, which
-//! reads `B` transposed: a copy of `B` transposed is made first in the stream's order.
+//! ([`prefers_mma`]), elsewhere the `mma.sync` one. TF32 runs on Hopper only, on steps 3 and 4
+//! (the default), which read `B` transposed: a copy of `B` transposed is made first in the
+//! stream's order.
 
 use crate::error::{DriverContext, Error, Result};
 use crate::ops::matmul::Scratch;
@@ -19,9 +20,8 @@ use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use half::{bf16, f16};
 use std::sync::Arc;
 use streamline_abi::hgemm::{
-    HgemmParams, HgemmReduceParams, HgemmTiling, HGEMM_1_MMA, HGEMM_3_PERSISTENT,
-    HGEMM_4_TMA_STORE, HGEMM_ALL, HGEMM_REDUCE_BLOCK, HGEMM_SPLITK_REDUCE_BF16,
-    HGEMM_SPLITK_REDUCE_F16, HGEMM_SPLITK_REDUCE_F32,
+    HgemmParams, HgemmReduceParams, HgemmTiling, HGEMM_1_MMA, HGEMM_4_TMA_STORE, HGEMM_ALL,
+    HGEMM_REDUCE_BLOCK, HGEMM_SPLITK_REDUCE_BF16, HGEMM_SPLITK_REDUCE_F16, HGEMM_SPLITK_REDUCE_F32,
 };
 use streamline_abi::train::{
     TransposeParams, TRANSPOSE_F32, TRANSPOSE_ROWS, TRANSPOSE_SHARED_BYTES, TRANSPOSE_TILE,
@@ -111,7 +111,7 @@ pub const HALF_SWEEP: [(usize, usize, usize); 19] = {
 pub enum HgemmKernel {
     /// The fastest `wgmma` step (4, the TMA-store epilogue) where the loaded kernels have it
     /// (Hopper), except for the small, shallow products of [`prefers_mma`]; else the
-    /// `mma.sync` one. TF32: step 3.
+    /// `mma.sync` one. TF32: step 4.
     Auto,
     /// One step.
     Step(&'static HgemmTiling),
@@ -148,7 +148,7 @@ impl HgemmKernel {
         let has = |t: &HgemmTiling| T::kernel(t).is_some_and(|k| module.has(k));
         let t = match self {
             HgemmKernel::Step(t) => t,
-            HgemmKernel::Auto if T::B_TRANSPOSED => &HGEMM_3_PERSISTENT,
+            HgemmKernel::Auto if T::B_TRANSPOSED => &HGEMM_4_TMA_STORE,
             HgemmKernel::Auto if !prefers_mma(g) && has(&HGEMM_4_TMA_STORE) => &HGEMM_4_TMA_STORE,
             HgemmKernel::Auto => &HGEMM_1_MMA,
         };
@@ -420,9 +420,8 @@ fn split_k(tiles: usize, k_tiles: usize, sms: usize) -> Option<Split> {
 
 /// The tensor maps of `A`, `B` (at `b`, row stride `ldb`) and `C` for the TMA step `t` with
 /// stages `bk` deep: `A` in boxes of `bk` x `bm` (columns x rows), `B` in boxes of 64 x `bk`,
-/// `C` in boxes of 64 x 64, 128-byte swizzled, zeros read and nothing written outside the
-/// matrices. For a transposed `B` (TF32: `n x k`), boxes of `bk` x `bn` and no map of `C`
-/// (step 3 writes `C` without the TMA).
+/// `C` in boxes of 128 bytes x 64, 128-byte swizzled, zeros read and nothing written outside
+/// the matrices. For a transposed `B` (TF32: `n x k`), boxes of `bk` x `bn`.
 fn encode_maps<T: Half>(
     t: &HgemmTiling,
     bk: usize,
@@ -432,13 +431,17 @@ fn encode_maps<T: Half>(
 ) -> Result<Vec<u64>> {
     let bk = bk as u32;
     let a_map = encode::<T>(a, g.k, g.m, g.lda, [bk, t.bm])?;
-    let maps = if T::B_TRANSPOSED {
-        vec![a_map, encode::<T>(b, g.k, g.n, ldb, [bk, t.bn])?]
+    let b_map = if T::B_TRANSPOSED {
+        encode::<T>(b, g.k, g.n, ldb, [bk, t.bn])?
     } else {
-        let b_map = encode::<T>(b, g.n, g.k, ldb, [64, bk])?;
-        vec![a_map, b_map, encode::<T>(c, g.n, g.m, g.ldc, [64, 64])?]
+        encode::<T>(b, g.n, g.k, ldb, [64, bk])?
     };
-    Ok(maps.iter().flat_map(|m| m.opaque).collect())
+    let c_cols = (128 / std::mem::size_of::<T>()) as u32;
+    let c_map = encode::<T>(c, g.n, g.m, g.ldc, [c_cols, 64])?;
+    Ok([a_map, b_map, c_map]
+        .iter()
+        .flat_map(|m| m.opaque)
+        .collect())
 }
 
 /// A 2-D tensor map of a row-major `rows x cols` matrix of `T` at `addr`, row stride `ld`.

@@ -86,8 +86,8 @@ fn values<T: Elem>(n: usize, seed: u64) -> (Vec<T>, Vec<f32>) {
 struct Case {
     g: Gemm,
     /// 0: the `mma.sync` step, 1: the `wgmma` step, 2: the persistent one, 3: its TMA-store
-    /// variant (the last three where loaded), 4: auto. TF32 runs the persistent step for 0 to 3
-    /// (where loaded), auto for 4.
+    /// variant (the last three where loaded), 4: auto. TF32 (Hopper only) runs the persistent
+    /// step for 0 to 2, the TMA-store one for 3.
     kernel: usize,
     /// Offsets of A, B, C in their buffers, in units of 8 elements.
     offsets: [usize; 3],
@@ -99,7 +99,8 @@ fn kernel_of<T: Elem>(gpu: &Gpu, c: &Case) -> Option<HgemmKernel> {
     if T::B_TRANSPOSED {
         return match c.kernel {
             _ if !hopper => None,
-            0..=3 => Some(HgemmKernel::Step(&HGEMM_3_PERSISTENT)),
+            0..=2 => Some(HgemmKernel::Step(&HGEMM_3_PERSISTENT)),
+            3 => Some(HgemmKernel::Step(&HGEMM_4_TMA_STORE)),
             _ => Some(HgemmKernel::Auto),
         };
     }
@@ -223,8 +224,9 @@ fn hgemm_tf32_matches_reference() {
     gpu_property(32, case(), |c| run_case::<f32>(&c));
 }
 
-/// TF32 on rows padded only to 16 bytes (4 f32), at the edges and deep enough to split `K`
-/// (two output tiles, 129 stages), and through the transposition of `B` at odd sizes.
+/// TF32 on steps 3 and 4 on rows padded only to 16 bytes (4 f32), at the edges and deep enough
+/// to split `K` (two output tiles, 129 stages), and through the transposition of `B` at odd
+/// sizes; step 4 through its TMA epilogue where `n` is a multiple of 4 and `beta` is 0.
 #[test]
 fn hgemm_tf32_edge_and_deep_shapes() {
     if gpu().is_none() {
@@ -237,8 +239,10 @@ fn hgemm_tf32_edge_and_deep_shapes() {
         (129, 257, 1),
         (130, 250, 4100),
         (33, 65, 31),
+        (70, 260, 50),
+        (257, 512, 130),
     ] {
-        for (alpha, beta) in [(1.0, 0.0), (0.5, 2.0)] {
+        for (kernel, (alpha, beta)) in [(2, (1.0, 0.0)), (3, (1.0, 0.0)), (3, (0.5, 2.0))] {
             let c = Case {
                 g: Gemm {
                     lda: k.next_multiple_of(4),
@@ -248,11 +252,12 @@ fn hgemm_tf32_edge_and_deep_shapes() {
                     beta,
                     ..Gemm::dense(m, n, k)
                 },
-                kernel: 4,
+                kernel,
                 offsets: [1, 0, 2],
                 seed: (m * n + k) as u64,
             };
-            run_case::<f32>(&c).unwrap_or_else(|e| panic!("{m}x{n}x{k} tf32: {e}"));
+            run_case::<f32>(&c)
+                .unwrap_or_else(|e| panic!("{m}x{n}x{k} tf32 kernel {kernel} beta {beta}: {e}"));
         }
     }
 }

@@ -49,6 +49,12 @@ pub trait Output {
     /// # Safety
     /// `at` must address two elements of `C`, aligned to the size of both.
     unsafe fn write2(at: *mut Self::Elem, x: f32, y: f32, beta: f32);
+    /// Writes `x` and `y`, rounded, side by side at shared address `at`.
+    ///
+    /// # Safety
+    /// `at` must address two elements of the block's shared memory, aligned to the size of
+    /// both, that nothing else reads or writes meanwhile.
+    unsafe fn stage2(at: u32, x: f32, y: f32);
 }
 
 /// A 16-bit operand type of the tensor cores: conversions to and from f32 pairs and the
@@ -76,6 +82,11 @@ device! {
     impl Output for Bf16 {
         type Elem = streamline_device::bf16;
         #[inline(always)]
+        unsafe fn stage2(at: u32, x: f32, y: f32) {
+            // SAFETY: forwarded.
+            unsafe { stage2_16::<Self>(at, x, y) }
+        }
+        #[inline(always)]
         unsafe fn write(at: *mut Self::Elem, v: f32, beta: f32) {
             // SAFETY: forwarded.
             unsafe { write_16::<Self>(at.cast(), v, beta) }
@@ -90,6 +101,11 @@ device! {
     impl Output for F16 {
         type Elem = streamline_device::f16;
         #[inline(always)]
+        unsafe fn stage2(at: u32, x: f32, y: f32) {
+            // SAFETY: forwarded.
+            unsafe { stage2_16::<Self>(at, x, y) }
+        }
+        #[inline(always)]
         unsafe fn write(at: *mut Self::Elem, v: f32, beta: f32) {
             // SAFETY: forwarded.
             unsafe { write_16::<Self>(at.cast(), v, beta) }
@@ -103,6 +119,19 @@ device! {
 
     impl Output for Tf32 {
         type Elem = f32;
+        #[inline(always)]
+        unsafe fn stage2(at: u32, x: f32, y: f32) {
+            // SAFETY: two f32 of shared memory, 8-byte aligned (the contract).
+            unsafe {
+                core::arch::asm!(
+                    "st.shared.v2.f32 [{a}], {{{x}, {y}}};",
+                    a = in(reg32) at,
+                    x = in(reg32) x,
+                    y = in(reg32) y,
+                    options(nostack, preserves_flags)
+                )
+            };
+        }
         #[inline(always)]
         unsafe fn write(at: *mut f32, v: f32, beta: f32) {
             // SAFETY: an element of `C` (the contract).
@@ -121,6 +150,20 @@ device! {
                 }
             };
         }
+    }
+
+    /// [`Output::stage2`] of a 16-bit type: one 4-byte store.
+    #[inline(always)]
+    unsafe fn stage2_16<T: Operand>(at: u32, x: f32, y: f32) {
+        // SAFETY: two elements of shared memory, 4-byte aligned (the contract).
+        unsafe {
+            core::arch::asm!(
+                "st.shared.b32 [{a}], {v};",
+                a = in(reg32) at,
+                v = in(reg32) T::pack(x, y),
+                options(nostack, preserves_flags)
+            )
+        };
     }
 
     /// [`Output::write`] of a 16-bit type.
