@@ -7,6 +7,10 @@ in the seed; DDP averages the gradients. Rank 0 prints, as JSON lines, the steps
 each (each step one batch per GPU) and whether every rank ended with the same weights.
 
     torchrun --nproc_per_node 2 examples/python/seed003_ddp.py [BATCH_PER_GPU]   (default 128)
+
+Each rank's DataLoader gets the host's CPUs shared among the ranks on it, two left for the rank's
+own threads (the environment variable WORKERS sets another count), so that making the batches
+does not bound either loop.
 """
 import json
 import os
@@ -26,6 +30,9 @@ import seed003_train as s3  # noqa: E402  (the seed's model, data and transforms
 
 import streamline as sl  # noqa: E402
 
+WORKERS = (int(os.environ["WORKERS"]) if "WORKERS" in os.environ
+           else max(2, (os.cpu_count() or 8) // int(os.environ.get("LOCAL_WORLD_SIZE", 1)) - 2))
+
 
 def run(aug_name, batch, rank):
     """Steps per second of the seed's pipelined loop (pinned batches) under DDP, and a checksum
@@ -36,7 +43,7 @@ def run(aug_name, batch, rank):
     m = DDP(s3.model().to(dev).train(), device_ids=[local])
     crit = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(m.parameters())
-    loader = DataLoader(s3.Fake(), batch_size=batch, num_workers=s3.WORKERS, pin_memory=True)
+    loader = DataLoader(s3.Fake(), batch_size=batch, num_workers=WORKERS, pin_memory=True)
     ts, ms = torch.cuda.Stream(), torch.cuda.Stream()
     tr = labels = None
     total = s3.WARMUP + s3.ACTIVE
@@ -74,7 +81,7 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     if rank == 0:
         print(json.dumps({"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "world": world,
-                          "batch_per_gpu": batch, "workers_per_rank": s3.WORKERS, "warmup": s3.WARMUP,
+                          "batch_per_gpu": batch, "workers_per_rank": WORKERS, "warmup": s3.WARMUP,
                           "active": s3.ACTIVE}), flush=True)
     sps = {}
     for aug in ("torchvision", "streamline"):
