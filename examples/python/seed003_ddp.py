@@ -8,7 +8,7 @@ each (each step one batch per GPU) and whether every rank ended with the same we
 
     torchrun --nproc_per_node 2 examples/python/seed003_ddp.py [BATCH_PER_GPU]   (default 128)
 
-Each rank's DataLoader gets the host's CPUs shared among the ranks on it, two left for the rank's
+Each rank's DataLoader gets the CPUs this process may run on shared among the ranks on the host, two left for the rank's
 own threads (the environment variable WORKERS sets another count), so that making the batches
 does not bound either loop.
 """
@@ -31,7 +31,7 @@ import seed003_train as s3  # noqa: E402  (the seed's model, data and transforms
 import streamline as sl  # noqa: E402
 
 WORKERS = (int(os.environ["WORKERS"]) if "WORKERS" in os.environ
-           else max(2, (os.cpu_count() or 8) // int(os.environ.get("LOCAL_WORLD_SIZE", 1)) - 2))
+           else max(2, len(os.sched_getaffinity(0)) // int(os.environ.get("LOCAL_WORLD_SIZE", 1)) - 2))
 
 
 def run(aug_name, batch, rank):

@@ -149,8 +149,8 @@ kernel! {
     /// # Safety
     /// Launched with a `TRANSPOSE_TILE x TRANSPOSE_ROWS` block, a grid of
     /// `ceil(cols / TILE) x ceil(rows / TILE)` blocks and `TRANSPOSE_SHARED_BYTES` of dynamic
-    /// shared memory; `p.x` must address `(rows - 1) * ldx + cols` f32 and `p.y`
-    /// `(cols - 1) * ldy + rows`, not overlapping.
+    /// shared memory; `ldx >= cols`, `ldy >= rows`; `p.x` must address `(rows - 1) * ldx + cols`
+    /// f32 and `p.y` `(cols - 1) * ldy + rows`, not overlapping.
     pub unsafe fn transpose_f32(p: TransposeParams) {
         const T: usize = TRANSPOSE_TILE as usize;
         const R: usize = TRANSPOSE_ROWS as usize;
@@ -172,8 +172,8 @@ kernel! {
         while k < T {
             let r = by * T + k;
             if r < rows && c < cols {
-                // SAFETY: `r < rows`, `c < cols`: inside `x`; `k * (T + 1) + tx` is inside the
-                // tile of `T * (T + 1)` f32.
+                // SAFETY: `r < rows`, `c < cols`: `r * ldx + c` is below `(rows - 1) * ldx + cols`,
+                // inside `x`; `k * (T + 1) + tx` is inside the tile of `T * (T + 1)` f32.
                 unsafe { *tile.add(k * (T + 1) + tx) = *x.add(r * ldx + c) };
             }
             k += R;
@@ -186,7 +186,8 @@ kernel! {
         while k < T {
             let oc = bx * T + k;
             if oc < cols && or < rows {
-                // SAFETY: `oc < cols`, `or < rows`: inside `y`; the tile index is inside the tile.
+                // SAFETY: `oc < cols`, `or < rows`: `oc * ldy + or` is below `(cols - 1) * ldy +
+                // rows`, inside `y`; the tile index is inside the tile.
                 unsafe { *y.add(oc * ldy + or) = *tile.add(tx * (T + 1) + k) };
             }
             k += R;

@@ -283,7 +283,8 @@ pub fn hgemm<T: Half>(
         Some(s) => Some(Scratch::new(stream, 4 * s.slices as usize * g.m * g.n)?),
         None => None,
     };
-    // A loop that multiplies the same operands again finds their maps on the device.
+    // A loop that multiplies the same operands again finds their maps on the device (for TF32
+    // only while the memory pool hands the transposed copy the same address again).
     let maps = if t.tma {
         Some(
             gpu.uploads()
@@ -358,6 +359,15 @@ fn transpose_b<'s, T: Half>(
     g: &Gemm,
     b: &impl DevicePtr<T>,
 ) -> Result<(Scratch<'s>, usize)> {
+    if std::mem::size_of::<T>() != 4 {
+        return Err(Error::arg(
+            "b",
+            format!(
+                "only f32 is transposed for the tensor cores, not {}",
+                T::DTYPE
+            ),
+        ));
+    }
     let t = TRANSPOSE_TILE as usize;
     if g.k.div_ceil(t) > 65_535 {
         return Err(Error::arg(
@@ -387,8 +397,8 @@ fn transpose_b<'s, T: Half>(
     let grid = (g.n.div_ceil(t) as u32, g.k.div_ceil(t) as u32, 1);
     let cfg = LaunchConfig::new(grid, (TRANSPOSE_TILE, TRANSPOSE_ROWS, 1))
         .with_shared(TRANSPOSE_SHARED_BYTES);
-    // SAFETY: `B` holds `(k - 1) * ldb + n` elements of 4 bytes (checked by the caller's
-    // `check_lengths`; only f32 comes here) and the scratch `n` rows of `ld >= k`; the grid
+    // SAFETY: `B` holds `(k - 1) * ldb + n` elements of 4 bytes (the caller's `check_lengths`,
+    // and the size checked above) and the scratch `n` rows of `ld >= k`; the grid
     // (at most 65535 rows, checked) and block are the kernel's contract.
     unsafe { launch.run(cfg, p) }?;
     Ok((bt, ld))

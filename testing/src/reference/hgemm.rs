@@ -24,7 +24,8 @@
 //! product `a b` by less than `(2 v + v^2) |a b|`; products of TF32 values are exact in f32, and
 //! the sum is as above. The output is f32, the epilogue's own result (`u_T = t_T = 0`). So
 //! `E = (p + gamma'_{k+2} (1 + p)) |alpha| S_ij + gamma'_{k+2} |beta c_ij| + k 2^-149` with
-//! `p = 2 v + v^2` (0 for bf16 and f16, whose inputs are exact).
+//! `p = 2 v + v^2` (0 for bf16 and f16, whose inputs are exact). The relative bounds assume
+//! normal inputs: a subnormal the tensor cores flush to zero is not covered.
 //!
 //! The reference computes `C*` and `S` in f64 from the same inputs (the half-precision ones,
 //! or the f32 ones TF32 reads part of), so its own error is negligible against the bound.

@@ -77,9 +77,22 @@ fn is_poison<T: Elem>(v: T) -> bool {
 
 /// `n` standard-normal values of `T`, and the same values as f32.
 fn values<T: Elem>(n: usize, seed: u64) -> (Vec<T>, Vec<f32>) {
-    let h: Vec<T> = randn_f32(n, seed).into_iter().map(T::of).collect();
+    values_as::<T>(n, seed, |v| v)
+}
+
+/// [`values`] passed through `f` first.
+fn values_as<T: Elem>(n: usize, seed: u64, f: fn(f32) -> f32) -> (Vec<T>, Vec<f32>) {
+    let h: Vec<T> = randn_f32(n, seed)
+        .into_iter()
+        .map(|v| T::of(f(v)))
+        .collect();
     let f = h.iter().map(|v| v.f32()).collect();
     (h, f)
+}
+
+/// `v` with the 13 low bits of its mantissa cleared: a value TF32 holds exactly.
+fn tf32_exact(v: f32) -> f32 {
+    f32::from_bits(v.to_bits() & !0x1fff)
 }
 
 #[derive(Clone, Debug)]
@@ -115,6 +128,15 @@ fn kernel_of<T: Elem>(gpu: &Gpu, c: &Case) -> Option<HgemmKernel> {
 }
 
 fn run_case<T: Elem>(c: &Case) -> Result<(), TestCaseError> {
+    run_case_as::<T>(c, |v| v, T::ROUNDING)
+}
+
+/// [`run_case`] with inputs passed through `f` and the bound of `rounding`.
+fn run_case_as<T: Elem>(
+    c: &Case,
+    f: fn(f32) -> f32,
+    rounding: Rounding,
+) -> Result<(), TestCaseError> {
     let Some(gpu) = gpu() else { return Ok(()) };
     let Some(kernel) = kernel_of::<T>(gpu, c) else {
         return Ok(());
@@ -123,9 +145,9 @@ fn run_case<T: Elem>(c: &Case) -> Result<(), TestCaseError> {
     let g = &c.g;
     let (na, nb, nc) = g.validate().unwrap();
     let [oa, ob, oc] = c.offsets.map(|o| 8 * o);
-    let (a, fa) = values::<T>(na, c.seed);
-    let (b, fb) = values::<T>(nb, c.seed + 1);
-    let (c0, fc0) = values::<T>(nc, c.seed + 2);
+    let (a, fa) = values_as::<T>(na, c.seed, f);
+    let (b, fb) = values_as::<T>(nb, c.seed + 1, f);
+    let (c0, fc0) = values_as::<T>(nc, c.seed + 2, f);
     let mut abuf = vec![T::of(1.0); oa + na + GUARD];
     abuf[oa..oa + na].copy_from_slice(&a);
     let mut bbuf = vec![T::of(1.0); ob + nb + GUARD];
@@ -155,7 +177,7 @@ fn run_case<T: Elem>(c: &Case) -> Result<(), TestCaseError> {
     prop_assert_eq!(stray, 0, "{} elements outside C were written", stray);
     let got: Vec<f32> = out[oc..oc + nc].iter().map(|v| v.f32()).collect();
     let rows: Vec<usize> = (0..g.m).collect();
-    let want = reference::rows(g, &fa, &fb, &fc0, &rows, T::ROUNDING);
+    let want = reference::rows(g, &fa, &fb, &fc0, &rows, rounding);
     let cmp = compare(g, &got, &want);
     prop_assert!(cmp.outside == 0, "{}", cmp);
     Ok(())
@@ -241,6 +263,7 @@ fn hgemm_tf32_edge_and_deep_shapes() {
         (33, 65, 31),
         (70, 260, 50),
         (257, 512, 130),
+        (2048, 4352, 64),
     ] {
         for (kernel, (alpha, beta)) in [(2, (1.0, 0.0)), (3, (1.0, 0.0)), (3, (0.5, 2.0))] {
             let c = Case {
@@ -258,6 +281,37 @@ fn hgemm_tf32_edge_and_deep_shapes() {
             };
             run_case::<f32>(&c)
                 .unwrap_or_else(|e| panic!("{m}x{n}x{k} tf32 kernel {kernel} beta {beta}: {e}"));
+        }
+    }
+}
+
+/// Inputs TF32 holds exactly leave only the f32 sum's error: both TF32 steps meet the bound
+/// without the inputs' term, which a kernel reading fewer bits of them, or skipping part of `K`,
+/// would not.
+#[test]
+fn hgemm_tf32_exact_inputs_meet_the_sum_only_bound() {
+    if gpu().is_none() {
+        return;
+    }
+    let exact = Rounding {
+        input: 0.0,
+        ..reference::TF32
+    };
+    for (m, n, k) in [(130usize, 250usize, 4100usize), (257, 512, 130)] {
+        for kernel in [2, 3] {
+            let c = Case {
+                g: Gemm {
+                    lda: k.next_multiple_of(4),
+                    ldb: n.next_multiple_of(4),
+                    ldc: n.next_multiple_of(4),
+                    ..Gemm::dense(m, n, k)
+                },
+                kernel,
+                offsets: [0, 1, 0],
+                seed: (m + n * k) as u64,
+            };
+            run_case_as::<f32>(&c, tf32_exact, exact)
+                .unwrap_or_else(|e| panic!("{m}x{n}x{k} kernel {kernel}: {e}"));
         }
     }
 }
@@ -348,14 +402,19 @@ fn kept_tensor_maps_serve_repeated_products() {
 /// Captured in the engine's CUDA graph and replayed with new inputs, each step gives the
 /// eager call's result bit for bit (the TMA step's tensor maps live in memory the graph keeps),
 /// split-K included: two output tiles with 65 `K` tiles make steps 3 and 4 cut `K` into slices,
-/// whose partials the graph allocates and frees itself.
+/// whose partials the graph allocates and frees itself; with `beta` 0 step 4 writes through its
+/// staging area and the TMA.
 #[test]
 fn hgemm_replays_under_capture_as_eager() {
     let Some(gpu) = gpu() else { return };
-    for (m, n, k) in [(200, 136, 312), (200, 136, 65 * 64)] {
+    for (m, n, k, beta) in [
+        (200, 136, 312, 0.5),
+        (200, 136, 65 * 64, 0.5),
+        (200, 136, 312, 0.0),
+    ] {
         let g = Gemm {
             alpha: 0.75,
-            beta: 0.5,
+            beta,
             ..Gemm::dense(m, n, k)
         };
         replays_as_eager::<bf16>(gpu, &g);

@@ -153,6 +153,9 @@ device! {
     }
 
     /// [`Output::stage2`] of a 16-bit type: one 4-byte store.
+    ///
+    /// # Safety
+    /// As for [`Output::stage2`].
     #[inline(always)]
     unsafe fn stage2_16<T: Operand>(at: u32, x: f32, y: f32) {
         // SAFETY: two elements of shared memory, 4-byte aligned (the contract).
@@ -167,6 +170,9 @@ device! {
     }
 
     /// [`Output::write`] of a 16-bit type.
+    ///
+    /// # Safety
+    /// As for [`Output::write`].
     #[inline(always)]
     unsafe fn write_16<T: Operand>(at: *mut u16, mut v: f32, beta: f32) {
         // SAFETY: an element of `C` (the contract).
@@ -179,6 +185,9 @@ device! {
     }
 
     /// [`Output::write2`] of a 16-bit type: one 4-byte access.
+    ///
+    /// # Safety
+    /// As for [`Output::write2`].
     #[inline(always)]
     unsafe fn write2_16<T: Operand>(at: *mut u16, mut x: f32, mut y: f32, beta: f32) {
         let at = at as *mut u32;

@@ -12,18 +12,16 @@
 //! 16-bit elements or 4 f32), because the TMA writes a row's last 16 bytes whole, which would
 //! reach past `C` into the row's padding.
 
-use super::step2_wgmma::{store, Wgmma};
+use super::step2_wgmma::{store, Wgmma, BN};
 use super::step3_persistent::{hgemm_persistent, Epilogue};
 use super::{Bf16, Tf32, F16};
 use streamline_abi::hgemm::{
-    HgemmParams, HGEMM_2_WGMMA, HGEMM_4_TMA_STORE_BF16, HGEMM_4_TMA_STORE_F16,
-    HGEMM_4_TMA_STORE_TF32, TMA_STORE_STAGES,
+    HgemmParams, HGEMM_4_TMA_STORE_BF16, HGEMM_4_TMA_STORE_F16, HGEMM_4_TMA_STORE_TF32,
+    TMA_STORE_STAGES,
 };
 use streamline_device::kernel;
 use streamline_device::thread::sync_named;
 use streamline_device::tma::{fence_shared, store_2d, wait_read};
-
-const BN: u32 = HGEMM_2_WGMMA.bn;
 
 /// Bytes of staging for both consumer warpgroups: 64 x 256 16-bit elements each (64 x 128
 /// f32, half a tile, per pass).
