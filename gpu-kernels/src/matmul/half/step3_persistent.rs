@@ -12,7 +12,9 @@
 //! `p.slices` slices and the blocks walk (tile, slice) pairs, each writing its unscaled
 //! product into the slice's f32 plane; `hgemm_splitk_reduce_*` then adds the planes in order.
 
-use super::step2_wgmma::{acquire_maps, multiply_stage, store, Ring, Wgmma, A_BYTES, BM, BN, B_BYTES};
+use super::step2_wgmma::{
+    acquire_maps, multiply_stage, store, Ring, Wgmma, A_BYTES, BM, BN, B_BYTES,
+};
 use super::{Bf16, Tf32, F16};
 use core::arch::nvptx;
 use streamline_abi::hgemm::{
