@@ -8,23 +8,23 @@
 //! (the default), which read `B` transposed: a copy of `B` transposed is made first in the
 //! stream's order.
 
-use crate::error::{DriverContext, Error, Result};
+mod cublas;
+mod operands;
+
+pub use cublas::CublasHalf;
+
+use crate::error::{Error, Result};
 use crate::ops::matmul::Scratch;
 use crate::runtime::{Gpu, LaunchConfig};
-use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
-use cudarc::driver::sys::{
-    self, CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave,
-    CUtensorMapL2promotion, CUtensorMapSwizzle,
-};
+use cudarc::cublas::sys as blas_sys;
+use cudarc::driver::sys::CUtensorMapDataType;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use half::{bf16, f16};
+use operands::{encode_maps, transpose_b};
 use std::sync::Arc;
 use streamline_abi::hgemm::{
     HgemmParams, HgemmReduceParams, HgemmTiling, HGEMM_1_MMA, HGEMM_4_TMA_STORE, HGEMM_ALL,
     HGEMM_REDUCE_BLOCK, HGEMM_SPLITK_REDUCE_BF16, HGEMM_SPLITK_REDUCE_F16, HGEMM_SPLITK_REDUCE_F32,
-};
-use streamline_abi::train::{
-    TransposeParams, TRANSPOSE_F32, TRANSPOSE_ROWS, TRANSPOSE_SHARED_BYTES, TRANSPOSE_TILE,
 };
 use streamline_device::Kernel as KernelHandle;
 use streamline_device::{DevPtr, DevPtrMut};
@@ -351,59 +351,6 @@ pub fn hgemm<T: Half>(
     unsafe { launch.run(cfg, reduce) }
 }
 
-/// `B` (`k x n`, row stride `ldb`) transposed into scratch on `stream` (`n x k`, its row
-/// stride, returned, `k` rounded up to 16 bytes), freed in the stream's order.
-fn transpose_b<'s, T: Half>(
-    gpu: &Gpu,
-    stream: &'s Arc<CudaStream>,
-    g: &Gemm,
-    b: &impl DevicePtr<T>,
-) -> Result<(Scratch<'s>, usize)> {
-    if std::mem::size_of::<T>() != 4 {
-        return Err(Error::arg(
-            "b",
-            format!(
-                "only f32 is transposed for the tensor cores, not {}",
-                T::DTYPE
-            ),
-        ));
-    }
-    let t = TRANSPOSE_TILE as usize;
-    if g.k.div_ceil(t) > 65_535 {
-        return Err(Error::arg(
-            "k",
-            format!(
-                "{} is above the {} a TF32 product's transposition of B takes",
-                g.k,
-                65_535 * t
-            ),
-        ));
-    }
-    let ld = g.k.next_multiple_of(16 / std::mem::size_of::<T>());
-    let bytes = ld
-        .checked_mul(g.n)
-        .and_then(|v| v.checked_mul(4))
-        .ok_or_else(|| Error::arg("n", "B transposed overflows the address space"))?;
-    let bt = Scratch::new(stream, bytes)?;
-    let mut launch = gpu.kernels()?.prepare(stream, TRANSPOSE_F32);
-    let p = TransposeParams {
-        x: launch.read(b).cast(),
-        y: bt.floats(),
-        rows: g.k as u32,
-        cols: g.n as u32,
-        ldx: g.ldb as u32,
-        ldy: ld as u32,
-    };
-    let grid = (g.n.div_ceil(t) as u32, g.k.div_ceil(t) as u32, 1);
-    let cfg = LaunchConfig::new(grid, (TRANSPOSE_TILE, TRANSPOSE_ROWS, 1))
-        .with_shared(TRANSPOSE_SHARED_BYTES);
-    // SAFETY: `B` holds `(k - 1) * ldb + n` elements of 4 bytes (the caller's `check_lengths`,
-    // and the size checked above) and the scratch `n` rows of `ld >= k`; the grid
-    // (at most 65535 rows, checked) and block are the kernel's contract.
-    unsafe { launch.run(cfg, p) }?;
-    Ok((bt, ld))
-}
-
 /// How a persistent step cuts `K`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Split {
@@ -426,139 +373,6 @@ fn split_k(tiles: usize, k_tiles: usize, sms: usize) -> Option<Split> {
         slices: slices as u32,
         slice_tiles: slice_tiles as u32,
     })
-}
-
-/// The tensor maps of `A`, `B` (at `b`, row stride `ldb`) and `C` for the TMA step `t` with
-/// stages `bk` deep: `A` in boxes of `bk` x `bm` (columns x rows), `B` in boxes of 64 x `bk`,
-/// `C` in boxes of 128 bytes x 64, 128-byte swizzled, zeros read and nothing written outside
-/// the matrices. For a transposed `B` (TF32: `n x k`), boxes of `bk` x `bn`.
-fn encode_maps<T: Half>(
-    t: &HgemmTiling,
-    bk: usize,
-    g: &Gemm,
-    (a, b, ldb): (u64, u64, usize),
-    c: u64,
-) -> Result<Vec<u64>> {
-    let bk = bk as u32;
-    let a_map = encode::<T>(a, g.k, g.m, g.lda, [bk, t.bm])?;
-    let b_map = if T::B_TRANSPOSED {
-        encode::<T>(b, g.k, g.n, ldb, [bk, t.bn])?
-    } else {
-        encode::<T>(b, g.n, g.k, ldb, [64, bk])?
-    };
-    let c_cols = (128 / std::mem::size_of::<T>()) as u32;
-    let c_map = encode::<T>(c, g.n, g.m, g.ldc, [c_cols, 64])?;
-    Ok([a_map, b_map, c_map]
-        .iter()
-        .flat_map(|m| m.opaque)
-        .collect())
-}
-
-/// A 2-D tensor map of a row-major `rows x cols` matrix of `T` at `addr`, row stride `ld`.
-fn encode<T: Half>(
-    addr: u64,
-    cols: usize,
-    rows: usize,
-    ld: usize,
-    boxes: [u32; 2],
-) -> Result<CUtensorMap> {
-    let dims = [cols as u64, rows as u64];
-    let strides = [(ld * std::mem::size_of::<T>()) as u64];
-    let element_strides = [1u32, 1];
-    let mut map = std::mem::MaybeUninit::<CUtensorMap>::zeroed();
-    // SAFETY: every pointer addresses a local array of the rank's length (strides: rank - 1);
-    // the driver only encodes the description into `map`, reading no device memory.
-    unsafe {
-        sys::cuTensorMapEncodeTiled(
-            map.as_mut_ptr(),
-            T::TMA,
-            2,
-            addr as *mut std::ffi::c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            boxes.as_ptr(),
-            element_strides.as_ptr(),
-            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-    }
-    .result()
-    .op("cuTensorMapEncodeTiled")?;
-    // SAFETY: zero-initialised and then written by the driver; plain bytes either way.
-    Ok(unsafe { map.assume_init() })
-}
-
-/// cuBLAS's tensor-core product on one stream (`cublasGemmEx`, f32 compute, TF32 products for
-/// f32), for comparisons on the same inputs.
-pub struct CublasHalf {
-    blas: CudaBlas,
-    stream: Arc<CudaStream>,
-}
-
-impl CublasHalf {
-    /// Loads cuBLAS and binds a handle to `stream`; a clear error when the library is absent.
-    pub fn new(stream: Arc<CudaStream>) -> Result<CublasHalf> {
-        // SAFETY: only tries to open the shared library.
-        if !unsafe { blas_sys::is_culib_present() } {
-            return Err(Error::MissingLibrary {
-                library: "cuBLAS",
-                reason: "libcublas.so was not found on the library path (install the CUDA toolkit's cuBLAS or add its directory to LD_LIBRARY_PATH)".into(),
-            });
-        }
-        let blas = CudaBlas::new(stream.clone()).map_err(|source| Error::Cublas {
-            op: "cublasCreate",
-            source,
-        })?;
-        Ok(CublasHalf { blas, stream })
-    }
-
-    /// `C = alpha * A @ B + beta * C`, row-major, as `C^T = B^T A^T` in cuBLAS's column-major
-    /// terms, with `alpha` and `beta` in f32.
-    pub fn gemm<T: Half>(
-        &self,
-        g: &Gemm,
-        a: &impl DevicePtr<T>,
-        b: &impl DevicePtr<T>,
-        c: &mut impl DevicePtrMut<T>,
-    ) -> Result<()> {
-        g.check_lengths(a.len(), b.len(), c.len())?;
-        let stream = &self.stream;
-        let (pa, _ra) = a.device_ptr(stream);
-        let (pb, _rb) = b.device_ptr(stream);
-        let (pc, _rc) = c.device_ptr_mut(stream);
-        // SAFETY: the lengths were checked against the shape and strides (all within i32 by
-        // `validate`), so cuBLAS's accesses stay inside the three buffers; `alpha` and `beta`
-        // are f32 as the f32 compute type requires.
-        unsafe {
-            blas::gemm_ex(
-                *self.blas.handle(),
-                blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                g.n as i32,
-                g.m as i32,
-                g.k as i32,
-                (&g.alpha) as *const f32 as *const _,
-                pb as *const _,
-                T::BLAS,
-                g.ldb as i32,
-                pa as *const _,
-                T::BLAS,
-                g.lda as i32,
-                (&g.beta) as *const f32 as *const _,
-                pc as *mut _,
-                T::BLAS,
-                g.ldc as i32,
-                T::COMPUTE,
-                blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-            )
-        }
-        .map_err(|source| Error::Cublas {
-            op: "cublasGemmEx",
-            source,
-        })
-    }
 }
 
 #[cfg(test)]
