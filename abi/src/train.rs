@@ -4,7 +4,7 @@
 //! forward and backward pass, and the rounding of a gradient to bf16 for its trip between GPUs.
 
 use crate::{declare, params, DevPtr, DevPtrMut};
-use streamline_device::element::{bf16, Element};
+use streamline_device::element::{bf16, f16, Element};
 
 params! {
     /// Parameters of `relu_f32`: `y[i] = x[i]` where `x[i] > 0` or is NaN, else `+0`, for
@@ -103,15 +103,15 @@ params! {
 }
 
 params! {
-    /// Parameters of `transpose_f32`: `y[j * rows + i] = x[i * cols + j]` for the row-major
-    /// `rows x cols` matrix `x` (the ranges must not overlap).
+    /// Parameters of `transpose_*`: `y[j * ldy + i] = x[i * ldx + j]` for the row-major
+    /// `rows x cols` matrix `x` of `T` (the ranges must not overlap). The elements are moved,
+    /// not converted.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-    pub struct TransposeParams {
+    pub struct TransposeParams<T: Element> {
         /// Device address of the input.
-        pub x: DevPtr<f32>,
+        pub x: DevPtr<T>,
         /// Device address of the output.
-        pub y: DevPtrMut<f32>,
+        pub y: DevPtrMut<T>,
         /// Rows of the input.
         pub rows: u32,
         /// Columns of the input.
@@ -122,6 +122,14 @@ params! {
         pub ldy: u32,
     }
 }
+
+// SAFETY: two 8-byte addresses and four u32 whatever `T` is: no padding, and every bit
+// pattern is a valid value. (bytemuck's derive does not take generic structs.)
+#[cfg(feature = "bytemuck")]
+unsafe impl<T: Element> bytemuck::Zeroable for TransposeParams<T> {}
+// SAFETY: as above.
+#[cfg(feature = "bytemuck")]
+unsafe impl<T: Element> bytemuck::Pod for TransposeParams<T> {}
 
 declare! {
     /// ReLU.
@@ -136,19 +144,25 @@ declare! {
     pub const SGD_F32_BF16: Kernel<SgdParams<bf16>> = Kernel::new("sgd_f32_bf16");
     /// f32 rounded to bf16.
     pub const ROUND_BF16: Kernel<RoundBf16Params> = Kernel::new("round_bf16");
-    /// Transpose through a shared-memory tile.
-    pub const TRANSPOSE_F32: Kernel<TransposeParams> = Kernel::new("transpose_f32");
+    /// Transpose of f32 through a shared-memory tile.
+    pub const TRANSPOSE_F32: Kernel<TransposeParams<f32>> = Kernel::new("transpose_f32");
+    /// Transpose of bf16.
+    pub const TRANSPOSE_BF16: Kernel<TransposeParams<bf16>> = Kernel::new("transpose_bf16");
+    /// Transpose of f16.
+    pub const TRANSPOSE_F16: Kernel<TransposeParams<f16>> = Kernel::new("transpose_f16");
 }
 
 /// Threads per block of the elementwise kernels.
 pub const TRAIN_BLOCK: u32 = 256;
 
-/// Side of the square tile `transpose_f32` stages through shared memory; its block is
+/// Side of the square tile `transpose_*` stages through shared memory; its block is
 /// `TRANSPOSE_TILE x TRANSPOSE_ROWS` threads, each moving `TRANSPOSE_TILE / TRANSPOSE_ROWS`
 /// elements.
 pub const TRANSPOSE_TILE: u32 = 32;
-/// Rows of threads in a `transpose_f32` block.
+/// Rows of threads in a `transpose_*` block.
 pub const TRANSPOSE_ROWS: u32 = 8;
-/// Dynamic shared memory of one `transpose_f32` block: the tile with one column of padding, so
-/// that reading a tile column touches 32 different banks.
-pub const TRANSPOSE_SHARED_BYTES: u32 = TRANSPOSE_TILE * (TRANSPOSE_TILE + 1) * 4;
+/// Dynamic shared memory of one `transpose_*` block moving elements of `size` bytes: the tile
+/// with one column of padding, so that reading a tile column touches different banks.
+pub const fn transpose_shared_bytes(size: u32) -> u32 {
+    TRANSPOSE_TILE * (TRANSPOSE_TILE + 1) * size
+}

@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use cudarc::driver::{CudaSlice, CudaStream};
 use std::sync::Arc;
 use streamline::error::DriverContext;
+use streamline::ops::hgemm::BLayout;
 use streamline::ops::matmul::{sgemm, Cublas, Gemm, Kernel, SWEEP};
 use streamline::timing::{median, time_on};
 use streamline::Gpu;
@@ -59,6 +60,10 @@ pub struct MatmulArgs {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
+    /// Give B transposed (`n x k` rows, as a linear layer keeps its weight), to ours and to
+    /// cuBLAS alike; bf16, f16 and tf32 only.
+    #[arg(long)]
+    pub(crate) b_transposed: bool,
 }
 
 /// The median of `repeat` CUDA-event times of `run` on `stream`, after one warm-up run.
@@ -99,6 +104,9 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, a: MatmulArgs) -> Resul
     let gpu = Gpu::new(device, ptx)?;
     if a.dtype != "f32" {
         return crate::matmul_half::run(&gpu, &a, &a.dtype);
+    }
+    if a.b_transposed {
+        bail!("--b-transposed is for --dtype bf16, f16 and tf32; f32 takes B as k x n rows");
     }
     if a.sweep && a.kernel == "all" {
         bail!("--sweep compares one kernel choice with cuBLAS per shape: give --kernel auto (the default) or one kernel, not all");
@@ -156,8 +164,13 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, a: MatmulArgs) -> Resul
 
 /// The element counts of A, B and C (see [`Gemm::validate`]), refused unless A, B and two
 /// C of `elem` bytes each fit in the device's free memory.
-pub fn operands_fit(gpu: &Gpu, g: &Gemm, elem: u128) -> Result<(usize, usize, usize)> {
-    let (na, nb, nc) = g.validate()?;
+pub fn operands_fit(
+    gpu: &Gpu,
+    g: &Gemm,
+    layout: BLayout,
+    elem: u128,
+) -> Result<(usize, usize, usize)> {
+    let (na, nb, nc) = g.validate_with(layout)?;
     let bytes = elem * (na as u128 + nb as u128 + 2 * nc as u128);
     let (free, _) = gpu.context().mem_get_info().op("cuMemGetInfo")?;
     if bytes > free as u128 {
@@ -183,7 +196,7 @@ fn one_shape(gpu: &Gpu, g: &Gemm, a: &MatmulArgs) -> Result<ShapeResult> {
         "all" => SGEMM_ALL.iter().map(Kernel::Fixed).collect(),
         s => vec![Kernel::parse(s)?],
     };
-    let (na, nb, nc) = operands_fit(gpu, g, 4)?;
+    let (na, nb, nc) = operands_fit(gpu, g, BLayout::Rows, 4)?;
     let stream = gpu.stream().clone();
     let ha = randn_f32(na, a.seed);
     let hb = randn_f32(nb, a.seed.wrapping_add(1));

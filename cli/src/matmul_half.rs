@@ -6,7 +6,9 @@ use anyhow::{bail, Context, Result};
 use cudarc::driver::CudaSlice;
 use half::{bf16, f16};
 use streamline::error::DriverContext;
-use streamline::ops::hgemm::{hgemm, CublasHalf, Gemm, Half, HgemmKernel, HALF_SWEEP};
+use streamline::ops::hgemm::{
+    hgemm, hgemm_bt, BLayout, CublasHalf, Gemm, Half, HgemmKernel, HALF_SWEEP,
+};
 use streamline::Gpu;
 use streamline_abi::hgemm::HGEMM_ALL;
 use streamline_testing::data::{randn_f32, POISON_BF16, POISON_F16, POISON_F32};
@@ -95,7 +97,7 @@ fn run_typed<T: HalfHost>(gpu: &Gpu, a: &MatmulArgs) -> Result<()> {
             alpha: a.alpha,
             beta: a.beta,
             lda: pad(k),
-            ldb: pad(n),
+            ldb: if a.b_transposed { pad(k) } else { pad(n) },
             ldc: pad(n),
             ..Gemm::dense(m, n, k)
         };
@@ -140,7 +142,12 @@ fn one_shape<T: HalfHost>(
     a: &MatmulArgs,
     kernels: &[HgemmKernel],
 ) -> Result<(bool, Vec<Row>)> {
-    let (na, nb, nc) = operands_fit(gpu, g, std::mem::size_of::<T>() as u128)?;
+    let layout = if a.b_transposed {
+        BLayout::Transposed
+    } else {
+        BLayout::Rows
+    };
+    let (na, nb, nc) = operands_fit(gpu, g, layout, std::mem::size_of::<T>() as u128)?;
     let stream = gpu.stream().clone();
     let round = |v: Vec<f32>| -> (Vec<T>, Vec<f32>) {
         let h: Vec<T> = v.into_iter().map(T::from_f32).collect();
@@ -162,15 +169,27 @@ fn one_shape<T: HalfHost>(
     let reference_rows = if a.check {
         let rows = check_rows(g);
         eprintln!("computing the f64 reference for {} rows...", rows.len());
-        Some(reference::rows(g, &fa, &fb, &fc0, &rows, T::ROUNDING))
+        Some(match layout {
+            BLayout::Rows => reference::rows(g, &fa, &fb, &fc0, &rows, T::ROUNDING),
+            BLayout::Transposed => {
+                // The reference takes `B` as `k x n` rows.
+                let b: Vec<f32> = (0..g.k * g.n)
+                    .map(|i| fb[(i % g.n) * g.ldb + i / g.n])
+                    .collect();
+                let gr = Gemm { ldb: g.n, ..*g };
+                reference::rows(&gr, &fa, &b, &fc0, &rows, T::ROUNDING)
+            }
+        })
     } else {
         None
     };
     let poison: Vec<T> = vec![T::poison(); nc];
 
     println!(
-        "{} gemm {} x {} x {} (lda {}, ldb {}, ldc {}, alpha {}, beta {}), median of {} CUDA-event times after a warm-up",
-        T::DTYPE, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.alpha, g.beta, a.repeat
+        "{} gemm {} x {} x {} (lda {}, ldb {}{}, ldc {}, alpha {}, beta {}), median of {} CUDA-event times after a warm-up",
+        T::DTYPE, g.m, g.n, g.k, g.lda, g.ldb,
+        if a.b_transposed { ", B transposed" } else { "" },
+        g.ldc, g.alpha, g.beta, a.repeat
     );
     println!(
         "{:<26} {:>10} {:>9} {:>10}",
@@ -212,8 +231,10 @@ fn one_shape<T: HalfHost>(
     let mut failed = false;
     let cublas_ms = match &cublas {
         Some(blas) => {
-            failed |= check("cublas", &mut dc, &mut |c| blas.gemm(g, &da, &db, c))?;
-            Some(time(&mut || blas.gemm(g, &da, &db, &mut dc))?)
+            failed |= check("cublas", &mut dc, &mut |c| {
+                blas.gemm(g, layout, &da, &db, c)
+            })?;
+            Some(time(&mut || blas.gemm(g, layout, &da, &db, &mut dc))?)
         }
         None => None,
     };
@@ -223,11 +244,16 @@ fn one_shape<T: HalfHost>(
         let name = match kernel {
             HgemmKernel::Auto => format!("{} (auto)", step.name()),
             HgemmKernel::Step(_) => step.name().to_string(),
+            HgemmKernel::Split(_, slices) => format!("{}:{slices}", step.name()),
+        };
+        let product = match layout {
+            BLayout::Rows => hgemm::<T>,
+            BLayout::Transposed => hgemm_bt::<T>,
         };
         failed |= check(&name, &mut dc, &mut |c| {
-            hgemm(gpu, &stream, kernel, g, &da, &db, c)
+            product(gpu, &stream, kernel, g, &da, &db, c)
         })?;
-        let ms = time(&mut || hgemm(gpu, &stream, kernel, g, &da, &db, &mut dc))?;
+        let ms = time(&mut || product(gpu, &stream, kernel, g, &da, &db, &mut dc))?;
         let ratio = cublas_ms.map_or(String::new(), |c| format!("{:.1}%", 100.0 * c / ms));
         println!(
             "{:<26} {:>10.4} {:>9.1} {:>10}",

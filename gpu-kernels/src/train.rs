@@ -9,9 +9,10 @@ use streamline_abi::train::{
     TRANSPOSE_ROWS, TRANSPOSE_TILE,
 };
 use streamline_abi::train::{
-    MSE_GRAD_F32, RELU_BACKWARD_F32, RELU_F32, ROUND_BF16, SGD_F32, SGD_F32_BF16, TRANSPOSE_F32,
+    MSE_GRAD_F32, RELU_BACKWARD_F32, RELU_F32, ROUND_BF16, SGD_F32, SGD_F32_BF16, TRANSPOSE_BF16,
+    TRANSPOSE_F16, TRANSPOSE_F32,
 };
-use streamline_device::element::{bf16, Element, Float};
+use streamline_device::element::{bf16, f16, Element, Float};
 use streamline_device::kernel;
 use streamline_device::thread::{global_x, sync_block, thread_xy};
 
@@ -140,57 +141,92 @@ kernel! {
     }
 }
 
+/// `y (cols x rows, row stride ldy) = x (rows x cols, row stride ldx)` transposed, elements
+/// moved as they are. Each block stages one `TILE x TILE` tile in shared memory (padded by a
+/// column against bank conflicts), so that both the global reads and the global writes are
+/// coalesced along rows.
+///
+/// # Safety
+/// Launched with a `TRANSPOSE_TILE x TRANSPOSE_ROWS` block, a grid of
+/// `ceil(cols / TILE) x ceil(rows / TILE)` blocks and `transpose_shared_bytes(size of T)` of
+/// dynamic shared memory; `ldx >= cols`, `ldy >= rows`; `p.x` must address
+/// `(rows - 1) * ldx + cols` elements and `p.y` `(cols - 1) * ldy + rows`, not overlapping.
+#[inline(always)]
+unsafe fn transpose<T: Element>(p: TransposeParams<T>) {
+    const S: usize = TRANSPOSE_TILE as usize;
+    const R: usize = TRANSPOSE_ROWS as usize;
+    let tile = gpu_launch_sized_workgroup_mem::<T>();
+    let (tx, ty) = thread_xy();
+    let (tx, ty) = (tx as usize, ty as usize);
+    // SAFETY: reading special registers has no side effects.
+    let (bx, by) = unsafe {
+        (
+            nvptx::_block_idx_x() as usize,
+            nvptx::_block_idx_y() as usize,
+        )
+    };
+    let (rows, cols) = (p.rows as usize, p.cols as usize);
+    let (ldx, ldy) = (p.ldx as usize, p.ldy as usize);
+    let (x, y) = (p.x.as_ptr(), p.y.as_mut_ptr());
+    let c = bx * S + tx;
+    let mut k = ty;
+    while k < S {
+        let r = by * S + k;
+        if r < rows && c < cols {
+            // SAFETY: `r < rows`, `c < cols`: `r * ldx + c` is below `(rows - 1) * ldx + cols`,
+            // inside `x`; `k * (S + 1) + tx` is inside the tile of `S * (S + 1)` elements.
+            unsafe { *tile.add(k * (S + 1) + tx) = *x.add(r * ldx + c) };
+        }
+        k += R;
+    }
+    // SAFETY: every thread of the block reaches this barrier (no early return above).
+    unsafe { sync_block() };
+    // Output row `oc` (an input column), output column `or` (an input row).
+    let or = by * S + tx;
+    let mut k = ty;
+    while k < S {
+        let oc = bx * S + k;
+        if oc < cols && or < rows {
+            // SAFETY: `oc < cols`, `or < rows`: `oc * ldy + or` is below `(cols - 1) * ldy +
+            // rows`, inside `y`; the tile index is inside the tile.
+            unsafe { *y.add(oc * ldy + or) = *tile.add(tx * (S + 1) + k) };
+        }
+        k += R;
+    }
+}
+
 kernel! {
     #[declared(TRANSPOSE_F32)]
-    /// `y (cols x rows, row stride ldy) = x (rows x cols, row stride ldx)` transposed. Each block stages one `TILE x TILE` tile in
-    /// shared memory (padded by a column against bank conflicts), so that both the global reads
-    /// and the global writes are coalesced along rows.
+    /// [`transpose`] of f32.
     ///
     /// # Safety
-    /// Launched with a `TRANSPOSE_TILE x TRANSPOSE_ROWS` block, a grid of
-    /// `ceil(cols / TILE) x ceil(rows / TILE)` blocks and `TRANSPOSE_SHARED_BYTES` of dynamic
-    /// shared memory; `ldx >= cols`, `ldy >= rows`; `p.x` must address `(rows - 1) * ldx + cols`
-    /// f32 and `p.y` `(cols - 1) * ldy + rows`, not overlapping.
-    pub unsafe fn transpose_f32(p: TransposeParams) {
-        const T: usize = TRANSPOSE_TILE as usize;
-        const R: usize = TRANSPOSE_ROWS as usize;
-        let tile = gpu_launch_sized_workgroup_mem::<f32>();
-        let (tx, ty) = thread_xy();
-        let (tx, ty) = (tx as usize, ty as usize);
-        // SAFETY: reading special registers has no side effects.
-        let (bx, by) = unsafe {
-            (
-                nvptx::_block_idx_x() as usize,
-                nvptx::_block_idx_y() as usize,
-            )
-        };
-        let (rows, cols) = (p.rows as usize, p.cols as usize);
-        let (ldx, ldy) = (p.ldx as usize, p.ldy as usize);
-        let (x, y) = (p.x.as_ptr(), p.y.as_mut_ptr());
-        let c = bx * T + tx;
-        let mut k = ty;
-        while k < T {
-            let r = by * T + k;
-            if r < rows && c < cols {
-                // SAFETY: `r < rows`, `c < cols`: `r * ldx + c` is below `(rows - 1) * ldx + cols`,
-                // inside `x`; `k * (T + 1) + tx` is inside the tile of `T * (T + 1)` f32.
-                unsafe { *tile.add(k * (T + 1) + tx) = *x.add(r * ldx + c) };
-            }
-            k += R;
-        }
-        // SAFETY: every thread of the block reaches this barrier (no early return above).
-        unsafe { sync_block() };
-        // Output row `oc` (an input column), output column `or` (an input row).
-        let or = by * T + tx;
-        let mut k = ty;
-        while k < T {
-            let oc = bx * T + k;
-            if oc < cols && or < rows {
-                // SAFETY: `oc < cols`, `or < rows`: `oc * ldy + or` is below `(cols - 1) * ldy +
-                // rows`, inside `y`; the tile index is inside the tile.
-                unsafe { *y.add(oc * ldy + or) = *tile.add(tx * (T + 1) + k) };
-            }
-            k += R;
-        }
+    /// As for [`transpose`].
+    pub unsafe fn transpose_f32(p: TransposeParams<f32>) {
+        // SAFETY: forwarded.
+        unsafe { transpose(p) }
+    }
+}
+
+kernel! {
+    #[declared(TRANSPOSE_BF16)]
+    /// [`transpose`] of bf16.
+    ///
+    /// # Safety
+    /// As for [`transpose`].
+    pub unsafe fn transpose_bf16(p: TransposeParams<bf16>) {
+        // SAFETY: forwarded.
+        unsafe { transpose(p) }
+    }
+}
+
+kernel! {
+    #[declared(TRANSPOSE_F16)]
+    /// [`transpose`] of f16.
+    ///
+    /// # Safety
+    /// As for [`transpose`].
+    pub unsafe fn transpose_f16(p: TransposeParams<f16>) {
+        // SAFETY: forwarded.
+        unsafe { transpose(p) }
     }
 }

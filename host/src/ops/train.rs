@@ -8,9 +8,9 @@ use crate::runtime::{Gpu, LaunchConfig};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use half::bf16;
 use streamline_abi::train::{
-    MseGradParams, ReluBackwardParams, ReluParams, RoundBf16Params, SgdParams, TransposeParams,
-    MSE_GRAD_F32, RELU_BACKWARD_F32, RELU_F32, ROUND_BF16, SGD_F32, SGD_F32_BF16, TRAIN_BLOCK,
-    TRANSPOSE_F32, TRANSPOSE_ROWS, TRANSPOSE_SHARED_BYTES, TRANSPOSE_TILE,
+    transpose_shared_bytes, MseGradParams, ReluBackwardParams, ReluParams, RoundBf16Params,
+    SgdParams, TransposeParams, MSE_GRAD_F32, RELU_BACKWARD_F32, RELU_F32, ROUND_BF16, SGD_F32,
+    SGD_F32_BF16, TRAIN_BLOCK, TRANSPOSE_F32, TRANSPOSE_ROWS, TRANSPOSE_TILE,
 };
 use streamline_abi::Kernel;
 
@@ -261,7 +261,7 @@ pub fn transpose(
         ldy: rows as u32,
     };
     let cfg = LaunchConfig::new(grid, (TRANSPOSE_TILE, TRANSPOSE_ROWS, 1))
-        .with_shared(TRANSPOSE_SHARED_BYTES);
+        .with_shared(transpose_shared_bytes(4));
     // SAFETY: both buffers hold `rows * cols` f32 (checked), `y` borrowed exclusively; the grid
     // and block are the kernel's contract (grid.y <= 65535 by the row limit, grid.x below
     // 2^26) and the shared memory is its tile.

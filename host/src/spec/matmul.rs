@@ -7,6 +7,16 @@ use crate::error::{Error, Result};
 /// Largest dimension or leading dimension a kernel accepts (`i32::MAX`, cuBLAS's limit too).
 pub const MAX_DIM: usize = i32::MAX as usize;
 
+/// How `B` lies in memory; `ldb` is the stride of its rows either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BLayout {
+    /// `k x n`, row-major like `A` and `C`.
+    #[default]
+    Rows,
+    /// `n x k`: `B` transposed, the way a linear layer keeps its weight (`y = x W^T`).
+    Transposed,
+}
+
 /// The shape, strides and scalars of one product `C = alpha * A @ B + beta * C`.
 ///
 /// `A` is `m x k` with row stride `lda`, `B` is `k x n` with row stride `ldb`, `C` is `m x n`
@@ -61,6 +71,15 @@ impl Gemm {
 
     /// Checks dimensions and strides; returns the elements `A`, `B` and `C` must hold.
     pub fn validate(&self) -> Result<(usize, usize, usize)> {
+        self.validate_with(BLayout::Rows)
+    }
+
+    /// [`Gemm::validate`] for `B` laid out as `b` says (`ldb` the stride of its rows).
+    pub fn validate_with(&self, b: BLayout) -> Result<(usize, usize, usize)> {
+        let (b_rows, b_cols) = match b {
+            BLayout::Rows => (self.k, self.n),
+            BLayout::Transposed => (self.n, self.k),
+        };
         for (arg, v) in [("m", self.m), ("n", self.n), ("k", self.k)] {
             if v == 0 || v > MAX_DIM {
                 return Err(Error::arg(
@@ -71,7 +90,7 @@ impl Gemm {
         }
         for (arg, ld, cols) in [
             ("lda", self.lda, self.k),
-            ("ldb", self.ldb, self.n),
+            ("ldb", self.ldb, b_cols),
             ("ldc", self.ldc, self.n),
         ] {
             if ld < cols || ld > MAX_DIM {
@@ -83,14 +102,19 @@ impl Gemm {
         }
         Ok((
             Self::span("a", self.m, self.k, self.lda)?,
-            Self::span("b", self.k, self.n, self.ldb)?,
+            Self::span("b", b_rows, b_cols, self.ldb)?,
             Self::span("c", self.m, self.n, self.ldc)?,
         ))
     }
 
     /// Checks that buffers of these lengths hold the matrices.
     pub fn check_lengths(&self, a: usize, b: usize, c: usize) -> Result<()> {
-        let (na, nb, nc) = self.validate()?;
+        self.check_lengths_with(BLayout::Rows, a, b, c)
+    }
+
+    /// [`Gemm::check_lengths`] for `B` laid out as `layout` says.
+    pub fn check_lengths_with(&self, layout: BLayout, a: usize, b: usize, c: usize) -> Result<()> {
+        let (na, nb, nc) = self.validate_with(layout)?;
         for (arg, have, need) in [("a", a, na), ("b", b, nb), ("c", c, nc)] {
             if have < need {
                 return Err(Error::arg(

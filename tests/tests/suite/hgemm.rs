@@ -11,7 +11,7 @@ use cudarc::driver::CudaSlice;
 use half::{bf16, f16};
 use proptest::prelude::*;
 use streamline::engine::{DeviceBuffer, StreamPool};
-use streamline::ops::hgemm::{check_alignment, hgemm, Gemm, Half, HgemmKernel};
+use streamline::ops::hgemm::{check_alignment, hgemm, hgemm_bt, BLayout, Gemm, Half, HgemmKernel};
 use streamline::runtime::{Gpu, KernelImage, KERNELS};
 use streamline_abi::hgemm::{
     HGEMM_1_MMA, HGEMM_2_WGMMA, HGEMM_2_WGMMA_BF16, HGEMM_3_PERSISTENT, HGEMM_4_TMA_STORE,
@@ -99,30 +99,37 @@ fn tf32_exact(v: f32) -> f32 {
 struct Case {
     g: Gemm,
     /// 0: the `mma.sync` step, 1: the `wgmma` step, 2: the persistent one, 3: its TMA-store
-    /// variant (the last three where loaded), 4: auto. TF32 (Hopper only) runs the persistent
-    /// step for 0 to 2, the TMA-store one for 3.
+    /// variant (the last three where loaded), 4: auto, 5: step 4 with `K` cut into 3 slices,
+    /// 6: step 3 into 5. TF32 (Hopper only) runs the persistent step for 0 to 2, the TMA-store
+    /// one for 3.
     kernel: usize,
     /// Offsets of A, B, C in their buffers, in units of 8 elements.
     offsets: [usize; 3],
+    /// How `B` is given (`g.ldb` the stride of its rows either way).
+    layout: BLayout,
     seed: u64,
 }
 
 fn kernel_of<T: Elem>(gpu: &Gpu, c: &Case) -> Option<HgemmKernel> {
     let hopper = gpu.kernels().unwrap().has(HGEMM_2_WGMMA_BF16);
-    if T::B_TRANSPOSED {
+    if T::B_READ == BLayout::Transposed {
         return match c.kernel {
             _ if !hopper => None,
             0..=2 => Some(HgemmKernel::Step(&HGEMM_3_PERSISTENT)),
             3 => Some(HgemmKernel::Step(&HGEMM_4_TMA_STORE)),
+            5 => Some(HgemmKernel::Split(&HGEMM_4_TMA_STORE, 3)),
+            6 => Some(HgemmKernel::Split(&HGEMM_3_PERSISTENT, 5)),
             _ => Some(HgemmKernel::Auto),
         };
     }
     match c.kernel {
         0 => Some(HgemmKernel::Step(&HGEMM_1_MMA)),
-        1..=3 if !hopper => None,
+        1..=3 | 5 | 6 if !hopper => None,
         1 => Some(HgemmKernel::Step(&HGEMM_2_WGMMA)),
         2 => Some(HgemmKernel::Step(&HGEMM_3_PERSISTENT)),
         3 => Some(HgemmKernel::Step(&HGEMM_4_TMA_STORE)),
+        5 => Some(HgemmKernel::Split(&HGEMM_4_TMA_STORE, 3)),
+        6 => Some(HgemmKernel::Split(&HGEMM_3_PERSISTENT, 5)),
         _ => Some(HgemmKernel::Auto),
     }
 }
@@ -143,7 +150,7 @@ fn run_case_as<T: Elem>(
     };
     let s = gpu.stream();
     let g = &c.g;
-    let (na, nb, nc) = g.validate().unwrap();
+    let (na, nb, nc) = g.validate_with(c.layout).unwrap();
     let [oa, ob, oc] = c.offsets.map(|o| 8 * o);
     let (a, fa) = values_as::<T>(na, c.seed, f);
     let (b, fb) = values_as::<T>(nb, c.seed + 1, f);
@@ -168,7 +175,10 @@ fn run_case_as<T: Elem>(
         let av = da.slice(oa..oa + na);
         let bv = db.slice(ob..ob + nb);
         let mut cv = dc.slice_mut(oc..oc + nc);
-        hgemm(gpu, s, kernel, g, &av, &bv, &mut cv).unwrap();
+        match c.layout {
+            BLayout::Rows => hgemm(gpu, s, kernel, g, &av, &bv, &mut cv).unwrap(),
+            BLayout::Transposed => hgemm_bt(gpu, s, kernel, g, &av, &bv, &mut cv).unwrap(),
+        }
     }
     let out = s.clone_dtoh(&dc).unwrap();
     let stray = (0..out.len())
@@ -177,7 +187,17 @@ fn run_case_as<T: Elem>(
     prop_assert_eq!(stray, 0, "{} elements outside C were written", stray);
     let got: Vec<f32> = out[oc..oc + nc].iter().map(|v| v.f32()).collect();
     let rows: Vec<usize> = (0..g.m).collect();
-    let want = reference::rows(g, &fa, &fb, &fc0, &rows, rounding);
+    let want = match c.layout {
+        BLayout::Rows => reference::rows(g, &fa, &fb, &fc0, &rows, rounding),
+        BLayout::Transposed => {
+            // The reference takes `B` as `k x n` rows: row `j` of the given `n x k` is column `j`.
+            let b: Vec<f32> = (0..g.k * g.n)
+                .map(|i| fb[(i % g.n) * g.ldb + i / g.n])
+                .collect();
+            let rg = Gemm { ldb: g.n, ..*g };
+            reference::rows(&rg, &fa, &b, &fc0, &rows, rounding)
+        }
+    };
     let cmp = compare(g, &got, &want);
     prop_assert!(cmp.outside == 0, "{}", cmp);
     Ok(())
@@ -205,26 +225,33 @@ fn case() -> impl Strategy<Value = Case> {
             (0.5, 2.0),
             (0.0, 1.0),
         ]),
-        0usize..5,
+        0usize..7,
         (0usize..3, 0usize..3, 0usize..3),
+        any::<bool>(),
         any::<u64>(),
     )
         .prop_map(
-            |((m, n, k), (pa, pb, pc), (alpha, beta), kernel, (oa, ob, oc), seed)| {
+            |((m, n, k), (pa, pb, pc), (alpha, beta), kernel, (oa, ob, oc), bt, seed)| {
                 let pad = |x: usize, p: usize| x.next_multiple_of(8) + 8 * p;
+                let layout = if bt {
+                    BLayout::Transposed
+                } else {
+                    BLayout::Rows
+                };
                 Case {
                     g: Gemm {
                         m,
                         n,
                         k,
                         lda: pad(k, pa),
-                        ldb: pad(n, pb),
+                        ldb: pad(if bt { k } else { n }, pb),
                         ldc: pad(n, pc),
                         alpha,
                         beta,
                     },
                     kernel,
                     offsets: [oa, ob, oc],
+                    layout,
                     seed: seed >> 8,
                 }
             },
@@ -247,8 +274,9 @@ fn hgemm_tf32_matches_reference() {
 }
 
 /// TF32 on steps 3 and 4 on rows padded only to 16 bytes (4 f32), at the edges and deep enough
-/// to split `K` (two output tiles, 129 stages), and through the transposition of `B` at odd
-/// sizes; step 4 through its TMA epilogue where `n` is a multiple of 4 and `beta` is 0.
+/// to split `K` (two output tiles, 129 stages), `B` given as rows (through the transposition at
+/// odd sizes) and transposed (read where it is); step 4 through its TMA epilogue where `n` is a
+/// multiple of 4 and `beta` is 0.
 #[test]
 fn hgemm_tf32_edge_and_deep_shapes() {
     if gpu().is_none() {
@@ -266,21 +294,29 @@ fn hgemm_tf32_edge_and_deep_shapes() {
         (2048, 4352, 64),
     ] {
         for (kernel, (alpha, beta)) in [(2, (1.0, 0.0)), (3, (1.0, 0.0)), (3, (0.5, 2.0))] {
-            let c = Case {
-                g: Gemm {
-                    lda: k.next_multiple_of(4),
-                    ldb: n.next_multiple_of(4),
-                    ldc: n.next_multiple_of(4),
-                    alpha,
-                    beta,
-                    ..Gemm::dense(m, n, k)
-                },
-                kernel,
-                offsets: [1, 0, 2],
-                seed: (m * n + k) as u64,
-            };
-            run_case::<f32>(&c)
-                .unwrap_or_else(|e| panic!("{m}x{n}x{k} tf32 kernel {kernel} beta {beta}: {e}"));
+            for layout in [BLayout::Rows, BLayout::Transposed] {
+                let ldb = match layout {
+                    BLayout::Rows => n.next_multiple_of(4),
+                    BLayout::Transposed => k.next_multiple_of(4),
+                };
+                let c = Case {
+                    g: Gemm {
+                        lda: k.next_multiple_of(4),
+                        ldb,
+                        ldc: n.next_multiple_of(4),
+                        alpha,
+                        beta,
+                        ..Gemm::dense(m, n, k)
+                    },
+                    kernel,
+                    offsets: [1, 0, 2],
+                    layout,
+                    seed: (m * n + k) as u64,
+                };
+                run_case::<f32>(&c).unwrap_or_else(|e| {
+                    panic!("{m}x{n}x{k} tf32 kernel {kernel} beta {beta} {layout:?}: {e}")
+                });
+            }
         }
     }
 }
@@ -308,6 +344,7 @@ fn hgemm_tf32_exact_inputs_meet_the_sum_only_bound() {
                 },
                 kernel,
                 offsets: [0, 1, 0],
+                layout: BLayout::Rows,
                 seed: (m + n * k) as u64,
             };
             run_case_as::<f32>(&c, tf32_exact, exact)
@@ -331,8 +368,10 @@ fn tf32_on_a_step_without_it_names_the_steps_that_have_it() {
     );
 }
 
-/// Both steps on shapes with every edge at once, and a deep product (many pipeline rounds,
-/// the ring's phases wrapping many times).
+/// Every step on shapes with every edge at once, and a deep product (many pipeline rounds,
+/// the ring's phases wrapping many times), the persistent steps also with `K` cut into slices
+/// (fewer stages than slices included), `B` given as rows and transposed (through the
+/// transposition into the kernels' layout).
 #[test]
 fn hgemm_edge_and_deep_shapes_every_step() {
     if gpu().is_none() {
@@ -345,21 +384,49 @@ fn hgemm_edge_and_deep_shapes_every_step() {
         (129, 257, 1),
         (130, 250, 4100),
     ] {
-        for kernel in 0..4 {
-            let c = Case {
-                g: Gemm {
-                    lda: k.next_multiple_of(8),
-                    ldb: n.next_multiple_of(8),
-                    ldc: n.next_multiple_of(8),
-                    ..Gemm::dense(m, n, k)
-                },
-                kernel,
-                offsets: [1, 0, 2],
-                seed: (m * n + k) as u64,
-            };
-            run_case::<bf16>(&c).unwrap_or_else(|e| panic!("{m}x{n}x{k} step {kernel}: {e}"));
+        for kernel in [0, 1, 2, 3, 5, 6] {
+            for layout in [BLayout::Rows, BLayout::Transposed] {
+                let ldb = match layout {
+                    BLayout::Rows => n.next_multiple_of(8),
+                    BLayout::Transposed => k.next_multiple_of(8),
+                };
+                let c = Case {
+                    g: Gemm {
+                        lda: k.next_multiple_of(8),
+                        ldb,
+                        ldc: n.next_multiple_of(8),
+                        ..Gemm::dense(m, n, k)
+                    },
+                    kernel,
+                    offsets: [1, 0, 2],
+                    layout,
+                    seed: (m * n + k) as u64,
+                };
+                run_case::<bf16>(&c)
+                    .unwrap_or_else(|e| panic!("{m}x{n}x{k} step {kernel} {layout:?}: {e}"));
+            }
         }
     }
+}
+
+/// `B` given transposed must have rows of at least `k` elements: the error names `ldb` and the
+/// range; the rows layout's check is unchanged.
+#[test]
+fn transposed_b_strides_are_checked_against_k() {
+    let g = Gemm {
+        ldb: 20,
+        ..Gemm::dense(4, 20, 32)
+    };
+    g.validate().unwrap();
+    let e = g
+        .validate_with(BLayout::Transposed)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ldb") && e.contains("32..="), "{e}");
+    let (_, nb, _) = Gemm { ldb: 40, ..g }
+        .validate_with(BLayout::Transposed)
+        .unwrap();
+    assert_eq!(nb, 19 * 40 + 32, "an n x k B with row stride 40");
 }
 
 /// A product's tensor maps, uploaded and kept, serve the same product again on their stream,
@@ -400,7 +467,8 @@ fn kept_tensor_maps_serve_repeated_products() {
 }
 
 /// Captured in the engine's CUDA graph and replayed with new inputs, each step gives the
-/// eager call's result bit for bit (the TMA step's tensor maps live in memory the graph keeps),
+/// eager call's result bit for bit, `B` given either way (the TMA step's tensor maps live in
+/// memory the graph keeps, and so does a transposed copy of `B`),
 /// split-K included: two output tiles with 65 `K` tiles make steps 3 and 4 cut `K` into slices,
 /// whose partials the graph allocates and frees itself; with `beta` 0 step 4 writes through its
 /// staging area and the TMA.
@@ -417,15 +485,25 @@ fn hgemm_replays_under_capture_as_eager() {
             beta,
             ..Gemm::dense(m, n, k)
         };
-        replays_as_eager::<bf16>(gpu, &g);
-        replays_as_eager::<f32>(gpu, &g);
+        for layout in [BLayout::Rows, BLayout::Transposed] {
+            let g = Gemm {
+                ldb: if layout == BLayout::Rows { n } else { k },
+                ..g
+            };
+            replays_as_eager::<bf16>(gpu, &g, layout);
+            replays_as_eager::<f32>(gpu, &g, layout);
+        }
     }
 }
 
-fn replays_as_eager<T: Elem>(gpu: &Gpu, g: &Gemm) {
+fn replays_as_eager<T: Elem>(gpu: &Gpu, g: &Gemm, layout: BLayout) {
     let pool = StreamPool::with_streams(gpu, 1).unwrap();
     let st = pool.stream(0).unwrap();
-    let (na, nb, nc) = g.validate().unwrap();
+    let (na, nb, nc) = g.validate_with(layout).unwrap();
+    let product = match layout {
+        BLayout::Rows => hgemm::<T>,
+        BLayout::Transposed => hgemm_bt::<T>,
+    };
     for kernel in [
         HgemmKernel::Step(&HGEMM_1_MMA),
         HgemmKernel::Step(&HGEMM_2_WGMMA),
@@ -447,7 +525,7 @@ fn replays_as_eager<T: Elem>(gpu: &Gpu, g: &Gemm) {
         let mut want = DeviceBuffer::<T>::zeros(&pool, 0, nc).unwrap();
         pool.synchronize().unwrap();
         let cap = pool.begin_capture(0).unwrap();
-        hgemm(gpu, st, kernel, g, &a, &b, &mut c).unwrap();
+        product(gpu, st, kernel, g, &a, &b, &mut c).unwrap();
         let graph = cap.end().unwrap();
         for r in 0..3u64 {
             let c0 = values::<T>(nc, 30 + r).0;
@@ -455,7 +533,7 @@ fn replays_as_eager<T: Elem>(gpu: &Gpu, g: &Gemm) {
             streamline::engine::memory::h2d(st, &values::<T>(nb, 20 + r).0, &mut b).unwrap();
             streamline::engine::memory::h2d(st, &c0, &mut c).unwrap();
             streamline::engine::memory::h2d(st, &c0, &mut want).unwrap();
-            hgemm(gpu, st, kernel, g, &a, &b, &mut want).unwrap();
+            product(gpu, st, kernel, g, &a, &b, &mut want).unwrap();
             graph.launch().unwrap();
             pool.synchronize().unwrap();
             let (y, e) = (c.to_vec(st).unwrap(), want.to_vec(st).unwrap());
@@ -465,7 +543,7 @@ fn replays_as_eager<T: Elem>(gpu: &Gpu, g: &Gemm) {
                 .all(|(p, q)| bytemuck::bytes_of(p) == bytemuck::bytes_of(q));
             assert!(
                 same,
-                "{kernel:?} {} {}x{}x{} replay {r} differs from eager",
+                "{kernel:?} {} {}x{}x{} {layout:?} replay {r} differs from eager",
                 T::DTYPE,
                 g.m,
                 g.n,
@@ -499,6 +577,26 @@ fn misaligned_rows_and_addresses_name_the_argument() {
         "{e}"
     );
     assert!(e.contains("16-byte aligned"), "{e}");
+}
+
+#[test]
+fn split_steps_parse_with_their_slice_count() {
+    assert_eq!(
+        HgemmKernel::parse("4_tma_store:4").unwrap(),
+        HgemmKernel::Split(&HGEMM_4_TMA_STORE, 4)
+    );
+    assert_eq!(
+        HgemmKernel::parse("hgemm_3_persistent:1").unwrap(),
+        HgemmKernel::Split(&HGEMM_3_PERSISTENT, 1)
+    );
+    let e = HgemmKernel::parse("2_wgmma:2").unwrap_err().to_string();
+    assert!(e.contains("cannot split K"), "{e}");
+    let e = HgemmKernel::parse("auto:2").unwrap_err().to_string();
+    assert!(e.contains("not with auto"), "{e}");
+    for bad in ["4_tma_store:0", "4_tma_store:x", "4_tma_store:100000"] {
+        let e = HgemmKernel::parse(bad).unwrap_err().to_string();
+        assert!(e.contains("kernel") && e.contains("1..="), "{bad}: {e}");
+    }
 }
 
 #[test]

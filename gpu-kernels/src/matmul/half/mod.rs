@@ -78,45 +78,36 @@ pub struct F16;
 /// f32 in memory, multiplied as TF32 (see `streamline_device::wgmma::mma_m64n256k8_tf32`).
 pub struct Tf32;
 
+/// [`Output`] of a 16-bit [`Operand`] type: its stores go through `pack` and `unpack`.
+macro_rules! output_16 {
+    ($t:ty, $elem:ty) => {
+        impl Output for $t {
+            type Elem = $elem;
+            #[inline(always)]
+            unsafe fn stage2(at: u32, x: f32, y: f32) {
+                // SAFETY: forwarded.
+                unsafe { stage2_16::<Self>(at, x, y) }
+            }
+            #[inline(always)]
+            unsafe fn write(at: *mut Self::Elem, v: f32, beta: f32) {
+                // SAFETY: forwarded.
+                unsafe { write_16::<Self>(at.cast(), v, beta) }
+            }
+            #[inline(always)]
+            unsafe fn write2(at: *mut Self::Elem, x: f32, y: f32, beta: f32) {
+                // SAFETY: forwarded.
+                unsafe { write2_16::<Self>(at.cast(), x, y, beta) }
+            }
+        }
+    };
+}
+
+#[cfg(target_arch = "nvptx64")]
+output_16!(Bf16, streamline_device::bf16);
+#[cfg(target_arch = "nvptx64")]
+output_16!(F16, streamline_device::f16);
+
 device! {
-    impl Output for Bf16 {
-        type Elem = streamline_device::bf16;
-        #[inline(always)]
-        unsafe fn stage2(at: u32, x: f32, y: f32) {
-            // SAFETY: forwarded.
-            unsafe { stage2_16::<Self>(at, x, y) }
-        }
-        #[inline(always)]
-        unsafe fn write(at: *mut Self::Elem, v: f32, beta: f32) {
-            // SAFETY: forwarded.
-            unsafe { write_16::<Self>(at.cast(), v, beta) }
-        }
-        #[inline(always)]
-        unsafe fn write2(at: *mut Self::Elem, x: f32, y: f32, beta: f32) {
-            // SAFETY: forwarded.
-            unsafe { write2_16::<Self>(at.cast(), x, y, beta) }
-        }
-    }
-
-    impl Output for F16 {
-        type Elem = streamline_device::f16;
-        #[inline(always)]
-        unsafe fn stage2(at: u32, x: f32, y: f32) {
-            // SAFETY: forwarded.
-            unsafe { stage2_16::<Self>(at, x, y) }
-        }
-        #[inline(always)]
-        unsafe fn write(at: *mut Self::Elem, v: f32, beta: f32) {
-            // SAFETY: forwarded.
-            unsafe { write_16::<Self>(at.cast(), v, beta) }
-        }
-        #[inline(always)]
-        unsafe fn write2(at: *mut Self::Elem, x: f32, y: f32, beta: f32) {
-            // SAFETY: forwarded.
-            unsafe { write2_16::<Self>(at.cast(), x, y, beta) }
-        }
-    }
-
     impl Output for Tf32 {
         type Elem = f32;
         #[inline(always)]

@@ -2,7 +2,7 @@
 
 use super::Half;
 use crate::error::{Error, Result};
-use crate::spec::matmul::Gemm;
+use crate::spec::matmul::{BLayout, Gemm};
 use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::Arc;
@@ -32,15 +32,21 @@ impl CublasHalf {
     }
 
     /// `C = alpha * A @ B + beta * C`, row-major, as `C^T = B^T A^T` in cuBLAS's column-major
-    /// terms, with `alpha` and `beta` in f32.
+    /// terms, with `alpha` and `beta` in f32; `B` laid out as `layout` says (cuBLAS reads a
+    /// transposed `B` where it is, as its `op(B)`).
     pub fn gemm<T: Half>(
         &self,
         g: &Gemm,
+        layout: BLayout,
         a: &impl DevicePtr<T>,
         b: &impl DevicePtr<T>,
         c: &mut impl DevicePtrMut<T>,
     ) -> Result<()> {
-        g.check_lengths(a.len(), b.len(), c.len())?;
+        g.check_lengths_with(layout, a.len(), b.len(), c.len())?;
+        let op_b = match layout {
+            BLayout::Rows => blas_sys::cublasOperation_t::CUBLAS_OP_N,
+            BLayout::Transposed => blas_sys::cublasOperation_t::CUBLAS_OP_T,
+        };
         let stream = &self.stream;
         let (pa, _ra) = a.device_ptr(stream);
         let (pb, _rb) = b.device_ptr(stream);
@@ -51,7 +57,7 @@ impl CublasHalf {
         unsafe {
             blas::gemm_ex(
                 *self.blas.handle(),
-                blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                op_b,
                 blas_sys::cublasOperation_t::CUBLAS_OP_N,
                 g.n as i32,
                 g.m as i32,

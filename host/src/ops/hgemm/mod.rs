@@ -5,8 +5,12 @@
 //! The kernels are a progression (see `gpu-kernels/src/matmul/half/mod.rs`); on a Hopper GPU
 //! the default is the last `wgmma` step except for small products of shallow `K`
 //! ([`prefers_mma`]), elsewhere the `mma.sync` one. TF32 runs on Hopper only, on steps 3 and 4
-//! (the default), which read `B` transposed: a copy of `B` transposed is made first in the
-//! stream's order.
+//! (the default).
+//!
+//! `B` comes either as `k x n` rows ([`hgemm`]) or transposed, `n x k`, as a linear layer keeps
+//! its weight ([`hgemm_bt`]). The bf16 and f16 kernels read the first, the TF32 ones the second
+//! (the tensor cores take TF32 operands only K-major); given the other way, `B` is first
+//! copied transposed, in the stream's order.
 
 mod cublas;
 mod operands;
@@ -26,10 +30,11 @@ use streamline_abi::hgemm::{
     HgemmParams, HgemmReduceParams, HgemmTiling, HGEMM_1_MMA, HGEMM_4_TMA_STORE, HGEMM_ALL,
     HGEMM_REDUCE_BLOCK, HGEMM_SPLITK_REDUCE_BF16, HGEMM_SPLITK_REDUCE_F16, HGEMM_SPLITK_REDUCE_F32,
 };
+use streamline_abi::train::{TransposeParams, TRANSPOSE_BF16, TRANSPOSE_F16, TRANSPOSE_F32};
 use streamline_device::Kernel as KernelHandle;
 use streamline_device::{DevPtr, DevPtrMut};
 
-pub use crate::spec::matmul::Gemm;
+pub use crate::spec::matmul::{BLayout, Gemm};
 
 /// An element type of the tensor-core kernels: bf16, f16, or f32 multiplied as TF32.
 pub trait Half: cudarc::driver::DeviceRepr + streamline_device::element::Element {
@@ -42,8 +47,11 @@ pub trait Half: cudarc::driver::DeviceRepr + streamline_device::element::Element
     /// cuBLAS's compute type for the same product (f32 accumulation; TF32 products for f32).
     const COMPUTE: blas_sys::cublasComputeType_t =
         blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F;
-    /// Whether the kernels read `B` transposed (K-major), as TF32's products need.
-    const B_TRANSPOSED: bool = false;
+    /// How the kernels read `B`: transposed (K-major) for TF32, as the tensor cores take TF32
+    /// operands only that way; `k x n` rows for the 16-bit types.
+    const B_READ: BLayout = BLayout::Rows;
+    /// The transposition of this type, for a `B` given the other way.
+    fn transpose() -> KernelHandle<TransposeParams<Self>>;
     /// The step's kernel for this type, where it has one.
     fn kernel(t: &HgemmTiling) -> Option<KernelHandle<HgemmParams<Self>>>;
     /// The split-K reduction into this type.
@@ -57,6 +65,9 @@ impl Half for bf16 {
     fn kernel(t: &HgemmTiling) -> Option<KernelHandle<HgemmParams<bf16>>> {
         Some(t.bf16)
     }
+    fn transpose() -> KernelHandle<TransposeParams<bf16>> {
+        TRANSPOSE_BF16
+    }
     fn reduce() -> KernelHandle<HgemmReduceParams<bf16>> {
         HGEMM_SPLITK_REDUCE_BF16
     }
@@ -69,6 +80,9 @@ impl Half for f16 {
     fn kernel(t: &HgemmTiling) -> Option<KernelHandle<HgemmParams<f16>>> {
         Some(t.f16)
     }
+    fn transpose() -> KernelHandle<TransposeParams<f16>> {
+        TRANSPOSE_F16
+    }
     fn reduce() -> KernelHandle<HgemmReduceParams<f16>> {
         HGEMM_SPLITK_REDUCE_F16
     }
@@ -80,9 +94,12 @@ impl Half for f32 {
     const BLAS: blas_sys::cudaDataType_t = blas_sys::cudaDataType_t::CUDA_R_32F;
     const COMPUTE: blas_sys::cublasComputeType_t =
         blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32;
-    const B_TRANSPOSED: bool = true;
+    const B_READ: BLayout = BLayout::Transposed;
     fn kernel(t: &HgemmTiling) -> Option<KernelHandle<HgemmParams<f32>>> {
         t.tf32
+    }
+    fn transpose() -> KernelHandle<TransposeParams<f32>> {
+        TRANSPOSE_F32
     }
     fn reduce() -> KernelHandle<HgemmReduceParams<f32>> {
         HGEMM_SPLITK_REDUCE_F32
@@ -115,14 +132,42 @@ pub enum HgemmKernel {
     Auto,
     /// One step.
     Step(&'static HgemmTiling),
+    /// A persistent step (3 or 4) with `K` cut into this many slices (at most one per stage
+    /// of `K`), added by the split-K reduction; 1 keeps `K` whole.
+    Split(&'static HgemmTiling, u32),
 }
 
 impl HgemmKernel {
-    /// Parses `auto` or a step's name with or without its `hgemm_` prefix (`1_mma`,
-    /// `2_wgmma`).
+    /// Parses `auto`, a step's name with or without its `hgemm_` prefix (`1_mma`,
+    /// `2_wgmma`), or a persistent step with a slice count (`4_tma_store:4`).
     pub fn parse(s: &str) -> Result<HgemmKernel> {
         if s == "auto" {
             return Ok(HgemmKernel::Auto);
+        }
+        if let Some((step, slices)) = s.split_once(':') {
+            let HgemmKernel::Step(t) = HgemmKernel::parse(step)? else {
+                return Err(Error::arg(
+                    "kernel",
+                    format!("`{s}`: slices go with a step (`4_tma_store:4`), not with auto"),
+                ));
+            };
+            let slices = slices
+                .parse::<u32>()
+                .ok()
+                .filter(|v| (1..=MAX_SLICES).contains(v))
+                .ok_or_else(|| {
+                    Error::arg(
+                        "kernel",
+                        format!("`{s}`: the slice count must be in 1..={MAX_SLICES}"),
+                    )
+                })?;
+            if !t.persistent {
+                return Err(Error::arg(
+                    "kernel",
+                    format!("`{s}`: {} cannot split K; steps 3 and 4 can", t.name()),
+                ));
+            }
+            return Ok(HgemmKernel::Split(t, slices));
         }
         let name = s.strip_prefix("hgemm_").unwrap_or(s);
         HGEMM_ALL
@@ -148,7 +193,14 @@ impl HgemmKernel {
         let has = |t: &HgemmTiling| T::kernel(t).is_some_and(|k| module.has(k));
         let t = match self {
             HgemmKernel::Step(t) => t,
-            HgemmKernel::Auto if T::B_TRANSPOSED => &HGEMM_4_TMA_STORE,
+            HgemmKernel::Split(t, _) if t.persistent => t,
+            HgemmKernel::Split(t, _) => {
+                return Err(Error::arg(
+                    "kernel",
+                    format!("{} cannot split K; steps 3 and 4 can", t.name()),
+                ))
+            }
+            HgemmKernel::Auto if T::B_READ == BLayout::Transposed => &HGEMM_4_TMA_STORE,
             HgemmKernel::Auto if !prefers_mma(g) && has(&HGEMM_4_TMA_STORE) => &HGEMM_4_TMA_STORE,
             HgemmKernel::Auto => &HGEMM_1_MMA,
         };
@@ -221,8 +273,9 @@ fn address<T>(buf: &impl DevicePtr<T>, stream: &CudaStream) -> u64 {
     buf.device_ptr(stream).0
 }
 
-/// `C = alpha * A @ B + beta * C` with `kernel`, on `stream`. Correct under CUDA graph capture:
-/// the TMA step's tensor maps travel in memory the graph keeps.
+/// `C = alpha * A @ B + beta * C` with `kernel`, on `stream`, `B` given as `k x n` rows
+/// (stride `g.ldb`). Correct under CUDA graph capture: the TMA step's tensor maps travel in
+/// memory the graph keeps.
 pub fn hgemm<T: Half>(
     gpu: &Gpu,
     stream: &Arc<CudaStream>,
@@ -232,7 +285,35 @@ pub fn hgemm<T: Half>(
     b: &impl DevicePtr<T>,
     c: &mut impl DevicePtrMut<T>,
 ) -> Result<()> {
-    g.check_lengths(a.len(), b.len(), c.len())?;
+    product(gpu, stream, kernel, g, a, (BLayout::Rows, b), c)
+}
+
+/// `C = alpha * A @ B + beta * C` as [`hgemm`] does it, with `B` given transposed: `bt` holds
+/// `n x k` rows of stride `g.ldb` (`y = x W^T` for a linear layer's weight `W`). TF32 reads it
+/// where it is.
+pub fn hgemm_bt<T: Half>(
+    gpu: &Gpu,
+    stream: &Arc<CudaStream>,
+    kernel: HgemmKernel,
+    g: &Gemm,
+    a: &impl DevicePtr<T>,
+    bt: &impl DevicePtr<T>,
+    c: &mut impl DevicePtrMut<T>,
+) -> Result<()> {
+    product(gpu, stream, kernel, g, a, (BLayout::Transposed, bt), c)
+}
+
+/// The product of [`hgemm`] and [`hgemm_bt`], `B` laid out as `layout` says.
+fn product<T: Half>(
+    gpu: &Gpu,
+    stream: &Arc<CudaStream>,
+    kernel: HgemmKernel,
+    g: &Gemm,
+    a: &impl DevicePtr<T>,
+    (layout, b): (BLayout, &impl DevicePtr<T>),
+    c: &mut impl DevicePtrMut<T>,
+) -> Result<()> {
+    g.check_lengths_with(layout, a.len(), b.len(), c.len())?;
     let size = std::mem::size_of::<T>();
     let (pa, pb, pc) = (
         address(a, stream),
@@ -249,10 +330,10 @@ pub fn hgemm<T: Half>(
     };
     let sms = gpu.info().multiprocessors as usize;
     let tiles = g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize);
-    let split = if t.persistent {
-        split_k(tiles, g.k.div_ceil(bk), sms)
-    } else {
-        None
+    let split = match kernel {
+        HgemmKernel::Split(_, want) => slices_of(g.k.div_ceil(bk), want as usize),
+        _ if t.persistent => split_k(tiles, g.k.div_ceil(bk), sms),
+        _ => None,
     };
     let units = tiles * split.map_or(1, |s| s.slices as usize);
     let tiles = if t.persistent { units.min(sms) } else { units };
@@ -269,9 +350,10 @@ pub fn hgemm<T: Half>(
             )
         })?;
     let module = gpu.kernels()?;
-    // TF32 reads `B` transposed (`n x k`, rows padded to 16 bytes): a copy made first.
-    let transposed = if T::B_TRANSPOSED {
-        Some(transpose_b(gpu, stream, g, b)?)
+    // `B` the other way round than the kernels read it: a transposed copy made first (rows
+    // padded to 16 bytes).
+    let transposed = if layout != T::B_READ {
+        Some(transpose_b(gpu, stream, g, layout, b)?)
     } else {
         None
     };
@@ -283,8 +365,8 @@ pub fn hgemm<T: Half>(
         Some(s) => Some(Scratch::new(stream, 4 * s.slices as usize * g.m * g.n)?),
         None => None,
     };
-    // A loop that multiplies the same operands again finds their maps on the device (for TF32
-    // only while the memory pool hands the transposed copy the same address again).
+    // A loop that multiplies the same operands again finds their maps on the device (for a
+    // transposed copy only while the memory pool hands it the same address again).
     let maps = if t.tma {
         Some(
             gpu.uploads()
@@ -358,6 +440,20 @@ struct Split {
     slice_tiles: u32,
 }
 
+/// Most slices [`HgemmKernel::Split`] takes.
+pub const MAX_SLICES: u32 = 1024;
+
+/// `K`'s `k_tiles` stages cut into at most `want` slices of whole stages, none empty (`None`
+/// for one slice).
+fn slices_of(k_tiles: usize, want: usize) -> Option<Split> {
+    let slice_tiles = k_tiles.div_ceil(want.clamp(1, k_tiles));
+    let slices = k_tiles.div_ceil(slice_tiles);
+    (slices > 1).then_some(Split {
+        slices: slices as u32,
+        slice_tiles: slice_tiles as u32,
+    })
+}
+
 /// Split-K for `tiles` output tiles over `k_tiles` tiles of `K` on `sms` multiprocessors: when
 /// the tiles fill at most half the multiprocessors and `K` is deep (at least 64 tiles, 32 per
 /// slice, so that the planes' extra traffic and the reduction's launch stay small beside the
@@ -366,13 +462,7 @@ fn split_k(tiles: usize, k_tiles: usize, sms: usize) -> Option<Split> {
     if 2 * tiles > sms || k_tiles < 64 {
         return None;
     }
-    let want = (sms / tiles).min(k_tiles / 32).max(2);
-    let slice_tiles = k_tiles.div_ceil(want);
-    let slices = k_tiles.div_ceil(slice_tiles);
-    (slices > 1).then_some(Split {
-        slices: slices as u32,
-        slice_tiles: slice_tiles as u32,
-    })
+    slices_of(k_tiles, (sms / tiles).min(k_tiles / 32).max(2))
 }
 
 #[cfg(test)]
@@ -400,6 +490,19 @@ mod tests {
         ] {
             assert!(!shallow(m, n, k), "{m} x {n} x {k}");
         }
+    }
+
+    #[test]
+    fn explicit_slices_are_whole_stages_none_empty() {
+        assert_eq!(slices_of(16, 1), None);
+        assert_eq!(slices_of(1, 8), None);
+        let s = slices_of(16, 4).unwrap();
+        assert_eq!((s.slices, s.slice_tiles), (4, 4));
+        // 5 of 16: slices of 4 stages, so 4 slices.
+        let s = slices_of(16, 5).unwrap();
+        assert_eq!((s.slices, s.slice_tiles), (4, 4));
+        let s = slices_of(3, 1000).unwrap();
+        assert_eq!((s.slices, s.slice_tiles), (3, 1));
     }
 
     #[test]

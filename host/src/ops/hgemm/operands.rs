@@ -1,5 +1,5 @@
-//! What a TMA step is handed besides the matrices: `B` transposed for TF32, and the tensor maps
-//! of `A`, `B` and `C`.
+//! What a product is handed besides the matrices: `B` transposed when it comes the other way
+//! round than the kernels read it, and a TMA step's tensor maps of `A`, `B` and `C`.
 
 use super::Half;
 use crate::error::{DriverContext, Error, Result};
@@ -13,60 +13,61 @@ use cudarc::driver::{CudaStream, DevicePtr};
 use std::sync::Arc;
 use streamline_abi::hgemm::HgemmTiling;
 use streamline_abi::train::{
-    TransposeParams, TRANSPOSE_F32, TRANSPOSE_ROWS, TRANSPOSE_SHARED_BYTES, TRANSPOSE_TILE,
+    transpose_shared_bytes, TransposeParams, TRANSPOSE_ROWS, TRANSPOSE_TILE,
 };
 
-use crate::spec::matmul::Gemm;
+use crate::spec::matmul::{BLayout, Gemm};
 
-/// `B` (`k x n`, row stride `ldb`) transposed into scratch on `stream` (`n x k`, its row
-/// stride, returned, `k` rounded up to 16 bytes), freed in the stream's order.
+/// `B` (laid out as `layout` says, row stride `g.ldb`) transposed into scratch on `stream`
+/// (the other layout), freed in the stream's order; returns it and its row stride, rounded up
+/// to 16 bytes.
 pub(super) fn transpose_b<'s, T: Half>(
     gpu: &Gpu,
     stream: &'s Arc<CudaStream>,
     g: &Gemm,
+    layout: BLayout,
     b: &impl DevicePtr<T>,
 ) -> Result<(Scratch<'s>, usize)> {
-    if std::mem::size_of::<T>() != 4 {
+    let (rows, cols) = match layout {
+        BLayout::Rows => (g.k, g.n),
+        BLayout::Transposed => (g.n, g.k),
+    };
+    let t = TRANSPOSE_TILE as usize;
+    if rows.div_ceil(t) > 65_535 {
+        let arg = if layout == BLayout::Rows { "k" } else { "n" };
         return Err(Error::arg(
-            "b",
+            arg,
             format!(
-                "only f32 is transposed for the tensor cores, not {}",
+                "{rows} is above the {} that the transposition of B into the {} kernels' layout takes",
+                65_535 * t,
                 T::DTYPE
             ),
         ));
     }
-    let t = TRANSPOSE_TILE as usize;
-    if g.k.div_ceil(t) > 65_535 {
-        return Err(Error::arg(
-            "k",
-            format!(
-                "{} is above the {} a TF32 product's transposition of B takes",
-                g.k,
-                65_535 * t
-            ),
-        ));
-    }
-    let ld = g.k.next_multiple_of(16 / std::mem::size_of::<T>());
+    let size = std::mem::size_of::<T>();
+    let ld = rows.next_multiple_of(16 / size);
     let bytes = ld
-        .checked_mul(g.n)
-        .and_then(|v| v.checked_mul(4))
-        .ok_or_else(|| Error::arg("n", "B transposed overflows the address space"))?;
+        .checked_mul(cols)
+        .and_then(|v| v.checked_mul(size))
+        .filter(|&v| v <= isize::MAX as usize)
+        .ok_or_else(|| Error::arg("b", "B transposed overflows the address space"))?;
     let bt = Scratch::new(stream, bytes)?;
-    let mut launch = gpu.kernels()?.prepare(stream, TRANSPOSE_F32);
+    let mut launch = gpu.kernels()?.prepare(stream, T::transpose());
     let p = TransposeParams {
-        x: launch.read(b).cast(),
-        y: bt.floats(),
-        rows: g.k as u32,
-        cols: g.n as u32,
+        x: launch.read(b),
+        y: bt.floats().cast(),
+        rows: rows as u32,
+        cols: cols as u32,
         ldx: g.ldb as u32,
         ldy: ld as u32,
     };
-    let grid = (g.n.div_ceil(t) as u32, g.k.div_ceil(t) as u32, 1);
+    let grid = (cols.div_ceil(t) as u32, rows.div_ceil(t) as u32, 1);
     let cfg = LaunchConfig::new(grid, (TRANSPOSE_TILE, TRANSPOSE_ROWS, 1))
-        .with_shared(TRANSPOSE_SHARED_BYTES);
-    // SAFETY: `B` holds `(k - 1) * ldb + n` elements of 4 bytes (the caller's `check_lengths`,
-    // and the size checked above) and the scratch `n` rows of `ld >= k`; the grid
-    // (at most 65535 rows, checked) and block are the kernel's contract.
+        .with_shared(transpose_shared_bytes(size as u32));
+    // SAFETY: `B` holds `(rows - 1) * ldb + cols` elements (the caller's `check_lengths_with`
+    // for this layout) and the scratch `cols` rows of `ld >= rows` elements of the same size;
+    // the grid (at most 65535 rows of blocks, checked) and block are the kernel's contract and
+    // the shared memory its tile for this element size.
     unsafe { launch.run(cfg, p) }?;
     Ok((bt, ld))
 }
@@ -84,7 +85,7 @@ pub(super) fn encode_maps<T: Half>(
 ) -> Result<Vec<u64>> {
     let bk = bk as u32;
     let a_map = encode::<T>(a, g.k, g.m, g.lda, [bk, t.bm])?;
-    let b_map = if T::B_TRANSPOSED {
+    let b_map = if T::B_READ == BLayout::Transposed {
         encode::<T>(b, g.k, g.n, ldb, [bk, t.bn])?
     } else {
         encode::<T>(b, g.n, g.k, ldb, [64, bk])?
