@@ -158,9 +158,9 @@ pub const TRAIN_BLOCK: u32 = 256;
 /// Side of the square tile `transpose_*` stages through shared memory; its block is
 /// `TRANSPOSE_TILE x TRANSPOSE_ROWS` threads, each moving `TRANSPOSE_TILE / TRANSPOSE_ROWS`
 /// elements.
-pub const TRANSPOSE_TILE: u32 = 32;
+pub const TRANSPOSE_TILE: u32 = 64;
 /// Rows of threads in a `transpose_*` block.
-pub const TRANSPOSE_ROWS: u32 = 8;
+pub const TRANSPOSE_ROWS: u32 = 4;
 /// Dynamic shared memory of one `transpose_*` block moving elements of `size` bytes: the tile
 /// with one column of padding, so that reading a tile column touches different banks.
 pub const fn transpose_shared_bytes(size: u32) -> u32 {

@@ -231,9 +231,14 @@ fn one_shape<T: HalfHost>(
     let mut failed = false;
     let cublas_ms = match &cublas {
         Some(blas) => {
-            failed |= check("cublas", &mut dc, &mut |c| {
+            // The peer is checked against the same bound, but only ours decides the exit code.
+            if check("cublas", &mut dc, &mut |c| {
                 blas.gemm(g, layout, &da, &db, c)
-            })?;
+            })? {
+                println!(
+                    "  note: cuBLAS's result is outside the bound of one f32 sum rounded once (it may sum or keep partial sums in lower precision for this shape)"
+                );
+            }
             Some(time(&mut || blas.gemm(g, layout, &da, &db, &mut dc))?)
         }
         None => None,

@@ -217,11 +217,12 @@ pub fn round_bf16(
     }
 }
 
-/// Largest `rows` [`transpose`] accepts: one grid row of blocks per 32 rows, at most 65535.
+/// Largest `rows` [`transpose`] accepts: one grid row of blocks per `TRANSPOSE_TILE` rows, at
+/// most 65535.
 pub const TRANSPOSE_MAX_ROWS: usize = 65_535 * TRANSPOSE_TILE as usize;
 
 /// `y = x^T` for the row-major `rows x cols` matrix `x` (`y` is `cols x rows`). Both hold
-/// exactly `rows * cols` elements; `rows` is in `1..=2097120`, `cols` in `1..=2^31 - 1`.
+/// exactly `rows * cols` elements; `rows` is in `1..=`[`TRANSPOSE_MAX_ROWS`], `cols` in `1..=2^31 - 1`.
 pub fn transpose(
     gpu: &Gpu,
     stream: &CudaStream,

@@ -274,9 +274,9 @@ fn hgemm_tf32_matches_reference() {
 }
 
 /// TF32 on steps 3 and 4 on rows padded only to 16 bytes (4 f32), at the edges and deep enough
-/// to split `K` (two output tiles, 129 stages), `B` given as rows (through the transposition at
-/// odd sizes) and transposed (read where it is); step 4 through its TMA epilogue where `n` is a
-/// multiple of 4 and `beta` is 0.
+/// to split `K` (two output tiles, 129 stages; one tile of 32 stages by default), `B` given as
+/// rows (through the transposition at odd sizes) and transposed (read where it is); step 4
+/// through its TMA epilogue where `n` is a multiple of 4 and `beta` is 0.
 #[test]
 fn hgemm_tf32_edge_and_deep_shapes() {
     if gpu().is_none() {
@@ -292,8 +292,14 @@ fn hgemm_tf32_edge_and_deep_shapes() {
         (70, 260, 50),
         (257, 512, 130),
         (2048, 4352, 64),
+        (32, 10, 1024),
     ] {
-        for (kernel, (alpha, beta)) in [(2, (1.0, 0.0)), (3, (1.0, 0.0)), (3, (0.5, 2.0))] {
+        for (kernel, (alpha, beta)) in [
+            (2, (1.0, 0.0)),
+            (3, (1.0, 0.0)),
+            (3, (0.5, 2.0)),
+            (4, (1.0, 0.0)),
+        ] {
             for layout in [BLayout::Rows, BLayout::Transposed] {
                 let ldb = match layout {
                     BLayout::Rows => n.next_multiple_of(4),
@@ -370,8 +376,8 @@ fn tf32_on_a_step_without_it_names_the_steps_that_have_it() {
 
 /// Every step on shapes with every edge at once, and a deep product (many pipeline rounds,
 /// the ring's phases wrapping many times), the persistent steps also with `K` cut into slices
-/// (fewer stages than slices included), `B` given as rows and transposed (through the
-/// transposition into the kernels' layout).
+/// (fewer stages than slices included), the default on one-tile products it splits, `B` given
+/// as rows and transposed (through the transposition into the kernels' layout).
 #[test]
 fn hgemm_edge_and_deep_shapes_every_step() {
     if gpu().is_none() {
@@ -383,8 +389,10 @@ fn hgemm_edge_and_deep_shapes_every_step() {
         (300, 1, 17),
         (129, 257, 1),
         (130, 250, 4100),
+        (32, 10, 1024),
+        (64, 64, 2048),
     ] {
-        for kernel in [0, 1, 2, 3, 5, 6] {
+        for kernel in [0, 1, 2, 3, 4, 5, 6] {
             for layout in [BLayout::Rows, BLayout::Transposed] {
                 let ldb = match layout {
                     BLayout::Rows => n.next_multiple_of(8),

@@ -196,7 +196,7 @@ fn round_bf16_is_exact_and_sgd_by_a_bf16_gradient_within_its_bound() {
 fn transpose_is_exact_over_awkward_shapes() {
     let dim = prop_oneof![
         2 => 1usize..70,
-        1 => prop::sample::select(vec![1usize, 31, 32, 33, 97, 257, 1031]),
+        1 => prop::sample::select(vec![1usize, 31, 32, 33, 63, 64, 65, 97, 129, 257, 1031]),
     ];
     gpu_property(48, (dim.clone(), dim), |(rows, cols)| {
         let g = gpu().unwrap();

@@ -454,15 +454,31 @@ fn slices_of(k_tiles: usize, want: usize) -> Option<Split> {
     })
 }
 
-/// Split-K for `tiles` output tiles over `k_tiles` tiles of `K` on `sms` multiprocessors: when
-/// the tiles fill at most half the multiprocessors and `K` is deep (at least 64 tiles, 32 per
-/// slice, so that the planes' extra traffic and the reduction's launch stay small beside the
-/// product), enough slices to give every multiprocessor a unit of work.
+/// Split-K for `tiles` output tiles over `k_tiles` stages of `K` on `sms` multiprocessors,
+/// where the tiles fill at most half the multiprocessors. A deep `K` (at least 64 stages) gets
+/// enough slices to give every multiprocessor a unit of work, at least 32 stages each, so that
+/// the planes' extra traffic and the reduction's launch stay small beside the product. One or
+/// two output tiles (small planes) with at least 16 stages get up to 16 slices of at least 2
+/// stages: their product is otherwise one multiprocessor's long walk.
 fn split_k(tiles: usize, k_tiles: usize, sms: usize) -> Option<Split> {
-    if 2 * tiles > sms || k_tiles < 64 {
+    if 2 * tiles > sms {
         return None;
     }
-    slices_of(k_tiles, (sms / tiles).min(k_tiles / 32).max(2))
+    let deep = if k_tiles >= 64 {
+        (sms / tiles).min(k_tiles / 32)
+    } else {
+        0
+    };
+    let few = if tiles <= 2 && k_tiles >= 16 {
+        (k_tiles / 2).min(16)
+    } else {
+        0
+    };
+    let want = deep.max(few);
+    if want < 2 {
+        return None;
+    }
+    slices_of(k_tiles, want)
 }
 
 #[cfg(test)]
@@ -509,6 +525,18 @@ mod tests {
     fn split_k_only_for_few_tiles_and_a_deep_k() {
         // 1024 x 1024 x 1024: 32 tiles, 16 K tiles: whole.
         assert_eq!(split_k(32, 16, 132), None);
+        // 256 x 512 x 1024: 4 tiles, 16 K tiles: whole.
+        assert_eq!(split_k(4, 16, 132), None);
+        // One tile: 32 x 10 x 1024 in 8 slices of 2, 128 x 256 x 4096 in 16 of 4; too
+        // shallow to pay for the reduction below 16 stages.
+        let s = split_k(1, 16, 132).unwrap();
+        assert_eq!((s.slices, s.slice_tiles), (8, 2));
+        let s = split_k(1, 64, 132).unwrap();
+        assert_eq!((s.slices, s.slice_tiles), (16, 4));
+        assert_eq!(split_k(2, 15, 132), None);
+        // One tile and a very deep K: a unit per multiprocessor wins over 16 slices.
+        let s = split_k(1, 3072, 132).unwrap();
+        assert_eq!((s.slices, s.slice_tiles), (96, 32));
         // 32 x 1024 x 196608: 4 tiles, 3072 K tiles: a unit per multiprocessor.
         let s = split_k(4, 3072, 132).unwrap();
         assert_eq!((s.slices, s.slice_tiles), (33, 94));
