@@ -162,7 +162,8 @@ pub const TRANSPOSE_TILE: u32 = 64;
 /// Rows of threads in a `transpose_*` block.
 pub const TRANSPOSE_ROWS: u32 = 4;
 /// Dynamic shared memory of one `transpose_*` block moving elements of `size` bytes: the tile
-/// with one column of padding, so that reading a tile column touches different banks.
+/// with one column of padding, so that reading a tile column of 4-byte elements touches 32
+/// different banks (2-byte elements share a bank two by two).
 pub const fn transpose_shared_bytes(size: u32) -> u32 {
     TRANSPOSE_TILE * (TRANSPOSE_TILE + 1) * size
 }

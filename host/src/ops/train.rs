@@ -222,7 +222,8 @@ pub fn round_bf16(
 pub const TRANSPOSE_MAX_ROWS: usize = 65_535 * TRANSPOSE_TILE as usize;
 
 /// `y = x^T` for the row-major `rows x cols` matrix `x` (`y` is `cols x rows`). Both hold
-/// exactly `rows * cols` elements; `rows` is in `1..=`[`TRANSPOSE_MAX_ROWS`], `cols` in `1..=2^31 - 1`.
+/// exactly `rows * cols` elements; `rows` is at least 1 and at most [`TRANSPOSE_MAX_ROWS`],
+/// `cols` in `1..=2^31 - 1`.
 pub fn transpose(
     gpu: &Gpu,
     stream: &CudaStream,

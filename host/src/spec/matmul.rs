@@ -19,8 +19,9 @@ pub enum BLayout {
 
 /// The shape, strides and scalars of one product `C = alpha * A @ B + beta * C`.
 ///
-/// `A` is `m x k` with row stride `lda`, `B` is `k x n` with row stride `ldb`, `C` is `m x n`
-/// with row stride `ldc` (all in elements, row-major). With `beta == 0`, `C` is write-only.
+/// `A` is `m x k` with row stride `lda`, `B` is `k x n` with row stride `ldb` (or `n x k` where
+/// a [`BLayout`] says so: [`Gemm::validate_with`]), `C` is `m x n` with row stride `ldc` (all
+/// in elements, row-major). With `beta == 0`, `C` is write-only.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Gemm {
     pub m: usize,

@@ -290,7 +290,8 @@ pub fn hgemm<T: Half>(
 
 /// `C = alpha * A @ B + beta * C` as [`hgemm`] does it, with `B` given transposed: `bt` holds
 /// `n x k` rows of stride `g.ldb` (`y = x W^T` for a linear layer's weight `W`). TF32 reads it
-/// where it is.
+/// where it is; bf16 and f16 read a transposed copy, whose launch takes `n` up to
+/// `65535 * TRANSPOSE_TILE` (a clear error beyond).
 pub fn hgemm_bt<T: Half>(
     gpu: &Gpu,
     stream: &Arc<CudaStream>,
