@@ -169,17 +169,15 @@ fn one_shape<T: HalfHost>(
     let reference_rows = if a.check {
         let rows = check_rows(g);
         eprintln!("computing the f64 reference for {} rows...", rows.len());
-        Some(match layout {
-            BLayout::Rows => reference::rows(g, &fa, &fb, &fc0, &rows, T::ROUNDING),
-            BLayout::Transposed => {
-                // The reference takes `B` as `k x n` rows.
-                let b: Vec<f32> = (0..g.k * g.n)
-                    .map(|i| fb[(i % g.n) * g.ldb + i / g.n])
-                    .collect();
-                let gr = Gemm { ldb: g.n, ..*g };
-                reference::rows(&gr, &fa, &b, &fc0, &rows, T::ROUNDING)
-            }
-        })
+        Some(reference::rows_with(
+            g,
+            layout,
+            &fa,
+            &fb,
+            &fc0,
+            &rows,
+            T::ROUNDING,
+        ))
     } else {
         None
     };

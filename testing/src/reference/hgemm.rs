@@ -32,7 +32,7 @@
 
 use crate::reference::matmul::{row_sums, RowCheck};
 use rayon::prelude::*;
-use streamline::spec::matmul::Gemm;
+use streamline::spec::matmul::{BLayout, Gemm};
 
 /// A type's rounding: of the output (unit roundoff and half its smallest subnormal) and of
 /// each input as the tensor cores read it.
@@ -72,6 +72,28 @@ pub const TF32: Rounding = Rounding {
 pub fn gamma_truncating(n: usize) -> f64 {
     let nu = 2.0 * n as f64 * f64::powi(2.0, -24);
     nu / (1.0 - nu)
+}
+
+/// [`rows`] for `B` laid out as `layout` says (`g.ldb` the stride of its rows either way).
+pub fn rows_with(
+    g: &Gemm,
+    layout: BLayout,
+    a: &[f32],
+    b: &[f32],
+    c0: &[f32],
+    rows_of_c: &[usize],
+    out: Rounding,
+) -> Vec<RowCheck> {
+    match layout {
+        BLayout::Rows => rows(g, a, b, c0, rows_of_c, out),
+        BLayout::Transposed => {
+            // `B` as `k x n` rows: row `j` of the given `n x k` is column `j`.
+            let kn: Vec<f32> = (0..g.k * g.n)
+                .map(|i| b[(i % g.n) * g.ldb + i / g.n])
+                .collect();
+            rows(&Gemm { ldb: g.n, ..*g }, a, &kn, c0, rows_of_c, out)
+        }
+    }
 }
 
 /// Reference values and bounds (module documentation) for the listed rows of `C`; `a`, `b`,
@@ -117,6 +139,31 @@ pub fn rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_transposed_b_gives_the_rows_layouts_values_and_bounds() {
+        // 2 x 3 x 4: `B` as 4 x 3 rows (stride 3) and as 3 x 4 rows padded to stride 6.
+        let g = Gemm::dense(2, 3, 4);
+        let a: Vec<f32> = (0..8).map(|i| i as f32 - 3.5).collect();
+        let b: Vec<f32> = (0..12).map(|i| 0.25 * i as f32 - 1.0).collect();
+        let mut bt = vec![f32::NAN; 3 * 6];
+        for kk in 0..4 {
+            for j in 0..3 {
+                bt[j * 6 + kk] = b[kk * 3 + j];
+            }
+        }
+        let want = rows(&g, &a, &b, &[], &[0, 1], BF16);
+        let got = rows_with(
+            &Gemm { ldb: 6, ..g },
+            BLayout::Transposed,
+            &a,
+            &bt,
+            &[],
+            &[0, 1],
+            BF16,
+        );
+        assert_eq!(format!("{want:?}"), format!("{got:?}"));
+    }
 
     #[test]
     fn bound_covers_the_output_rounding_of_an_exact_product() {

@@ -187,17 +187,7 @@ fn run_case_as<T: Elem>(
     prop_assert_eq!(stray, 0, "{} elements outside C were written", stray);
     let got: Vec<f32> = out[oc..oc + nc].iter().map(|v| v.f32()).collect();
     let rows: Vec<usize> = (0..g.m).collect();
-    let want = match c.layout {
-        BLayout::Rows => reference::rows(g, &fa, &fb, &fc0, &rows, rounding),
-        BLayout::Transposed => {
-            // The reference takes `B` as `k x n` rows: row `j` of the given `n x k` is column `j`.
-            let b: Vec<f32> = (0..g.k * g.n)
-                .map(|i| fb[(i % g.n) * g.ldb + i / g.n])
-                .collect();
-            let rg = Gemm { ldb: g.n, ..*g };
-            reference::rows(&rg, &fa, &b, &fc0, &rows, rounding)
-        }
-    };
+    let want = reference::rows_with(g, c.layout, &fa, &fb, &fc0, &rows, rounding);
     let cmp = compare(g, &got, &want);
     prop_assert!(cmp.outside == 0, "{}", cmp);
     Ok(())
