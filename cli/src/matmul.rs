@@ -163,15 +163,25 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, a: MatmulArgs) -> Resul
 }
 
 /// The element counts of A, B and C (see [`Gemm::validate`]), refused unless A, B and two
-/// C of `elem` bytes each fit in the device's free memory.
+/// C of `elem` bytes each fit in the device's free memory, and with `b_copied` the transposed
+/// copy of `B` the product makes (its rows padded to 16 bytes).
 pub fn operands_fit(
     gpu: &Gpu,
     g: &Gemm,
-    layout: BLayout,
+    (layout, b_copied): (BLayout, bool),
     elem: u128,
 ) -> Result<(usize, usize, usize)> {
     let (na, nb, nc) = g.validate_with(layout)?;
-    let bytes = elem * (na as u128 + nb as u128 + 2 * nc as u128);
+    let copy = if b_copied {
+        let (rows, cols) = match layout {
+            BLayout::Rows => (g.k, g.n),
+            BLayout::Transposed => (g.n, g.k),
+        };
+        (rows as u128).next_multiple_of(16 / elem) * cols as u128
+    } else {
+        0
+    };
+    let bytes = elem * (na as u128 + nb as u128 + copy + 2 * nc as u128);
     let (free, _) = gpu.context().mem_get_info().op("cuMemGetInfo")?;
     if bytes > free as u128 {
         bail!(
@@ -196,7 +206,7 @@ fn one_shape(gpu: &Gpu, g: &Gemm, a: &MatmulArgs) -> Result<ShapeResult> {
         "all" => SGEMM_ALL.iter().map(Kernel::Fixed).collect(),
         s => vec![Kernel::parse(s)?],
     };
-    let (na, nb, nc) = operands_fit(gpu, g, BLayout::Rows, 4)?;
+    let (na, nb, nc) = operands_fit(gpu, g, (BLayout::Rows, false), 4)?;
     let stream = gpu.stream().clone();
     let ha = randn_f32(na, a.seed);
     let hb = randn_f32(nb, a.seed.wrapping_add(1));

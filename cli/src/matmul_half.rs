@@ -147,7 +147,12 @@ fn one_shape<T: HalfHost>(
     } else {
         BLayout::Rows
     };
-    let (na, nb, nc) = operands_fit(gpu, g, layout, std::mem::size_of::<T>() as u128)?;
+    let (na, nb, nc) = operands_fit(
+        gpu,
+        g,
+        (layout, layout != T::B_READ),
+        std::mem::size_of::<T>() as u128,
+    )?;
     let stream = gpu.stream().clone();
     let round = |v: Vec<f32>| -> (Vec<T>, Vec<f32>) {
         let h: Vec<T> = v.into_iter().map(T::from_f32).collect();

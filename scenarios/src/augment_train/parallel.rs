@@ -11,14 +11,18 @@
 //! The report sets N GPUs against one GPU with the same batch, timed in the same command, both
 //! the one-GPU pipeline and the data-parallel step on a world of one GPU (the same step with
 //! nothing to all-reduce, so the difference is the communication's): steps/s, images/s,
-//! the scaling efficiency, and how much of the gradients' all-reduce the step hides. The
+//! the scaling efficiency, and how much of the gradients' all-reduce the step hides. The N
+//! GPUs also run side by side with nothing to all-reduce (each a world of one), which sets
+//! apart what running N at once costs besides the communication (the host's threads, memory
+//! and links, shared), and the report says how long the loaders kept the steps waiting. The
 //! check: the weights bit-identical on every GPU, and the last step against the f64 reference
 //! of one SGD step on the global batch (what one GPU would compute from all N parts), within
 //! the bound of the type the gradient travelled in.
 
 use crate::gpus::{open_peers, report_against_one, together, wall_ms, Job};
 use crate::{check_mlp_weights, sample_indices, Check, Common, Report};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use streamline::engine::pool::StreamSpec;
 use streamline::engine::{Plan, StreamPool};
 use streamline::error::Result;
@@ -33,7 +37,7 @@ use super::*;
 /// One GPU's part of the run.
 struct Member<'g> {
     gpu: &'g Gpu,
-    pool: StreamPool,
+    pool: Arc<StreamPool>,
     comm: Arc<Comm>,
 }
 
@@ -96,11 +100,33 @@ fn on_every_gpu(
     together(&comms, jobs)
 }
 
-/// `steps` steps of the pipelined run on one GPU, waited for.
-fn steps_on(m: &Member, su: &mut Setup, plan: &Plan, steps: usize) -> Result<()> {
-    su.run(m.gpu, &m.pool, plan, &[0, 1], None, &mut None, steps)?;
+/// Time the steps waited for their loaders, and the steps run, summed over GPUs and runs.
+type Starved = Mutex<(Duration, usize)>;
+
+/// `steps` steps of the pipelined run on one GPU, waited for; adds the time they waited for
+/// the loader to `starved`.
+fn steps_on(
+    m: &Member,
+    su: &mut Setup,
+    plan: &Plan,
+    steps: usize,
+    starved: &Starved,
+) -> Result<()> {
+    let stats = su.run(m.gpu, &m.pool, plan, &[0, 1], None, &mut None, steps)?;
     m.comm.synchronize(m.pool.stream(2)?)?;
-    m.pool.synchronize()
+    m.pool.synchronize()?;
+    let mut w = starved.lock().unwrap_or_else(|e| e.into_inner());
+    w.0 += stats.starved;
+    w.1 += steps;
+    Ok(())
+}
+
+/// Mean ms per step that the steps of `starved` waited for their loaders (and clears it).
+fn starved_ms(starved: &Starved) -> f64 {
+    let mut w = starved.lock().unwrap_or_else(|e| e.into_inner());
+    let ms = w.0.as_secs_f64() * 1e3 / w.1.max(1) as f64;
+    *w = (Duration::ZERO, 0);
+    ms
 }
 
 /// Runs seed 003 data-parallel on devices `0..o.gpus` (`gpu` is device 0).
@@ -112,7 +138,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let comms = Comm::local(&gpus, DEFAULT_TIMEOUT)?;
     let single = vec![Member {
         gpu,
-        pool: pool(gpu)?,
+        pool: Arc::new(pool(gpu)?),
         comm: Arc::new(Comm::local(&[gpu], DEFAULT_TIMEOUT)?.remove(0)),
     }];
     let members = gpus
@@ -121,11 +147,23 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         .map(|(g, c)| {
             Ok(Member {
                 gpu: g,
-                pool: pool(g)?,
+                pool: Arc::new(pool(g)?),
                 comm: Arc::new(c),
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    // The same GPUs and streams, each a world of one: side by side with nothing to all-reduce.
+    let apart = members
+        .iter()
+        .map(|m| {
+            Ok(Member {
+                gpu: m.gpu,
+                pool: m.pool.clone(),
+                comm: Arc::new(Comm::local(&[m.gpu], DEFAULT_TIMEOUT)?.remove(0)),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let starved = Starved::default();
     let plan = spec(None, false).plan()?;
     let steps = o.train.steps;
     let mut table = vec![[
@@ -136,6 +174,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         "scaling efficiency",
         "gradient all-reduce alone ms",
         "all-reduce hidden",
+        "waiting for the loader ms per step",
     ]
     .map(String::from)
     .to_vec()];
@@ -151,26 +190,37 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             let m = &members[0];
             let mut su = Setup::new(&m.pool, o, batch, seed, None, None)?;
             wall_ms(common.reps, || {
-                su.run(m.gpu, &m.pool, &plan, &[0, 1], None, &mut None, steps)?;
-                m.pool.synchronize()
+                let stats = su.run(m.gpu, &m.pool, &plan, &[0, 1], None, &mut None, steps)?;
+                m.pool.synchronize()?;
+                let mut w = starved.lock().unwrap_or_else(|e| e.into_inner());
+                w.0 += stats.starved;
+                w.1 += steps;
+                Ok(())
             })? / steps as f64
         };
+        let one_starved = starved_ms(&starved);
         // The data-parallel step on a world of one GPU: what the step costs without a peer.
         let alone = {
             let m = &single[0];
             let mut su = [m.setup(o, batch, seed, 0, 1)?];
             wall_ms(common.reps, || {
-                on_every_gpu(&single, &mut su, |m, su| steps_on(m, su, &plan, steps))
+                on_every_gpu(&single, &mut su, |m, su| {
+                    steps_on(m, su, &plan, steps, &starved)
+                })
             })? / steps as f64
         };
+        let alone_starved = starved_ms(&starved);
         let mut setups = members
             .iter()
             .enumerate()
             .map(|(g, m)| m.setup(o, batch, seed, g, n))
             .collect::<Result<Vec<_>>>()?;
         let many = wall_ms(common.reps, || {
-            on_every_gpu(&members, &mut setups, |m, su| steps_on(m, su, &plan, steps))
+            on_every_gpu(&members, &mut setups, |m, su| {
+                steps_on(m, su, &plan, steps, &starved)
+            })
         })? / steps as f64;
+        let many_starved = starved_ms(&starved);
         let comm_ms = all_reduce_alone(&members, &mut setups, common.reps)?;
         same_weights(&members, &setups, &mut check)?;
         if batch == smallest && !verified {
@@ -186,9 +236,19 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             )?;
             verified = true;
         }
+        // Last, as the GPUs' weights part ways: the same setups, each GPU a world of one.
+        for (m, su) in apart.iter().zip(setups.iter_mut()) {
+            su.reduce = Some(m.reduce()?);
+        }
+        let side_by_side = wall_ms(common.reps, || {
+            on_every_gpu(&apart, &mut setups, |m, su| {
+                steps_on(m, su, &plan, steps, &starved)
+            })
+        })? / steps as f64;
+        let apart_starved = starved_ms(&starved);
         let efficiency = one / many;
         let hidden = (1.0 - (many - one) / comm_ms).clamp(0.0, 1.0);
-        let row = |g: usize, ms: f64, eff: String, alone: String, hid: String| {
+        let row = |g: usize, ms: f64, eff: String, (alone, hid): (String, String), wait: f64| {
             vec![
                 batch.to_string(),
                 g.to_string(),
@@ -197,22 +257,34 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
                 eff,
                 alone,
                 hid,
+                format!("{wait:.3}"),
             ]
         };
-        table.push(row(1, one, "1.00".into(), "-".into(), "-".into()));
+        let none = || ("-".to_string(), "-".to_string());
+        table.push(row(1, one, "1.00".into(), none(), one_starved));
         table.push(row(
             1,
             alone,
             format!("{:.3} (world of one)", one / alone),
-            "-".into(),
-            "-".into(),
+            none(),
+            alone_starved,
+        ));
+        table.push(row(
+            n,
+            side_by_side,
+            format!(
+                "{:.3} (side by side, nothing all-reduced)",
+                one / side_by_side
+            ),
+            none(),
+            apart_starved,
         ));
         table.push(row(
             n,
             many,
             format!("{efficiency:.3}"),
-            format!("{comm_ms:.3}"),
-            format!("{:.0}%", 100.0 * hidden),
+            (format!("{comm_ms:.3}"), format!("{:.0}%", 100.0 * hidden)),
+            many_starved,
         ));
         if batch == headline {
             head = (one, many);

@@ -103,7 +103,7 @@ struct Case {
     /// 6: step 3 into 5. TF32 (Hopper only) runs the persistent step for 0 to 2, the TMA-store
     /// one for 3.
     kernel: usize,
-    /// Offsets of A, B, C in their buffers, in units of 8 elements.
+    /// Offsets of A, B, C in their buffers, in elements.
     offsets: [usize; 3],
     /// How `B` is given (`g.ldb` the stride of its rows either way).
     layout: BLayout,
@@ -151,7 +151,7 @@ fn run_case_as<T: Elem>(
     let s = gpu.stream();
     let g = &c.g;
     let (na, nb, nc) = g.validate_with(c.layout).unwrap();
-    let [oa, ob, oc] = c.offsets.map(|o| 8 * o);
+    let [oa, ob, oc] = c.offsets;
     let (a, fa) = values_as::<T>(na, c.seed, f);
     let (b, fb) = values_as::<T>(nb, c.seed + 1, f);
     let (c0, fc0) = values_as::<T>(nc, c.seed + 2, f);
@@ -240,7 +240,7 @@ fn case() -> impl Strategy<Value = Case> {
                         beta,
                     },
                     kernel,
-                    offsets: [oa, ob, oc],
+                    offsets: [8 * oa, 8 * ob, 8 * oc],
                     layout,
                     seed: seed >> 8,
                 }
@@ -305,7 +305,7 @@ fn hgemm_tf32_edge_and_deep_shapes() {
                         ..Gemm::dense(m, n, k)
                     },
                     kernel,
-                    offsets: [1, 0, 2],
+                    offsets: [8, 0, 16],
                     layout,
                     seed: (m * n + k) as u64,
                 };
@@ -339,7 +339,7 @@ fn hgemm_tf32_exact_inputs_meet_the_sum_only_bound() {
                     ..Gemm::dense(m, n, k)
                 },
                 kernel,
-                offsets: [0, 1, 0],
+                offsets: [0, 8, 0],
                 layout: BLayout::Rows,
                 seed: (m + n * k) as u64,
             };
@@ -396,7 +396,7 @@ fn hgemm_edge_and_deep_shapes_every_step() {
                         ..Gemm::dense(m, n, k)
                     },
                     kernel,
-                    offsets: [1, 0, 2],
+                    offsets: [8, 0, 16],
                     layout,
                     seed: (m * n + k) as u64,
                 };
@@ -557,17 +557,19 @@ fn misaligned_rows_and_addresses_name_the_argument() {
         lda: 20,
         ..Gemm::dense(4, 8, 20)
     };
-    let e = check_alignment(&g, 2, 0, 0, 0).unwrap_err().to_string();
+    let e = check_alignment(&g, 2, 0, Some(0), 0)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("lda") && e.contains("multiple of 8"), "{e}");
     // f32 rows need 4 elements to 16 bytes.
-    check_alignment(&g, 4, 0, 0, 0).unwrap();
-    let e = check_alignment(&Gemm { lda: 18, ..g }, 4, 0, 0, 0)
+    check_alignment(&g, 4, 0, Some(0), 0).unwrap();
+    let e = check_alignment(&Gemm { lda: 18, ..g }, 4, 0, Some(0), 0)
         .unwrap_err()
         .to_string();
     assert!(e.contains("lda") && e.contains("multiple of 4"), "{e}");
     let g = Gemm::dense(4, 8, 16);
-    check_alignment(&g, 2, 256, 512, 1024).unwrap();
-    let e = check_alignment(&g, 2, 256, 514, 1024)
+    check_alignment(&g, 2, 256, Some(512), 1024).unwrap();
+    let e = check_alignment(&g, 2, 256, Some(514), 1024)
         .unwrap_err()
         .to_string();
     assert!(
@@ -575,6 +577,51 @@ fn misaligned_rows_and_addresses_name_the_argument() {
         "{e}"
     );
     assert!(e.contains("16-byte aligned"), "{e}");
+    // A `B` the kernels read only through a transposed copy may have any stride and address.
+    let odd = Gemm { ldb: 9, ..g };
+    let e = check_alignment(&odd, 2, 256, Some(514), 1024)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ldb"), "{e}");
+    check_alignment(&odd, 2, 256, None, 1024).unwrap();
+}
+
+/// A `B` that reaches the kernels through a transposed copy (bf16 given `n x k`, TF32 given
+/// `k x n`) may start anywhere and have rows of any stride: the copy is aligned.
+#[test]
+fn copied_b_takes_any_stride_and_offset() {
+    if gpu().is_none() {
+        return;
+    }
+    for (m, n, k) in [(33usize, 70usize, 45usize), (129, 9, 200), (8, 300, 1030)] {
+        for kernel in [0, 3, 4, 5] {
+            let c = Case {
+                g: Gemm {
+                    lda: k.next_multiple_of(8),
+                    ldb: k + 1,
+                    ldc: n.next_multiple_of(8),
+                    ..Gemm::dense(m, n, k)
+                },
+                kernel,
+                offsets: [8, 3, 16],
+                layout: BLayout::Transposed,
+                seed: (m + n + k) as u64,
+            };
+            run_case::<bf16>(&c).unwrap_or_else(|e| panic!("bf16 {m}x{n}x{k} step {kernel}: {e}"));
+            let c = Case {
+                g: Gemm {
+                    lda: k.next_multiple_of(4),
+                    ldb: n + 1,
+                    ldc: n.next_multiple_of(4),
+                    ..Gemm::dense(m, n, k)
+                },
+                offsets: [4, 1, 8],
+                layout: BLayout::Rows,
+                ..c
+            };
+            run_case::<f32>(&c).unwrap_or_else(|e| panic!("tf32 {m}x{n}x{k} step {kernel}: {e}"));
+        }
+    }
 }
 
 #[test]

@@ -246,10 +246,13 @@ pub fn prefers_mma(g: &Gemm) -> bool {
 
 /// Checks what the tensor-core kernels need beyond [`Gemm::check_lengths`] for elements of
 /// `size` bytes: rows starting on 16-byte boundaries (strides multiples of 16 bytes, addresses
-/// 16-byte aligned).
-pub fn check_alignment(g: &Gemm, size: usize, a: u64, b: u64, c: u64) -> Result<()> {
+/// 16-byte aligned). `b` is `None` where the kernels read a transposed copy of `B` rather than
+/// `B` itself (the copy has rows of its own, and the transposition takes any stride and
+/// address).
+pub fn check_alignment(g: &Gemm, size: usize, a: u64, b: Option<u64>, c: u64) -> Result<()> {
     let align = 16 / size;
-    for (arg, ld) in [("lda", g.lda), ("ldb", g.ldb), ("ldc", g.ldc)] {
+    let ldb = b.map(|_| ("ldb", g.ldb));
+    for (arg, ld) in [("lda", g.lda), ("ldc", g.ldc)].into_iter().chain(ldb) {
         if ld % align != 0 {
             return Err(Error::arg(
                 arg,
@@ -257,7 +260,7 @@ pub fn check_alignment(g: &Gemm, size: usize, a: u64, b: u64, c: u64) -> Result<
             ));
         }
     }
-    for (arg, addr) in [("a", a), ("b", b), ("c", c)] {
+    for (arg, addr) in [("a", a), ("c", c)].into_iter().chain(b.map(|b| ("b", b))) {
         if addr % 16 != 0 {
             return Err(Error::arg(
                 arg,
@@ -321,7 +324,8 @@ fn product<T: Half>(
         address(b, stream),
         c.device_ptr_mut(stream).0,
     );
-    check_alignment(g, size, pa, pb, pc)?;
+    let copied = layout != T::B_READ;
+    check_alignment(g, size, pa, (!copied).then_some(pb), pc)?;
     let (t, k) = kernel.resolve::<T>(gpu, g)?;
     // `K` per stage: 128-byte rows for the TMA steps, whatever the element's size.
     let bk = if t.tma {
@@ -336,7 +340,40 @@ fn product<T: Half>(
         _ if t.persistent => split_k(tiles, g.k.div_ceil(bk), sms),
         _ => None,
     };
-    let units = tiles * split.map_or(1, |s| s.slices as usize);
+    // The persistent steps count units of work in `u32`; a split's partials are `slices`
+    // f32 planes of `m x n`.
+    let slices = split.map_or(1, |s| s.slices as usize);
+    let units = tiles
+        .checked_mul(slices)
+        .filter(|&u| u <= u32::MAX as usize)
+        .ok_or_else(|| {
+            Error::arg(
+                "k",
+                format!(
+                    "{} x {} in {tiles} tiles cut into {slices} slices of K is above the {} units of work a launch counts",
+                    g.m,
+                    g.n,
+                    u32::MAX
+                ),
+            )
+        })?;
+    let partial_bytes = match split {
+        Some(_) => Some(
+            (g.m.checked_mul(g.n))
+                .and_then(|v| v.checked_mul(4 * slices))
+                .filter(|&v| v <= isize::MAX as usize)
+                .ok_or_else(|| {
+                    Error::arg(
+                        "k",
+                        format!(
+                            "{slices} slices of {} x {} partial sums overflow the address space",
+                            g.m, g.n
+                        ),
+                    )
+                })?,
+        ),
+        None => None,
+    };
     let tiles = if t.persistent { units.min(sms) } else { units };
     let blocks = u32::try_from(tiles)
         .ok()
@@ -353,7 +390,7 @@ fn product<T: Half>(
     let module = gpu.kernels()?;
     // `B` the other way round than the kernels read it: a transposed copy made first (rows
     // padded to 16 bytes).
-    let transposed = if layout != T::B_READ {
+    let transposed = if copied {
         Some(transpose_b(gpu, stream, g, layout, b)?)
     } else {
         None
@@ -362,8 +399,8 @@ fn product<T: Half>(
         Some((bt, ld)) => (bt.floats().addr(), *ld),
         None => (pb, g.ldb),
     };
-    let partials = match split {
-        Some(s) => Some(Scratch::new(stream, 4 * s.slices as usize * g.m * g.n)?),
+    let partials = match partial_bytes {
+        Some(bytes) => Some(Scratch::new(stream, bytes)?),
         None => None,
     };
     // A loop that multiplies the same operands again finds their maps on the device (for a
