@@ -69,7 +69,7 @@ enum What {
 /// One checked collective, ready to queue.
 struct Call<'a> {
     comm: &'a Comm,
-    stream: CUstream,
+    stream: &'a CudaStream,
     what: What,
     send: u64,
     recv: u64,
@@ -351,7 +351,7 @@ impl<'a> Batch<'a> {
     ) {
         self.calls.push(Call {
             comm,
-            stream: stream.cu_stream(),
+            stream,
             what,
             send,
             recv,
@@ -382,6 +382,22 @@ impl<'a> Batch<'a> {
             .map(|c| c.busy.lock().unwrap_or_else(|e| e.into_inner()))
             .collect();
         let raws = comms.iter().map(|c| c.raw()).collect::<Result<Vec<_>>>()?;
+        // A communicator with a stream of its own for its kernels: that stream waits for what
+        // each call's stream has queued (the buffers' earlier users among it), and each call's
+        // stream for the kernels, once queued.
+        for c in &calls {
+            if let Some(k) = &c.comm.kernels {
+                k.join(c.stream).op("cuStreamWaitEvent")?;
+            }
+        }
+        let join_back = || -> Result<()> {
+            for c in &calls {
+                if let Some(k) = &c.comm.kernels {
+                    c.stream.join(k).op("cuStreamWaitEvent")?;
+                }
+            }
+            Ok(())
+        };
         // SAFETY: opens the group the calls below join; closed below on every path.
         let r = unsafe { (n.group_start)() };
         if r != SUCCESS {
@@ -398,23 +414,26 @@ impl<'a> Batch<'a> {
                 break;
             }
             let (s, r) = (c.send as *const c_void, c.recv as *mut c_void);
+            let stream: CUstream = c
+                .comm
+                .kernels
+                .as_ref()
+                .map_or(c.stream.cu_stream(), |k| k.cu_stream());
             // SAFETY: the addresses are the checked buffers' (on the communicator's device, of
             // the lengths each call reads and writes), kept alive and ordered by the guards
             // until the group is queued; the stream is live and on the same device.
             let res = unsafe {
                 match c.what {
-                    What::AllReduce(op) => {
-                        (n.all_reduce)(s, r, c.count, c.dtype, op, raw, c.stream)
-                    }
+                    What::AllReduce(op) => (n.all_reduce)(s, r, c.count, c.dtype, op, raw, stream),
                     What::Broadcast(root) => {
-                        (n.broadcast)(s, r, c.count, c.dtype, root, raw, c.stream)
+                        (n.broadcast)(s, r, c.count, c.dtype, root, raw, stream)
                     }
-                    What::AllGather => (n.all_gather)(s, r, c.count, c.dtype, raw, c.stream),
+                    What::AllGather => (n.all_gather)(s, r, c.count, c.dtype, raw, stream),
                     What::ReduceScatter(op) => {
-                        (n.reduce_scatter)(s, r, c.count, c.dtype, op, raw, c.stream)
+                        (n.reduce_scatter)(s, r, c.count, c.dtype, op, raw, stream)
                     }
-                    What::Send(peer) => (n.send)(s, c.count, c.dtype, peer, raw, c.stream),
-                    What::Recv(peer) => (n.recv)(r, c.count, c.dtype, peer, raw, c.stream),
+                    What::Send(peer) => (n.send)(s, c.count, c.dtype, peer, raw, stream),
+                    What::Recv(peer) => (n.recv)(r, c.count, c.dtype, peer, raw, stream),
                 }
             };
             if res != SUCCESS && res != IN_PROGRESS {
@@ -428,6 +447,8 @@ impl<'a> Batch<'a> {
             failed.get_or_insert(nccl_error(n, r, "ncclGroupEnd", std::ptr::null_mut()));
         }
         drop(locks);
+        // Whatever happened, the calls' streams wait for what reached the kernels' streams.
+        let joined = join_back();
         if let Some(e) = failed {
             comms.iter().for_each(|c| c.abort());
             return Err(e);
@@ -439,6 +460,11 @@ impl<'a> Batch<'a> {
                 comms.iter().for_each(|c| c.abort());
                 return Err(e);
             }
+        }
+        if let Err(e) = joined {
+            // A call's stream could not be ordered after its collective: none may go on.
+            comms.iter().for_each(|c| c.abort());
+            return Err(e);
         }
         // Every access is recorded on its stream now, after the group's kernels.
         drop(guards);

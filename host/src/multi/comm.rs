@@ -43,6 +43,8 @@ pub struct Comm {
     aborted: AtomicBool,
     /// NCCL allows one call at a time on a communicator.
     pub(super) busy: Mutex<()>,
+    /// The stream NCCL's kernels go on, where not the stream each collective is given.
+    pub(super) kernels: Option<Arc<CudaStream>>,
 }
 
 // SAFETY: an NCCL communicator may be used from any thread, one call at a time (`busy`).
@@ -186,6 +188,7 @@ impl Comm {
             timeout,
             aborted: AtomicBool::new(false),
             busy: Mutex::new(()),
+            kernels: None,
         }
     }
 
@@ -213,6 +216,34 @@ impl Comm {
     pub fn with_timeout(mut self, timeout: Duration) -> Comm {
         self.timeout = timeout;
         self
+    }
+
+    /// The same communicator with NCCL's kernels queued on `stream` (of this communicator's
+    /// device, in any of its contexts) whatever stream a collective is given: that stream
+    /// still orders the collective with the buffers' other users, through events to and from
+    /// `stream`. With the training step's kernels kept to a green context's SMs (see
+    /// [`Gpu::with_side_sms`]), a stream of the device's primary context lets NCCL's blocks
+    /// start on the SMs the step leaves free, instead of waiting for the step's blocks and
+    /// sharing its SMs.
+    pub fn with_kernel_stream(mut self, stream: Arc<CudaStream>) -> Result<Comm> {
+        let on = stream.context().ordinal();
+        if on != self.ordinal() {
+            return Err(Error::arg(
+                "stream",
+                format!(
+                    "is a stream of device {on}, the communicator of rank {} is on device {}",
+                    self.rank,
+                    self.ordinal()
+                ),
+            ));
+        }
+        self.kernels = Some(stream);
+        Ok(self)
+    }
+
+    /// The stream NCCL's kernels go on, where [`Comm::with_kernel_stream`] set one.
+    pub fn kernel_stream(&self) -> Option<&Arc<CudaStream>> {
+        self.kernels.as_ref()
     }
 
     /// How long a wait on this communicator may take.

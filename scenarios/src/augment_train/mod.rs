@@ -100,6 +100,12 @@ pub struct Options {
     /// Opening the device with them is the caller's part ([`side_sms`]).
     #[arg(long)]
     pub decoder_sms: Option<u32>,
+    /// SMs of each GPU left to NCCL's kernels in a data-parallel run (at least this many: the
+    /// driver splits them in groups): the step's kernels run on the others (a green context)
+    /// and the all-reduces on a stream of the primary context, so that neither waits for nor
+    /// slows the other's blocks; 0 shares every SM.
+    #[arg(long, default_value_t = 0)]
+    pub comm_sms: u32,
 }
 
 /// SMs kept for the decoder where `--decoder-sms` is not given.
@@ -143,6 +149,7 @@ impl Default for Options {
             soak: 0,
             forward_kernel: streamline::ops::matmul::Kernel::Auto,
             decoder_sms: None,
+            comm_sms: 0,
         }
     }
 }
@@ -224,6 +231,12 @@ pub fn validate(o: &Options) -> Result<()> {
         return Err(Error::arg("soak", "runs on one GPU: leave --gpus at 1"));
     }
     crate::within("buckets", o.buckets, 1..=64)?;
+    if o.gpus == 1 && o.comm_sms > 0 {
+        return Err(Error::arg(
+            "comm-sms",
+            "keeps SMs for the all-reduces of a data-parallel run: give --gpus 2 or more, or leave it at 0",
+        ));
+    }
     if o.gpus == 1 && o.grad_dtype != GradDtype::F32 {
         return Err(Error::arg(
             "grad-dtype",

@@ -14,15 +14,14 @@
 //! the scaling efficiency, and how much of the gradients' all-reduce the step hides. The N
 //! GPUs also run side by side with nothing to all-reduce (each a world of one), which sets
 //! apart what running N at once costs besides the communication (the host's threads, memory
-//! and links, shared), and the report says how long the loaders kept the steps waiting. The
+//! and links, shared). The
 //! check: the weights bit-identical on every GPU, and the last step against the f64 reference
 //! of one SGD step on the global batch (what one GPU would compute from all N parts), within
 //! the bound of the type the gradient travelled in.
 
 use crate::gpus::{open_peers, report_against_one, together, wall_ms, Job};
 use crate::{check_mlp_weights, sample_indices, Check, Common, Report};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 use streamline::engine::pool::StreamSpec;
 use streamline::engine::{Plan, StreamPool};
 use streamline::error::Result;
@@ -100,33 +99,11 @@ fn on_every_gpu(
     together(&comms, jobs)
 }
 
-/// Time the steps waited for their loaders, and the steps run, summed over GPUs and runs.
-type Starved = Mutex<(Duration, usize)>;
-
-/// `steps` steps of the pipelined run on one GPU, waited for; adds the time they waited for
-/// the loader to `starved`.
-fn steps_on(
-    m: &Member,
-    su: &mut Setup,
-    plan: &Plan,
-    steps: usize,
-    starved: &Starved,
-) -> Result<()> {
-    let stats = su.run(m.gpu, &m.pool, plan, &[0, 1], None, &mut None, steps)?;
+/// `steps` steps of the pipelined run on one GPU, waited for.
+fn steps_on(m: &Member, su: &mut Setup, plan: &Plan, steps: usize) -> Result<()> {
+    su.run(m.gpu, &m.pool, plan, &[0, 1], None, &mut None, steps)?;
     m.comm.synchronize(m.pool.stream(2)?)?;
-    m.pool.synchronize()?;
-    let mut w = starved.lock().unwrap_or_else(|e| e.into_inner());
-    w.0 += stats.starved;
-    w.1 += steps;
-    Ok(())
-}
-
-/// Mean ms per step that the steps of `starved` waited for their loaders (and clears it).
-fn starved_ms(starved: &Starved) -> f64 {
-    let mut w = starved.lock().unwrap_or_else(|e| e.into_inner());
-    let ms = w.0.as_secs_f64() * 1e3 / w.1.max(1) as f64;
-    *w = (Duration::ZERO, 0);
-    ms
+    m.pool.synchronize()
 }
 
 /// Runs seed 003 data-parallel on devices `0..o.gpus` (`gpu` is device 0).
@@ -135,35 +112,62 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let n = o.gpus;
     let others = open_peers(gpu, n)?;
     let gpus: Vec<&Gpu> = std::iter::once(gpu).chain(others.iter()).collect();
+    // With SMs left to NCCL, each device opened again for the step, on the other SMs; the
+    // communicators stay on the devices' primary contexts, their kernels on a stream there.
+    let split: Vec<Gpu> = if o.comm_sms > 0 {
+        gpus.iter()
+            .map(|g| Gpu::with_side_sms(g.info().ordinal, None, o.comm_sms))
+            .collect::<Result<_>>()?
+    } else {
+        Vec::new()
+    };
+    let step_gpus: Vec<&Gpu> = if split.is_empty() {
+        gpus.clone()
+    } else {
+        split.iter().collect()
+    };
+    let comm_of = |c: Comm, plain: &Gpu| -> Result<Arc<Comm>> {
+        Ok(Arc::new(if o.comm_sms > 0 {
+            c.with_kernel_stream(plain.new_stream()?)?
+        } else {
+            c
+        }))
+    };
+    let alone_comm =
+        |plain: &Gpu| comm_of(Comm::local(&[plain], DEFAULT_TIMEOUT)?.remove(0), plain);
     let comms = Comm::local(&gpus, DEFAULT_TIMEOUT)?;
     let single = vec![Member {
-        gpu,
-        pool: Arc::new(pool(gpu)?),
-        comm: Arc::new(Comm::local(&[gpu], DEFAULT_TIMEOUT)?.remove(0)),
+        gpu: step_gpus[0],
+        pool: Arc::new(pool(step_gpus[0])?),
+        comm: alone_comm(gpu)?,
     }];
-    let members = gpus
+    let members = step_gpus
         .iter()
         .zip(comms)
-        .map(|(g, c)| {
+        .zip(&gpus)
+        .map(|((g, c), plain)| {
             Ok(Member {
                 gpu: g,
                 pool: Arc::new(pool(g)?),
-                comm: Arc::new(c),
+                comm: comm_of(c, plain)?,
             })
         })
         .collect::<Result<Vec<_>>>()?;
     // The same GPUs and streams, each a world of one: side by side with nothing to all-reduce.
     let apart = members
         .iter()
-        .map(|m| {
+        .zip(&gpus)
+        .map(|(m, plain)| {
             Ok(Member {
                 gpu: m.gpu,
                 pool: m.pool.clone(),
-                comm: Arc::new(Comm::local(&[m.gpu], DEFAULT_TIMEOUT)?.remove(0)),
+                comm: alone_comm(plain)?,
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let starved = Starved::default();
+    // One GPU with every SM: the baseline.
+    let base = pool(gpu)?;
+
     let plan = spec(None, false).plan()?;
     let steps = o.train.steps;
     let mut table = vec![[
@@ -174,7 +178,6 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         "scaling efficiency",
         "gradient all-reduce alone ms",
         "all-reduce hidden",
-        "waiting for the loader ms per step",
     ]
     .map(String::from)
     .to_vec()];
@@ -187,40 +190,28 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         let seed = common.seed + 100 * i as u64;
         // One GPU, the same batch: the baseline of this command.
         let one = {
-            let m = &members[0];
-            let mut su = Setup::new(&m.pool, o, batch, seed, None, None)?;
+            let mut su = Setup::new(&base, o, batch, seed, None, None)?;
             wall_ms(common.reps, || {
-                let stats = su.run(m.gpu, &m.pool, &plan, &[0, 1], None, &mut None, steps)?;
-                m.pool.synchronize()?;
-                let mut w = starved.lock().unwrap_or_else(|e| e.into_inner());
-                w.0 += stats.starved;
-                w.1 += steps;
-                Ok(())
+                su.run(gpu, &base, &plan, &[0, 1], None, &mut None, steps)?;
+                base.synchronize()
             })? / steps as f64
         };
-        let one_starved = starved_ms(&starved);
         // The data-parallel step on a world of one GPU: what the step costs without a peer.
         let alone = {
             let m = &single[0];
             let mut su = [m.setup(o, batch, seed, 0, 1)?];
             wall_ms(common.reps, || {
-                on_every_gpu(&single, &mut su, |m, su| {
-                    steps_on(m, su, &plan, steps, &starved)
-                })
+                on_every_gpu(&single, &mut su, |m, su| steps_on(m, su, &plan, steps))
             })? / steps as f64
         };
-        let alone_starved = starved_ms(&starved);
         let mut setups = members
             .iter()
             .enumerate()
             .map(|(g, m)| m.setup(o, batch, seed, g, n))
             .collect::<Result<Vec<_>>>()?;
         let many = wall_ms(common.reps, || {
-            on_every_gpu(&members, &mut setups, |m, su| {
-                steps_on(m, su, &plan, steps, &starved)
-            })
+            on_every_gpu(&members, &mut setups, |m, su| steps_on(m, su, &plan, steps))
         })? / steps as f64;
-        let many_starved = starved_ms(&starved);
         let comm_ms = all_reduce_alone(&members, &mut setups, common.reps)?;
         same_weights(&members, &setups, &mut check)?;
         if batch == smallest && !verified {
@@ -241,14 +232,11 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             su.reduce = Some(m.reduce()?);
         }
         let side_by_side = wall_ms(common.reps, || {
-            on_every_gpu(&apart, &mut setups, |m, su| {
-                steps_on(m, su, &plan, steps, &starved)
-            })
+            on_every_gpu(&apart, &mut setups, |m, su| steps_on(m, su, &plan, steps))
         })? / steps as f64;
-        let apart_starved = starved_ms(&starved);
         let efficiency = one / many;
         let hidden = (1.0 - (many - one) / comm_ms).clamp(0.0, 1.0);
-        let row = |g: usize, ms: f64, eff: String, (alone, hid): (String, String), wait: f64| {
+        let row = |g: usize, ms: f64, eff: String, (alone, hid): (String, String)| {
             vec![
                 batch.to_string(),
                 g.to_string(),
@@ -257,17 +245,15 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
                 eff,
                 alone,
                 hid,
-                format!("{wait:.3}"),
             ]
         };
         let none = || ("-".to_string(), "-".to_string());
-        table.push(row(1, one, "1.00".into(), none(), one_starved));
+        table.push(row(1, one, "1.00".into(), none()));
         table.push(row(
             1,
             alone,
             format!("{:.3} (world of one)", one / alone),
             none(),
-            alone_starved,
         ));
         table.push(row(
             n,
@@ -277,14 +263,12 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
                 one / side_by_side
             ),
             none(),
-            apart_starved,
         ));
         table.push(row(
             n,
             many,
             format!("{efficiency:.3}"),
             (format!("{comm_ms:.3}"), format!("{:.0}%", 100.0 * hidden)),
-            many_starved,
         ));
         if batch == headline {
             head = (one, many);
@@ -300,6 +284,14 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         ),
         "the last step of the smallest batch is checked against the f64 reference of one SGD step on the global batch (all GPUs' parts), and the weights bit for bit across GPUs after every batch size".into(),
     ];
+    if let Some(sp) = split.first().and_then(|g| g.split()) {
+        notes.push(format!(
+            "the data-parallel steps' kernels ran on {} of each GPU's {} SMs (a green context), leaving {} to NCCL's kernels, queued on a stream of the device's primary context; the one-GPU pipeline had every SM",
+            sp.engine_sms,
+            sp.engine_sms + sp.side_sms,
+            sp.side_sms
+        ));
+    }
     notes.extend(skipped_note(&skipped));
     let w1_bytes = match o.grad_dtype {
         GradDtype::F32 => 4,

@@ -306,8 +306,94 @@ fn buffers_and_streams_of_another_device_or_a_capture_are_refused() {
     drop(cap);
 }
 
+/// A communicator whose kernels go on a stream of their own, in the device's primary context,
+/// while the buffers belong to a device opened with SMs kept aside (a green context), is
+/// ordered with the buffers like any collective: each round's input is written on one stream
+/// by a kernel that first waits 2 ms, all-reduced from a second stream and read on a third.
+/// A stream of another device is refused.
+#[test]
+fn a_kernel_stream_of_its_own_keeps_the_buffers_order() {
+    let _one = one_at_a_time();
+    let Some(all) = devices() else { return };
+    let plain = [&all[0].0, &all[1].0];
+    let e = Comm::local(&plain, Duration::from_secs(60))
+        .unwrap()
+        .remove(0)
+        .with_kernel_stream(plain[1].new_stream().unwrap())
+        .err()
+        .expect("a stream of device 1 for rank 0");
+    assert!(
+        e.to_string().contains("`stream`: is a stream of device 1"),
+        "{e}"
+    );
+    let split: Vec<Gpu> = plain
+        .iter()
+        .map(|g| {
+            let d = g.info().ordinal;
+            Gpu::with_side_sms(d, None, 16).unwrap_or_else(|e| {
+                eprintln!("device {d} without a split of its SMs ({e}): every SM shared");
+                Gpu::new(d, None).unwrap()
+            })
+        })
+        .collect();
+    let pools: Vec<StreamPool> = split
+        .iter()
+        .map(|g| StreamPool::named(g, &["write", "reduce", "read"]).unwrap())
+        .collect();
+    let comms: Vec<Comm> = Comm::local(&plain, Duration::from_secs(60))
+        .unwrap()
+        .into_iter()
+        .zip(plain)
+        .map(|(c, g)| c.with_kernel_stream(g.new_stream().unwrap()).unwrap())
+        .collect();
+    let n = 1 << 20;
+    let mut inputs = Vec::new();
+    let mut bufs = Vec::new();
+    for (r, p) in pools.iter().enumerate() {
+        let v: Vec<Vec<f32>> = (0..3)
+            .map(|round| (0..n).map(|i| input(r, i + round)).collect())
+            .collect();
+        inputs.push(
+            v.iter()
+                .map(|x| DeviceBuffer::from_slice(p, 0, x).unwrap())
+                .collect::<Vec<_>>(),
+        );
+        bufs.push(DeviceBuffer::<f32>::zeros(p, 0, n).unwrap());
+    }
+    for round in 0..3 {
+        for (r, (g, p)) in split.iter().zip(&pools).enumerate() {
+            streamline::ops::spin::spin_copy(
+                g,
+                p.stream(0).unwrap(),
+                &inputs[r][round],
+                &mut bufs[r],
+                2_000_000,
+            )
+            .unwrap();
+        }
+        let mut batch = Batch::new();
+        for ((c, p), b) in comms.iter().zip(&pools).zip(bufs.iter_mut()) {
+            batch
+                .all_reduce_in_place(c, p.stream(1).unwrap(), b, ReduceOp::Sum)
+                .unwrap();
+        }
+        batch.run().unwrap();
+        for (r, (p, b)) in pools.iter().zip(&bufs).enumerate() {
+            let got = b.to_vec(p.stream(2).unwrap()).unwrap();
+            let bad = (0..n)
+                .filter(|&i| got[i] != input(0, i + round) + input(1, i + round))
+                .count();
+            assert_eq!(
+                bad, 0,
+                "round {round}: rank {r} has {bad} of {n} elements wrong"
+            );
+        }
+    }
+}
+
 /// Seed 003's scenarios over two GPUs at small sizes: data-parallel augment-train (f32 and
-/// bf16 gradients, in buckets that do not divide the rows) and the encoder-decoder split over
+/// bf16 gradients, in buckets that do not divide the rows; NCCL's kernels on SMs of their
+/// own) and the encoder-decoder split over
 /// two GPUs, each checked against its f64 reference (and, data-parallel, the weights bit for
 /// bit across the GPUs).
 #[test]
@@ -326,17 +412,22 @@ fn scenarios_over_two_gpus_match_their_references() {
         steps: 4,
         ..Default::default()
     };
-    for (grad_dtype, buckets) in [(GradDtype::F32, 3), (GradDtype::Bf16, 5)] {
+    for (grad_dtype, buckets, comm_sms) in [
+        (GradDtype::F32, 3, 0),
+        (GradDtype::Bf16, 5, 0),
+        (GradDtype::Bf16, 4, 16),
+    ] {
         let o = augment_train::Options {
             train: train.clone(),
             size: 16,
             gpus: 2,
             buckets,
             grad_dtype,
+            comm_sms,
             ..Default::default()
         };
         let r = augment_train::run(gpu, &common, &o).unwrap();
-        assert!(r.check.passed(), "{grad_dtype:?}: {:?}", r.check);
+        assert!(r.check.passed(), "{grad_dtype:?} {comm_sms}: {:?}", r.check);
         assert!(r.check.compared > 0);
     }
     let o = encoder_decoder::Options {
