@@ -347,29 +347,26 @@ fn a_kernel_stream_of_its_own_keeps_the_buffers_order() {
         .map(|(c, g)| c.with_kernel_stream(g.new_stream().unwrap()).unwrap())
         .collect();
     let n = 1 << 20;
-    let mut inputs = Vec::new();
-    let mut bufs = Vec::new();
-    for (r, p) in pools.iter().enumerate() {
-        let v: Vec<Vec<f32>> = (0..3)
-            .map(|round| (0..n).map(|i| input(r, i + round)).collect())
-            .collect();
-        inputs.push(
-            v.iter()
-                .map(|x| DeviceBuffer::from_slice(p, 0, x).unwrap())
-                .collect::<Vec<_>>(),
-        );
-        bufs.push(DeviceBuffer::<f32>::zeros(p, 0, n).unwrap());
-    }
-    for round in 0..3 {
-        for (r, (g, p)) in split.iter().zip(&pools).enumerate() {
-            streamline::ops::spin::spin_copy(
-                g,
-                p.stream(0).unwrap(),
-                &inputs[r][round],
-                &mut bufs[r],
-                2_000_000,
-            )
-            .unwrap();
+    // Each round's inputs, rank by rank.
+    let rounds: Vec<Vec<DeviceBuffer<f32>>> = (0..3)
+        .map(|round| {
+            pools
+                .iter()
+                .enumerate()
+                .map(|(r, p)| {
+                    let x: Vec<f32> = (0..n).map(|i| input(r, i + round)).collect();
+                    DeviceBuffer::from_slice(p, 0, &x).unwrap()
+                })
+                .collect()
+        })
+        .collect();
+    let mut bufs: Vec<DeviceBuffer<f32>> = pools
+        .iter()
+        .map(|p| DeviceBuffer::zeros(p, 0, n).unwrap())
+        .collect();
+    for (round, ins) in rounds.iter().enumerate() {
+        for (((g, p), x), b) in split.iter().zip(&pools).zip(ins).zip(bufs.iter_mut()) {
+            streamline::ops::spin::spin_copy(g, p.stream(0).unwrap(), x, b, 2_000_000).unwrap();
         }
         let mut batch = Batch::new();
         for ((c, p), b) in comms.iter().zip(&pools).zip(bufs.iter_mut()) {
@@ -393,9 +390,8 @@ fn a_kernel_stream_of_its_own_keeps_the_buffers_order() {
 
 /// Seed 003's scenarios over two GPUs at small sizes: data-parallel augment-train (f32 and
 /// bf16 gradients, in buckets that do not divide the rows; NCCL's kernels on SMs of their
-/// own) and the encoder-decoder split over
-/// two GPUs, each checked against its f64 reference (and, data-parallel, the weights bit for
-/// bit across the GPUs).
+/// own) and the encoder-decoder split over two GPUs, each checked against its f64 reference
+/// (and, data-parallel, the weights bit for bit across the GPUs).
 #[test]
 fn scenarios_over_two_gpus_match_their_references() {
     let _one = one_at_a_time();
