@@ -323,9 +323,10 @@ impl Comm {
     /// that fails on a peer, ends the wait with an error and the communicator aborted.
     pub fn synchronize(&self, stream: &CudaStream) -> Result<()> {
         let n = nccl()?;
-        self.ctx.bind_to_thread().op("cuCtxSetCurrent")?;
-        let done = self
-            .ctx
+        // The event in the stream's own context (the device's, or a green context of it): the
+        // driver records an event only on a stream of the context that made it.
+        let done = stream
+            .context()
             .new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
             .op("cuEventCreate")?;
         done.record(stream).op("cuEventRecord")?;

@@ -309,7 +309,8 @@ fn buffers_and_streams_of_another_device_or_a_capture_are_refused() {
 /// A communicator whose kernels go on a stream of their own, in the device's primary context,
 /// while the buffers belong to a device opened with SMs kept aside (a green context), is
 /// ordered with the buffers like any collective: each round's input is written on one stream
-/// by a kernel that first waits 2 ms, all-reduced from a second stream and read on a third.
+/// by a kernel that first waits 2 ms, all-reduced from a second stream (the host waits for it
+/// there) and read on a third.
 /// A stream of another device is refused.
 #[test]
 fn a_kernel_stream_of_its_own_keeps_the_buffers_order() {
@@ -375,6 +376,10 @@ fn a_kernel_stream_of_its_own_keeps_the_buffers_order() {
                 .unwrap();
         }
         batch.run().unwrap();
+        // A wait on the host for a stream of the split's context, as a step ends.
+        for (c, p) in comms.iter().zip(&pools) {
+            c.synchronize(p.stream(1).unwrap()).unwrap();
+        }
         for (r, (p, b)) in pools.iter().zip(&bufs).enumerate() {
             let got = b.to_vec(p.stream(2).unwrap()).unwrap();
             let bad = (0..n)
