@@ -1,7 +1,7 @@
 //! The MLP the model stream trains: its weights and the intermediates of one SGD step, and,
 //! when the step is one GPU's part of a data-parallel step, the all-reduce of its gradients.
 
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaEvent, CudaStream};
 use half::bf16;
 use std::sync::Arc;
 use streamline::engine::{DeviceBuffer, StreamPool};
@@ -48,6 +48,37 @@ pub(crate) struct Model {
     dw1_bf16: Vec<DeviceBuffer<bf16>>,
     /// The kernel of the first layer's forward product.
     pub(crate) forward: Kernel,
+    /// Where one step's moments are recorded, when asked for.
+    pub(crate) trace: Option<StepTrace>,
+}
+
+/// The moments of one step on its streams, as CUDA events: the model stream after each
+/// product, a gradient's all-reduce when its stream reaches it and when it is done, each
+/// bucket's update when done. Recorded for the step `skip` steps after it is set.
+pub(crate) struct StepTrace {
+    pub(crate) skip: usize,
+    pub(crate) marks: Vec<(String, CudaEvent)>,
+}
+
+impl StepTrace {
+    pub(crate) fn after(skip: usize) -> StepTrace {
+        StepTrace {
+            skip,
+            marks: Vec::new(),
+        }
+    }
+
+    /// Each moment's ms after the first, in the order recorded (once the step is done).
+    pub(crate) fn times(&self) -> Result<Vec<(String, f32)>> {
+        use streamline::error::DriverContext;
+        let Some((_, first)) = self.marks.first() else {
+            return Ok(Vec::new());
+        };
+        self.marks
+            .iter()
+            .map(|(what, e)| Ok((what.clone(), first.elapsed_ms(e).op("cuEventElapsedTime")?)))
+            .collect()
+    }
 }
 
 /// Where a data-parallel step all-reduces its gradients and applies them: the GPU's
@@ -122,6 +153,7 @@ impl Model {
                     .collect::<Result<_>>()?,
             },
             forward: Kernel::Auto,
+            trace: None,
         })
     }
 
@@ -196,6 +228,23 @@ impl Model {
         } = self.m;
         let k = Kernel::Auto;
         let k1 = self.forward;
+        // This step's moments, where it is the one to trace.
+        let mut marks = match &mut self.trace {
+            Some(t) if t.skip == 0 && t.marks.is_empty() => Some(Vec::new()),
+            Some(t) => {
+                t.skip = t.skip.saturating_sub(1);
+                None
+            }
+            None => None,
+        };
+        let mut mark = |stream: &CudaStream, what: String| -> Result<()> {
+            if let Some(m) = &mut marks {
+                use streamline::error::DriverContext;
+                m.push((what, stream.record_event(None).op("cuEventRecord")?));
+            }
+            Ok(())
+        };
+        mark(s, "step".into())?;
         // Forward: a = relu(x W1), y = a W2; `x W1` as the sum of the buckets' products, so
         // that each waits only for its own bucket's update.
         if self.w1.len() == 1 {
@@ -224,6 +273,7 @@ impl Model {
                     w,
                     &mut self.hpre,
                 )?;
+                mark(s, format!("forward {i}"))?;
             }
         }
         relu(gpu, s, &self.hpre, &mut self.a)?;
@@ -267,6 +317,7 @@ impl Model {
         }
         relu_backward(gpu, s, &self.da, &self.hpre, &mut self.dh)?;
         transpose(gpu, s, b, d, x, &mut self.xt)?;
+        mark(s, "second layer, transposed x".into())?;
         let spans = bucket_spans(d, self.dw1.len());
         for (i, ((r0, n), g)) in spans.zip(self.dw1.iter_mut()).enumerate() {
             sgemm(
@@ -278,21 +329,33 @@ impl Model {
                 &self.dh,
                 g,
             )?;
+            mark(s, format!("gradient {i}"))?;
             let (w, u) = (&mut self.w1[i], reduce.map_or(s, |r| &*r.update));
             match (travel, self.dw1_bf16.get_mut(i)) {
                 (None, _) => sgd(gpu, u, w, g, lr)?,
                 (Some(r), None) => {
+                    mark(&r.stream, format!("all-reduce {i} ready"))?;
                     r.comm.all_reduce_in_place(&r.stream, g, ReduceOp::Avg)?;
+                    mark(&r.stream, format!("all-reduce {i} done"))?;
                     sgd(gpu, u, w, g, lr)?;
                 }
                 (Some(r), Some(gh)) => {
                     round_bf16(gpu, s, g, gh)?;
+                    mark(s, format!("rounded {i}"))?;
+                    mark(&r.stream, format!("all-reduce {i} ready"))?;
                     r.comm.all_reduce_in_place(&r.stream, gh, ReduceOp::Avg)?;
+                    mark(&r.stream, format!("all-reduce {i} done"))?;
                     sgd(gpu, u, w, gh, lr)?;
                 }
             }
+            mark(u, format!("update {i}"))?;
         }
-        sgd(gpu, s, &mut self.w2, &self.dw2, lr)
+        sgd(gpu, s, &mut self.w2, &self.dw2, lr)?;
+        mark(s, "second layer updated".into())?;
+        if let (Some(t), Some(m)) = (&mut self.trace, marks) {
+            t.marks = m;
+        }
+        Ok(())
     }
 }
 

@@ -30,7 +30,7 @@ use streamline::Gpu;
 use streamline_testing::reference::train::{mlp_step_exchanged, Exchange, Mlp};
 
 use super::feed::{Setup, Shard};
-use super::model::{bucket_spans, GradDtype, Reduce};
+use super::model::{bucket_spans, GradDtype, Reduce, StepTrace};
 use super::*;
 
 /// One GPU's part of the run.
@@ -186,6 +186,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let mut verified = false;
     let mut skipped = std::collections::BTreeSet::new();
     let (headline, smallest) = o.train.headline_and_smallest();
+    let mut traces = [String::new(), String::new()];
     for (i, &batch) in o.train.batches.iter().enumerate() {
         let seed = common.seed + 100 * i as u64;
         // One GPU, the same batch: the baseline of this command.
@@ -200,9 +201,13 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         let alone = {
             let m = &single[0];
             let mut su = [m.setup(o, batch, seed, 0, 1)?];
-            wall_ms(common.reps, || {
+            let ms = wall_ms(common.reps, || {
                 on_every_gpu(&single, &mut su, |m, su| steps_on(m, su, &plan, steps))
-            })? / steps as f64
+            })? / steps as f64;
+            if batch == headline {
+                traces[0] = traced(&single, &mut su, &plan, steps)?;
+            }
+            ms
         };
         let mut setups = members
             .iter()
@@ -212,6 +217,9 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         let many = wall_ms(common.reps, || {
             on_every_gpu(&members, &mut setups, |m, su| steps_on(m, su, &plan, steps))
         })? / steps as f64;
+        if batch == headline {
+            traces[1] = traced(&members, &mut setups, &plan, steps)?;
+        }
         let comm_ms = all_reduce_alone(&members, &mut setups, common.reps)?;
         same_weights(&members, &setups, &mut check)?;
         if batch == smallest && !verified {
@@ -292,6 +300,16 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             sp.side_sms
         ));
     }
+    for (trace, world) in traces
+        .iter()
+        .zip(["a world of one", "the data-parallel run"])
+    {
+        if !trace.is_empty() {
+            notes.push(format!(
+                "one step of GPU 0 in {world} at batch {headline}, ms from its start to each moment its streams reached (model stream: after each product; communication stream: each all-reduce ready and done; update stream: each bucket updated): {trace}"
+            ));
+        }
+    }
     notes.extend(skipped_note(&skipped));
     let w1_bytes = match o.grad_dtype {
         GradDtype::F32 => 4,
@@ -324,6 +342,21 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         check,
         notes,
     ))
+}
+
+/// One more run of `steps` steps with the middle one's moments recorded on GPU 0's streams,
+/// as `what ms` items.
+fn traced(members: &[Member], setups: &mut [Setup], plan: &Plan, steps: usize) -> Result<String> {
+    setups[0].model.trace = Some(StepTrace::after(steps / 2));
+    on_every_gpu(members, setups, |m, su| steps_on(m, su, plan, steps))?;
+    let Some(t) = setups[0].model.trace.take() else {
+        return Ok(String::new());
+    };
+    Ok(t.times()?
+        .iter()
+        .map(|(what, ms)| format!("{what} {ms:.3}"))
+        .collect::<Vec<_>>()
+        .join(", "))
 }
 
 /// Median ms of the gradients' all-reduces alone (every bucket and `dL/dW2`), as a step
