@@ -240,7 +240,8 @@ impl Model {
         let mut mark = |stream: &CudaStream, what: String| -> Result<()> {
             if let Some(m) = &mut marks {
                 use streamline::error::DriverContext;
-                m.push((what, stream.record_event(None).op("cuEventRecord")?));
+                let timed = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+                m.push((what, stream.record_event(timed).op("cuEventRecord")?));
             }
             Ok(())
         };
