@@ -241,6 +241,21 @@ impl Setup {
         c: &StageCall,
     ) -> Result<()> {
         let s = c.slot;
+        let r = self.queue_stage_at(gpu, extra, c, s);
+        if let (Some(t), 0 | 1) = (&mut self.model.trace, c.stage) {
+            let what = ["copied", "augmented"][c.stage];
+            t.around(c.stream, format!("{what} {}", c.iteration))?;
+        }
+        r
+    }
+
+    fn queue_stage_at(
+        &mut self,
+        gpu: &Gpu,
+        extra: &mut Option<&mut (dyn Transform + '_)>,
+        c: &StageCall,
+        s: usize,
+    ) -> Result<()> {
         match (c.stage, extra) {
             (2, Some(t)) => t.run(c.stream, &self.ring_x[s], &mut self.ring_x2[s]),
             (2, None) | (3, Some(_)) => {

@@ -58,6 +58,8 @@ pub(crate) struct Model {
 pub(crate) struct StepTrace {
     pub(crate) skip: usize,
     pub(crate) marks: Vec<(String, CudaEvent)>,
+    /// The transform stream's moments (each batch copied in, each augmented) around it.
+    pub(crate) around: Vec<(String, CudaEvent)>,
 }
 
 impl StepTrace {
@@ -65,29 +67,53 @@ impl StepTrace {
         StepTrace {
             skip,
             marks: Vec::new(),
+            around: Vec::new(),
         }
     }
 
-    /// Each moment's ms after the first, in the order recorded (once the step is done).
+    /// Records `what` on `stream` now, where the traced step is still to come or was just
+    /// recorded.
+    pub(crate) fn around(&mut self, stream: &CudaStream, what: String) -> Result<()> {
+        use streamline::error::DriverContext;
+        if self.marks.is_empty() || self.around.len() < 64 {
+            let timed = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+            self.around
+                .push((what, stream.record_event(timed).op("cuEventRecord")?));
+        }
+        Ok(())
+    }
+
+    /// Each moment's ms after the step's first, in the order recorded (once the step is
+    /// done), the transform stream's within 6 ms of it after.
     pub(crate) fn times(&self) -> Result<Vec<(String, f32)>> {
         use streamline::error::DriverContext;
         let Some((_, first)) = self.marks.first() else {
             return Ok(Vec::new());
         };
-        self.marks
+        let mut out = self
+            .marks
             .iter()
             .map(|(what, e)| Ok((what.clone(), first.elapsed_ms(e).op("cuEventElapsedTime")?)))
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        for (what, e) in &self.around {
+            let ms = first.elapsed_ms(e).op("cuEventElapsedTime")?;
+            if (-6.0..6.0).contains(&ms) {
+                out.push((format!("transform: {what}"), ms));
+            }
+        }
+        Ok(out)
     }
 }
 
 /// Where a data-parallel step all-reduces its gradients and applies them: the GPU's
-/// communicator, the stream the all-reduces run on and the stream the first layer's updates
-/// run on (ordered with the model stream by the buffers' tracking).
+/// communicator, the stream the all-reduces run on, the stream the first layer's updates run
+/// on, and the stream a bucket's gradient is rounded to bf16 on, beside the model stream's
+/// next product (all ordered with the model stream by the buffers' tracking).
 pub(crate) struct Reduce {
     pub(crate) comm: Arc<Comm>,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) update: Arc<CudaStream>,
+    pub(crate) round: Arc<CudaStream>,
 }
 
 /// The first row of `W1` and the rows of each of (at most) `buckets` gradient buckets over
@@ -341,8 +367,8 @@ impl Model {
                     sgd(gpu, u, w, g, lr)?;
                 }
                 (Some(r), Some(gh)) => {
-                    round_bf16(gpu, s, g, gh)?;
-                    mark(s, format!("rounded {i}"))?;
+                    round_bf16(gpu, &r.round, g, gh)?;
+                    mark(&r.round, format!("rounded {i}"))?;
                     mark(&r.stream, format!("all-reduce {i} ready"))?;
                     r.comm.all_reduce_in_place(&r.stream, gh, ReduceOp::Avg)?;
                     mark(&r.stream, format!("all-reduce {i} done"))?;

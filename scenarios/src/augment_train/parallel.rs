@@ -40,7 +40,7 @@ struct Member<'g> {
     comm: Arc<Comm>,
 }
 
-/// The pool of one GPU: transform, model, communication and update streams.
+/// The pool of one GPU: transform, model, communication, update and rounding streams.
 fn pool(gpu: &Gpu) -> Result<StreamPool> {
     StreamPool::new(
         gpu,
@@ -49,6 +49,7 @@ fn pool(gpu: &Gpu) -> Result<StreamPool> {
             StreamSpec::new("model"),
             StreamSpec::new("comm"),
             StreamSpec::new("update"),
+            StreamSpec::new("round"),
         ],
     )
 }
@@ -60,6 +61,7 @@ impl Member<'_> {
             comm: self.comm.clone(),
             stream: self.pool.stream(2)?.clone(),
             update: self.pool.stream(3)?.clone(),
+            round: self.pool.stream(4)?.clone(),
         })
     }
 
