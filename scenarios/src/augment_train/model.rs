@@ -106,14 +106,12 @@ impl StepTrace {
 }
 
 /// Where a data-parallel step all-reduces its gradients and applies them: the GPU's
-/// communicator, the stream the all-reduces run on, the stream the first layer's updates run
-/// on, and the stream a bucket's gradient is rounded to bf16 on, beside the model stream's
-/// next product (all ordered with the model stream by the buffers' tracking).
+/// communicator, the stream the all-reduces run on and the stream the first layer's updates
+/// run on (ordered with the model stream by the buffers' tracking).
 pub(crate) struct Reduce {
     pub(crate) comm: Arc<Comm>,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) update: Arc<CudaStream>,
-    pub(crate) round: Arc<CudaStream>,
 }
 
 /// The first row of `W1` and the rows of each of (at most) `buckets` gradient buckets over
@@ -367,8 +365,8 @@ impl Model {
                     sgd(gpu, u, w, g, lr)?;
                 }
                 (Some(r), Some(gh)) => {
-                    round_bf16(gpu, &r.round, g, gh)?;
-                    mark(&r.round, format!("rounded {i}"))?;
+                    round_bf16(gpu, s, g, gh)?;
+                    mark(s, format!("rounded {i}"))?;
                     mark(&r.stream, format!("all-reduce {i} ready"))?;
                     r.comm.all_reduce_in_place(&r.stream, gh, ReduceOp::Avg)?;
                     mark(&r.stream, format!("all-reduce {i} done"))?;

@@ -40,7 +40,7 @@ struct Member<'g> {
     comm: Arc<Comm>,
 }
 
-/// The pool of one GPU: transform, model, communication, update and rounding streams.
+/// The pool of one GPU: transform, model, communication and update streams.
 fn pool(gpu: &Gpu) -> Result<StreamPool> {
     StreamPool::new(
         gpu,
@@ -49,7 +49,6 @@ fn pool(gpu: &Gpu) -> Result<StreamPool> {
             StreamSpec::new("model"),
             StreamSpec::new("comm"),
             StreamSpec::new("update"),
-            StreamSpec::new("round"),
         ],
     )
 }
@@ -61,7 +60,6 @@ impl Member<'_> {
             comm: self.comm.clone(),
             stream: self.pool.stream(2)?.clone(),
             update: self.pool.stream(3)?.clone(),
-            round: self.pool.stream(4)?.clone(),
         })
     }
 
