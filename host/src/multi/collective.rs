@@ -390,13 +390,28 @@ impl<'a> Batch<'a> {
                 k.join(c.stream).op("cuStreamWaitEvent")?;
             }
         }
+        // Every join tried; where one fails, the host waits for the kernels' streams instead,
+        // so that no buffer's access is recorded before its collective is done.
         let join_back = || -> Result<()> {
+            let mut first = None;
             for c in &calls {
                 if let Some(k) = &c.comm.kernels {
-                    c.stream.join(k).op("cuStreamWaitEvent")?;
+                    if let Err(e) = c.stream.join(k).op("cuStreamWaitEvent") {
+                        first.get_or_insert(e);
+                    }
                 }
             }
-            Ok(())
+            match first {
+                None => Ok(()),
+                Some(e) => {
+                    for c in &calls {
+                        if let Some(k) = &c.comm.kernels {
+                            let _ = k.synchronize();
+                        }
+                    }
+                    Err(e)
+                }
+            }
         };
         // SAFETY: opens the group the calls below join; closed below on every path.
         let r = unsafe { (n.group_start)() };
@@ -446,9 +461,10 @@ impl<'a> Batch<'a> {
         if r != SUCCESS && r != IN_PROGRESS {
             failed.get_or_insert(nccl_error(n, r, "ncclGroupEnd", std::ptr::null_mut()));
         }
-        drop(locks);
-        // Whatever happened, the calls' streams wait for what reached the kernels' streams.
+        // Whatever happened, the calls' streams wait for what reached the kernels' streams,
+        // before another thread may queue more on them.
         let joined = join_back();
+        drop(locks);
         if let Some(e) = failed {
             comms.iter().for_each(|c| c.abort());
             return Err(e);

@@ -223,8 +223,7 @@ impl Comm {
     /// still orders the collective with the buffers' other users, through events to and from
     /// `stream`. With the training step's kernels kept to a green context's SMs (see
     /// [`Gpu::with_side_sms`]), a stream of the device's primary context lets NCCL's blocks
-    /// start on the SMs the step leaves free, instead of waiting for the step's blocks and
-    /// sharing its SMs.
+    /// always find SMs the step leaves free (they may run on the step's SMs too).
     pub fn with_kernel_stream(mut self, stream: Arc<CudaStream>) -> Result<Comm> {
         let on = stream.context().ordinal();
         if on != self.ordinal() {
@@ -323,6 +322,17 @@ impl Comm {
     /// that fails on a peer, ends the wait with an error and the communicator aborted.
     pub fn synchronize(&self, stream: &CudaStream) -> Result<()> {
         let n = nccl()?;
+        let on = stream.context().ordinal();
+        if on != self.ordinal() {
+            return Err(Error::arg(
+                "stream",
+                format!(
+                    "is a stream of device {on}, the communicator of rank {} is on device {}",
+                    self.rank,
+                    self.ordinal()
+                ),
+            ));
+        }
         // The event in the stream's own context (the device's, or a green context of it): the
         // driver records an event only on a stream of the context that made it.
         let done = stream

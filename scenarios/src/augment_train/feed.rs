@@ -241,12 +241,12 @@ impl Setup {
         c: &StageCall,
     ) -> Result<()> {
         let s = c.slot;
-        let r = self.queue_stage_at(gpu, extra, c, s);
+        self.queue_stage_at(gpu, extra, c, s)?;
         if let (Some(t), 0 | 1) = (&mut self.model.trace, c.stage) {
             let what = ["copied", "augmented"][c.stage];
             t.around(c.stream, format!("{what} {}", c.iteration))?;
         }
-        r
+        Ok(())
     }
 
     fn queue_stage_at(

@@ -100,10 +100,10 @@ pub struct Options {
     /// Opening the device with them is the caller's part ([`side_sms`]).
     #[arg(long)]
     pub decoder_sms: Option<u32>,
-    /// SMs of each GPU left to NCCL's kernels in a data-parallel run (at least this many: the
-    /// driver splits them in groups): the step's kernels run on the others (a green context)
-    /// and the all-reduces on a stream of the primary context, so that neither waits for nor
-    /// slows the other's blocks; 0 shares every SM.
+    /// SMs of each GPU kept free of the step's kernels in a data-parallel run (at least this
+    /// many: the driver splits them in groups): the step's kernels run on the others (a green
+    /// context) and the all-reduces on a stream of the primary context, so that NCCL's blocks
+    /// always find SMs free (they may use the step's too); 0 shares every SM.
     #[arg(long, default_value_t = 0)]
     pub comm_sms: u32,
 }

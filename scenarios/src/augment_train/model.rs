@@ -58,16 +58,22 @@ pub(crate) struct Model {
 pub(crate) struct StepTrace {
     pub(crate) skip: usize,
     pub(crate) marks: Vec<(String, CudaEvent)>,
-    /// The transform stream's moments (each batch copied in, each augmented) around it.
-    pub(crate) around: Vec<(String, CudaEvent)>,
+    /// The transform stream's moments (each batch copied in, each augmented) around it: the
+    /// last [`AROUND`] before it and the first after.
+    pub(crate) around: std::collections::VecDeque<(String, CudaEvent)>,
+    after: usize,
 }
+
+/// The transform stream's moments kept on each side of the traced step.
+const AROUND: usize = 16;
 
 impl StepTrace {
     pub(crate) fn after(skip: usize) -> StepTrace {
         StepTrace {
             skip,
             marks: Vec::new(),
-            around: Vec::new(),
+            around: Default::default(),
+            after: 0,
         }
     }
 
@@ -75,11 +81,17 @@ impl StepTrace {
     /// recorded.
     pub(crate) fn around(&mut self, stream: &CudaStream, what: String) -> Result<()> {
         use streamline::error::DriverContext;
-        if self.marks.is_empty() || self.around.len() < 64 {
-            let timed = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-            self.around
-                .push((what, stream.record_event(timed).op("cuEventRecord")?));
+        if !self.marks.is_empty() {
+            if self.after == AROUND {
+                return Ok(());
+            }
+            self.after += 1;
+        } else if self.around.len() == AROUND {
+            self.around.pop_front();
         }
+        let timed = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        self.around
+            .push_back((what, stream.record_event(timed).op("cuEventRecord")?));
         Ok(())
     }
 
@@ -261,6 +273,7 @@ impl Model {
             }
             None => None,
         };
+        let tracing = marks.is_some();
         let mut mark = |stream: &CudaStream, what: String| -> Result<()> {
             if let Some(m) = &mut marks {
                 use streamline::error::DriverContext;
@@ -359,6 +372,12 @@ impl Model {
             match (travel, self.dw1_bf16.get_mut(i)) {
                 (None, _) => sgd(gpu, u, w, g, lr)?,
                 (Some(r), None) => {
+                    // Traced, the communication stream first waits for the gradient, so that
+                    // its mark says when the all-reduce could start.
+                    if tracing {
+                        use streamline::error::DriverContext;
+                        r.stream.join(s).op("cuStreamWaitEvent")?;
+                    }
                     mark(&r.stream, format!("all-reduce {i} ready"))?;
                     r.comm.all_reduce_in_place(&r.stream, g, ReduceOp::Avg)?;
                     mark(&r.stream, format!("all-reduce {i} done"))?;
@@ -367,6 +386,10 @@ impl Model {
                 (Some(r), Some(gh)) => {
                     round_bf16(gpu, s, g, gh)?;
                     mark(s, format!("rounded {i}"))?;
+                    if tracing {
+                        use streamline::error::DriverContext;
+                        r.stream.join(s).op("cuStreamWaitEvent")?;
+                    }
                     mark(&r.stream, format!("all-reduce {i} ready"))?;
                     r.comm.all_reduce_in_place(&r.stream, gh, ReduceOp::Avg)?;
                     mark(&r.stream, format!("all-reduce {i} done"))?;

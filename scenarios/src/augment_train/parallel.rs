@@ -24,7 +24,7 @@ use crate::{check_mlp_weights, sample_indices, Check, Common, Report};
 use std::sync::Arc;
 use streamline::engine::pool::StreamSpec;
 use streamline::engine::{Plan, StreamPool};
-use streamline::error::Result;
+use streamline::error::{Error, Result};
 use streamline::multi::{Batch, Comm, DEFAULT_TIMEOUT};
 use streamline::Gpu;
 use streamline_testing::reference::train::{mlp_step_exchanged, Exchange, Mlp};
@@ -116,7 +116,10 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     // communicators stay on the devices' primary contexts, their kernels on a stream there.
     let split: Vec<Gpu> = if o.comm_sms > 0 {
         gpus.iter()
-            .map(|g| Gpu::with_side_sms(g.info().ordinal, None, o.comm_sms))
+            .map(|g| {
+                Gpu::with_side_sms(g.info().ordinal, None, o.comm_sms)
+                    .map_err(|e| Error::arg("comm-sms", e.to_string()))
+            })
             .collect::<Result<_>>()?
     } else {
         Vec::new()
@@ -294,7 +297,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     ];
     if let Some(sp) = split.first().and_then(|g| g.split()) {
         notes.push(format!(
-            "the data-parallel steps' kernels ran on {} of each GPU's {} SMs (a green context), leaving {} to NCCL's kernels, queued on a stream of the device's primary context; the one-GPU pipeline had every SM",
+            "the data-parallel steps' kernels ran on {} of each GPU's {} SMs (a green context), keeping {} free for NCCL's kernels, queued on a stream of the device's primary context (which may also use the others); the one-GPU pipeline had every SM",
             sp.engine_sms,
             sp.engine_sms + sp.side_sms,
             sp.side_sms

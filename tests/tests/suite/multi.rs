@@ -3,6 +3,7 @@
 //! rendezvous; and the faults: a rank that never joins or never takes part ends in a clear
 //! error within the deadline, never a hang. Skipped, with one line, without two GPUs or NCCL.
 
+use cudarc::driver::CudaSlice;
 use proptest::prelude::*;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -310,7 +311,7 @@ fn buffers_and_streams_of_another_device_or_a_capture_are_refused() {
 /// while the buffers belong to a device opened with SMs kept aside (a green context), is
 /// ordered with the buffers like any collective: each round's input is written on one stream
 /// by a kernel that first waits 2 ms, all-reduced from a second stream (the host waits for it
-/// there) and read on a third.
+/// there) behind a 4 ms wait on the kernels' stream, and read on a third.
 /// A stream of another device is refused.
 #[test]
 fn a_kernel_stream_of_its_own_keeps_the_buffers_order() {
@@ -361,6 +362,13 @@ fn a_kernel_stream_of_its_own_keeps_the_buffers_order() {
                 .collect()
         })
         .collect();
+    let mut hold: Vec<(CudaSlice<f32>, CudaSlice<f32>)> = comms
+        .iter()
+        .map(|c| {
+            let k = c.kernel_stream().unwrap();
+            (k.alloc_zeros(1).unwrap(), k.alloc_zeros(1).unwrap())
+        })
+        .collect();
     let mut bufs: Vec<DeviceBuffer<f32>> = pools
         .iter()
         .map(|p| DeviceBuffer::zeros(p, 0, n).unwrap())
@@ -368,6 +376,12 @@ fn a_kernel_stream_of_its_own_keeps_the_buffers_order() {
     for (round, ins) in rounds.iter().enumerate() {
         for (((g, p), x), b) in split.iter().zip(&pools).zip(ins).zip(bufs.iter_mut()) {
             streamline::ops::spin::spin_copy(g, p.stream(0).unwrap(), x, b, 2_000_000).unwrap();
+        }
+        // The kernels' streams held back 4 ms, past the inputs' writes, so that a call's stream
+        // that did not wait for its collective would let the read below in first.
+        for (g, (c, (x, y))) in plain.iter().zip(comms.iter().zip(&mut hold)) {
+            let k = c.kernel_stream().unwrap();
+            streamline::ops::spin::spin_copy(g, k, &*x, y, 4_000_000).unwrap();
         }
         let mut batch = Batch::new();
         for ((c, p), b) in comms.iter().zip(&pools).zip(bufs.iter_mut()) {

@@ -342,18 +342,23 @@ fn product<T: Half>(
     };
     // The persistent steps count units of work in `u32`; a split's partials are `slices`
     // f32 planes of `m x n`.
+    // (A persistent block steps through the units by the grid's size, also in `u32`.)
     let slices = split.map_or(1, |s| s.slices as usize);
+    let most = (u32::MAX - sms as u32) as usize;
     let units = tiles
         .checked_mul(slices)
-        .filter(|&u| u <= u32::MAX as usize)
+        .filter(|&u| u <= most)
         .ok_or_else(|| {
+            let (arg, cut) = if slices > 1 {
+                ("k", format!(" cut into {slices} slices of K"))
+            } else {
+                ("m", String::new())
+            };
             Error::arg(
-                "k",
+                arg,
                 format!(
-                    "{} x {} in {tiles} tiles cut into {slices} slices of K is above the {} units of work a launch counts",
-                    g.m,
-                    g.n,
-                    u32::MAX
+                    "{} x {} in {tiles} tiles{cut} is above the {most} units of work a launch counts",
+                    g.m, g.n
                 ),
             )
         })?;
