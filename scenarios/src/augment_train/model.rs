@@ -53,8 +53,9 @@ pub(crate) struct Model {
 }
 
 /// The moments of one step on its streams, as CUDA events: the model stream after each
-/// product, a gradient's all-reduce when its stream reaches it and when it is done, each
-/// bucket's update when done. Recorded for the step `skip` steps after it is set.
+/// product, the communication stream as it reaches each all-reduce (its earlier work done; the
+/// all-reduce itself also waits for its gradient) and after it, each bucket's update when
+/// done. Recorded for the step `skip` steps after it is set.
 pub(crate) struct StepTrace {
     pub(crate) skip: usize,
     pub(crate) marks: Vec<(String, CudaEvent)>,
@@ -273,7 +274,6 @@ impl Model {
             }
             None => None,
         };
-        let tracing = marks.is_some();
         let mut mark = |stream: &CudaStream, what: String| -> Result<()> {
             if let Some(m) = &mut marks {
                 use streamline::error::DriverContext;
@@ -372,13 +372,7 @@ impl Model {
             match (travel, self.dw1_bf16.get_mut(i)) {
                 (None, _) => sgd(gpu, u, w, g, lr)?,
                 (Some(r), None) => {
-                    // Traced, the communication stream first waits for the gradient, so that
-                    // its mark says when the all-reduce could start.
-                    if tracing {
-                        use streamline::error::DriverContext;
-                        r.stream.join(s).op("cuStreamWaitEvent")?;
-                    }
-                    mark(&r.stream, format!("all-reduce {i} ready"))?;
+                    mark(&r.stream, format!("all-reduce {i} reached"))?;
                     r.comm.all_reduce_in_place(&r.stream, g, ReduceOp::Avg)?;
                     mark(&r.stream, format!("all-reduce {i} done"))?;
                     sgd(gpu, u, w, g, lr)?;
@@ -386,11 +380,7 @@ impl Model {
                 (Some(r), Some(gh)) => {
                     round_bf16(gpu, s, g, gh)?;
                     mark(s, format!("rounded {i}"))?;
-                    if tracing {
-                        use streamline::error::DriverContext;
-                        r.stream.join(s).op("cuStreamWaitEvent")?;
-                    }
-                    mark(&r.stream, format!("all-reduce {i} ready"))?;
+                    mark(&r.stream, format!("all-reduce {i} reached"))?;
                     r.comm.all_reduce_in_place(&r.stream, gh, ReduceOp::Avg)?;
                     mark(&r.stream, format!("all-reduce {i} done"))?;
                     sgd(gpu, u, w, gh, lr)?;

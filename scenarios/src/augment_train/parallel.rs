@@ -309,7 +309,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     {
         if !trace.is_empty() {
             notes.push(format!(
-                "one step of GPU 0 in {world} at batch {headline}, ms from its start to each moment its streams reached (model stream: after each product; communication stream: each all-reduce ready and done; update stream: each bucket updated): {trace}"
+                "one step of GPU 0 in {world} at batch {headline}, ms from its start to each moment its streams reached (model stream: after each product; communication stream: reaching each all-reduce, its earlier work done, and after it; update stream: each bucket updated): {trace}"
             ));
         }
     }
