@@ -14,10 +14,14 @@
 //! the scaling efficiency, and how much of the gradients' all-reduce the step hides. The N
 //! GPUs also run side by side with nothing to all-reduce (each a world of one), which sets
 //! apart what running N at once costs besides the communication (the host's threads, memory
-//! and links, shared). The
+//! and links, shared), and one step's moments on GPU 0's streams show where the time goes. The
 //! check: the weights bit-identical on every GPU, and the last step against the f64 reference
 //! of one SGD step on the global batch (what one GPU would compute from all N parts), within
 //! the bound of the type the gradient travelled in.
+//!
+//! With `--comm-sms`, each GPU is opened a second time with some SMs kept free of the step's
+//! kernels (a green context), while its communicator queues NCCL's kernels on a stream of the
+//! primary context ([`Comm::with_kernel_stream`]); the one-GPU pipeline keeps every SM.
 
 use crate::gpus::{open_peers, report_against_one, together, wall_ms, Job};
 use crate::{check_mlp_weights, sample_indices, Check, Common, Report};
