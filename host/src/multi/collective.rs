@@ -108,17 +108,7 @@ impl<'a> Batch<'a> {
     }
 
     fn check_stream(comm: &Comm, stream: &CudaStream) -> Result<()> {
-        if ordinal(stream) != comm.ordinal() {
-            return Err(Error::arg(
-                "stream",
-                format!(
-                    "is a stream of device {}, the communicator of rank {} is on device {}",
-                    ordinal(stream),
-                    comm.rank(),
-                    comm.ordinal()
-                ),
-            ));
-        }
+        comm.check_device(stream)?;
         let mut status = cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         // SAFETY: a live stream; writes one status.
         unsafe { cudarc::driver::sys::cuStreamIsCapturing(stream.cu_stream(), &mut status) }

@@ -225,6 +225,13 @@ impl Comm {
     /// [`Gpu::with_side_sms`]), a stream of the device's primary context lets NCCL's blocks
     /// always find SMs the step leaves free (they may run on the step's SMs too).
     pub fn with_kernel_stream(mut self, stream: Arc<CudaStream>) -> Result<Comm> {
+        self.check_device(&stream)?;
+        self.kernels = Some(stream);
+        Ok(self)
+    }
+
+    /// Refuses a stream of another device than this communicator's.
+    pub(super) fn check_device(&self, stream: &CudaStream) -> Result<()> {
         let on = stream.context().ordinal();
         if on != self.ordinal() {
             return Err(Error::arg(
@@ -236,8 +243,7 @@ impl Comm {
                 ),
             ));
         }
-        self.kernels = Some(stream);
-        Ok(self)
+        Ok(())
     }
 
     /// The stream NCCL's kernels go on, where [`Comm::with_kernel_stream`] set one.
@@ -322,17 +328,7 @@ impl Comm {
     /// that fails on a peer, ends the wait with an error and the communicator aborted.
     pub fn synchronize(&self, stream: &CudaStream) -> Result<()> {
         let n = nccl()?;
-        let on = stream.context().ordinal();
-        if on != self.ordinal() {
-            return Err(Error::arg(
-                "stream",
-                format!(
-                    "is a stream of device {on}, the communicator of rank {} is on device {}",
-                    self.rank,
-                    self.ordinal()
-                ),
-            ));
-        }
+        self.check_device(stream)?;
         // The event in the stream's own context (the device's, or a green context of it): the
         // driver records an event only on a stream of the context that made it.
         let done = stream
