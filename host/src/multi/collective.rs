@@ -380,8 +380,9 @@ impl<'a> Batch<'a> {
                 k.join(c.stream).op("cuStreamWaitEvent")?;
             }
         }
-        // Every join tried; where one fails, the host waits for the kernels' streams instead,
-        // so that no buffer's access is recorded before its collective is done.
+        // Every join tried. Where one fails, the communicators are aborted (ending their
+        // kernels) and the host then waits for the kernels' streams, so that no buffer's access
+        // is recorded before its collective has stopped.
         let join_back = || -> Result<()> {
             let mut first = None;
             for c in &calls {
@@ -391,17 +392,18 @@ impl<'a> Batch<'a> {
                     }
                 }
             }
-            match first {
-                None => Ok(()),
-                Some(e) => {
-                    for c in &calls {
-                        if let Some(k) = &c.comm.kernels {
-                            let _ = k.synchronize();
-                        }
+            first.map_or(Ok(()), Err)
+        };
+        let fail = |e: Error, unjoined: bool| -> Result<()> {
+            comms.iter().for_each(|c| c.abort());
+            if unjoined {
+                for c in &calls {
+                    if let Some(k) = &c.comm.kernels {
+                        let _ = k.synchronize();
                     }
-                    Err(e)
                 }
             }
+            Err(e)
         };
         // SAFETY: opens the group the calls below join; closed below on every path.
         let r = unsafe { (n.group_start)() };
@@ -456,21 +458,18 @@ impl<'a> Batch<'a> {
         let joined = join_back();
         drop(locks);
         if let Some(e) = failed {
-            comms.iter().for_each(|c| c.abort());
-            return Err(e);
+            return fail(e, joined.is_err());
         }
         for c in &comms {
             if let Err(e) = c.settle("queueing collectives") {
                 // The group failed on one GPU: end every GPU's part before the guards record
                 // the buffers' accesses.
-                comms.iter().for_each(|c| c.abort());
-                return Err(e);
+                return fail(e, joined.is_err());
             }
         }
         if let Err(e) = joined {
             // A call's stream could not be ordered after its collective: none may go on.
-            comms.iter().for_each(|c| c.abort());
-            return Err(e);
+            return fail(e, true);
         }
         // Every access is recorded on its stream now, after the group's kernels.
         drop(guards);
