@@ -5,22 +5,23 @@
 //! so the host can run any of them on any input.
 
 use crate::{declare, params, DevPtr, DevPtrMut, Kernel};
+use streamline_device::element::{bf16, Element};
 
 params! {
-    /// Parameters of every `sgemm_*` kernel.
+    /// Parameters of an `sgemm_*` kernel that writes `C` in element type `O`: f32
+    /// ([`GemmParams`]) for every step, bf16 for [`SGEMM_8_WIDE_128X128_BF16`].
     ///
     /// `A` is `m x k` with row stride `lda` (elements), `B` is `k x n` with row stride `ldb`, `C` is
     /// `m x n` with row stride `ldc`. When `beta == 0`, `C` is not read (BLAS semantics: its old
     /// contents may be anything, NaN included).
     #[derive(Clone, Copy, Debug, PartialEq)]
-    #[cfg_attr(feature = "bytemuck", derive(bytemuck::Pod, bytemuck::Zeroable))]
-    pub struct GemmParams {
+    pub struct GemmParamsTo<O: Element> {
         /// Device address of `A`.
         pub a: DevPtr<f32>,
         /// Device address of `B`.
         pub b: DevPtr<f32>,
         /// Device address of `C`.
-        pub c: DevPtrMut<f32>,
+        pub c: DevPtrMut<O>,
         /// Rows of `A` and `C`.
         pub m: u32,
         /// Columns of `B` and `C`.
@@ -40,8 +41,19 @@ params! {
     }
 }
 
+/// Parameters of the f32 `sgemm_*` kernels (see [`GemmParamsTo`]).
+pub type GemmParams = GemmParamsTo<f32>;
+
+// SAFETY: addresses, u32 and f32 fields whatever `O` is, laid out without padding (checked by
+// the test below); every bit pattern is a valid value.
+#[cfg(feature = "bytemuck")]
+unsafe impl<O: Element> bytemuck::Zeroable for GemmParamsTo<O> {}
+// SAFETY: as above.
+#[cfg(feature = "bytemuck")]
+unsafe impl<O: Element> bytemuck::Pod for GemmParamsTo<O> {}
+
 /// A `GemmParams` field (inside [`SplitKParams`]) passes as its bytes.
-impl streamline_device::params::Field for GemmParams {
+impl<O: Element> streamline_device::params::Field for GemmParamsTo<O> {
     const KIND: streamline_device::params::FieldKind = streamline_device::params::FieldKind::Bytes;
 }
 
@@ -149,6 +161,10 @@ declare! {
         Kernel::new("sgemm_7_swizzled_128x128").with_bounds(256, 2);
     const WIDE_128X128: Kernel<GemmParams> =
         Kernel::new("sgemm_8_wide_128x128").with_bounds(128, 2);
+    /// Step 8 writing `C` in bf16: each f32 result rounded once, to nearest even (a gradient
+    /// that travels and is applied in bf16, with no f32 copy in memory).
+    pub const SGEMM_8_WIDE_128X128_BF16: Kernel<GemmParamsTo<bf16>> =
+        Kernel::new("sgemm_8_wide_128x128_bf16").with_bounds(128, 2);
     const SPLITK_128X128: Kernel<SplitKParams> =
         Kernel::new("sgemm_splitk_128x128").with_bounds(256, 2);
     const SPLITK_WIDE_128X128: Kernel<SplitKParams> =
@@ -390,3 +406,22 @@ pub const SGEMM_SPLITK_ALL: [SplitKTiling; 4] = [
     SGEMM_SPLITK_64X64,
     SGEMM_SPLITK_32X128,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameter_structs_have_no_padding() {
+        let sum = |f: &[streamline_device::params::FieldInfo]| f.iter().map(|f| f.size).sum();
+        use streamline_device::params::ParamFields;
+        assert_eq!(
+            core::mem::size_of::<GemmParams>(),
+            sum(<GemmParams as ParamFields>::FIELDS)
+        );
+        assert_eq!(
+            core::mem::size_of::<GemmParamsTo<bf16>>(),
+            sum(<GemmParamsTo<bf16> as ParamFields>::FIELDS)
+        );
+    }
+}

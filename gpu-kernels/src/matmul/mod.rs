@@ -38,15 +38,16 @@
 
 use core::arch::nvptx;
 use core::intrinsics::{fmaf32, gpu::gpu_launch_sized_workgroup_mem};
+use out::Out;
 use streamline_abi::matmul::{
-    splitk_reduce_by_quads, splitk_row_stride, GemmParams, SplitKParams, SplitKReduceParams, A_PAD,
-    SGEMM_DOT_1X16, SGEMM_SPLITK_128X128, SGEMM_SPLITK_32X128, SGEMM_SPLITK_64X64,
-    SGEMM_SPLITK_REDUCE, SGEMM_SPLITK_WIDE_128X128,
+    splitk_reduce_by_quads, splitk_row_stride, GemmParams, GemmParamsTo, SplitKParams,
+    SplitKReduceParams, A_PAD, SGEMM_DOT_1X16, SGEMM_SPLITK_128X128, SGEMM_SPLITK_32X128,
+    SGEMM_SPLITK_64X64, SGEMM_SPLITK_REDUCE, SGEMM_SPLITK_WIDE_128X128,
 };
 use streamline_abi::matmul::{
     SGEMM_1_NAIVE, SGEMM_2_TILED, SGEMM_3_BLOCKED, SGEMM_4_VECTORIZED, SGEMM_5_PIPELINED_128X128,
     SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64, SGEMM_6_ASYNC_128X128,
-    SGEMM_7_SWIZZLED_128X128, SGEMM_8_WIDE_128X128,
+    SGEMM_7_SWIZZLED_128X128, SGEMM_8_WIDE_128X128, SGEMM_8_WIDE_128X128_BF16,
 };
 use streamline_device::kernel;
 use streamline_device::mem::{ldg, ldg4};
@@ -78,25 +79,19 @@ fn barrier() {
     unsafe { nvptx::_syncthreads() }
 }
 
-/// `alpha * acc + beta * old`, without reading `old` when `beta == 0`.
+/// `alpha * acc + beta * old`, without reading `old` when `beta == 0`, rounded to `C`'s type.
 ///
 /// # Safety
 /// `c` must be valid for reads and writes.
 #[inline(always)]
-unsafe fn epilogue(c: *mut f32, acc: f32, alpha: f32, beta: f32) {
-    // SAFETY: forwarded from the caller.
-    unsafe {
-        let v = if beta == 0.0 {
-            alpha * acc
-        } else {
-            fmaf32(beta, *c, alpha * acc)
-        };
-        *c = v;
-    }
+unsafe fn epilogue<O: Out>(c: *mut O, acc: f32, alpha: f32, beta: f32) {
+    // SAFETY: forwarded from the caller; `c` is read only when `beta != 0`.
+    unsafe { *c = O::from_acc(out::scaled(acc, || (*c).to_acc(), alpha, beta)) }
 }
 
 pub mod dot;
 pub mod half;
+mod out;
 pub mod splitk;
 pub mod step1_naive;
 pub mod step2_tiled;
@@ -173,7 +168,7 @@ impl Frame {
     }
 
     /// [`Frame::new`], with the block's tile taken in [`swizzled`] order when `swizzle`.
-    fn at<const BM: usize, const BN: usize>(p: &GemmParams, swizzle: bool) -> Frame {
+    fn at<const BM: usize, const BN: usize>(p: &GemmParamsTo<impl Out>, swizzle: bool) -> Frame {
         let (bx, by, tid, _) = ids();
         let (bx, by) = if swizzle { swizzled(bx, by) } else { (bx, by) };
         Frame {
@@ -406,17 +401,17 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
         }
     }
 
-    /// Writes `alpha * acc + beta * C` for this thread's 4 x 4 quadrants, 16 bytes at a
-    /// time where `C` allows it.
+    /// Writes `alpha * acc + beta * C` for this thread's 4 x 4 quadrants, rounded to `C`'s
+    /// type, four elements per store where `C` allows it.
     ///
     /// # Safety
     /// `p.c` must hold `C`.
     #[inline(always)]
-    unsafe fn write_c(p: &GemmParams, f: &Frame, acc: &[[f32; TN]; 8]) {
+    unsafe fn write_c<O: Out>(p: &GemmParamsTo<O>, f: &Frame, acc: &[[f32; TN]; 8]) {
         let (ty, tx) = Self::position(f.tid);
         let c = p.c.as_mut_ptr();
         let ldc = p.ldc as usize;
-        let vec_c = p.c.addr() % 16 == 0 && ldc % 4 == 0;
+        let vec_c = p.c.addr() % (4 * size_of::<O>() as u64) == 0 && ldc % 4 == 0;
         for i in 0..8 {
             let r = f.row0 + (i / 4) * (BM / 2) + ty * 4 + i % 4;
             if r >= f.m {
@@ -425,24 +420,12 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
             for h in 0..TN / 4 {
                 let c0 = f.col0 + h * Self::QN + tx * 4;
                 let v = &acc[i][h * 4..h * 4 + 4];
-                // SAFETY: `r < m`; every column written is below `n`.
+                // SAFETY: `r < m`; every column written is below `n`; with `vec_c` the four
+                // start on a multiple of four elements of an aligned row.
                 unsafe {
                     let q = c.add(r * ldc + c0);
                     if vec_c && c0 + 4 <= f.n {
-                        let mut out = F4([0.0; 4]);
-                        let old = if p.beta == 0.0 {
-                            ZERO4
-                        } else {
-                            *(q as *const F4)
-                        };
-                        for j in 0..4 {
-                            out.0[j] = if p.beta == 0.0 {
-                                p.alpha * v[j]
-                            } else {
-                                fmaf32(p.beta, old.0[j], p.alpha * v[j])
-                            };
-                        }
-                        *(q as *mut F4) = out;
+                        O::write4(q, v, p.alpha, p.beta);
                     } else {
                         for (j, &x) in v.iter().enumerate() {
                             if c0 + j < f.n {

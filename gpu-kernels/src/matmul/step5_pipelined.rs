@@ -45,7 +45,7 @@ pub(super) unsafe fn pipelined_in<
     const TN: usize,
     const EDGES: bool,
 >(
-    p: GemmParams,
+    p: GemmParamsTo<impl Out>,
 ) {
     let f = Frame::at::<BM, BN>(&p, SWIZZLE);
     let mut acc = [[0.0f32; TN]; 8];

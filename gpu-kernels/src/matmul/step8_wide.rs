@@ -20,3 +20,18 @@ kernel! {
         unsafe { pipelined_in::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, false, 16, true>(p) }
     }
 }
+
+kernel! {
+    #[declared(SGEMM_8_WIDE_128X128_BF16)]
+    /// [`sgemm_8_wide_128x128`] writing `C` in bf16, each f32 result rounded once: a product
+    /// whose result is used in bf16 (a gradient averaged across GPUs in bf16) without an f32
+    /// copy in memory and a pass to round it.
+    ///
+    /// # Safety
+    /// As for [`sgemm_8_wide_128x128`], with `C` of bf16.
+    pub unsafe fn sgemm_8_wide_128x128_bf16(p: GemmParamsTo<streamline_device::bf16>) {
+        type T = Tile<128, 128, 8, 16>;
+        // SAFETY: forwarded.
+        unsafe { pipelined_in::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, false, 16, true>(p) }
+    }
+}

@@ -7,12 +7,13 @@ use cudarc::cublas::{sys as blas_sys, CudaBlas, Gemm as _, GemmConfig};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use std::sync::Arc;
 use streamline_abi::matmul::{
-    splitk_reduce_by_quads, splitk_row_stride, GemmParams, GemmTiling, SplitKParams,
+    splitk_reduce_by_quads, splitk_row_stride, GemmParamsTo, GemmTiling, SplitKParams,
     SplitKReduceParams, SplitKTiling, SGEMM_5_PIPELINED_128X64, SGEMM_5_PIPELINED_64X64,
-    SGEMM_8_WIDE_128X128, SGEMM_DOT_1X16, SGEMM_SPLITK_128X128, SGEMM_SPLITK_32X128,
-    SGEMM_SPLITK_64X64, SGEMM_SPLITK_ALL, SGEMM_SPLITK_REDUCE, SGEMM_SPLITK_WIDE_128X128,
-    SGEMM_WHOLE, SPLITK_REDUCE_BLOCK,
+    SGEMM_8_WIDE_128X128, SGEMM_8_WIDE_128X128_BF16, SGEMM_DOT_1X16, SGEMM_SPLITK_128X128,
+    SGEMM_SPLITK_32X128, SGEMM_SPLITK_64X64, SGEMM_SPLITK_ALL, SGEMM_SPLITK_REDUCE,
+    SGEMM_SPLITK_WIDE_128X128, SGEMM_WHOLE, SPLITK_REDUCE_BLOCK,
 };
+use streamline_device::element::{bf16, Element};
 use streamline_device::{DevPtr, DevPtrMut};
 
 pub use crate::spec::matmul::{Gemm, MAX_DIM};
@@ -20,8 +21,13 @@ pub use crate::spec::matmul::{Gemm, MAX_DIM};
 /// The launch side of a product.
 impl Gemm {
     /// The kernels' parameters for this product with `A`, `B` and `C` at these addresses.
-    pub fn params(&self, a: DevPtr<f32>, b: DevPtr<f32>, c: DevPtrMut<f32>) -> GemmParams {
-        GemmParams {
+    pub fn params<O: Element>(
+        &self,
+        a: DevPtr<f32>,
+        b: DevPtr<f32>,
+        c: DevPtrMut<O>,
+    ) -> GemmParamsTo<O> {
+        GemmParamsTo {
             a,
             b,
             c,
@@ -298,6 +304,35 @@ pub fn sgemm(
     // in-bounds access the kernel makes is inside an allocation; `c` is borrowed exclusively so
     // it aliases neither input, and the launch is ordered after earlier work on all three
     // buffers. The shared size and block shape are the tiling's own.
+    unsafe { launch.run(cfg, params) }
+}
+
+/// Computes `C = alpha * A @ B + beta * C` on `stream` with `C` in bf16: the product in f32
+/// by step 8's kernel, each result rounded once to bf16 (to nearest, ties to even) as it is
+/// written. For a product whose result is used in bf16 (a gradient averaged across GPUs in
+/// bf16), this spares writing it in f32 and a pass rounding it; the bits are those of
+/// [`sgemm`] with step 8 into f32, then rounded. Products of any shape, in one launch (no
+/// split of `K`).
+pub fn sgemm_to_bf16(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    g: &Gemm,
+    a: &impl DevicePtr<f32>,
+    b: &impl DevicePtr<f32>,
+    c: &mut impl DevicePtrMut<bf16>,
+) -> Result<()> {
+    g.check_lengths(a.len(), b.len(), c.len())?;
+    let t = &SGEMM_8_WIDE_128X128;
+    let grid = grid(t, g.m, g.n)?;
+    let mut launch = gpu.kernels()?.prepare(stream, SGEMM_8_WIDE_128X128_BF16);
+    let ap = launch.read(a);
+    let bp = launch.read(b);
+    let cp = launch.write(c);
+    let params = g.params(ap, bp, cp);
+    let cfg = LaunchConfig::new(grid, (t.block_x, t.block_y, 1)).with_shared(t.shared_bytes);
+    // SAFETY: as in `sgemm`: `check_lengths` proved each buffer holds its matrix (C's length
+    // counted in its own elements), `c` is borrowed exclusively, and the block shape and shared
+    // size are those of step 8, whose tiling this kernel shares.
     unsafe { launch.run(cfg, params) }
 }
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::error::Result;
 use streamline::multi::{Batch, Comm, ReduceOp};
-use streamline::ops::matmul::{sgemm, Gemm, Kernel};
-use streamline::ops::train::{mse_grad, relu, relu_backward, round_bf16, sgd, transpose};
+use streamline::ops::matmul::{sgemm, sgemm_to_bf16, Gemm, Kernel};
+use streamline::ops::train::{mse_grad, relu, relu_backward, sgd, transpose};
 use streamline::Gpu;
 use streamline_testing::reference::train::Mlp;
 
@@ -357,33 +357,30 @@ impl Model {
         transpose(gpu, s, b, d, x, &mut self.xt)?;
         mark(s, "second layer, transposed x".into())?;
         let spans = bucket_spans(d, self.dw1.len());
-        for (i, ((r0, n), g)) in spans.zip(self.dw1.iter_mut()).enumerate() {
-            sgemm(
-                gpu,
-                s,
-                k,
-                &Gemm::dense(n, h, b),
-                &self.xt.view(r0 * b..(r0 + n) * b)?,
-                &self.dh,
-                g,
-            )?;
-            mark(s, format!("gradient {i}"))?;
+        for (i, (r0, n)) in spans.enumerate() {
+            let (xt, product) = (self.xt.view(r0 * b..(r0 + n) * b)?, Gemm::dense(n, h, b));
             let (w, u) = (&mut self.w1[i], reduce.map_or(s, |r| &*r.update));
             match (travel, self.dw1_bf16.get_mut(i)) {
-                (None, _) => sgd(gpu, u, w, g, lr)?,
-                (Some(r), None) => {
-                    mark(&r.stream, format!("all-reduce {i} reached"))?;
-                    r.comm.all_reduce_in_place(&r.stream, g, ReduceOp::Avg)?;
-                    mark(&r.stream, format!("all-reduce {i} done"))?;
-                    sgd(gpu, u, w, g, lr)?;
-                }
+                // The gradient travels in bf16: the product writes it rounded, with no f32
+                // copy.
                 (Some(r), Some(gh)) => {
-                    round_bf16(gpu, s, g, gh)?;
-                    mark(s, format!("rounded {i}"))?;
+                    sgemm_to_bf16(gpu, s, &product, &xt, &self.dh, gh)?;
+                    mark(s, format!("gradient {i}"))?;
                     mark(&r.stream, format!("all-reduce {i} reached"))?;
                     r.comm.all_reduce_in_place(&r.stream, gh, ReduceOp::Avg)?;
                     mark(&r.stream, format!("all-reduce {i} done"))?;
                     sgd(gpu, u, w, gh, lr)?;
+                }
+                (travel, _) => {
+                    let g = &mut self.dw1[i];
+                    sgemm(gpu, s, k, &product, &xt, &self.dh, g)?;
+                    mark(s, format!("gradient {i}"))?;
+                    if let Some(r) = travel {
+                        mark(&r.stream, format!("all-reduce {i} reached"))?;
+                        r.comm.all_reduce_in_place(&r.stream, g, ReduceOp::Avg)?;
+                        mark(&r.stream, format!("all-reduce {i} done"))?;
+                    }
+                    sgd(gpu, u, w, g, lr)?;
                 }
             }
             mark(u, format!("update {i}"))?;

@@ -194,6 +194,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let mut skipped = std::collections::BTreeSet::new();
     let (headline, smallest) = o.train.headline_and_smallest();
     let mut traces = [String::new(), String::new()];
+    let mut host_ms = (0.0, 0.0);
     for (i, &batch) in o.train.batches.iter().enumerate() {
         let seed = common.seed + 100 * i as u64;
         // One GPU, the same batch: the baseline of this command.
@@ -224,8 +225,12 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         let many = wall_ms(common.reps, || {
             on_every_gpu(&members, &mut setups, |m, su| steps_on(m, su, &plan, steps))
         })? / steps as f64;
+        // GPU 0's thread's time in the calls that queue a step's work, of the last run.
+        let queued = setups[0].host.iter().sum::<std::time::Duration>().as_secs_f64() * 1e3
+            / steps as f64;
         if batch == headline {
             traces[1] = traced(&members, &mut setups, &plan, steps)?;
+            host_ms = (queued, many);
         }
         let comm_ms = all_reduce_alone(&members, &mut setups, common.reps)?;
         same_weights(&members, &setups, &mut check)?;
@@ -299,6 +304,10 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         ),
         "the last step of the smallest batch is checked against the f64 reference of one SGD step on the global batch (all GPUs' parts), and the weights bit for bit across GPUs after every batch size".into(),
     ];
+    notes.push(format!(
+        "GPU 0's thread spent {:.2} ms per data-parallel step (of {:.2}) in the calls that queue the step's copies, kernels and all-reduces",
+        host_ms.0, host_ms.1
+    ));
     if let Some(sp) = split.first().and_then(|g| g.split()) {
         notes.push(format!(
             "the data-parallel steps' kernels ran on {} of each GPU's {} SMs (a green context), keeping {} free for NCCL's kernels, queued on a stream of the device's primary context (which may also use the others); the one-GPU pipeline had every SM",

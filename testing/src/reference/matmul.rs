@@ -69,6 +69,22 @@ pub fn rows(g: &Gemm, a: &[f32], b: &[f32], c0: &[f32], rows: &[usize]) -> Vec<R
         .collect()
 }
 
+/// `reference` for a product whose f32 result is then rounded once to bf16 (to nearest): each
+/// bound widened by that rounding.
+///
+/// With `r` the f32 result, `|r - C*| <= e` (the bound above). bf16 keeps 8 significant bits,
+/// so rounding `r` to nearest errs by at most `2^-8 |r| <= 2^-8 (|C*| + e)` where the result
+/// is normal, and by at most half the smallest bf16 subnormal, `2^-134`, below that (bf16 has
+/// f32's exponent range). Altogether `|RN(r) - C*| <= e + 2^-8 (|C*| + e) + 2^-134`.
+pub fn rounded_to_bf16(mut reference: Vec<RowCheck>) -> Vec<RowCheck> {
+    for r in &mut reference {
+        for (b, v) in r.bound.iter_mut().zip(&r.value) {
+            *b += f64::powi(2.0, -8) * (v.abs() + *b) + f64::powi(2.0, -134);
+        }
+    }
+    reference
+}
+
 /// Row `i` of `A @ B` in f64, `sum_k a_ik b_kj`, and of `S_ij = sum_k |a_ik| |b_kj|`, for
 /// every column `j` (buffers with `g`'s strides).
 pub(crate) fn row_sums(g: &Gemm, a: &[f32], b: &[f32], i: usize) -> (Vec<f64>, Vec<f64>) {

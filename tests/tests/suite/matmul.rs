@@ -21,17 +21,17 @@ use streamline_testing::data::{randn_f32, HeavyHost};
 use streamline_testing::reference::matmul as reference;
 use streamline_tests::{gpu, gpu_property};
 
-const GUARD: usize = 13;
+pub(crate) const GUARD: usize = 13;
 
 /// One GPU case; `kernel` indexes `SGEMM_WHOLE`, is `SGEMM_WHOLE.len()` for the shape rule, or
 /// above that indexes `SGEMM_SPLITK_ALL`, split into `slices` slices of `K`.
 #[derive(Clone, Debug)]
-struct Case {
-    g: Gemm,
+pub(crate) struct Case {
+    pub(crate) g: Gemm,
     kernel: usize,
     slices: usize,
-    offsets: [usize; 3],
-    seed: u64,
+    pub(crate) offsets: [usize; 3],
+    pub(crate) seed: u64,
 }
 
 /// Number of kernel choices of a [`Case`].
@@ -91,7 +91,7 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
 }
 
 /// Dimensions: 1, primes, the tile sizes (8, 16, 32, 64, 128) and their neighbours, random.
-fn dim() -> impl Strategy<Value = usize> {
+pub(crate) fn dim() -> impl Strategy<Value = usize> {
     prop_oneof![
         3 => 1usize..=300,
         2 => prop::sample::select(vec![
@@ -102,7 +102,7 @@ fn dim() -> impl Strategy<Value = usize> {
 }
 
 /// (alpha, beta): the plain product, accumulation, scaling both ways, a zero product.
-fn scalars() -> impl Strategy<Value = (f32, f32)> {
+pub(crate) fn scalars() -> impl Strategy<Value = (f32, f32)> {
     prop::sample::select(vec![
         (1.0f32, 0.0f32),
         (1.0, 1.0),
@@ -113,7 +113,7 @@ fn scalars() -> impl Strategy<Value = (f32, f32)> {
     ])
 }
 
-fn case() -> impl Strategy<Value = Case> {
+pub(crate) fn case() -> impl Strategy<Value = Case> {
     (
         (dim(), dim(), dim()),
         (0usize..6, 0usize..6, 0usize..6),
