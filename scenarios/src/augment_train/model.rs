@@ -58,7 +58,8 @@ pub(crate) struct Model {
 /// done. Recorded for the step `skip` steps after it is set.
 pub(crate) struct StepTrace {
     pub(crate) skip: usize,
-    pub(crate) marks: Vec<(String, CudaEvent)>,
+    /// Each moment, its event and when the host queued it.
+    pub(crate) marks: Vec<(String, CudaEvent, std::time::Instant)>,
     /// The transform stream's moments (each batch copied in, each augmented) around it: the
     /// last [`AROUND`] before it and the first after.
     pub(crate) around: std::collections::VecDeque<(String, CudaEvent)>,
@@ -96,22 +97,27 @@ impl StepTrace {
         Ok(())
     }
 
-    /// Each moment's ms after the step's first, in the order recorded (once the step is
-    /// done), the transform stream's within 6 ms of it after.
-    pub(crate) fn times(&self) -> Result<Vec<(String, f32)>> {
+    /// Each moment's ms after the step's first on the GPU and, for the step's own moments, when
+    /// the host queued it (ms after it queued the first), in the order recorded (once the step
+    /// is done); then the transform stream's within 6 ms of it.
+    pub(crate) fn times(&self) -> Result<Vec<(String, f32, Option<f64>)>> {
         use streamline::error::DriverContext;
-        let Some((_, first)) = self.marks.first() else {
+        let Some((_, first, queued)) = self.marks.first() else {
             return Ok(Vec::new());
         };
         let mut out = self
             .marks
             .iter()
-            .map(|(what, e)| Ok((what.clone(), first.elapsed_ms(e).op("cuEventElapsedTime")?)))
+            .map(|(what, e, at)| {
+                let host = at.duration_since(*queued).as_secs_f64() * 1e3;
+                let ms = first.elapsed_ms(e).op("cuEventElapsedTime")?;
+                Ok((what.clone(), ms, Some(host)))
+            })
             .collect::<Result<Vec<_>>>()?;
         for (what, e) in &self.around {
             let ms = first.elapsed_ms(e).op("cuEventElapsedTime")?;
             if (-6.0..6.0).contains(&ms) {
-                out.push((format!("transform: {what}"), ms));
+                out.push((format!("transform: {what}"), ms, None));
             }
         }
         Ok(out)
@@ -278,7 +284,8 @@ impl Model {
             if let Some(m) = &mut marks {
                 use streamline::error::DriverContext;
                 let timed = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-                m.push((what, stream.record_event(timed).op("cuEventRecord")?));
+                let e = stream.record_event(timed).op("cuEventRecord")?;
+                m.push((what, e, std::time::Instant::now()));
             }
             Ok(())
         };

@@ -226,7 +226,12 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             on_every_gpu(&members, &mut setups, |m, su| steps_on(m, su, &plan, steps))
         })? / steps as f64;
         // GPU 0's thread's time in the calls that queue a step's work, of the last run.
-        let queued = setups[0].host.iter().sum::<std::time::Duration>().as_secs_f64() * 1e3
+        let queued = setups[0]
+            .host
+            .iter()
+            .sum::<std::time::Duration>()
+            .as_secs_f64()
+            * 1e3
             / steps as f64;
         if batch == headline {
             traces[1] = traced(&members, &mut setups, &plan, steps)?;
@@ -322,7 +327,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     {
         if !trace.is_empty() {
             notes.push(format!(
-                "one step of GPU 0 in {world} at batch {headline}, ms from its start to each moment its streams reached (model stream: after each product; communication stream: reaching each all-reduce, its earlier work done, and after it; update stream: each bucket updated): {trace}"
+                "one step of GPU 0 in {world} at batch {headline}, ms from its start to each moment its streams reached, and when GPU 0's thread queued it (model stream: after each product; communication stream: reaching each all-reduce, its earlier work done, and after it; update stream: each bucket updated): {trace}"
             ));
         }
     }
@@ -370,7 +375,10 @@ fn traced(members: &[Member], setups: &mut [Setup], plan: &Plan, steps: usize) -
     };
     Ok(t.times()?
         .iter()
-        .map(|(what, ms)| format!("{what} {ms:.3}"))
+        .map(|(what, ms, host)| match host {
+            Some(h) => format!("{what} {ms:.3} (queued {h:.3})"),
+            None => format!("{what} {ms:.3}"),
+        })
         .collect::<Vec<_>>()
         .join(", "))
 }
