@@ -13,9 +13,7 @@
 
 use streamline_abi::image::{IMAGE_BLOCK_X, IMAGE_BLOCK_Y};
 pub(crate) use streamline_abi::image::{NHWC_IN, NHWC_OUT};
-use streamline_device::mem::stg_at;
 use streamline_device::thread::{block_xyz, grid_z, thread_xy};
-use streamline_device::warp::Warp;
 use streamline_device::{DevPtr, DevPtrMut};
 
 /// The output pixels of one thread: column `j` of image `n`, and up to `per_thread` rows
@@ -160,51 +158,6 @@ impl WarpShape {
             ((warp & ((1 << s) - 1)) << (5 - s)) | (lane & (31 >> s)),
             ((warp >> s) << s) | (lane >> (5 - s)),
         )
-    }
-}
-
-impl WarpShape {
-    /// Pixels per row of a warp of this shape (32, 16, 8 ...), consecutive columns.
-    #[inline(always)]
-    pub fn row_pixels(self) -> u32 {
-        32 >> self.0
-    }
-}
-
-/// Stores the three channels `v` of this lane's pixel, at `at` in an NHWC output, with the
-/// whole warp: each row of the warp's patch (`shape`) is one run of `3 * row_pixels` values,
-/// which the warp writes in three stores of consecutive values (each lane's value fetched from
-/// the lane whose pixel holds it), where a store per channel would write every third value
-/// and touch three times the sectors.
-///
-/// # Safety
-/// `at` must address this lane's pixel (channel 0) in global memory, every lane of the warp
-/// must be active and converged with a pixel of its own, the lanes placed by `shape`.
-#[inline(always)]
-pub unsafe fn store3_nhwc_by_warp(shape: WarpShape, at: *mut f32, v: [f32; 3]) {
-    // SAFETY: every lane is active and converged (the contract).
-    let warp = unsafe { Warp::new() };
-    let cw = shape.row_pixels();
-    let lane = warp.lane();
-    let q = lane & (cw - 1);
-    // The row's run starts 3 q values before this lane's pixel.
-    let run = at.wrapping_sub(3 * q as usize);
-    for j in 0..3 {
-        let i = j * cw + q;
-        let src = lane - q + i / 3;
-        let (a, b, c) = (
-            warp.shfl_idx(v[0], src),
-            warp.shfl_idx(v[1], src),
-            warp.shfl_idx(v[2], src),
-        );
-        let x = match i % 3 {
-            0 => a,
-            1 => b,
-            _ => c,
-        };
-        // SAFETY: value `i < 3 cw` of the row's run, which holds the `cw` pixels of the row's
-        // lanes (the contract).
-        unsafe { stg_at(run, i, x) };
     }
 }
 

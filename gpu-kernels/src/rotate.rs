@@ -20,15 +20,15 @@
 //! warp's scattered reads are cheaper than in L1.
 
 use crate::channels::{
-    for_channel_groups, for_channels, for_shaped_columns, image_and_column, store3_nhwc_by_warp,
-    with_layouts, Strides, WarpShape,
+    for_channel_groups, for_channels, for_shaped_columns, image_and_column, with_layouts, Strides,
+    WarpShape,
 };
 use crate::sampling::{nearest_pixel, Bilinear, ColumnSpans, Rotation};
 use core::intrinsics::fmaf32 as fmaf;
 use core::ptr::{addr_of, addr_of_mut};
 use streamline_abi::image::RotateParams;
 use streamline_abi::image::{
-    IMAGE_BLOCK_X, IMAGE_BLOCK_Y, ROTATE_STAGED_MARGIN, ROTATE_STAGED_PITCH, ROTATE_STAGED_PLANE,
+    IMAGE_BLOCK_Y, ROTATE_STAGED_MARGIN, ROTATE_STAGED_PITCH, ROTATE_STAGED_PLANE,
     ROTATE_STAGED_ROWS, ROTATE_STAGED_ROW_PITCH, ROTATE_STAGED_ROW_ROWS, ROTATE_STAGED_SETUP_BYTES,
     ROTATE_STAGED_TILE,
 };
@@ -69,31 +69,18 @@ fn warp_shape(sin: f32, steep: WarpShape) -> WarpShape {
     }
 }
 
-/// The lanes of a thread's warp at one of its pixels: the warp's shape, and whether every
-/// thread of the block has a pixel in every one of its rows (the block lies inside the
-/// image), so that the warp's lanes are all active and converged at each pixel.
-#[derive(Clone, Copy)]
-struct Lanes {
-    shape: WarpShape,
-    whole: bool,
-}
-
-/// Calls `pixel(image, out, dst, (sy, sx), lanes)` for each of this thread's output pixels
-/// (see [`for_shaped_columns`], with the warps shaped by [`warp_shape`] and `steep`): the
-/// image's input, the thread's column of the image's output (channel 0), the pixel's row
-/// offset in the output, its source point and its warp's [`Lanes`]. The output's layout has
-/// strides `so`.
+/// Calls `pixel(image, out, dst, (sy, sx))` for each of this thread's output pixels (see
+/// [`for_shaped_columns`], with the warps shaped by [`warp_shape`] and `steep`): the image's
+/// input, the thread's column of the image's output (channel 0), the pixel's row offset in
+/// the output and its source point. The output's layout has strides `so`.
 #[inline(always)]
 fn for_pixels(
     p: &RotateParams,
     steep: WarpShape,
     so: Strides,
-    mut pixel: impl FnMut(*const f32, *mut f32, u32, (f32, f32), Lanes),
+    mut pixel: impl FnMut(*const f32, *mut f32, u32, (f32, f32)),
 ) {
     let plane = p.height * p.width;
-    let (bx, by, _) = block_xyz();
-    let whole =
-        (bx + 1) * IMAGE_BLOCK_X <= p.width && (by + 1) * IMAGE_BLOCK_Y * p.rows <= p.height;
     let per_image = |n: u32| {
         let rot = rotation(p, n);
         (warp_shape(rot.sin, steep), rot)
@@ -102,10 +89,6 @@ fn for_pixels(
         let (cx, cy) = rot.col(col.j as i32);
         let (image, out) =
             image_and_column((p.x, p.y), p.channels, (plane, plane), col.n, col.j * so.px);
-        let lanes = Lanes {
-            shape: warp_shape(rot.sin, steep),
-            whole,
-        };
         col.rows(|i| {
             let (rx, ry) = rot.row(i as i32);
             pixel(
@@ -113,7 +96,6 @@ fn for_pixels(
                 out,
                 i * p.width * so.px,
                 rot.finish(cx + rx, cy + ry),
-                lanes,
             );
         });
     });
@@ -160,25 +142,16 @@ unsafe fn nearest<const NHWC_IN: bool, const NHWC_OUT: bool>(p: &RotateParams) {
     let (h, w) = (p.height as i32, p.width as i32);
     let fill = if p.has_fill != 0 { p.fill } else { 0.0 };
     // Near 90 degrees, 8 x 4 patches.
-    for_pixels(p, WarpShape(2), so, |image, out, dst, (sy, sx), lanes| {
+    for_pixels(p, WarpShape(2), so, |image, out, dst, (sy, sx)| {
         let src =
             nearest_pixel(sy, sx, h, w).map(|(yi, xi)| (yi as u32 * p.width + xi as u32) * si.px);
-        let value = |c: u32| match src {
-            // SAFETY: `nearest_pixel` returns only pixels inside the image, `c < channels`.
-            Some(o) => unsafe { ldg_at_line(image, c * si.ch + o) },
-            None => fill,
-        };
-        if NHWC_OUT && p.channels == 3 && lanes.whole {
-            // SAFETY: the pixel is in the image; the block lies inside the image, so every
-            // lane of the warp has a pixel here, converged.
-            unsafe {
-                store3_nhwc_by_warp(lanes.shape, out.add(dst as usize), [0, 1, 2].map(value))
-            };
-            return;
-        }
         for_channels(
             p.channels,
-            value,
+            |c| match src {
+                // SAFETY: `nearest_pixel` returns only pixels inside the image, `c < channels`.
+                Some(o) => unsafe { ldg_at_line(image, c * si.ch + o) },
+                None => fill,
+            },
             // SAFETY: the pixel is in the image (`for_pixels`), `c < channels`.
             |c, v| unsafe { stg_at(out, c * so.ch + dst, v) },
         );
@@ -239,7 +212,7 @@ unsafe fn bilinear<const FILL: bool, const NHWC_IN: bool, const NHWC_OUT: bool>(
     );
     let (h, w) = (p.height as i32, p.width as i32);
     // Near 90 degrees, 4 x 8 patches.
-    for_pixels(p, WarpShape(3), so, |image, out, dst, (sy, sx), _| {
+    for_pixels(p, WarpShape(3), so, |image, out, dst, (sy, sx)| {
         let bl = Bilinear::new(sy, sx, h, w);
         let mask = if FILL { bl.mask() } else { 0.0 };
         // The north-west neighbour of channel 0 and the one below it; only neighbours inside
