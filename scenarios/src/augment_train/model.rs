@@ -44,7 +44,8 @@ pub(crate) struct Model {
     /// `dL/dW1` in the buckets of `w1`: each bucket's all-reduce overlaps the product that
     /// fills the next one.
     pub(super) dw1: Vec<DeviceBuffer<f32>>,
-    /// The buckets of `dw1` rounded to bf16, where the gradient travels in bf16.
+    /// `dL/dW1`'s buckets in bf16, where the gradient travels in bf16: the gradient products
+    /// write them rounded (`dw1` then serves a world of one alone).
     dw1_bf16: Vec<DeviceBuffer<bf16>>,
     /// The kernel of the first layer's forward product.
     pub(crate) forward: Kernel,
