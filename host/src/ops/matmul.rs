@@ -293,17 +293,35 @@ pub fn sgemm(
             slices,
         } => return split_k(gpu, stream, g, (tiling, k_slice, slices), a, b, c),
     };
+    whole(gpu, stream, t, t.spec, g, (a, b, c))
+}
+
+/// Launches `spec`, a kernel of tiling `t` that computes the whole product in one launch, on
+/// buffers whose lengths `check_lengths` has proved.
+fn whole<O: Element>(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    t: &GemmTiling,
+    spec: streamline_device::Kernel<GemmParamsTo<O>>,
+    g: &Gemm,
+    (a, b, c): (
+        &impl DevicePtr<f32>,
+        &impl DevicePtr<f32>,
+        &mut impl DevicePtrMut<O>,
+    ),
+) -> Result<()> {
     let grid = grid(t, g.m, g.n)?;
-    let mut launch = gpu.kernels()?.prepare(stream, t.spec);
+    let mut launch = gpu.kernels()?.prepare(stream, spec);
     let ap = launch.read(a);
     let bp = launch.read(b);
     let cp = launch.write(c);
     let params = g.params(ap, bp, cp);
     let cfg = LaunchConfig::new(grid, (t.block_x, t.block_y, 1)).with_shared(t.shared_bytes);
-    // SAFETY: `check_lengths` proved each buffer holds its matrix with its stride, so every
-    // in-bounds access the kernel makes is inside an allocation; `c` is borrowed exclusively so
-    // it aliases neither input, and the launch is ordered after earlier work on all three
-    // buffers. The shared size and block shape are the tiling's own.
+    // SAFETY: `check_lengths` proved each buffer holds its matrix with its stride (C's length
+    // counted in its own elements), so every in-bounds access the kernel makes is inside an
+    // allocation; `c` is borrowed exclusively so it aliases neither input, and the launch is
+    // ordered after earlier work on all three buffers. The shared size and block shape are
+    // those of `t`, the tiling `spec` is built for.
     unsafe { launch.run(cfg, params) }
 }
 
@@ -323,17 +341,7 @@ pub fn sgemm_to_bf16(
 ) -> Result<()> {
     g.check_lengths(a.len(), b.len(), c.len())?;
     let t = &SGEMM_8_WIDE_128X128;
-    let grid = grid(t, g.m, g.n)?;
-    let mut launch = gpu.kernels()?.prepare(stream, SGEMM_8_WIDE_128X128_BF16);
-    let ap = launch.read(a);
-    let bp = launch.read(b);
-    let cp = launch.write(c);
-    let params = g.params(ap, bp, cp);
-    let cfg = LaunchConfig::new(grid, (t.block_x, t.block_y, 1)).with_shared(t.shared_bytes);
-    // SAFETY: as in `sgemm`: `check_lengths` proved each buffer holds its matrix (C's length
-    // counted in its own elements), `c` is borrowed exclusively, and the block shape and shared
-    // size are those of step 8, whose tiling this kernel shares.
-    unsafe { launch.run(cfg, params) }
+    whole(gpu, stream, t, SGEMM_8_WIDE_128X128_BF16, g, (a, b, c))
 }
 
 /// Device memory allocated and freed in one stream's order (`cuMemAllocAsync` /
