@@ -149,6 +149,8 @@ pub const MMA_STAGES: u32 = 4;
 pub const WGMMA_STAGES: u32 = 4;
 /// Stages of step 4's ring (its staging area takes the fourth's room).
 pub const TMA_STORE_STAGES: u32 = 3;
+/// Stages of step 5's ring: its stages and staging area are half step 4's size.
+pub const NARROW_STAGES: u32 = 6;
 
 declare! {
     /// Step 1: `mma.sync` (m16n8k16) from `ldmatrix` fragments, `cp.async` stages, 128 x 128
@@ -177,6 +179,14 @@ declare! {
     /// [`HGEMM_4_TMA_STORE_BF16`] for f32 multiplied as TF32, `B` transposed as for
     /// [`HGEMM_3_PERSISTENT_TF32`]. sm_90a only.
     pub const HGEMM_4_TMA_STORE_TF32: Kernel<HgemmParams<f32>> = Kernel::new("hgemm_4_tma_store_tf32").with_bounds(384, 1).only_on("sm_90a");
+    /// Step 5: step 4 with 128 x 128 tiles (`m64n128` products), for products whose 128 x 256
+    /// tiles would leave multiprocessors idle. sm_90a only.
+    pub const HGEMM_5_NARROW_BF16: Kernel<HgemmParams<bf16>> = Kernel::new("hgemm_5_narrow_bf16").with_bounds(384, 1).only_on("sm_90a");
+    /// [`HGEMM_5_NARROW_BF16`] for f16.
+    pub const HGEMM_5_NARROW_F16: Kernel<HgemmParams<f16>> = Kernel::new("hgemm_5_narrow_f16").with_bounds(384, 1).only_on("sm_90a");
+    /// [`HGEMM_5_NARROW_BF16`] for f32 multiplied as TF32, `B` transposed as for
+    /// [`HGEMM_3_PERSISTENT_TF32`]. sm_90a only.
+    pub const HGEMM_5_NARROW_TF32: Kernel<HgemmParams<f32>> = Kernel::new("hgemm_5_narrow_tf32").with_bounds(384, 1).only_on("sm_90a");
     /// The sum of split-K planes into a bf16 `C` (see [`HgemmReduceParams`]).
     pub const HGEMM_SPLITK_REDUCE_BF16: Kernel<HgemmReduceParams<bf16>> = Kernel::new("hgemm_splitk_reduce_bf16").with_bounds(256, 1);
     /// [`HGEMM_SPLITK_REDUCE_BF16`] into an f16 `C`.
@@ -236,12 +246,27 @@ pub const HGEMM_4_TMA_STORE: HgemmTiling = HgemmTiling {
     ..HGEMM_3_PERSISTENT
 };
 
+/// Step 5's launch: step 4's with 128 x 128 tiles, [`NARROW_STAGES`] stages of `A` and `B`
+/// (16 KiB each) and 32 KiB of staging.
+pub const HGEMM_5_NARROW: HgemmTiling = HgemmTiling {
+    bf16: HGEMM_5_NARROW_BF16,
+    f16: HGEMM_5_NARROW_F16,
+    tf32: Some(HGEMM_5_NARROW_TF32),
+    bn: 128,
+    shared_bytes: NARROW_STAGES * (128 * 64 + 64 * 128) * 2
+        + 2 * 64 * 128 * 2
+        + 2 * 8 * NARROW_STAGES
+        + 1024,
+    ..HGEMM_4_TMA_STORE
+};
+
 /// Every step, in order.
 pub const HGEMM_ALL: &[HgemmTiling] = &[
     HGEMM_1_MMA,
     HGEMM_2_WGMMA,
     HGEMM_3_PERSISTENT,
     HGEMM_4_TMA_STORE,
+    HGEMM_5_NARROW,
 ];
 
 /// The block of a grid of `tiles_m x tiles_n` output tiles that block `id` computes, in groups

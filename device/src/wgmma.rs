@@ -195,30 +195,32 @@ wgmma_op! {
     mma_m64n256k16_f16, "f16", "256", 128, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]
 }
 
-/// `D (+)= A B` for a 64 x 256 tile of `D` in f32 and TF32 operands with `K` = 8: the operands
-/// are f32 in shared memory, of which the tensor cores read the TF32 part (the sign, the
-/// exponent and the top 10 bits of the mantissa; the rest is ignored). Both operands K-major
-/// (TF32 has no transposed form).
-///
-/// `d` is this thread's part of `D` (see the module's layout); `a` and `b` are [`descriptor`]s;
-/// with `accumulate` false, `D = A B` (the old `d` is ignored).
-///
-/// # Safety
-/// As for [`mma_m64n256k16_bf16`].
-#[inline(always)]
-pub unsafe fn mma_m64n256k8_tf32(d: &mut [f32; 128], a: u64, b: u64, accumulate: bool) {
-    macro_rules! tf32 {
-        ($($i:literal)*) => {
+/// Defines `wgmma.mma_async.m64nNk8.f32.tf32.tf32` with both operands from shared memory.
+macro_rules! wgmma_tf32_op {
+    ($(#[$doc:meta])* $name:ident, $n:literal, $regs:literal, [$first:literal $($i:literal)*]) => {
+        $(#[$doc])*
+        ///
+        /// The operands are f32 in shared memory, of which the tensor cores read the TF32 part
+        /// (the sign, the exponent and the top 10 bits of the mantissa; the rest is ignored).
+        /// Both operands K-major (TF32 has no transposed form).
+        ///
+        /// `d` is this thread's part of `D` (see the module's layout); `a` and `b` are
+        /// [`descriptor`]s; with `accumulate` false, `D = A B` (the old `d` is ignored).
+        ///
+        /// # Safety
+        /// As for [`mma_m64n256k16_bf16`].
+        #[inline(always)]
+        pub unsafe fn $name(d: &mut [f32; $regs], a: u64, b: u64, accumulate: bool) {
             // SAFETY: guaranteed by the caller; reads the operands' shared memory and updates
             // `d`, asynchronously.
             unsafe {
                 asm!(
                     "{{ .reg .pred p; setp.ne.b32 p, {sc}, 0;",
-                    "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {{",
-                    "{0}",
+                    concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k8.f32.tf32.tf32 {{"),
+                    concat!("{", stringify!($first), "}"),
                     $(concat!(", {", stringify!($i), "}"),)*
                     "}}, {a}, {b}, p, 1, 1; }}",
-                    inout(reg32) d[0],
+                    inout(reg32) d[$first],
                     $(inout(reg32) d[$i],)*
                     a = in(reg64) a,
                     b = in(reg64) b,
@@ -226,7 +228,15 @@ pub unsafe fn mma_m64n256k8_tf32(d: &mut [f32; 128], a: u64, b: u64, accumulate:
                     options(nostack, preserves_flags)
                 );
             }
-        };
-    }
-    tf32!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127);
+        }
+    };
+}
+
+wgmma_tf32_op! {
+    /// `D (+)= A B` for a 64 x 128 tile of `D` in f32 and TF32 operands with `K` = 8.
+    mma_m64n128k8_tf32, "128", 64, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]
+}
+wgmma_tf32_op! {
+    /// `D (+)= A B` for a 64 x 256 tile of `D` in f32 and TF32 operands with `K` = 8.
+    mma_m64n256k8_tf32, "256", 128, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]
 }

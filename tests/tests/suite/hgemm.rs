@@ -15,6 +15,7 @@ use streamline::ops::hgemm::{check_alignment, hgemm, hgemm_bt, BLayout, Gemm, Ha
 use streamline::runtime::{Gpu, KernelImage, KERNELS};
 use streamline_abi::hgemm::{
     HGEMM_1_MMA, HGEMM_2_WGMMA, HGEMM_2_WGMMA_BF16, HGEMM_3_PERSISTENT, HGEMM_4_TMA_STORE,
+    HGEMM_5_NARROW,
 };
 use streamline_testing::data::{randn_f32, POISON_BF16, POISON_F16, POISON_F32};
 use streamline_testing::reference::hgemm::{self as reference, Rounding};
@@ -100,8 +101,8 @@ struct Case {
     g: Gemm,
     /// 0: the `mma.sync` step, 1: the `wgmma` step, 2: the persistent one, 3: its TMA-store
     /// variant (the last three where loaded), 4: auto, 5: step 4 with `K` cut into 3 slices,
-    /// 6: step 3 into 5. TF32 (Hopper only) runs the persistent step for 0 to 2, the TMA-store
-    /// one for 3.
+    /// 6: step 3 into 5, 7: step 5 (narrow tiles), 8: step 5 into 3 slices. TF32 (Hopper only)
+    /// runs the persistent step for 0 to 2, the TMA-store one for 3.
     kernel: usize,
     /// Offsets of A, B, C in their buffers, in elements.
     offsets: [usize; 3],
@@ -119,17 +120,21 @@ fn kernel_of<T: Elem>(gpu: &Gpu, c: &Case) -> Option<HgemmKernel> {
             3 => Some(HgemmKernel::Step(&HGEMM_4_TMA_STORE)),
             5 => Some(HgemmKernel::Split(&HGEMM_4_TMA_STORE, 3)),
             6 => Some(HgemmKernel::Split(&HGEMM_3_PERSISTENT, 5)),
+            7 => Some(HgemmKernel::Step(&HGEMM_5_NARROW)),
+            8 => Some(HgemmKernel::Split(&HGEMM_5_NARROW, 3)),
             _ => Some(HgemmKernel::Auto),
         };
     }
     match c.kernel {
         0 => Some(HgemmKernel::Step(&HGEMM_1_MMA)),
-        1..=3 | 5 | 6 if !hopper => None,
+        1..=3 | 5..=8 if !hopper => None,
         1 => Some(HgemmKernel::Step(&HGEMM_2_WGMMA)),
         2 => Some(HgemmKernel::Step(&HGEMM_3_PERSISTENT)),
         3 => Some(HgemmKernel::Step(&HGEMM_4_TMA_STORE)),
         5 => Some(HgemmKernel::Split(&HGEMM_4_TMA_STORE, 3)),
         6 => Some(HgemmKernel::Split(&HGEMM_3_PERSISTENT, 5)),
+        7 => Some(HgemmKernel::Step(&HGEMM_5_NARROW)),
+        8 => Some(HgemmKernel::Split(&HGEMM_5_NARROW, 3)),
         _ => Some(HgemmKernel::Auto),
     }
 }
@@ -215,7 +220,7 @@ fn case() -> impl Strategy<Value = Case> {
             (0.5, 2.0),
             (0.0, 1.0),
         ]),
-        0usize..7,
+        0usize..9,
         (0usize..3, 0usize..3, 0usize..3),
         any::<bool>(),
         any::<u64>(),
@@ -382,7 +387,7 @@ fn hgemm_edge_and_deep_shapes_every_step() {
         (32, 10, 1024),
         (64, 64, 2048),
     ] {
-        for kernel in [0, 1, 2, 3, 4, 5, 6] {
+        for kernel in 0..9 {
             for layout in [BLayout::Rows, BLayout::Transposed] {
                 let ldb = match layout {
                     BLayout::Rows => n.next_multiple_of(8),
@@ -507,6 +512,7 @@ fn replays_as_eager<T: Elem>(gpu: &Gpu, g: &Gemm, layout: BLayout) {
         HgemmKernel::Step(&HGEMM_2_WGMMA),
         HgemmKernel::Step(&HGEMM_3_PERSISTENT),
         HgemmKernel::Step(&HGEMM_4_TMA_STORE),
+        HgemmKernel::Step(&HGEMM_5_NARROW),
     ] {
         let HgemmKernel::Step(t) = kernel else {
             unreachable!()

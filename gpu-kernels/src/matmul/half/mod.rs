@@ -15,6 +15,8 @@
 //! 4. `step4_tma_store`: step 3 with the results converted into a swizzled staging area of
 //!    shared memory and written by the TMA while the warpgroup multiplies its next tile.
 //!    sm_90a only.
+//! 5. `step5_narrow`: step 4 with tiles half as wide (128 x 128), for products whose wide tiles
+//!    would leave multiprocessors idle. sm_90a only.
 //!
 //! Split-K ([`splitk`]): products whose output tiles cannot fill the GPU (a few rows times a
 //! deep `K`) cut `K` into slices that steps 3 and 4 multiply into f32 planes, which
@@ -34,6 +36,8 @@ pub mod step2_wgmma;
 pub mod step3_persistent;
 #[cfg(target_feature = "sm_90a")]
 pub mod step4_tma_store;
+#[cfg(target_feature = "sm_90a")]
+pub mod step5_narrow;
 
 /// How a product's f32 results are written to `C`'s element type.
 pub trait Output {

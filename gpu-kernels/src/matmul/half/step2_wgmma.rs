@@ -26,10 +26,13 @@ use streamline_device::shared::dynamic_shared;
 use streamline_device::thread::sync_block;
 use streamline_device::tma::{acquire_map, load_2d};
 use streamline_device::wgmma::{
-    claim_registers, commit_group, descriptor, fence, release_registers, wait_group, Swizzle,
+    claim_registers, commit_group, descriptor, fence, mma_m64n128k16_bf16, mma_m64n128k16_f16,
+    mma_m64n128k8_tf32, mma_m64n256k16_bf16, mma_m64n256k16_f16, mma_m64n256k8_tf32,
+    release_registers, wait_group, Swizzle,
 };
 
 pub(super) const BM: u32 = HGEMM_2_WGMMA.bm;
+/// Columns of `C` per tile in steps 2 to 4; step 5's tiles are half as wide.
 pub(super) const BN: u32 = HGEMM_2_WGMMA.bn;
 /// Bytes of `K` per row of a stage: 64 16-bit elements, 32 f32.
 const ROW_BYTES: u32 = 128;
@@ -37,15 +40,17 @@ const ROW_BYTES: u32 = 128;
 pub(super) const A_BYTES: u32 = BM * ROW_BYTES;
 /// Bytes of one box of an MN-major `B`: 64 rows (`k`) of 64 16-bit columns, 128 bytes each.
 pub(super) const B_BOX: u32 = HGEMM_2_WGMMA.bk * 64 * 2;
-/// Bytes of a stage of `B`: four boxes side by side in `n` (MN-major), or one of 256 rows of
-/// 128 bytes (K-major).
-pub(super) const B_BYTES: u32 = B_BOX * (BN / 64);
+/// Bytes of a stage of `B` for tiles `bn` wide: `bn / 64` boxes side by side in `n`
+/// (MN-major), or one of `bn` rows of 128 bytes (K-major).
+pub(super) const fn b_bytes(bn: u32) -> u32 {
+    B_BOX * (bn / 64)
+}
 
 /// The ring of stages at the start of dynamic shared memory (1024-byte aligned, as the 128-byte
-/// swizzle needs): `STAGES` stages of `A`, then `STAGES` of `B`, then `gap` bytes (step 4's
-/// staging area), then each stage's `full` and `empty` barriers.
+/// swizzle needs): `STAGES` stages of `A`, then `STAGES` of `B` for tiles `BN` wide, then
+/// `gap` bytes (step 4's staging area), then each stage's `full` and `empty` barriers.
 #[derive(Clone, Copy)]
-pub(super) struct Ring<const STAGES: u32> {
+pub(super) struct Ring<const STAGES: u32, const BN: u32> {
     /// Shared address of the first stage of `A`.
     pub(super) a: u32,
     /// Shared address of the first stage of `B`.
@@ -53,7 +58,10 @@ pub(super) struct Ring<const STAGES: u32> {
     bars: u32,
 }
 
-impl<const STAGES: u32> Ring<STAGES> {
+impl<const STAGES: u32, const BN: u32> Ring<STAGES, BN> {
+    /// Bytes of one stage of `B`.
+    pub(super) const B_BYTES: u32 = b_bytes(BN);
+
     #[inline(always)]
     pub(super) fn new(gap: u32) -> Self {
         let a = (shared_addr(dynamic_shared::<f32>()) + 1023) & !1023;
@@ -61,14 +69,14 @@ impl<const STAGES: u32> Ring<STAGES> {
         Ring {
             a,
             b,
-            bars: b + STAGES * B_BYTES + gap,
+            bars: b + STAGES * Self::B_BYTES + gap,
         }
     }
 
     /// Shared address of the `gap` after the stages.
     #[inline(always)]
     pub(super) fn gap(self) -> u32 {
-        self.b + STAGES * B_BYTES
+        self.b + STAGES * Self::B_BYTES
     }
 
     /// Stage `s`'s barrier that its bytes have landed (one arrival, the producer's).
@@ -126,13 +134,13 @@ impl<const STAGES: u32> Ring<STAGES> {
         // SAFETY: the stage is free (the contract); its barrier expects exactly the boxes'
         // bytes, out-of-bounds parts included; the stages are 1024-aligned.
         unsafe {
-            full.arrive_expect_tx(A_BYTES + B_BYTES);
+            full.arrive_expect_tx(A_BYTES + Self::B_BYTES);
             load_2d(self.a + s * A_BYTES, map_a, k0, m0, full.0);
             if T::B_K_MAJOR {
-                load_2d(self.b + s * B_BYTES, map_b, k0, n0, full.0);
+                load_2d(self.b + s * Self::B_BYTES, map_b, k0, n0, full.0);
             } else {
                 for j in 0..BN / 64 {
-                    let dst = self.b + s * B_BYTES + j * B_BOX;
+                    let dst = self.b + s * Self::B_BYTES + j * B_BOX;
                     load_2d(dst, map_b, n0 + 64 * j as i32, k0, full.0);
                 }
             }
@@ -157,10 +165,11 @@ pub(super) unsafe fn acquire_maps<E: streamline_device::element::Element>(
     (map_a, map_b)
 }
 
-/// Multiplies the stage's 64-row slice of `A` (at shared address `a`) by its `B` (at `b`) into
-/// `d`: four `k`-steps of 32 bytes (16 16-bit elements, 8 f32).
+/// Multiplies the stage's 64-row slice of `A` (at shared address `a`) by its `B` (at `b`, `BN`
+/// columns) into `d` (its first `BN / 2` accumulators): four `k`-steps of 32 bytes (16 16-bit
+/// elements, 8 f32).
 #[inline(always)]
-pub(super) unsafe fn multiply_stage<T: Wgmma>(
+pub(super) unsafe fn multiply_stage<T: Wgmma, const BN: u32>(
     d: &mut [f32; 128],
     a: u32,
     b: u32,
@@ -180,7 +189,7 @@ pub(super) unsafe fn multiply_stage<T: Wgmma>(
         // SAFETY: the whole warpgroup is here, after `fence`; the stage's bytes have landed
         // (its full barrier) and stay until this group completes (the empty barrier is
         // arrived on only after `wait_group` says so).
-        unsafe { T::wgmma_k_step(d, da, db, accumulate || kk > 0) };
+        unsafe { T::wgmma_k_step::<BN>(d, da, db, accumulate || kk > 0) };
     }
 }
 
@@ -189,7 +198,7 @@ unsafe fn hgemm_wgmma<T: Wgmma>(p: HgemmParams<T::Elem>) {
     // SAFETY: special registers, defined inside a kernel.
     let (tid, block) = unsafe { (nvptx::_thread_idx_x(), nvptx::_block_idx_x()) };
     let (tile_m, tile_n) = grouped_tile(block, p.m.div_ceil(BM), p.n.div_ceil(BN));
-    let ring = Ring::<STAGES>::new(0);
+    let ring = Ring::<STAGES, BN>::new(0);
     let (a_stages, b_stages) = (ring.a, ring.b);
     let (full, empty) = (|s| ring.full(s), |s| ring.empty(s));
     // SAFETY: every thread, first; `shared_bytes` holds the ring.
@@ -230,9 +239,9 @@ unsafe fn hgemm_wgmma<T: Wgmma>(p: HgemmParams<T::Elem>) {
         // SAFETY: the whole warpgroup, in step.
         unsafe { fence() };
         let a = a_stages + s * A_BYTES + consumer * 64 * 128;
-        let b = b_stages + s * B_BYTES;
+        let b = b_stages + s * Ring::<STAGES, BN>::B_BYTES;
         // SAFETY: see `multiply_stage`.
-        unsafe { multiply_stage::<T>(&mut d, a, b, t > 0) };
+        unsafe { multiply_stage::<T, BN>(&mut d, a, b, t > 0) };
         // SAFETY: the whole warpgroup; then the group before this one is done, so its stage
         // goes back to the producer (one arrival per consumer warpgroup).
         unsafe {
@@ -245,13 +254,13 @@ unsafe fn hgemm_wgmma<T: Wgmma>(p: HgemmParams<T::Elem>) {
     }
     // SAFETY: the whole warpgroup; every product is in `d` after this.
     unsafe { wait_group::<0>() };
-    store::<T>(&p, &d, tile_m * BM + consumer * 64, tile_n * BN, tid % 128);
+    store::<T, BN>(&p, &d, tile_m * BM + consumer * 64, tile_n * BN, tid % 128);
 }
 
-/// Writes this thread's accumulators of the 64 x 256 tile at (`row0`, `col0`) (the layout of
-/// `streamline_device::wgmma`'s module documentation).
+/// Writes this thread's accumulators of the 64 x `BN` tile at (`row0`, `col0`) (the layout of
+/// `streamline_device::wgmma`'s module documentation, the same for every width).
 #[inline(always)]
-pub(super) fn store<T: Wgmma>(
+pub(super) fn store<T: Wgmma, const BN: u32>(
     p: &HgemmParams<T::Elem>,
     d: &[f32; 128],
     row0: u32,
@@ -259,7 +268,7 @@ pub(super) fn store<T: Wgmma>(
     t: u32,
 ) {
     let (w, l) = (t / 32, t % 32);
-    for j in 0..32u32 {
+    for j in 0..BN / 8 {
         let col = col0 + 8 * j + 2 * (l % 4);
         for half in 0..2u32 {
             let row = row0 + 16 * w + l / 4 + 8 * half;
@@ -276,39 +285,58 @@ pub trait Wgmma: Output {
     /// Whether the stages hold `B` K-major (each of its `n` columns a 128-byte row, read from
     /// `B` transposed) rather than MN-major (as it lies in a row-major matrix).
     const B_K_MAJOR: bool;
-    /// One `k`-step of 32 bytes: `wgmma.m64n256` with `A` K-major and `B` as
-    /// [`Wgmma::B_K_MAJOR`] says (see `streamline_device::wgmma::mma_m64n256k16_bf16`).
+    /// One `k`-step of 32 bytes: `wgmma.m64nBN` (`BN` 256 or 128, into the first `BN / 2` of
+    /// `d`) with `A` K-major and `B` as [`Wgmma::B_K_MAJOR`] says (see
+    /// `streamline_device::wgmma::mma_m64n256k16_bf16`).
     ///
     /// # Safety
     /// As for that function.
-    unsafe fn wgmma_k_step(d: &mut [f32; 128], a: u64, b: u64, accumulate: bool);
+    unsafe fn wgmma_k_step<const BN: u32>(d: &mut [f32; 128], a: u64, b: u64, accumulate: bool);
+}
+
+/// The first 64 of a warpgroup thread's 128 accumulators: its part of a 64 x 128 tile.
+#[inline(always)]
+fn low_half(d: &mut [f32; 128]) -> &mut [f32; 64] {
+    // SAFETY: the first 64 elements of `d`, with its alignment, borrowed from it.
+    unsafe { &mut *d.as_mut_ptr().cast::<[f32; 64]>() }
+}
+
+/// Implements [`Wgmma::wgmma_k_step`] with the products of widths 256 and 128.
+macro_rules! k_step {
+    ($wide:expr, $narrow:expr) => {
+        #[inline(always)]
+        unsafe fn wgmma_k_step<const BN: u32>(
+            d: &mut [f32; 128],
+            a: u64,
+            b: u64,
+            accumulate: bool,
+        ) {
+            const { assert!(BN == 256 || BN == 128, "tiles are 256 or 128 columns wide") };
+            // SAFETY: forwarded.
+            unsafe {
+                if BN == 256 {
+                    $wide(d, a, b, accumulate)
+                } else {
+                    $narrow(low_half(d), a, b, accumulate)
+                }
+            }
+        }
+    };
 }
 
 impl Wgmma for Bf16 {
     const B_K_MAJOR: bool = false;
-    #[inline(always)]
-    unsafe fn wgmma_k_step(d: &mut [f32; 128], a: u64, b: u64, accumulate: bool) {
-        // SAFETY: forwarded.
-        unsafe { streamline_device::wgmma::mma_m64n256k16_bf16::<0, 1>(d, a, b, accumulate) }
-    }
+    k_step!(mma_m64n256k16_bf16::<0, 1>, mma_m64n128k16_bf16::<0, 1>);
 }
 
 impl Wgmma for F16 {
     const B_K_MAJOR: bool = false;
-    #[inline(always)]
-    unsafe fn wgmma_k_step(d: &mut [f32; 128], a: u64, b: u64, accumulate: bool) {
-        // SAFETY: forwarded.
-        unsafe { streamline_device::wgmma::mma_m64n256k16_f16::<0, 1>(d, a, b, accumulate) }
-    }
+    k_step!(mma_m64n256k16_f16::<0, 1>, mma_m64n128k16_f16::<0, 1>);
 }
 
 impl Wgmma for Tf32 {
     const B_K_MAJOR: bool = true;
-    #[inline(always)]
-    unsafe fn wgmma_k_step(d: &mut [f32; 128], a: u64, b: u64, accumulate: bool) {
-        // SAFETY: forwarded.
-        unsafe { streamline_device::wgmma::mma_m64n256k8_tf32(d, a, b, accumulate) }
-    }
+    k_step!(mma_m64n256k8_tf32, mma_m64n128k8_tf32);
 }
 
 kernel! {

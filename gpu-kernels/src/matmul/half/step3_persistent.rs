@@ -6,15 +6,14 @@
 //! and no block pays a launch and a pipeline fill per tile. The stage ring's round counts run
 //! over the whole walk, so the barriers' phases carry from tile to tile.
 //!
-//! The walk is generic over the ring's depth and the epilogue, which step 4 changes.
+//! The walk is generic over the ring's depth, the tiles' width and the epilogue, which steps 4
+//! and 5 change.
 //!
 //! Split-K: when the output tiles are too few to fill the GPU, the host cuts `K` into
 //! `p.slices` slices and the blocks walk (tile, slice) pairs, each writing its unscaled
 //! product into the slice's f32 plane; `hgemm_splitk_reduce_*` then adds the planes in order.
 
-use super::step2_wgmma::{
-    acquire_maps, multiply_stage, store, Ring, Wgmma, A_BYTES, BM, BN, B_BYTES,
-};
+use super::step2_wgmma::{acquire_maps, multiply_stage, store, Ring, Wgmma, A_BYTES, BM, BN};
 use super::{Bf16, Tf32, F16};
 use core::arch::nvptx;
 use streamline_abi::hgemm::{
@@ -26,11 +25,11 @@ use streamline_device::wgmma::{
     claim_registers, commit_group, fence, release_registers, wait_group,
 };
 
-/// How a consumer warpgroup writes a tile's results.
-pub(super) trait Epilogue<T: Wgmma> {
+/// How a consumer warpgroup writes a tile's results, for tiles `BN` wide.
+pub(super) trait Epilogue<T: Wgmma, const BN: u32> {
     /// Shared memory it needs after the stages, bytes (half per consumer warpgroup).
     const BYTES: u32;
-    /// Writes consumer warpgroup `consumer`'s results of the 64 x 256 tile at (`row0`,
+    /// Writes consumer warpgroup `consumer`'s results of the 64 x `BN` tile at (`row0`,
     /// `col0`), from thread `t` of it.
     ///
     /// # Safety
@@ -55,7 +54,7 @@ pub(super) trait Epilogue<T: Wgmma> {
 /// Step 3's epilogue: every thread writes its accumulators straight to `C`.
 pub(super) struct Direct;
 
-impl<T: Wgmma> Epilogue<T> for Direct {
+impl<T: Wgmma, const BN: u32> Epilogue<T, BN> for Direct {
     const BYTES: u32 = 0;
     #[inline(always)]
     unsafe fn store(
@@ -67,16 +66,21 @@ impl<T: Wgmma> Epilogue<T> for Direct {
         _consumer: u32,
         t: u32,
     ) {
-        store::<T>(p, d, row0, col0, t);
+        store::<T, BN>(p, d, row0, col0, t);
     }
     #[inline(always)]
     unsafe fn finish() {}
 }
 
-/// The persistent walk with a ring of `STAGES` stages and the epilogue `E` (its shared memory
-/// after the stages).
+/// The persistent walk over tiles of 128 x `BN` with a ring of `STAGES` stages and the
+/// epilogue `E` (its shared memory after the stages).
 #[inline(always)]
-pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, E: Epilogue<T>>(
+pub(super) unsafe fn hgemm_persistent<
+    T: Wgmma,
+    const STAGES: u32,
+    const BN: u32,
+    E: Epilogue<T, BN>,
+>(
     p: HgemmParams<T::Elem>,
 ) {
     // SAFETY: special registers, defined inside a kernel.
@@ -106,7 +110,7 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, E: Epilogue<T
             end,
         )
     };
-    let ring = Ring::<STAGES>::new(E::BYTES);
+    let ring = Ring::<STAGES, BN>::new(E::BYTES);
     let (a_stages, b_stages, staging) = (ring.a, ring.b, ring.gap());
     let (full, empty) = (|s| ring.full(s), |s| ring.empty(s));
     // SAFETY: every thread, first; `shared_bytes` holds the ring and the staging area.
@@ -158,9 +162,9 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, E: Epilogue<T
             // SAFETY: the whole warpgroup, in step.
             unsafe { fence() };
             let a = a_stages + s * A_BYTES + consumer * 64 * 128;
-            let b = b_stages + s * B_BYTES;
+            let b = b_stages + s * Ring::<STAGES, BN>::B_BYTES;
             // SAFETY: see `multiply_stage`.
-            unsafe { multiply_stage::<T>(&mut d, a, b, t > first) };
+            unsafe { multiply_stage::<T, BN>(&mut d, a, b, t > first) };
             // SAFETY: the whole warpgroup; the previous stage's products are done.
             unsafe {
                 commit_group();
@@ -180,7 +184,7 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, E: Epilogue<T
         }
         let (row0, col0) = (tile_m * BM + consumer * 64, tile_n * BN);
         if p.slices > 1 {
-            store_partial(&p, &d, slice, row0, col0, tid % 128);
+            store_partial::<_, BN>(&p, &d, slice, row0, col0, tid % 128);
         } else {
             // SAFETY: the whole consumer warpgroup, at every tile; its staging half is
             // reserved after the stages.
@@ -204,10 +208,10 @@ pub(super) unsafe fn hgemm_persistent<T: Wgmma, const STAGES: u32, E: Epilogue<T
     }
 }
 
-/// Writes this thread's accumulators of the 64 x 256 tile at (`row0`, `col0`), unscaled, into
+/// Writes this thread's accumulators of the 64 x `BN` tile at (`row0`, `col0`), unscaled, into
 /// plane `slice` of the split-K partials (row stride `n`), inside `C`'s bounds only.
 #[inline(always)]
-fn store_partial<E: streamline_device::element::Element>(
+fn store_partial<E: streamline_device::element::Element, const BN: u32>(
     p: &HgemmParams<E>,
     d: &[f32; 128],
     slice: u32,
@@ -220,7 +224,7 @@ fn store_partial<E: streamline_device::element::Element>(
         .partials
         .as_mut_ptr()
         .wrapping_add(slice as usize * p.m as usize * p.n as usize);
-    for j in 0..32u32 {
+    for j in 0..BN / 8 {
         let col = col0 + 8 * j + 2 * (l % 4);
         for half in 0..2u32 {
             let row = row0 + 16 * w + l / 4 + 8 * half;
@@ -254,7 +258,7 @@ kernel! {
     /// As for `hgemm_2_wgmma_bf16`; any grid size (the blocks share the tiles).
     pub unsafe fn hgemm_3_persistent_bf16(p: HgemmParams<streamline_device::bf16>) {
         // SAFETY: forwarded.
-        unsafe { hgemm_persistent::<Bf16, WGMMA_STAGES, Direct>(p) }
+        unsafe { hgemm_persistent::<Bf16, WGMMA_STAGES, BN, Direct>(p) }
     }
 }
 
@@ -266,7 +270,7 @@ kernel! {
     /// As for [`hgemm_3_persistent_bf16`].
     pub unsafe fn hgemm_3_persistent_f16(p: HgemmParams<streamline_device::f16>) {
         // SAFETY: forwarded.
-        unsafe { hgemm_persistent::<F16, WGMMA_STAGES, Direct>(p) }
+        unsafe { hgemm_persistent::<F16, WGMMA_STAGES, BN, Direct>(p) }
     }
 }
 
@@ -279,6 +283,6 @@ kernel! {
     /// As for [`hgemm_3_persistent_bf16`], with f32 matrices and `B` transposed.
     pub unsafe fn hgemm_3_persistent_tf32(p: HgemmParams<f32>) {
         // SAFETY: forwarded.
-        unsafe { hgemm_persistent::<Tf32, WGMMA_STAGES, Direct>(p) }
+        unsafe { hgemm_persistent::<Tf32, WGMMA_STAGES, BN, Direct>(p) }
     }
 }

@@ -23,20 +23,22 @@ use streamline_device::kernel;
 use streamline_device::thread::sync_named;
 use streamline_device::tma::{fence_shared, store_2d, wait_read};
 
-/// Bytes of staging for both consumer warpgroups: 64 x 256 16-bit elements each (64 x 128
-/// f32, half a tile, per pass).
-const STAGING_BYTES: u32 = 2 * 64 * 256 * 2;
+/// Bytes of staging for both consumer warpgroups, tiles `bn` wide: 64 x `bn` 16-bit elements
+/// each (64 x `bn / 2` f32, half a tile, per pass).
+pub(super) const fn staging_bytes(bn: u32) -> u32 {
+    2 * 64 * bn * 2
+}
 
-/// Writes this thread's accumulators of the 64 x 256 tile at (`row0`, `col0`) times `alpha`
+/// Writes this thread's accumulators of the 64 x `BN` tile at (`row0`, `col0`) times `alpha`
 /// into the staging area at `staging`, then (thread 0 of the warpgroup) has the TMA store it
 /// through the map of `C` (the third of `p.maps`), in boxes of 64 rows of 128 bytes (64
-/// 16-bit columns, or 32 f32): four boxes per pass, one pass (two for f32).
+/// 16-bit columns, or 32 f32): `BN / 64` boxes per pass, one pass (two for f32).
 ///
 /// # Safety
 /// All 128 threads of consumer warpgroup `consumer` call it, at every tile; `staging` is its
-/// own 32 KiB of the block's shared memory, 1024-byte aligned; sm_90a.
+/// own half of [`staging_bytes`] of the block's shared memory, 1024-byte aligned; sm_90a.
 #[inline(always)]
-unsafe fn store_staged<T: Wgmma>(
+unsafe fn store_staged<T: Wgmma, const BN: u32>(
     p: &HgemmParams<T::Elem>,
     d: &[f32; 128],
     staging: u32,
@@ -49,7 +51,8 @@ unsafe fn store_staged<T: Wgmma>(
     let barrier = 1 + consumer;
     let size = core::mem::size_of::<T::Elem>() as u32;
     let box_cols = 128 / size;
-    let pass_cols = 4 * box_cols;
+    let pass_boxes = BN / 64;
+    let pass_cols = pass_boxes * box_cols;
     for pass in 0..BN / pass_cols {
         // SAFETY: the whole warpgroup (128 threads, barrier ids 1 and 2 for the two
         // warpgroups). The previous pass's (or tile's) stores have read the staging area once
@@ -76,14 +79,14 @@ unsafe fn store_staged<T: Wgmma>(
             }
         }
         // SAFETY: every thread fences its writes for the TMA, then the warpgroup meets; the
-        // leader stores the four boxes (the map clips them to `C`) and commits them as one
+        // leader stores the pass's boxes (the map clips them to `C`) and commits them as one
         // group.
         unsafe {
             fence_shared();
             sync_named(barrier, 128);
             if t == 0 {
                 let map_c = p.maps.wrapping_add(2).addr();
-                for bx in 0..4u32 {
+                for bx in 0..pass_boxes {
                     store_2d(
                         map_c,
                         staging + bx * 8192,
@@ -99,10 +102,10 @@ unsafe fn store_staged<T: Wgmma>(
 
 /// Step 4's epilogue: through the staging area and the TMA where `beta` is 0 and `C`'s rows
 /// end on 16 bytes, else as step 3.
-struct Staged;
+pub(super) struct Staged;
 
-impl<T: Wgmma> Epilogue<T> for Staged {
-    const BYTES: u32 = STAGING_BYTES;
+impl<T: Wgmma, const BN: u32> Epilogue<T, BN> for Staged {
+    const BYTES: u32 = staging_bytes(BN);
     #[inline(always)]
     unsafe fn store(
         p: &HgemmParams<T::Elem>,
@@ -115,9 +118,9 @@ impl<T: Wgmma> Epilogue<T> for Staged {
     ) {
         if p.beta == 0.0 && (p.n as usize * core::mem::size_of::<T::Elem>()) % 16 == 0 {
             // SAFETY: forwarded (the contract of `Epilogue::store`).
-            unsafe { store_staged::<T>(p, d, staging, row0, col0, consumer, t) };
+            unsafe { store_staged::<T, BN>(p, d, staging, row0, col0, consumer, t) };
         } else {
-            store::<T>(p, d, row0, col0, t);
+            store::<T, BN>(p, d, row0, col0, t);
         }
     }
     #[inline(always)]
@@ -136,7 +139,7 @@ kernel! {
     /// (third, boxes of 64 x 64, 128-byte swizzle).
     pub unsafe fn hgemm_4_tma_store_bf16(p: HgemmParams<streamline_device::bf16>) {
         // SAFETY: forwarded.
-        unsafe { hgemm_persistent::<Bf16, TMA_STORE_STAGES, Staged>(p) }
+        unsafe { hgemm_persistent::<Bf16, TMA_STORE_STAGES, BN, Staged>(p) }
     }
 }
 
@@ -148,7 +151,7 @@ kernel! {
     /// As for [`hgemm_4_tma_store_bf16`].
     pub unsafe fn hgemm_4_tma_store_f16(p: HgemmParams<streamline_device::f16>) {
         // SAFETY: forwarded.
-        unsafe { hgemm_persistent::<F16, TMA_STORE_STAGES, Staged>(p) }
+        unsafe { hgemm_persistent::<F16, TMA_STORE_STAGES, BN, Staged>(p) }
     }
 }
 
@@ -162,6 +165,6 @@ kernel! {
     /// (third, boxes of 32 x 64, 128-byte swizzle).
     pub unsafe fn hgemm_4_tma_store_tf32(p: HgemmParams<f32>) {
         // SAFETY: forwarded.
-        unsafe { hgemm_persistent::<Tf32, TMA_STORE_STAGES, Staged>(p) }
+        unsafe { hgemm_persistent::<Tf32, TMA_STORE_STAGES, BN, Staged>(p) }
     }
 }

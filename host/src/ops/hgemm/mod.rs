@@ -27,8 +27,9 @@ use half::{bf16, f16};
 use operands::{encode_maps, transpose_b};
 use std::sync::Arc;
 use streamline_abi::hgemm::{
-    HgemmParams, HgemmReduceParams, HgemmTiling, HGEMM_1_MMA, HGEMM_4_TMA_STORE, HGEMM_ALL,
-    HGEMM_REDUCE_BLOCK, HGEMM_SPLITK_REDUCE_BF16, HGEMM_SPLITK_REDUCE_F16, HGEMM_SPLITK_REDUCE_F32,
+    HgemmParams, HgemmReduceParams, HgemmTiling, HGEMM_1_MMA, HGEMM_4_TMA_STORE, HGEMM_5_NARROW,
+    HGEMM_ALL, HGEMM_REDUCE_BLOCK, HGEMM_SPLITK_REDUCE_BF16, HGEMM_SPLITK_REDUCE_F16,
+    HGEMM_SPLITK_REDUCE_F32,
 };
 use streamline_abi::train::{TransposeParams, TRANSPOSE_BF16, TRANSPOSE_F16, TRANSPOSE_F32};
 use streamline_device::Kernel as KernelHandle;
@@ -126,9 +127,9 @@ pub const HALF_SWEEP: [(usize, usize, usize); 19] = {
 /// Which step computes a product.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum HgemmKernel {
-    /// The fastest `wgmma` step (4, the TMA-store epilogue) where the loaded kernels have it
-    /// (Hopper), except for the small, shallow products of [`prefers_mma`]; else the
-    /// `mma.sync` one. TF32: step 4.
+    /// The fastest `wgmma` step where the loaded kernels have it (Hopper): 4 (the TMA-store
+    /// epilogue), or 5 (its narrow tiles) where [`prefers_narrow`]; except for the small,
+    /// shallow products of [`prefers_mma`], which take the `mma.sync` step. TF32: step 4 or 5.
     Auto,
     /// One step.
     Step(&'static HgemmTiling),
@@ -200,8 +201,20 @@ impl HgemmKernel {
                     format!("{} cannot split K; steps 3 and 4 can", t.name()),
                 ))
             }
-            HgemmKernel::Auto if T::B_READ == BLayout::Transposed => &HGEMM_4_TMA_STORE,
-            HgemmKernel::Auto if !prefers_mma(g) && has(&HGEMM_4_TMA_STORE) => &HGEMM_4_TMA_STORE,
+            HgemmKernel::Auto
+                if T::B_READ == BLayout::Transposed
+                    || !prefers_mma(g) && has(&HGEMM_4_TMA_STORE) =>
+            {
+                let (sms, bk) = (
+                    gpu.info().multiprocessors as usize,
+                    128 / std::mem::size_of::<T>(),
+                );
+                if prefers_narrow(g, sms, bk) && has(&HGEMM_5_NARROW) {
+                    &HGEMM_5_NARROW
+                } else {
+                    &HGEMM_4_TMA_STORE
+                }
+            }
             HgemmKernel::Auto => &HGEMM_1_MMA,
         };
         let steps: Vec<&str> = HGEMM_ALL
@@ -242,6 +255,24 @@ impl HgemmKernel {
 /// pipeline's fill, the warpgroups' setup) outweigh their faster products.
 pub fn prefers_mma(g: &Gemm) -> bool {
     g.k <= 64 && g.m.saturating_mul(g.n) <= 1 << 21
+}
+
+/// Whether step 5's 128 x 128 tiles keep `sms` multiprocessors busier than step 4's 128 x 256
+/// ones for `g`, multiplied in stages `bk` deep: where the wide tiles' last wave leaves at least
+/// a sixth more of the multiprocessors idle than the narrow tiles' does (few tiles, or a wave
+/// and a half) and the wide tiles are not cut along `K` instead ([`split_k`], which fills the
+/// multiprocessors either way and pays less for it with fewer tiles), or where `C` is at most
+/// 128 columns wide (the wide tiles' second half would only multiply zeros). Elsewhere the wide
+/// tiles, which read `A` once for twice the columns, win.
+pub fn prefers_narrow(g: &Gemm, sms: usize, bk: usize) -> bool {
+    let wide = g.m.div_ceil(128).saturating_mul(g.n.div_ceil(256)).max(1);
+    let narrow = g.m.div_ceil(128).saturating_mul(g.n.div_ceil(128)).max(1);
+    let busy = |t: usize| {
+        let sms = sms.max(1) as f64;
+        t as f64 / ((t as f64 / sms).ceil() * sms)
+    };
+    let split = wide <= sms && split_k(wide, g.k.div_ceil(bk.max(1)), sms).is_some();
+    g.n <= 128 || !split && busy(narrow) > 1.2 * busy(wide)
 }
 
 /// Checks what the tensor-core kernels need beyond [`Gemm::check_lengths`] for elements of
@@ -548,6 +579,33 @@ mod tests {
             (usize::MAX, 2, 1),
         ] {
             assert!(!shallow(m, n, k), "{m} x {n} x {k}");
+        }
+    }
+
+    #[test]
+    fn narrow_tiles_where_wide_ones_leave_multiprocessors_idle() {
+        let narrow = |m, n, k| prefers_narrow(&Gemm::dense(m, n, k), 132, 64);
+        // 32 wide tiles of 132; 1.5 waves; a `C` of at most 128 columns (one tile either way).
+        for (m, n, k) in [
+            (1024, 1024, 1024),
+            (1000, 1000, 1000),
+            (8192, 768, 3072),
+            (32, 10, 1024),
+        ] {
+            assert!(narrow(m, n, k), "{m} x {n} x {k}");
+        }
+        // Whole waves of wide tiles (or nearly); few wide tiles cut along a deep `K`.
+        for (m, n, k) in [
+            (4096, 4096, 4096),
+            (2048, 2048, 2048),
+            (8192, 3072, 768),
+            (16384, 16384, 1024),
+            (4097, 3001, 2999),
+            (32, 1024, 196608),
+            (128, 1024, 196608),
+            (usize::MAX, usize::MAX, 1),
+        ] {
+            assert!(!narrow(m, n, k), "{m} x {n} x {k}");
         }
     }
 
