@@ -258,12 +258,12 @@ pub fn prefers_mma(g: &Gemm) -> bool {
 }
 
 /// Whether step 5's 128 x 128 tiles keep `sms` multiprocessors busier than step 4's 128 x 256
-/// ones for `g`, multiplied in stages `bk` deep: where the wide tiles' last wave leaves at least
-/// a sixth more of the multiprocessors idle than the narrow tiles' does (few tiles, or a wave
-/// and a half) and the wide tiles are not cut along `K` instead ([`split_k`], which fills the
-/// multiprocessors either way and pays less for it with fewer tiles), or where `C` is at most
-/// 128 columns wide (the wide tiles' second half would only multiply zeros). Elsewhere the wide
-/// tiles, which read `A` once for twice the columns, win.
+/// ones for `g`, multiplied in stages `bk` deep: where the narrow tiles keep the
+/// multiprocessors busy over more than 1.2 times the share of their waves that the wide tiles
+/// do (few tiles, or a wave and a half) and the wide tiles are not cut along `K` instead
+/// ([`split_k`], which fills the multiprocessors either way and pays less for it with fewer
+/// tiles), or where `C` is at most 128 columns wide (the wide tiles' second half would only
+/// multiply zeros). Elsewhere the wide tiles, which read `A` once for twice the columns, win.
 pub fn prefers_narrow(g: &Gemm, sms: usize, bk: usize) -> bool {
     let wide = g.m.div_ceil(128).saturating_mul(g.n.div_ceil(256)).max(1);
     let narrow = g.m.div_ceil(128).saturating_mul(g.n.div_ceil(128)).max(1);
