@@ -1,7 +1,10 @@
 //! The host side of the softmax example: the embedded kernels, a safe launcher generic over
 //! the element type, and the f64 reference with its error analysis.
 
-use softmax_kernels::{softmax as kernel, Lanes, SoftmaxParams, BLOCK, WARP_COLS, WARP_ROWS};
+use softmax_kernels::{
+    softmax as kernel, softmax_held as held_kernel, Lanes, SoftmaxParams, BLOCK, WARP_COLS,
+    WARP_ROWS,
+};
 use streamline::cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use streamline::{EmbeddedModule, Error, LaunchConfig, Module, Result};
 use streamline_testing::Tolerance;
@@ -12,7 +15,10 @@ pub use half::bf16;
 pub static KERNELS: EmbeddedModule = streamline::include_kernels!("softmax_kernels");
 
 /// An element type the kernel has an instance for: `f32` or [`bf16`].
-pub trait Elem: Lanes + kernel::Instance + streamline::cudarc::driver::DeviceRepr {}
+pub trait Elem:
+    Lanes + kernel::Instance + held_kernel::Instance + streamline::cudarc::driver::DeviceRepr
+{
+}
 impl Elem for f32 {}
 impl Elem for bf16 {}
 
@@ -26,8 +32,19 @@ pub fn launch_config(rows: u32, cols: u32) -> LaunchConfig {
     LaunchConfig::new((grid, 1, 1), (BLOCK, 1, 1))
 }
 
+/// Whether [`softmax_held`](softmax_kernels::softmax_held) takes rows of `cols` elements of
+/// `T` between the matrices at device addresses `x` and `y`: rows a warp holds, each of whole
+/// 16-byte chunks, both matrices 16-byte aligned.
+pub fn rows_held<T: Elem>(cols: usize, x: u64, y: u64) -> bool {
+    cols <= WARP_COLS as usize
+        && (cols * std::mem::size_of::<T>()) % 16 == 0
+        && x % 16 == 0
+        && y % 16 == 0
+}
+
 /// Row-wise softmax of the row-major `rows x cols` matrix `x` into `y`, on `stream`, in `T`
-/// (f32 arithmetic inside). The launch waits for earlier writers of `x` and `y` on other
+/// (f32 arithmetic inside), by the kernel that holds each row in registers where
+/// [`rows_held`] says so. The launch waits for earlier writers of `x` and `y` on other
 /// streams of the engine, and later users of `y` wait for it.
 pub fn softmax<T: Elem>(
     module: &Module,
@@ -60,8 +77,13 @@ pub fn softmax<T: Elem>(
         rows: r,
         cols: c,
     };
+    if rows_held::<T>(cols, params.x.addr(), params.y.addr()) {
+        launch = launch.instead(held_kernel::<T>());
+    }
     // SAFETY: both buffers hold `rows * cols` elements of `T` (checked above) and are distinct
-    // (one borrowed shared, one exclusively); `cols >= 1`, and the grid is the kernel's.
+    // (one borrowed shared, one exclusively); `cols >= 1`; the grid is either kernel's (the
+    // held rows' is the warp rows' grid), and the held rows' kernel is taken only for the
+    // columns and alignment it requires.
     unsafe { launch.run(launch_config(r, c), params) }
 }
 

@@ -4,8 +4,8 @@
 //! the written bound, for f32 and bf16, with every output written and the guards untouched.
 
 use proptest::prelude::*;
-use softmax::{bf16, reference, tolerance, Elem, KERNELS};
-use softmax_kernels::softmax as kernel;
+use softmax::{bf16, reference, rows_held, tolerance, Elem, KERNELS};
+use softmax_kernels::{softmax as kernel, softmax_held as held_kernel};
 use streamline_testing::{compare, gpu, gpu_property};
 
 /// Awkward widths: one column, around a warp, the warp/block switch, past a power of two.
@@ -24,7 +24,33 @@ fn the_embedded_code_holds_both_instances() {
         );
         assert_eq!(f.params[0].size, 24);
         assert_eq!(b.bounds.map(|b| b.max_threads), Some(256));
+        let f = image.entry(held_kernel::<f32>()).unwrap();
+        let b = image.entry(held_kernel::<bf16>()).unwrap();
+        assert_eq!(
+            (f.name.as_str(), b.name.as_str()),
+            ("softmax_held_f32", "softmax_held_bf16")
+        );
     }
+}
+
+#[test]
+fn rows_are_held_only_when_short_whole_chunks_and_aligned() {
+    assert!(rows_held::<f32>(1000, 0x1000, 0x2000));
+    assert!(rows_held::<bf16>(1024, 0x1000, 0x2010));
+    assert!(
+        !rows_held::<f32>(1028, 0x1000, 0x2000),
+        "more than a warp's columns"
+    );
+    assert!(
+        !rows_held::<f32>(1001, 0x1000, 0x2000),
+        "rows not whole chunks"
+    );
+    assert!(
+        !rows_held::<bf16>(1004, 0x1000, 0x2000),
+        "rows not whole chunks"
+    );
+    assert!(!rows_held::<f32>(1000, 0x1004, 0x2000), "x not aligned");
+    assert!(!rows_held::<bf16>(1000, 0x1000, 0x2008), "y not aligned");
 }
 
 proptest! {
@@ -131,6 +157,25 @@ fn softmax_f32_matches_the_reference() {
 #[test]
 fn softmax_bf16_matches_the_reference() {
     gpu_property(32, shapes(), |(rows, cols, seed, guard)| {
+        check::<bf16>(rows, cols, seed, guard).map_err(TestCaseError::fail)
+    });
+}
+
+/// Shapes the held rows' kernel takes: whole 16-byte chunks of both types (8 columns at a
+/// time) up to a warp's 1024, outputs at an aligned guard offset.
+fn held_shapes() -> impl Strategy<Value = (usize, usize, u64, usize)> {
+    (
+        prop_oneof![1usize..4, 4usize..70],
+        (1usize..=128).prop_map(|c| 8 * c),
+        any::<u64>(),
+        prop::sample::select(vec![0usize, 8, 16]),
+    )
+}
+
+#[test]
+fn held_rows_match_the_reference() {
+    gpu_property(32, held_shapes(), |(rows, cols, seed, guard)| {
+        check::<f32>(rows, cols, seed, guard).map_err(TestCaseError::fail)?;
         check::<bf16>(rows, cols, seed, guard).map_err(TestCaseError::fail)
     });
 }

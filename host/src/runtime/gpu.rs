@@ -42,12 +42,15 @@ pub struct Gpu {
     split: Option<Arc<SmSplit>>,
 }
 
-/// Bytes of freed stream-ordered memory that the device's default pool keeps for reuse, at
-/// least (a larger threshold set by someone else in the process is left as it is). The
-/// driver's default keeps none: every synchronisation hands freed memory back, and the next
-/// scratch allocation (split-K's partial products, an engine buffer) maps it again, which
-/// costs more than a small product's kernels.
-pub const POOL_KEEP_BYTES: u64 = 256 << 20;
+/// Release threshold of the device's default memory pool: the pool's reserved memory (in use
+/// and freed together) above which a synchronisation hands freed memory back to the driver.
+/// The driver's default of 0, or any bound below what a program holds at once, hands back
+/// every freed byte at each synchronisation, and the next scratch allocation (split-K's
+/// partial products, a transposed operand, an engine buffer) maps it again, which costs more
+/// than a small product's kernels. So freed memory is kept, as PyTorch's stream-ordered
+/// allocator keeps it, until the program gives it back (`cuMemPoolTrimTo`); a larger
+/// threshold set by someone else in the process is left as it is.
+pub const POOL_KEEP_BYTES: u64 = u64::MAX;
 
 /// Raises the release threshold of `ctx`'s device's default memory pool to [`POOL_KEEP_BYTES`].
 fn keep_pool_memory(ctx: &CudaContext) -> Result<()> {
@@ -75,9 +78,9 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<()> {
 impl Gpu {
     /// Opens device `ordinal`. Streamline's embedded kernels for its architecture are loaded
     /// when one is first launched; `ptx` (built from the same sources) is loaded now, so that
-    /// a wrong file is refused here. The device's default memory pool keeps at least
-    /// [`POOL_KEEP_BYTES`] of freed stream-ordered memory for reuse from then on, for the
-    /// whole process (`cuMemPoolTrimTo` gives it back).
+    /// a wrong file is refused here. The device's default memory pool keeps freed
+    /// stream-ordered memory for reuse from then on ([`POOL_KEEP_BYTES`]), for the whole
+    /// process (`cuMemPoolTrimTo` gives it back).
     pub fn new(ordinal: usize, ptx: Option<&Path>) -> Result<Gpu> {
         driver_present()?;
         let ctx = CudaContext::new(ordinal).map_err(|e| Error::NoDevice {

@@ -337,18 +337,25 @@ pub fn run_with(
 }
 
 /// How memory changed between the first and last of `samples`: host RSS and device memory in
-/// use, each with its change in percent.
+/// use, each with its change in percent, then device memory at every sample, so that growth
+/// that stops after the first samples (buffers sized by the largest input seen) reads apart
+/// from growth that goes on.
 fn memory_change(samples: &[crate::Footprint]) -> Option<String> {
     let (first, last) = (samples.first()?, samples.last()?);
     let pct = |a: u64, b: u64| 100.0 * (b as f64 / a.max(1) as f64 - 1.0);
+    let each: Vec<String> = samples
+        .iter()
+        .map(|f| format!("{:.0}", f.device_used as f64 / MIB))
+        .collect();
     Some(format!(
-        "host RSS {:.1} MiB at the first, {:.1} MiB at the last ({:+.2}%); device memory in use {:.1} MiB, then {:.1} MiB ({:+.2}%)",
+        "host RSS {:.1} MiB at the first, {:.1} MiB at the last ({:+.2}%); device memory in use {:.1} MiB, then {:.1} MiB ({:+.2}%; each sample in MiB: {})",
         first.host_rss as f64 / MIB,
         last.host_rss as f64 / MIB,
         pct(first.host_rss, last.host_rss),
         first.device_used as f64 / MIB,
         last.device_used as f64 / MIB,
         pct(first.device_used, last.device_used),
+        each.join(", "),
     ))
 }
 

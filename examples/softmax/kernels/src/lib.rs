@@ -1,12 +1,16 @@
-//! Row-wise softmax of a row-major `rows x cols` matrix, generic over the element type: one
-//! kernel, built for f32 and bf16 (`softmax_f32`, `softmax_bf16`). On the host `softmax::<T>()`
-//! is the handle of the instance for `T`.
+//! Row-wise softmax of a row-major `rows x cols` matrix, generic over the element type: two
+//! kernels, each built for f32 and bf16 (`softmax_f32`, `softmax_held_bf16`, ...). On the host
+//! `softmax::<T>()` and `softmax_held::<T>()` are the handles of the instances for `T`.
 //!
 //! Every element is read as f32 and every sum and maximum is taken in f32; a bf16 output is
-//! rounded once, when stored. Rows of at most [`WARP_COLS`] columns take one warp each (eight
-//! rows per block), longer ones a whole block, so short rows leave no thread idle and long
-//! ones are spread over [`BLOCK`] threads. Where input and output rows share their alignment,
-//! the middle of each row moves in 16-byte chunks.
+//! rounded once, when stored. [`softmax`] takes any shape and alignment: rows of at most
+//! [`WARP_COLS`] columns take one warp each (eight rows per block), longer ones a whole block,
+//! so short rows leave no thread idle and long ones are spread over [`BLOCK`] threads; where
+//! input and output rows share their alignment, the middle of each row moves in 16-byte
+//! chunks, and each pass reads the row again. [`softmax_held`] takes the common case of short
+//! rows that start 16-byte aligned in both matrices: each warp reads its row once, into its
+//! lanes' registers, and writes it once, so every byte crosses the memory system once, and a
+//! kernel of its own keeps those registers from the block rows' launches.
 #![no_std]
 
 use streamline_device::bf16;
@@ -49,6 +53,11 @@ pub struct Chunk(pub [u32; 4]);
 pub trait Lanes: Float {
     /// Elements per chunk.
     const LANES: usize = 16 / core::mem::size_of::<Self>();
+    /// A lane's share of a row of at most [`WARP_COLS`] elements that its warp holds: every
+    /// 32nd chunk.
+    type Held: Copy + AsRef<[Chunk]> + AsMut<[Chunk]>;
+    /// [`Lanes::Held`] before the row is read.
+    const HELD: Self::Held;
     /// Calls `f` on each element of `c`, widened to f32, in order.
     fn each(c: Chunk, f: impl FnMut(f32));
     /// The chunk of `f` of each element of `c`, each result rounded to this type.
@@ -56,6 +65,8 @@ pub trait Lanes: Float {
 }
 
 impl Lanes for f32 {
+    type Held = [Chunk; WARP_COLS as usize / 4 / 32];
+    const HELD: Self::Held = [Chunk([0; 4]); WARP_COLS as usize / 4 / 32];
     #[inline(always)]
     fn each(c: Chunk, mut f: impl FnMut(f32)) {
         c.0.iter().for_each(|&w| f(f32::from_bits(w)));
@@ -67,12 +78,14 @@ impl Lanes for f32 {
 }
 
 impl Lanes for bf16 {
+    type Held = [Chunk; WARP_COLS as usize / 8 / 32];
+    const HELD: Self::Held = [Chunk([0; 4]); WARP_COLS as usize / 8 / 32];
     #[inline(always)]
     fn each(c: Chunk, mut f: impl FnMut(f32)) {
-        for w in c.0 {
+        c.0.iter().for_each(|&w| {
             f(bf16::from_bits(w as u16).to_acc());
             f(bf16::from_bits((w >> 16) as u16).to_acc());
-        }
+        });
     }
     #[inline(always)]
     fn map(c: Chunk, mut f: impl FnMut(f32) -> f32) -> Chunk {
@@ -230,6 +243,68 @@ kernel! {
             let at = block_x() as usize * cols;
             // SAFETY: one block per row (contract), so the row lies inside both matrices.
             unsafe { row(block, x.add(at), y.add(at), cols) };
+        }
+    }
+}
+
+kernel! {
+    #[instances(f32, bf16)]
+    #[launch_bounds(BLOCK)]
+    /// [`softmax`] of rows that one warp holds in its registers: each element is read once and
+    /// written once.
+    ///
+    /// Launch with blocks of [`BLOCK`] threads, `ceil(rows / WARP_ROWS)` of them.
+    ///
+    /// # Safety
+    /// As for [`softmax`], and besides: `p.cols <= WARP_COLS`, each row a whole number of
+    /// 16-byte chunks (`p.cols * size_of::<T>()` a multiple of 16), and `p.x` and `p.y`
+    /// 16-byte aligned.
+    pub unsafe fn softmax_held<T: Lanes>(p: SoftmaxParams<T>) {
+        // SAFETY: blocks of BLOCK threads (a multiple of 32); a warp leaves below as a whole
+        // (the row is the same across it), so the warps that go on are whole.
+        let warp = unsafe { Block::new() }.warp();
+        let r = block_x() * WARP_ROWS + thread_xy().0 / 32;
+        if r >= p.rows {
+            return;
+        }
+        let (chunks, at) = (p.cols as usize / T::LANES, r as usize * p.cols as usize);
+        // SAFETY: row `r` lies inside both matrices (contract), and starts 16-byte aligned in
+        // both, as each row is whole chunks and the matrices are aligned.
+        let (x, y) = unsafe {
+            (
+                p.x.as_ptr().add(at) as *const Chunk,
+                p.y.as_mut_ptr().add(at) as *mut Chunk,
+            )
+        };
+        let lane = warp.lane() as usize;
+        // Lane `l` holds chunks `l`, `l + 32`, ...: every load is issued before any is used.
+        let mut held = T::HELD;
+        for (j, h) in held.as_mut().iter_mut().enumerate() {
+            if lane + 32 * j < chunks {
+                // SAFETY: a chunk of the row (`chunks * LANES == cols`).
+                *h = unsafe { *x.add(lane + 32 * j) };
+            }
+        }
+        let mine = |j: usize| lane + 32 * j < chunks;
+        let mut m = f32::NEG_INFINITY;
+        for (j, &h) in held.as_ref().iter().enumerate() {
+            if mine(j) {
+                T::each(h, |v| m = m.max(v));
+            }
+        }
+        let m = warp.max(m);
+        let mut s = 0.0f32;
+        for (j, &h) in held.as_ref().iter().enumerate() {
+            if mine(j) {
+                T::each(h, |v| s += expf(v - m));
+            }
+        }
+        let inv = 1.0 / warp.sum(s);
+        for (j, &h) in held.as_ref().iter().enumerate() {
+            if mine(j) {
+                // SAFETY: as for the loads; `y`'s row has the same chunks.
+                unsafe { *y.add(lane + 32 * j) = T::map(h, |v| expf(v - m) * inv) };
+            }
         }
     }
 }
