@@ -60,7 +60,8 @@ pub trait Lanes: Float {
     const HELD: Self::Held;
     /// Calls `f` on each element of `c`, widened to f32, in order.
     fn each(c: Chunk, f: impl FnMut(f32));
-    /// The chunk of `f` of each element of `c`, each result rounded to this type.
+    /// The chunk of `f` of each element of `c` (called in order), each result rounded to this
+    /// type.
     fn map(c: Chunk, f: impl FnMut(f32) -> f32) -> Chunk;
 }
 
@@ -293,17 +294,30 @@ kernel! {
             }
         }
         let m = warp.max(m);
+        // Each element's exponential, taken once for the sum and the output: element `i` of
+        // held chunk `j` is `e[j * LANES + i]`.
+        let mut e = [0.0f32; WARP_COLS as usize / 32];
         let mut s = 0.0f32;
         for (j, &h) in held.as_ref().iter().enumerate() {
             if mine(j) {
-                T::each(h, |v| s += expf(v - m));
+                let mut k = j * T::LANES;
+                T::each(h, |v| {
+                    e[k] = expf(v - m);
+                    s += e[k];
+                    k += 1;
+                });
             }
         }
         let inv = 1.0 / warp.sum(s);
         for (j, &h) in held.as_ref().iter().enumerate() {
             if mine(j) {
+                let mut k = j * T::LANES;
+                let out = T::map(h, |_| {
+                    k += 1;
+                    e[k - 1] * inv
+                });
                 // SAFETY: as for the loads; `y`'s row has the same chunks.
-                unsafe { *y.add(lane + 32 * j) = T::map(h, |v| expf(v - m) * inv) };
+                unsafe { *y.add(lane + 32 * j) = out };
             }
         }
     }
