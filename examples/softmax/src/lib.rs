@@ -111,14 +111,16 @@ pub fn reference(x: &[f64], cols: usize) -> Vec<f64> {
 ///
 /// Error analysis, with `u = 2^-24` (f32 unit roundoff): the maximum is exact; `x - max`
 /// rounds once, an absolute error of at most `spread * u` in the exponent, which is a relative
-/// error of as much in the exponential; `expf` adds at most 2 ulp (`2^-22`); the sum of
+/// error of as much in the exponential; the held rows take `e^d` as `2^(d log2(e))`, whose
+/// constant and product round once each, `2 spread u` more; `expf` and `exp2f` add at most
+/// 2 ulp (`2^-22`); the sum of
 /// positive terms, each thread adding at most `ceil(cols / 32) + 16` of them in turn (its
 /// chunks' elements and a share of the unaligned ends) and the butterflies of the warp and the
 /// block at most 8 more levels, adds `(ceil(cols / 32) + 24) u`;
 /// the reciprocal and the product add `2 u`. The reference's own f64 error is negligible.
 pub fn f32_bound(cols: usize, spread: f64) -> f64 {
     let u = f64::powi(2.0, -24);
-    (spread + (cols.div_ceil(32) + 26) as f64) * u + f64::powi(2.0, -22)
+    (3.0 * spread + (cols.div_ceil(32) + 26) as f64) * u + f64::powi(2.0, -22)
 }
 
 /// [`f32_bound`] for `T`'s output: for bf16, the f32 result rounded once to bf16 (8

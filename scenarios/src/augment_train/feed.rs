@@ -39,6 +39,9 @@ pub(super) struct Setup {
     pub(super) footprints: Vec<Footprint>,
     /// Host time the queueing thread spent in each stage's calls since the last `run`.
     pub(super) host: Vec<std::time::Duration>,
+    /// The loader's figures of the last [`Setup::run`] (how long the copy stage waited for
+    /// its batches, among them).
+    pub(super) last_loader: LoaderStats,
     /// Host time the thread decoding ahead spent decoding since the last `run`.
     pub(super) ahead_host: std::time::Duration,
     /// Where the decoder's calls on that thread spent it.
@@ -186,6 +189,7 @@ impl Setup {
             sample_every: 0,
             footprints: Vec::new(),
             host: Vec::new(),
+            last_loader: Default::default(),
             ahead_host: Default::default(),
             ahead_parts: Default::default(),
             ahead: None,

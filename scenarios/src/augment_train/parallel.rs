@@ -105,7 +105,7 @@ fn on_every_gpu(
 
 /// `steps` steps of the pipelined run on one GPU, waited for.
 fn steps_on(m: &Member, su: &mut Setup, plan: &Plan, steps: usize) -> Result<()> {
-    su.run(m.gpu, &m.pool, plan, &[0, 1], None, &mut None, steps)?;
+    su.last_loader = su.run(m.gpu, &m.pool, plan, &[0, 1], None, &mut None, steps)?;
     m.comm.synchronize(m.pool.stream(2)?)?;
     m.pool.synchronize()
 }
@@ -194,7 +194,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let mut skipped = std::collections::BTreeSet::new();
     let (headline, smallest) = o.train.headline_and_smallest();
     let mut traces = [String::new(), String::new()];
-    let mut host_ms = (0.0, 0.0);
+    let mut host_ms = (Vec::new(), 0.0, 0.0);
     for (i, &batch) in o.train.batches.iter().enumerate() {
         let seed = common.seed + 100 * i as u64;
         // One GPU, the same batch: the baseline of this command.
@@ -225,17 +225,17 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         let many = wall_ms(common.reps, || {
             on_every_gpu(&members, &mut setups, |m, su| steps_on(m, su, &plan, steps))
         })? / steps as f64;
-        // GPU 0's thread's time in the calls that queue a step's work, of the last run.
-        let queued = setups[0]
+        // GPU 0's thread's time in the calls that queue a step's work, of the last run, in
+        // all and per stage.
+        let per_stage: Vec<f64> = setups[0]
             .host
             .iter()
-            .sum::<std::time::Duration>()
-            .as_secs_f64()
-            * 1e3
-            / steps as f64;
+            .map(|d| d.as_secs_f64() * 1e3 / steps as f64)
+            .collect();
         if batch == headline {
+            let waited = setups[0].last_loader.starved.as_secs_f64() * 1e3 / steps as f64;
             traces[1] = traced(&members, &mut setups, &plan, steps)?;
-            host_ms = (queued, many);
+            host_ms = (per_stage, many, waited);
         }
         let comm_ms = all_reduce_alone(&members, &mut setups, common.reps)?;
         same_weights(&members, &setups, &mut check)?;
@@ -309,9 +309,19 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         ),
         "the last step of the smallest batch is checked against the f64 reference of one SGD step on the global batch (all GPUs' parts), and the weights bit for bit across GPUs after every batch size".into(),
     ];
+    let stages: Vec<String> = plan
+        .spec()
+        .stages
+        .iter()
+        .zip(&host_ms.0)
+        .map(|(s, ms)| format!("{} {ms:.3}", s.name))
+        .collect();
     notes.push(format!(
-        "GPU 0's thread spent {:.2} ms per data-parallel step (of {:.2}) in the calls that queue the step's copies, kernels and all-reduces",
-        host_ms.0, host_ms.1
+        "GPU 0's thread spent {:.2} ms per data-parallel step (of {:.2}) in the calls that queue the step's copies, kernels and all-reduces (ms per stage: {}; of them {:.3} ms waiting for the loader's batch)",
+        host_ms.0.iter().sum::<f64>(),
+        host_ms.1,
+        stages.join(", "),
+        host_ms.2
     ));
     if let Some(sp) = split.first().and_then(|g| g.split()) {
         notes.push(format!(
