@@ -37,9 +37,9 @@ pub fn launch_config(rows: u32, cols: u32) -> LaunchConfig {
 /// 16-byte chunks, both matrices 16-byte aligned.
 pub fn rows_held<T: Elem>(cols: usize, x: u64, y: u64) -> bool {
     cols <= WARP_COLS as usize
-        && (cols * std::mem::size_of::<T>()) % 16 == 0
-        && x % 16 == 0
-        && y % 16 == 0
+        && (cols * std::mem::size_of::<T>()).is_multiple_of(16)
+        && x.is_multiple_of(16)
+        && y.is_multiple_of(16)
 }
 
 /// Row-wise softmax of the row-major `rows x cols` matrix `x` into `y`, on `stream`, in `T`
