@@ -48,8 +48,7 @@ pub struct Gpu {
 /// every freed byte at each synchronisation, and the next scratch allocation (split-K's
 /// partial products, a transposed operand, an engine buffer) maps it again, which costs more
 /// than a small product's kernels. So freed memory is kept, as PyTorch's stream-ordered
-/// allocator keeps it, until the program gives it back (`cuMemPoolTrimTo`); a larger
-/// threshold set by someone else in the process is left as it is.
+/// allocator keeps it, until the program gives it back (`cuMemPoolTrimTo`).
 pub const POOL_KEEP_BYTES: u64 = u64::MAX;
 
 /// Raises the release threshold of `ctx`'s device's default memory pool to [`POOL_KEEP_BYTES`].

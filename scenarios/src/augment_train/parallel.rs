@@ -225,15 +225,12 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         let many = wall_ms(common.reps, || {
             on_every_gpu(&members, &mut setups, |m, su| steps_on(m, su, &plan, steps))
         })? / steps as f64;
-        // GPU 0's thread's time in the calls that queue a step's work, of the last run, in
-        // all and per stage.
-        let per_stage: Vec<f64> = setups[0]
-            .host
-            .iter()
-            .map(|d| d.as_secs_f64() * 1e3 / steps as f64)
-            .collect();
         if batch == headline {
-            let waited = setups[0].last_loader.starved.as_secs_f64() * 1e3 / steps as f64;
+            // GPU 0's thread's time in the calls that queue a step's work, of the last run, per
+            // stage, and in the loader waiting for batches.
+            let per_step = |d: std::time::Duration| d.as_secs_f64() * 1e3 / steps as f64;
+            let per_stage: Vec<f64> = setups[0].host.iter().map(|&d| per_step(d)).collect();
+            let waited = per_step(setups[0].last_loader.starved);
             traces[1] = traced(&members, &mut setups, &plan, steps)?;
             host_ms = (per_stage, many, waited);
         }
