@@ -279,14 +279,14 @@ kernel! {
         };
         let lane = warp.lane() as usize;
         // Lane `l` holds chunks `l`, `l + 32`, ...: every load is issued before any is used.
+        let mine = |j: usize| lane + 32 * j < chunks;
         let mut held = T::HELD;
         for (j, h) in held.as_mut().iter_mut().enumerate() {
-            if lane + 32 * j < chunks {
+            if mine(j) {
                 // SAFETY: a chunk of the row (`chunks * LANES == cols`).
                 *h = unsafe { *x.add(lane + 32 * j) };
             }
         }
-        let mine = |j: usize| lane + 32 * j < chunks;
         let mut m = f32::NEG_INFINITY;
         for (j, &h) in held.as_ref().iter().enumerate() {
             if mine(j) {
