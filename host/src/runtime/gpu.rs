@@ -230,6 +230,38 @@ impl Gpu {
         self.split.as_deref()
     }
 
+    /// Lets this device and `other` reach each other's memory directly (over NVLink or PCIe),
+    /// where the hardware allows it both ways: then copies between them
+    /// ([`crate::engine::memory::peer`]) go from one device's memory to the other's, and
+    /// otherwise the driver stages them through host memory. Returns whether the direct path
+    /// is on. Enabling it twice is harmless.
+    pub fn enable_peer_access(&self, other: &Gpu) -> Result<bool> {
+        use cudarc::driver::sys::{cuCtxEnablePeerAccess, cuDeviceCanAccessPeer, CUresult};
+        let (a, b) = (self.host_context(), other.host_context());
+        if a.cu_device() == b.cu_device() {
+            return Ok(true);
+        }
+        for (from, to) in [(a, b), (b, a)] {
+            let mut can = 0;
+            // SAFETY: two live devices' handles and a live `c_int` for the answer.
+            unsafe { cuDeviceCanAccessPeer(&mut can, from.cu_device(), to.cu_device()) }
+                .result()
+                .op("cuDeviceCanAccessPeer")?;
+            if can == 0 {
+                return Ok(false);
+            }
+        }
+        for (from, to) in [(a, b), (b, a)] {
+            from.bind_to_thread().op("cuCtxSetCurrent")?;
+            // SAFETY: `to` is a live context of another device; flags must be 0.
+            match unsafe { cuCtxEnablePeerAccess(to.cu_ctx(), 0) } {
+                CUresult::CUDA_SUCCESS | CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
+                refused => refused.result().op("cuCtxEnablePeerAccess")?,
+            }
+        }
+        Ok(true)
+    }
+
     /// The stream operations use unless told otherwise.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream

@@ -1,9 +1,10 @@
 //! Seed 003's encoder-decoder split over two GPUs (pipeline-parallel): the frozen encoder on
-//! GPU 0, the trainable decoder on GPU 1, every batch's features sent from one to the other
-//! over NCCL (a peer-to-peer copy over NVLink where the GPUs have it) into a ring of slots on
-//! each side. Each GPU is driven by a host thread of its own. Within a GPU the engine's buffer
-//! tracking orders the stages (a slot is encoded again only after its send read it, received
-//! again only after the decoder step read it); NCCL pairs every send with its receive.
+//! GPU 0, the trainable decoder on GPU 1, every batch's features copied from one to the other
+//! (peer to peer, over NVLink or PCIe, where the two can reach each other's memory) into a
+//! ring of slots on each side. Each GPU is driven by a host thread of its own; the arrival
+//! slots pass between the two threads, so that neither host waits for a device: the buffers'
+//! tracking orders each copy after the encoding it reads and after the decoder step that last
+//! read its slot, and each decoder step after its copy.
 //!
 //! The report sets the two GPUs against the one-GPU pipeline (the encoder and the decoder on
 //! two streams of one GPU), timed in the same command, with the time each stage takes alone:
@@ -15,29 +16,34 @@
 use super::{check_last, reset, spec, Options, Setup, DATA, DEPTH};
 use crate::gpus::{open_peers, report_against_one, together, wall_ms, Job};
 use crate::{per_step_us, recorded, Check, Common, Report};
+use std::sync::mpsc;
+use streamline::engine::memory::peer;
 use streamline::engine::pool::StreamSpec;
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::error::{Error, Result};
-use streamline::multi::{Batch, Comm, DEFAULT_TIMEOUT};
 use streamline::ops::matmul::{sgemm, Gemm, Kernel};
 use streamline::ops::train::relu;
 use streamline::Gpu;
 
-/// One GPU of the two: its pool (two lanes) and its communicator.
+/// One GPU of the two and its pool (two lanes).
 struct Side<'g> {
     gpu: &'g Gpu,
     pool: StreamPool,
-    comm: Comm,
 }
 
-/// Runs `steps` of the split pipeline over batches `range`, both GPUs' threads together, and
-/// waits for both; a failing side aborts both communicators, so that neither waits for the
-/// other forever.
+/// Runs `steps` of the split pipeline over batches `range`, each GPU's work queued by a thread
+/// of its own, and waits for both.
+///
+/// `arrivals` (on the decoder's GPU) circulate between the threads, each slot with its index:
+/// the encoder's thread takes a free one, queues the copy of its features into it and passes
+/// it on; the decoder's thread queues its step on it and gives it back. Step `i` uses slot
+/// `i % DEPTH`. A thread that stops early (an error) drops its ends of the ring; the other
+/// then stops as well, and the first one's error is the run's.
 fn split_steps(
     enc: &Side,
     dec: &Side,
     su: &mut Setup,
-    received: &mut [DeviceBuffer<f32>],
+    arrivals: &mut Vec<DeviceBuffer<f32>>,
     o: &Options,
     range: std::ops::Range<usize>,
 ) -> Result<()> {
@@ -52,36 +58,51 @@ fn split_steps(
         ..
     } = su;
     let batch = *batch;
-    let encode = || -> Result<()> {
+    let (give, free) = mpsc::channel();
+    let (pass, filled) = mpsc::channel::<(usize, DeviceBuffer<f32>)>();
+    let mut slots: Vec<_> = arrivals.drain(..).enumerate().collect();
+    slots.rotate_left(range.start % DEPTH);
+    for slot in slots {
+        // The receiver is alive: it is `free`, below.
+        let _ = give.send(slot);
+    }
+    let steps = range.clone();
+    let encode = move || -> Result<()> {
         let (s, send) = (enc.pool.stream(0)?, enc.pool.stream(1)?);
-        for i in range.clone() {
+        let land = dec.pool.stream(0)?;
+        for i in steps {
             let (k, slot) = (i % DATA, i % DEPTH);
             let g = Gemm::dense(batch, o.features, o.inputs);
             sgemm(enc.gpu, s, Kernel::Auto, &g, &x[k], we, &mut pre[slot])?;
             relu(enc.gpu, s, &pre[slot], &mut feat[slot])?;
-            let mut b = Batch::new();
-            b.send(&enc.comm, send, &feat[slot], 1)?;
-            b.run()?;
+            let Ok((n, mut arrival)) = free.recv() else {
+                return Ok(());
+            };
+            peer(send, &feat[slot], land, &mut arrival)?;
+            if pass.send((n, arrival)).is_err() {
+                return Ok(());
+            }
         }
-        enc.comm.synchronize(send)?;
+        // Every slot back, once the decoder's thread has queued its last step.
+        let mut back: Vec<_> = (0..DEPTH).map_while(|_| free.recv().ok()).collect();
+        back.sort_by_key(|(n, _)| *n);
+        arrivals.extend(back.into_iter().map(|(_, b)| b));
         enc.pool.synchronize()
     };
-    let train = || -> Result<()> {
-        let (recv, s) = (dec.pool.stream(0)?, dec.pool.stream(1)?);
-        for i in range.clone() {
-            let (k, slot) = (i % DATA, i % DEPTH);
-            let mut b = Batch::new();
-            b.recv(&dec.comm, recv, &mut received[slot], 0)?;
-            b.run()?;
-            decoder.step(dec.gpu, s, &received[slot], &t[k])?;
+    let train = move || -> Result<()> {
+        let s = dec.pool.stream(1)?;
+        for i in range {
+            let Ok((n, arrival)) = filled.recv() else {
+                return Ok(());
+            };
+            decoder.step(dec.gpu, s, &arrival, &t[i % DATA])?;
+            if give.send((n, arrival)).is_err() {
+                return Ok(());
+            }
         }
-        dec.comm.synchronize(recv)?;
         dec.pool.synchronize()
     };
-    together(
-        &[&enc.comm, &dec.comm],
-        vec![Box::new(encode) as Job, Box::new(train) as Job],
-    )
+    together(&[], vec![Box::new(encode) as Job, Box::new(train) as Job])
 }
 
 /// A ring of `DEPTH` feature buffers on the decoder's GPU, where the features arrive.
@@ -94,24 +115,15 @@ fn arrivals(dec: &Side, su: &Setup, o: &Options) -> Result<Vec<DeviceBuffer<f32>
 /// Runs `encoder-decoder --gpus 2` on devices 0 and 1 (`gpu` is device 0).
 pub(super) fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let other = open_peers(gpu, 2)?.remove(0);
-    let mut comms = Comm::local(&[gpu, &other], DEFAULT_TIMEOUT)?.into_iter();
-    let (Some(c0), Some(c1)) = (comms.next(), comms.next()) else {
-        return Err(Error::Nccl {
-            op: "ncclCommInitRankConfig",
-            code: -1,
-            reason: "fewer communicators than GPUs were made".into(),
-        });
-    };
+    let direct = gpu.enable_peer_access(&other)?;
     let lanes = |a: &str, b: &str| [StreamSpec::new(a), StreamSpec::new(b)];
     let enc = Side {
         gpu,
         pool: StreamPool::new(gpu, &lanes("encoder", "send"))?,
-        comm: c0,
     };
     let dec = Side {
         gpu: &other,
         pool: StreamPool::new(&other, &lanes("receive", "decoder"))?,
-        comm: c1,
     };
     let plan = spec().plan()?;
     let one = StreamPool::named(gpu, &plan.spec().lanes)?;
@@ -188,13 +200,18 @@ pub(super) fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     Ok(report_against_one(
         "encoder-decoder",
         format!(
-            "seed 003 over two GPUs ({}): the frozen encoder relu(x We) ({} -> {}) on device 0, the decoder MLP ({} -> {} -> {}, ReLU, MSE, SGD) training on device 1, every batch's features sent from one to the other over NCCL into a ring of {DEPTH} on each side; {steps} steps per run; one GPU with both stages on two streams timed in the same command",
+            "seed 003 over two GPUs ({}): the frozen encoder relu(x We) ({} -> {}) on device 0, the decoder MLP ({} -> {} -> {}, ReLU, MSE, SGD) training on device 1, every batch's features copied from one to the other ({}) into a ring of {DEPTH} on each side; {steps} steps per run; one GPU with both stages on two streams timed in the same command",
             gpu.info().name,
             o.inputs,
             o.features,
             o.features,
             o.train.hidden,
             o.train.classes,
+            if direct {
+                "peer to peer"
+            } else {
+                "staged through host memory by the driver: the two cannot reach each other's memory"
+            },
         ),
         (piped, two),
         [
@@ -212,7 +229,7 @@ fn verify(
     enc: &Side,
     dec: &Side,
     su: &mut Setup,
-    received: &mut [DeviceBuffer<f32>],
+    received: &mut Vec<DeviceBuffer<f32>>,
     o: &Options,
     common: &Common,
 ) -> Result<Check> {
@@ -225,6 +242,9 @@ fn verify(
     split_steps(enc, dec, su, received, o, last..o.train.steps)?;
     let w1n = su.decoder.w1_to_vec(s)?;
     let w2n = su.decoder.w2.to_vec(s)?;
-    let feat = received[last % DEPTH].to_vec(s)?;
+    let feat = received
+        .get(last % DEPTH)
+        .ok_or_else(|| Error::Interrupted("the ring of arrivals came back short".into()))?
+        .to_vec(s)?;
     Ok(check_last(su, o, common, &feat, (&w1, &w2), (&w1n, &w2n)))
 }

@@ -28,7 +28,7 @@ mod copy;
 mod device;
 mod pinned;
 
-pub use copy::{d2d, d2h, h2d};
+pub use copy::{d2d, d2h, h2d, peer};
 pub use device::{DeviceBuffer, DeviceView, DeviceViewMut};
 pub use pinned::{PinnedBuffer, PinnedView, PinnedViewMut};
 
