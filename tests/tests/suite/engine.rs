@@ -166,6 +166,58 @@ fn foreign_stream_access_is_waited_for() {
     assert_eq!(y.to_vec(pool.stream(0).unwrap()).unwrap(), data());
 }
 
+/// A copy between two pools (as between two devices, whose buffers live in two pools): it waits
+/// for the source's slow write on another stream of its pool and for the destination's slow
+/// read on another stream of its own pool, which still sees the old values; later work in
+/// either pool waits for it; queuing it does not make the host wait.
+#[test]
+fn peer_copy_keeps_both_pools_order() {
+    use streamline::engine::memory::peer;
+    let Some(gpu) = gpu() else { return };
+    let (from, to) = (
+        StreamPool::with_streams(gpu, 2).unwrap(),
+        StreamPool::with_streams(gpu, 3).unwrap(),
+    );
+    let fresh: Vec<f32> = data().iter().map(|v| -v).collect();
+    let written = DeviceBuffer::from_slice(&from, 0, &fresh).unwrap();
+    let mut src = DeviceBuffer::<f32>::zeros(&from, 0, N).unwrap();
+    let mut dst = DeviceBuffer::from_slice(&to, 0, &data()).unwrap();
+    let mut seen = DeviceBuffer::<f32>::zeros(&to, 0, N).unwrap();
+    let mut later = DeviceBuffer::<f32>::zeros(&to, 0, N).unwrap();
+    from.synchronize().unwrap();
+    to.synchronize().unwrap();
+    let t = Instant::now();
+    spin_copy(gpu, from.stream(0).unwrap(), &written, &mut src, SLOW_NS).unwrap();
+    spin_copy(gpu, to.stream(1).unwrap(), &dst, &mut seen, SLOW_NS).unwrap();
+    peer(
+        from.stream(1).unwrap(),
+        &src,
+        to.stream(2).unwrap(),
+        &mut dst,
+    )
+    .unwrap();
+    // A write to the source after the copy waits for the copy's read.
+    src.fill_zeros(from.stream(0).unwrap()).unwrap();
+    // A read of the destination on another stream of its pool waits for the copy.
+    spin_copy(gpu, to.stream(0).unwrap(), &dst, &mut later, 0).unwrap();
+    let queued = t.elapsed();
+    assert_eq!(
+        seen.to_vec(to.stream(0).unwrap()).unwrap(),
+        data(),
+        "the earlier read saw the copy"
+    );
+    assert_eq!(
+        later.to_vec(to.stream(0).unwrap()).unwrap(),
+        fresh,
+        "a later read missed the copy, or the copy the slow write"
+    );
+    assert_eq!(src.to_vec(from.stream(1).unwrap()).unwrap(), vec![0.0; N]);
+    assert!(
+        sanitized() || queued < Duration::from_nanos(SLOW_NS / 2),
+        "queuing took {queued:?}: the host waited"
+    );
+}
+
 /// Copies refuse mismatched lengths, naming the argument, and write nothing.
 #[test]
 fn copies_validate_lengths() {
