@@ -13,6 +13,7 @@
 
 use streamline_abi::image::{IMAGE_BLOCK_X, IMAGE_BLOCK_Y};
 pub(crate) use streamline_abi::image::{NHWC_IN, NHWC_OUT};
+use streamline_device::mem::{stg2_at, stg_at};
 use streamline_device::thread::{block_xyz, grid_z, thread_xy};
 use streamline_device::{DevPtr, DevPtrMut};
 
@@ -257,6 +258,30 @@ fn group<const N: usize>(
         store(first + k as u32, x);
     }
     N as u32
+}
+
+/// Writes an interleaved pixel's three values to `base[i..i + 3]` as one 8-byte store and one
+/// 4-byte store, the 8-byte one on whichever end of the pixel is 8-byte aligned: a warp's
+/// stores of neighbouring pixels then reach each 32-byte sector of their run twice instead of
+/// three times (once per channel).
+///
+/// # Safety
+/// `base + i` must point to three writable f32 in global memory that no other thread accesses
+/// while the kernel runs.
+#[inline(always)]
+pub unsafe fn store3_at(base: *mut f32, i: u32, v: [f32; 3]) {
+    let odd = base.wrapping_add(i as usize) as usize & 4 != 0;
+    let (pair_at, pair, one_at, one) = if odd {
+        (i + 1, [v[1], v[2]], i, v[0])
+    } else {
+        (i, [v[0], v[1]], i + 2, v[2])
+    };
+    // SAFETY: both stores lie in `base[i..i + 3]` (the caller's); `base + pair_at` is 8-byte
+    // aligned, since `base` holds f32 (4-byte aligned) and `odd` picks the aligned end.
+    unsafe {
+        stg2_at(base, pair_at, pair);
+        stg_at(base, one_at, one);
+    }
 }
 
 /// Where a layout keeps value `c` of pixel `o` of an image of `channels` planes of `plane`

@@ -20,8 +20,8 @@
 //! warp's scattered reads are cheaper than in L1.
 
 use crate::channels::{
-    for_channel_groups, for_channels, for_shaped_columns, image_and_column, with_layouts, Strides,
-    WarpShape,
+    for_channel_groups, for_channels, for_shaped_columns, image_and_column, store3_at,
+    with_layouts, Strides, WarpShape,
 };
 use crate::sampling::{nearest_pixel, Bilinear, ColumnSpans, Rotation};
 use core::intrinsics::fmaf32 as fmaf;
@@ -141,20 +141,26 @@ unsafe fn nearest<const NHWC_IN: bool, const NHWC_OUT: bool>(p: &RotateParams) {
     );
     let (h, w) = (p.height as i32, p.width as i32);
     let fill = if p.has_fill != 0 { p.fill } else { 0.0 };
+    // Three channels written interleaved go as one pixel's run of values.
+    let rgb_run = NHWC_OUT && p.channels == 3;
     // Near 90 degrees, 8 x 4 patches.
     for_pixels(p, WarpShape(2), so, |image, out, dst, (sy, sx)| {
         let src =
             nearest_pixel(sy, sx, h, w).map(|(yi, xi)| (yi as u32 * p.width + xi as u32) * si.px);
-        for_channels(
-            p.channels,
-            |c| match src {
-                // SAFETY: `nearest_pixel` returns only pixels inside the image, `c < channels`.
-                Some(o) => unsafe { ldg_at_line(image, c * si.ch + o) },
-                None => fill,
-            },
+        let value = |c| match src {
+            // SAFETY: `nearest_pixel` returns only pixels inside the image, `c < channels`.
+            Some(o) => unsafe { ldg_at_line(image, c * si.ch + o) },
+            None => fill,
+        };
+        if rgb_run {
+            // SAFETY: the pixel is in the image (`for_pixels`), its three values at `dst`.
+            unsafe { store3_at(out, dst, [value(0), value(1), value(2)]) };
+        } else {
             // SAFETY: the pixel is in the image (`for_pixels`), `c < channels`.
-            |c, v| unsafe { stg_at(out, c * so.ch + dst, v) },
-        );
+            for_channels(p.channels, value, |c, v| unsafe {
+                stg_at(out, c * so.ch + dst, v)
+            });
+        }
     });
 }
 

@@ -306,18 +306,12 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         ),
         "the last step of the smallest batch is checked against the f64 reference of one SGD step on the global batch (all GPUs' parts), and the weights bit for bit across GPUs after every batch size".into(),
     ];
-    let stages: Vec<String> = plan
-        .spec()
-        .stages
-        .iter()
-        .zip(&host_ms.0)
-        .map(|(s, ms)| format!("{} {ms:.3}", s.name))
-        .collect();
+    let stages = super::run::per_stage(&plan, &host_ms.0, |ms| format!("{ms:.3}"));
     notes.push(format!(
         "GPU 0's thread spent {:.2} ms per data-parallel step (of {:.2}) in the calls that queue the step's copies, kernels and all-reduces (ms per stage: {}; of them {:.3} ms waiting for the loader's batch)",
         host_ms.0.iter().sum::<f64>(),
         host_ms.1,
-        stages.join(", "),
+        stages,
         host_ms.2
     ));
     if let Some(sp) = split.first().and_then(|g| g.split()) {

@@ -364,13 +364,7 @@ fn memory_change(samples: &[crate::Footprint]) -> Option<String> {
 /// where a thread decodes ahead, that thread's time per step in decoding, and where the
 /// decoder's calls spent it.
 fn host_note(plan: &Plan, host_us: &[f64], ahead_us: f64, split: [f64; 3]) -> String {
-    let parts: Vec<String> = plan
-        .spec()
-        .stages
-        .iter()
-        .zip(host_us)
-        .map(|(s, us)| format!("{} {us:.1} µs", s.name))
-        .collect();
+    let parts = per_stage(plan, host_us, |us| format!("{us:.1} µs"));
     let ahead = if ahead_us > 0.0 {
         format!(
             "; the thread decoding ahead of it, {ahead_us:.1} µs per step in decoding ({:.1} \
@@ -382,8 +376,19 @@ fn host_note(plan: &Plan, host_us: &[f64], ahead_us: f64, split: [f64; 3]) -> St
         String::new()
     };
     format!(
-        "the host thread queueing the stages, per step (pipelined): {}; {:.1} µs in all{ahead}",
-        parts.join(", "),
+        "the host thread queueing the stages, per step (pipelined): {parts}; {:.1} µs in all{ahead}",
         host_us.iter().sum::<f64>()
     )
+}
+
+/// Each stage's name with its value in `values` (in the plan's order), as `show` writes it.
+pub(super) fn per_stage(plan: &Plan, values: &[f64], show: impl Fn(f64) -> String) -> String {
+    let parts: Vec<String> = plan
+        .spec()
+        .stages
+        .iter()
+        .zip(values)
+        .map(|(s, &v)| format!("{} {}", s.name, show(v)))
+        .collect();
+    parts.join(", ")
 }

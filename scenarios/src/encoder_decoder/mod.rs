@@ -38,7 +38,7 @@ pub struct Options {
     #[arg(long, default_value_t = Options::default().features)]
     pub features: usize,
     /// GPUs: 1 runs both stages on one GPU, 2 the encoder on device 0 and the decoder on
-    /// device 1, the features sent between them over NCCL.
+    /// device 1, the features copied from one to the other.
     #[arg(long, default_value_t = Options::default().gpus)]
     pub gpus: usize,
 }
