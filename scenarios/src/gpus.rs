@@ -91,7 +91,8 @@ pub(crate) fn wall_ms(reps: usize, mut work: impl FnMut() -> Result<()>) -> Resu
 }
 
 /// The report of a run on several GPUs set against a run on one (`one_ms` and `many_ms` per
-/// step, `runs` naming the two): no timeline, as each GPU's host thread times its own streams.
+/// step, `runs` naming the two), with no timeline: a scenario that records its GPUs adds theirs
+/// ([`streamline::engine::Timeline::of_devices`]).
 pub(crate) fn report_against_one(
     name: &str,
     workload: String,

@@ -16,10 +16,12 @@
 use super::{check_last, reset, spec, Options, Setup, DATA, DEPTH};
 use crate::gpus::{open_peers, report_against_one, together, wall_ms, Job};
 use crate::{per_step_us, recorded, Check, Common, Report};
+use cudarc::driver::CudaStream;
 use std::sync::mpsc;
+use std::time::Instant;
 use streamline::engine::memory::peer;
 use streamline::engine::pool::StreamSpec;
-use streamline::engine::{DeviceBuffer, StreamPool};
+use streamline::engine::{DeviceBuffer, OpKind, Recorder, StreamPool, Timeline};
 use streamline::error::{Error, Result};
 use streamline::ops::matmul::{sgemm, Gemm, Kernel};
 use streamline::ops::train::relu;
@@ -46,6 +48,7 @@ fn split_steps(
     arrivals: &mut Vec<DeviceBuffer<f32>>,
     o: &Options,
     range: std::ops::Range<usize>,
+    recorders: Option<(&mut Recorder, &mut Recorder)>,
 ) -> Result<()> {
     let Setup {
         batch,
@@ -67,18 +70,23 @@ fn split_steps(
         let _ = give.send(slot);
     }
     let steps = range.clone();
+    let (mut enc_rec, mut dec_rec) = recorders.unzip();
     let encode = move || -> Result<()> {
         let (s, send) = (enc.pool.stream(0)?, enc.pool.stream(1)?);
         let land = dec.pool.stream(0)?;
         for i in steps {
             let (k, slot) = (i % DATA, i % DEPTH);
             let g = Gemm::dense(batch, o.features, o.inputs);
-            sgemm(enc.gpu, s, Kernel::Auto, &g, &x[k], we, &mut pre[slot])?;
-            relu(enc.gpu, s, &pre[slot], &mut feat[slot])?;
+            timed(&mut enc_rec, (0, s), ("encode", OpKind::Compute), i, || {
+                sgemm(enc.gpu, s, Kernel::Auto, &g, &x[k], we, &mut pre[slot])?;
+                relu(enc.gpu, s, &pre[slot], &mut feat[slot])
+            })?;
             let Ok((n, mut arrival)) = free.recv() else {
                 return Ok(());
             };
-            peer(send, &feat[slot], land, &mut arrival)?;
+            timed(&mut enc_rec, (1, send), ("copy", OpKind::D2D), i, || {
+                peer(send, &feat[slot], land, &mut arrival)
+            })?;
             if pass.send((n, arrival)).is_err() {
                 return Ok(());
             }
@@ -95,7 +103,13 @@ fn split_steps(
             let Ok((n, arrival)) = filled.recv() else {
                 return Ok(());
             };
-            decoder.step(dec.gpu, s, &arrival, &t[i % DATA])?;
+            timed(
+                &mut dec_rec,
+                (1, s),
+                ("train step", OpKind::Compute),
+                i,
+                || decoder.step(dec.gpu, s, &arrival, &t[i % DATA]),
+            )?;
             if give.send((n, arrival)).is_err() {
                 return Ok(());
             }
@@ -103,6 +117,58 @@ fn split_steps(
         dec.pool.synchronize()
     };
     together(&[], vec![Box::new(encode) as Job, Box::new(train) as Job])
+}
+
+/// Runs `work` (queued on `stream`) as operation `name` of step `i` on track `track`, under
+/// `rec` where the run is recorded.
+fn timed(
+    rec: &mut Option<&mut Recorder>,
+    (track, stream): (usize, &CudaStream),
+    (name, kind): (&str, OpKind),
+    i: usize,
+    work: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    match rec {
+        Some(r) => r.op(track, stream, name, kind, Some(i), work),
+        None => work(),
+    }
+}
+
+/// One run of the split pipeline recorded on both GPUs, as one timeline: each GPU's recording
+/// begins while both are idle, GPU 1's shifted by the host time between the two beginnings.
+fn record(
+    (enc, dec): (&Side, &Side),
+    su: &mut Setup,
+    arrivals: &mut Vec<DeviceBuffer<f32>>,
+    o: &Options,
+) -> Result<Timeline> {
+    let steps = o.train.steps;
+    let tracks = |p: &StreamPool| (0..p.len()).map(|i| p.name(i).to_string()).collect();
+    let mut er = Recorder::new(enc.pool.context(), tracks(&enc.pool), 2 * steps)?;
+    let mut dr = Recorder::new(dec.pool.context(), tracks(&dec.pool), steps)?;
+    enc.pool.synchronize()?;
+    dec.pool.synchronize()?;
+    let t0 = Instant::now();
+    er.begin(enc.pool.stream(0)?)?;
+    dr.begin(dec.pool.stream(1)?)?;
+    let offset_us = t0.elapsed().as_secs_f64() * 1e6;
+    split_steps(
+        enc,
+        dec,
+        su,
+        arrivals,
+        o,
+        0..steps,
+        Some((&mut er, &mut dr)),
+    )?;
+    Ok(Timeline::of_devices(vec![
+        (format!("GPU {}", enc.gpu.info().ordinal), er.finish()?, 0.0),
+        (
+            format!("GPU {}", dec.gpu.info().ordinal),
+            dr.finish()?,
+            offset_us,
+        ),
+    ]))
 }
 
 /// A ring of `DEPTH` feature buffers on the decoder's GPU, where the features arrive.
@@ -141,6 +207,7 @@ pub(super) fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     .map(String::from)
     .to_vec()];
     let (mut head, mut check, mut balance) = ((0.0, 0.0), Check::default(), (0.0, 0.0));
+    let mut timeline = Timeline::default();
     for (i, &batch) in o.train.batches.iter().enumerate() {
         let seed = common.seed + 100 * i as u64;
         // One GPU, the two stages on two streams: the baseline of this command, timed on the
@@ -165,7 +232,7 @@ pub(super) fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         let mut su = Setup::new(&enc.pool, &dec.pool, o, batch, seed)?;
         let mut received = arrivals(&dec, &su, o)?;
         let two = wall_ms(common.reps, || {
-            split_steps(&enc, &dec, &mut su, &mut received, o, 0..steps)
+            split_steps(&enc, &dec, &mut su, &mut received, o, 0..steps, None)
         })? / steps as f64;
         // The best two GPUs can do: the longer stage per step.
         let bound = enc_us.max(dec_us) / 1e3;
@@ -181,6 +248,7 @@ pub(super) fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         if batch == headline {
             head = (piped, two);
             balance = (enc_us, dec_us);
+            timeline = record((&enc, &dec), &mut su, &mut received, o)?;
         }
         if batch == smallest && check.compared == 0 {
             check = verify(&enc, &dec, &mut su, &mut received, o, common)?;
@@ -197,7 +265,7 @@ pub(super) fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         ),
         format!("checked at batch {smallest}: the features of the last batch as the decoder's GPU received them against the f64 encoder, and the decoder's weights after the last step against the f64 step on those features"),
     ];
-    Ok(report_against_one(
+    let mut report = report_against_one(
         "encoder-decoder",
         format!(
             "seed 003 over two GPUs ({}): the frozen encoder relu(x We) ({} -> {}) on device 0, the decoder MLP ({} -> {} -> {}, ReLU, MSE, SGD) training on device 1, every batch's features copied from one to the other ({}) into a ring of {DEPTH} on each side; {steps} steps per run; one GPU with both stages on two streams timed in the same command",
@@ -221,7 +289,10 @@ pub(super) fn run(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         table,
         check,
         notes,
-    ))
+    );
+    report.metrics = timeline.metrics();
+    report.timeline = timeline;
+    Ok(report)
 }
 
 /// Runs the split pipeline from the initial weights and checks its last step.
@@ -236,10 +307,10 @@ fn verify(
     let s = dec.pool.stream(1)?;
     reset(su, s)?;
     let last = o.train.steps - 1;
-    split_steps(enc, dec, su, received, o, 0..last)?;
+    split_steps(enc, dec, su, received, o, 0..last, None)?;
     let w1 = su.decoder.w1_to_vec(s)?;
     let w2 = su.decoder.w2.to_vec(s)?;
-    split_steps(enc, dec, su, received, o, last..o.train.steps)?;
+    split_steps(enc, dec, su, received, o, last..o.train.steps, None)?;
     let w1n = su.decoder.w1_to_vec(s)?;
     let w2n = su.decoder.w2.to_vec(s)?;
     let feat = received

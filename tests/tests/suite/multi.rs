@@ -508,7 +508,8 @@ fn copies_between_devices_keep_the_buffers_order() {
 /// Seed 003's scenarios over two GPUs at small sizes: data-parallel augment-train (f32 and
 /// bf16 gradients, in buckets that do not divide the rows; NCCL's kernels on SMs of their
 /// own) and the encoder-decoder split over two GPUs, each checked against its f64 reference
-/// (and, data-parallel, the weights bit for bit across the GPUs).
+/// (and, data-parallel, the weights bit for bit across the GPUs; encoder-decoder, its
+/// recorded run on both GPUs).
 #[test]
 fn scenarios_over_two_gpus_match_their_references() {
     let _one = one_at_a_time();
@@ -556,4 +557,20 @@ fn scenarios_over_two_gpus_match_their_references() {
     assert!(r.check.passed(), "{:?}", r.check);
     assert_eq!(r.table.len(), 1 + o.train.batches.len());
     assert!(r.check.compared >= 4 * 128);
+    // The recorded run shows both GPUs: every step's encoding and copy on GPU 0, its decoder
+    // step on GPU 1.
+    let t = &r.timeline;
+    for (track, name) in [
+        ("GPU 0: encoder", "encode"),
+        ("GPU 0: send", "copy"),
+        ("GPU 1: decoder", "train step"),
+    ] {
+        let k = t.tracks.iter().position(|n| n == track);
+        let k = k.unwrap_or_else(|| panic!("no track {track} in {:?}", t.tracks));
+        let ops = t
+            .intervals
+            .iter()
+            .filter(|iv| iv.track == k && iv.name == name);
+        assert_eq!(ops.count(), o.train.steps, "{track}: {name}");
+    }
 }

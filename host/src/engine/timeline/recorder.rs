@@ -21,6 +21,8 @@ pub struct Recorder {
     ctx: Arc<CudaContext>,
     tracks: Vec<String>,
     origin: Option<CudaEvent>,
+    /// Whether the origin was set by [`Recorder::begin`]: times then count from it.
+    begun: bool,
     pending: Vec<Pending>,
     spare: Vec<CudaEvent>,
 }
@@ -36,6 +38,7 @@ impl Recorder {
             ctx: ctx.clone(),
             tracks,
             origin: None,
+            begun: false,
             pending: Vec::new(),
             spare,
         })
@@ -46,6 +49,24 @@ impl Recorder {
             Some(e) => Ok(e),
             None => timing_event(&self.ctx),
         }
+    }
+
+    /// Sets time zero at this point of `stream` (at the first operation otherwise), so that
+    /// timelines of several devices, each begun on an idle device at one moment of the host,
+    /// line up where they began ([`Timeline::of_devices`]); the timeline's times then count
+    /// from here. Call it before the first operation.
+    pub fn begin(&mut self, stream: &CudaStream) -> Result<()> {
+        if self.origin.is_some() {
+            return Err(Error::arg(
+                "begin",
+                "the recording has begun already (at its first operation)",
+            ));
+        }
+        let o = self.event()?;
+        o.record(stream).op("cuEventRecord")?;
+        self.origin = Some(o);
+        self.begun = true;
+        Ok(())
     }
 
     /// Runs `work` (which queues work on `stream`) between two timing events on `stream`,
@@ -87,7 +108,7 @@ impl Recorder {
     }
 
     /// Waits for the recorded operations and returns the timeline, times relative to the
-    /// earliest start.
+    /// earliest start (or to [`Recorder::begin`]).
     pub fn finish(self) -> Result<Timeline> {
         let mut tl = Timeline::new(self.tracks);
         let Some(origin) = self.origin else {
@@ -99,7 +120,11 @@ impl Recorder {
             let e = origin.elapsed_ms(&p.end).op("cuEventElapsedTime")? as f64 * 1000.0;
             raw.push((s, e.max(s)));
         }
-        let t0 = raw.iter().map(|r| r.0).fold(f64::INFINITY, f64::min);
+        let t0 = if self.begun {
+            0.0
+        } else {
+            raw.iter().map(|r| r.0).fold(f64::INFINITY, f64::min)
+        };
         for (p, (s, e)) in self.pending.into_iter().zip(raw) {
             tl.push(Interval {
                 track: p.track,
