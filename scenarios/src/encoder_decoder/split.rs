@@ -84,6 +84,9 @@ fn split_steps(
             let Ok((n, mut arrival)) = free.recv() else {
                 return Ok(());
             };
+            // The send stream follows the encoding now (as the copy would), so that a recorded
+            // copy's time is the copy's, not the wait for its features.
+            enc.pool.wait_stream(1, 0)?;
             timed(&mut enc_rec, (1, send), ("copy", OpKind::D2D), i, || {
                 peer(send, &feat[slot], land, &mut arrival)
             })?;

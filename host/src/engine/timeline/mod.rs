@@ -138,20 +138,26 @@ impl Timeline {
 }
 
 impl Timeline {
-    /// The timelines of several devices as one: each device's tracks named after it (`"GPU 1:
-    /// decoder"`), each device's times shifted by its offset in µs. Two devices' events cannot
-    /// be timed against each other, so each device's timeline counts from its own origin
-    /// ([`Recorder::begin`], recorded on every device while idle, at moments of the host given
-    /// by the offsets): the devices line up to within the driver's start-up latency.
+    /// The timelines of several devices as one: each device's tracks that hold operations,
+    /// named after it (`"GPU 1: decoder"`), each device's times shifted by its offset in µs.
+    /// Two devices' events cannot be timed against each other, so each device's timeline counts
+    /// from its own origin ([`Recorder::begin`], recorded on every device while idle, at
+    /// moments of the host given by the offsets): the devices line up to within the driver's
+    /// start-up latency.
     pub fn of_devices(parts: Vec<(String, Timeline, f64)>) -> Timeline {
         let mut all = Timeline::default();
         for (device, t, offset_us) in parts {
-            let first = all.tracks.len();
-            all.tracks
-                .extend(t.tracks.iter().map(|k| format!("{device}: {k}")));
+            // Each track's index in `all` (unused for a track without operations).
+            let mut at = Vec::with_capacity(t.tracks.len());
+            for (k, name) in t.tracks.iter().enumerate() {
+                at.push(all.tracks.len());
+                if t.intervals.iter().any(|iv| iv.track == k) {
+                    all.tracks.push(format!("{device}: {name}"));
+                }
+            }
             all.intervals
                 .extend(t.intervals.into_iter().map(|iv| Interval {
-                    track: first + iv.track,
+                    track: at[iv.track],
                     start_us: iv.start_us + offset_us,
                     end_us: iv.end_us + offset_us,
                     ..iv
@@ -186,26 +192,27 @@ mod tests {
         t
     }
 
-    /// Each device's tracks keep their own names after the device's, its intervals move to
-    /// them and by its offset.
+    /// Each device's used tracks keep their own names after the device's (its empty ones are
+    /// left out), its intervals move to them and by its offset.
     #[test]
     fn devices_become_one_timeline() {
-        let a = timeline(vec![iv(1, OpKind::Compute, 0.0, 10.0)], 2);
+        let a = timeline(
+            vec![
+                iv(2, OpKind::Compute, 0.0, 10.0),
+                iv(0, OpKind::H2D, 1.0, 2.0),
+            ],
+            3,
+        );
         let b = timeline(vec![iv(0, OpKind::D2D, 5.0, 6.0)], 1);
         let t = Timeline::of_devices(vec![("GPU 0".into(), a, 0.0), ("GPU 1".into(), b, 2.5)]);
         assert_eq!(
             t.tracks,
-            ["GPU 0: stream 0", "GPU 0: stream 1", "GPU 1: stream 0"]
+            ["GPU 0: stream 0", "GPU 0: stream 2", "GPU 1: stream 0"]
         );
         assert_eq!((t.intervals[0].track, t.intervals[0].end_us), (1, 10.0));
-        assert_eq!(
-            (
-                t.intervals[1].track,
-                t.intervals[1].start_us,
-                t.intervals[1].end_us
-            ),
-            (2, 7.5, 8.5)
-        );
+        assert_eq!(t.intervals[1].track, 0);
+        let last = &t.intervals[2];
+        assert_eq!((last.track, last.start_us, last.end_us), (2, 7.5, 8.5));
         assert_eq!(t.metrics().span_us, 10.0);
     }
 
