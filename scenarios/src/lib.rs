@@ -423,28 +423,14 @@ pub fn recorded(
     capacity: usize,
     run: impl FnOnce(&mut Recorder) -> Result<()>,
 ) -> Result<Timeline> {
-    let tracks = (0..pool.len()).map(|i| pool.name(i).to_string()).collect();
-    let mut rec = Recorder::new(pool.context(), tracks, capacity)?;
+    let mut rec = Recorder::for_pool(pool, capacity)?;
     let ran = run(&mut rec);
-    let timeline = rec.finish().map(trim);
+    let timeline = rec.finish().map(Timeline::without_empty_tracks);
     if let Ok(t) = &timeline {
         *LAST_RECORDED.lock().unwrap_or_else(|p| p.into_inner()) = Some(t.clone());
     }
     ran?;
     timeline
-}
-
-/// Drops the tracks nothing ran on (e.g. the unused streams of a serial run).
-fn trim(mut t: Timeline) -> Timeline {
-    let used: Vec<usize> = (0..t.tracks.len())
-        .filter(|&k| t.intervals.iter().any(|i| i.track == k))
-        .collect();
-    let tracks = used.iter().map(|&k| t.tracks[k].clone()).collect();
-    for iv in &mut t.intervals {
-        iv.track = used.iter().position(|&k| k == iv.track).unwrap_or(0);
-    }
-    t.tracks = tracks;
-    t
 }
 
 /// Parses a count in plain or scientific notation (`100000000`, `1e8`), as the command line

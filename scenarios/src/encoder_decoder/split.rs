@@ -146,9 +146,8 @@ fn record(
     o: &Options,
 ) -> Result<Timeline> {
     let steps = o.train.steps;
-    let tracks = |p: &StreamPool| (0..p.len()).map(|i| p.name(i).to_string()).collect();
-    let mut er = Recorder::new(enc.pool.context(), tracks(&enc.pool), 2 * steps)?;
-    let mut dr = Recorder::new(dec.pool.context(), tracks(&dec.pool), steps)?;
+    let mut er = Recorder::for_pool(&enc.pool, 2 * steps)?;
+    let mut dr = Recorder::for_pool(&dec.pool, steps)?;
     enc.pool.synchronize()?;
     dec.pool.synchronize()?;
     let t0 = Instant::now();

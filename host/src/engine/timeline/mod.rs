@@ -147,23 +147,33 @@ impl Timeline {
     pub fn of_devices(parts: Vec<(String, Timeline, f64)>) -> Timeline {
         let mut all = Timeline::default();
         for (device, t, offset_us) in parts {
-            // Each track's index in `all` (unused for a track without operations).
-            let mut at = Vec::with_capacity(t.tracks.len());
-            for (k, name) in t.tracks.iter().enumerate() {
-                at.push(all.tracks.len());
-                if t.intervals.iter().any(|iv| iv.track == k) {
-                    all.tracks.push(format!("{device}: {name}"));
-                }
-            }
+            let t = t.without_empty_tracks();
+            let first = all.tracks.len();
+            all.tracks
+                .extend(t.tracks.iter().map(|k| format!("{device}: {k}")));
             all.intervals
                 .extend(t.intervals.into_iter().map(|iv| Interval {
-                    track: at[iv.track],
+                    track: first + iv.track,
                     start_us: iv.start_us + offset_us,
                     end_us: iv.end_us + offset_us,
                     ..iv
                 }));
         }
         all
+    }
+
+    /// The timeline without the tracks nothing ran on (e.g. the unused streams of a serial
+    /// run).
+    pub fn without_empty_tracks(mut self) -> Timeline {
+        let used: Vec<usize> = (0..self.tracks.len())
+            .filter(|&k| self.intervals.iter().any(|i| i.track == k))
+            .collect();
+        let tracks = used.iter().map(|&k| self.tracks[k].clone()).collect();
+        for iv in &mut self.intervals {
+            iv.track = used.iter().position(|&k| k == iv.track).unwrap_or(0);
+        }
+        self.tracks = tracks;
+        self
     }
 }
 

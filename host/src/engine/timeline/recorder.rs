@@ -1,7 +1,7 @@
 //! Recording a timeline with timing events on the streams, without making the host wait.
 
 use super::{Interval, OpKind, Timeline};
-use crate::engine::pool::timing_event;
+use crate::engine::pool::{timing_event, StreamPool};
 use crate::error::{DriverContext, Error, Result};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use std::sync::Arc;
@@ -42,6 +42,13 @@ impl Recorder {
             pending: Vec::new(),
             spare,
         })
+    }
+
+    /// A recorder with one track per stream of `pool`, named after its lanes (see
+    /// [`Recorder::new`]).
+    pub fn for_pool(pool: &StreamPool, capacity: usize) -> Result<Recorder> {
+        let tracks = (0..pool.len()).map(|i| pool.name(i).to_string()).collect();
+        Recorder::new(pool.context(), tracks, capacity)
     }
 
     fn event(&mut self) -> Result<CudaEvent> {
