@@ -433,8 +433,6 @@ pub fn recorded(
     timeline
 }
 
-/// Parses a count in plain or scientific notation (`100000000`, `1e8`), as the command line
-/// takes sizes.
 /// `Ok` where `value` lies in `range`; else the error naming `arg` and the range.
 pub(crate) fn within(
     arg: &'static str,
@@ -454,6 +452,8 @@ pub(crate) fn within(
     ))
 }
 
+/// Parses a count in plain or scientific notation (`100000000`, `1e8`), as the command line
+/// takes sizes.
 pub fn parse_count(s: &str) -> std::result::Result<usize, String> {
     if let Ok(v) = s.parse::<usize>() {
         return Ok(v);
