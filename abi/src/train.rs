@@ -87,6 +87,37 @@ unsafe impl<G: Element> bytemuck::Zeroable for SgdParams<G> {}
 unsafe impl<G: Element> bytemuck::Pod for SgdParams<G> {}
 
 params! {
+    /// Parameters of the SGD updates of f32 weights by the mean of two gradients of elements
+    /// `G` (`sgd_pair_f32`, `sgd_pair_f32_bf16`), as two GPUs of a data-parallel step apply
+    /// their own gradient and the one the other sent: `w[i] = w[i] - lr * (a[i] + b[i]) / 2` in
+    /// place, the sum rounded once in f32 (so `a` and `b` may be swapped without changing a
+    /// bit), halved exactly, the update one rounding (a fused multiply-add).
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct SgdPairParams<G: Element> {
+        /// Device address of the weights, updated in place.
+        pub w: DevPtrMut<f32>,
+        /// Device address of one gradient (must not overlap `w`).
+        pub a: DevPtr<G>,
+        /// Device address of the other (must not overlap `w`).
+        pub b: DevPtr<G>,
+        /// Number of elements.
+        pub n: u64,
+        /// Learning rate.
+        pub lr: f32,
+        /// Zero (keeps the struct free of implicit padding).
+        pub pad: u32,
+    }
+}
+
+// SAFETY: three 8-byte addresses, a u64, an f32 and a u32 whatever `G` is: no padding, and every
+// bit pattern (zeros included) is a valid value.
+#[cfg(feature = "bytemuck")]
+unsafe impl<G: Element> bytemuck::Zeroable for SgdPairParams<G> {}
+// SAFETY: as above.
+#[cfg(feature = "bytemuck")]
+unsafe impl<G: Element> bytemuck::Pod for SgdPairParams<G> {}
+
+params! {
     /// Parameters of `round_bf16`: `y[i] = x[i]` rounded to the nearest bf16 (ties to even),
     /// for `i < n`: a gradient made half as many bytes before it travels between GPUs. The
     /// ranges must not overlap.
@@ -142,6 +173,10 @@ declare! {
     pub const SGD_F32: Kernel<SgdParams<f32>> = Kernel::new("sgd_f32");
     /// SGD update of f32 weights by a bf16 gradient.
     pub const SGD_F32_BF16: Kernel<SgdParams<bf16>> = Kernel::new("sgd_f32_bf16");
+    /// SGD update by the mean of two f32 gradients.
+    pub const SGD_PAIR_F32: Kernel<SgdPairParams<f32>> = Kernel::new("sgd_pair_f32");
+    /// SGD update of f32 weights by the mean of two bf16 gradients.
+    pub const SGD_PAIR_F32_BF16: Kernel<SgdPairParams<bf16>> = Kernel::new("sgd_pair_f32_bf16");
     /// f32 rounded to bf16.
     pub const ROUND_BF16: Kernel<RoundBf16Params> = Kernel::new("round_bf16");
     /// Transpose of f32 through a shared-memory tile.

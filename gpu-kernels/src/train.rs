@@ -1,16 +1,17 @@
 //! The elementwise and layout kernels of a small training step: ReLU and its gradient, the
-//! mean-squared-error gradient, an SGD update (by an f32 or a bf16 gradient), a transpose
+//! mean-squared-error gradient, an SGD update (by an f32 or a bf16 gradient, or by the mean of
+//! two, as two GPUs exchange them), a transpose
 //! through shared memory, and the rounding of a gradient to bf16.
 
 use core::arch::nvptx;
 use core::intrinsics::{fmaf32, gpu::gpu_launch_sized_workgroup_mem};
 use streamline_abi::train::{
-    MseGradParams, ReluBackwardParams, ReluParams, RoundBf16Params, SgdParams, TransposeParams,
-    TRANSPOSE_ROWS, TRANSPOSE_TILE,
+    MseGradParams, ReluBackwardParams, ReluParams, RoundBf16Params, SgdPairParams, SgdParams,
+    TransposeParams, TRANSPOSE_ROWS, TRANSPOSE_TILE,
 };
 use streamline_abi::train::{
-    MSE_GRAD_F32, RELU_BACKWARD_F32, RELU_F32, ROUND_BF16, SGD_F32, SGD_F32_BF16, TRANSPOSE_BF16,
-    TRANSPOSE_F16, TRANSPOSE_F32,
+    MSE_GRAD_F32, RELU_BACKWARD_F32, RELU_F32, ROUND_BF16, SGD_F32, SGD_F32_BF16, SGD_PAIR_F32,
+    SGD_PAIR_F32_BF16, TRANSPOSE_BF16, TRANSPOSE_F16, TRANSPOSE_F32,
 };
 use streamline_device::element::{bf16, f16, Element, Float};
 use streamline_device::kernel;
@@ -121,6 +122,56 @@ kernel! {
     pub unsafe fn sgd_f32_bf16(p: SgdParams<bf16>) {
         // SAFETY: forwarded from this function's contract.
         unsafe { sgd(p) }
+    }
+}
+
+/// `w = w - lr * (a + b) / 2` in place over `n` elements, `a` and `b` widened to f32 exactly
+/// and summed in f32, so that swapping them gives the same bits.
+///
+/// # Safety
+/// `p.w` must address `p.n` readable and writable f32, `p.a` and `p.b` `p.n` readable `G`
+/// each, neither overlapping `w`.
+#[inline(always)]
+unsafe fn sgd_pair<G: Float>(p: SgdPairParams<G>) {
+    let (w, a, b) = (p.w.as_mut_ptr(), p.a.as_ptr(), p.b.as_ptr());
+    let (mut i, stride) = global_x();
+    while i < p.n {
+        // SAFETY: `i < n`; the three ranges hold `n` elements (host-validated) and the inputs
+        // do not overlap `w`.
+        unsafe {
+            let wi = w.add(i as usize);
+            let mean = ((*a.add(i as usize)).to_acc() + (*b.add(i as usize)).to_acc()) * 0.5;
+            *wi = fmaf32(-p.lr, mean, *wi);
+        }
+        i += stride;
+    }
+}
+
+kernel! {
+    #[declared(SGD_PAIR_F32)]
+    /// `w = w - lr * (a + b) / 2` in place for f32 gradients: the sum rounded once, halved
+    /// exactly, the update one rounding.
+    ///
+    /// # Safety
+    /// `p.w` must address `p.n` readable and writable f32, `p.a` and `p.b` `p.n` readable f32
+    /// each, neither overlapping `w`.
+    pub unsafe fn sgd_pair_f32(p: SgdPairParams<f32>) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { sgd_pair(p) }
+    }
+}
+
+kernel! {
+    #[declared(SGD_PAIR_F32_BF16)]
+    /// `w = w - lr * (a + b) / 2` in place for f32 weights and bf16 gradients (widened
+    /// exactly): the sum rounded once in f32, halved exactly, the update one rounding.
+    ///
+    /// # Safety
+    /// `p.w` must address `p.n` readable and writable f32, `p.a` and `p.b` `p.n` readable bf16
+    /// each, neither overlapping `w`.
+    pub unsafe fn sgd_pair_f32_bf16(p: SgdPairParams<bf16>) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { sgd_pair(p) }
     }
 }
 

@@ -256,6 +256,12 @@ impl Comm {
         self.timeout
     }
 
+    /// Whether the communicator was aborted (after a failure here or on a peer): work that
+    /// waits for its peers on the host, outside NCCL, stops then too.
+    pub fn is_aborted(&self) -> bool {
+        self.aborted.load(Ordering::Acquire)
+    }
+
     pub(super) fn raw(&self) -> Result<ncclComm_t> {
         if self.aborted.load(Ordering::Acquire) {
             return Err(Error::Nccl {

@@ -1,6 +1,7 @@
 //! The elementwise and layout kernels of a small training step (ReLU and its gradient, the
 //! mean-squared-error gradient, SGD, transpose): with [`crate::ops::matmul`], a two-layer MLP's
-//! forward and backward pass; and the rounding of a gradient to bf16, which halves the bytes
+//! forward and backward pass; SGD by the mean of two gradients, which two GPUs of a
+//! data-parallel step apply after exchanging theirs; and the rounding of a gradient to bf16, which halves the bytes
 //! it takes between GPUs.
 
 use crate::error::{Error, Result};
@@ -9,8 +10,9 @@ use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use half::bf16;
 use streamline_abi::train::{
     transpose_shared_bytes, MseGradParams, ReluBackwardParams, ReluParams, RoundBf16Params,
-    SgdParams, TransposeParams, MSE_GRAD_F32, RELU_BACKWARD_F32, RELU_F32, ROUND_BF16, SGD_F32,
-    SGD_F32_BF16, TRAIN_BLOCK, TRANSPOSE_F32, TRANSPOSE_ROWS, TRANSPOSE_TILE,
+    SgdPairParams, SgdParams, TransposeParams, MSE_GRAD_F32, RELU_BACKWARD_F32, RELU_F32,
+    ROUND_BF16, SGD_F32, SGD_F32_BF16, SGD_PAIR_F32, SGD_PAIR_F32_BF16, TRAIN_BLOCK, TRANSPOSE_F32,
+    TRANSPOSE_ROWS, TRANSPOSE_TILE,
 };
 use streamline_abi::Kernel;
 
@@ -19,14 +21,18 @@ use streamline_abi::Kernel;
 pub trait GradElement: DeviceRepr + streamline_device::element::Element {
     /// The update's kernel for this gradient type.
     const SGD: Kernel<SgdParams<Self>>;
+    /// The update's kernel by the mean of two gradients of this type.
+    const SGD_PAIR: Kernel<SgdPairParams<Self>>;
 }
 
 impl GradElement for f32 {
     const SGD: Kernel<SgdParams<f32>> = SGD_F32;
+    const SGD_PAIR: Kernel<SgdPairParams<f32>> = SGD_PAIR_F32;
 }
 
 impl GradElement for bf16 {
     const SGD: Kernel<SgdParams<bf16>> = SGD_F32_BF16;
+    const SGD_PAIR: Kernel<SgdPairParams<bf16>> = SGD_PAIR_F32_BF16;
 }
 
 fn same(arg: &'static str, have: usize, want: usize, of: &str) -> Result<()> {
@@ -179,6 +185,47 @@ pub fn sgd<G: GradElement>(
     };
     // SAFETY: `w` holds `n` f32 and `g` `n` elements of `G` (checked); `w` is borrowed
     // exclusively so `g` does not overlap it; the launch is ordered after earlier accesses.
+    unsafe {
+        launch.run(
+            crate::LaunchConfig::strided(n as u64, PER_BLOCK, MAX_BLOCKS),
+            p,
+        )
+    }
+}
+
+/// `w = w - lr * (a + b) / 2` in place: the sum rounded once in f32 (so `a` and `b` may be
+/// swapped without changing a bit: two GPUs that each pass their own gradient first end with
+/// the same weights), halved exactly, the update one rounding. Equal lengths; `lr` finite.
+pub fn sgd_pair<G: GradElement>(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    w: &mut impl DevicePtrMut<f32>,
+    (a, b): (&impl DevicePtr<G>, &impl DevicePtr<G>),
+    lr: f32,
+) -> Result<()> {
+    same("a", a.len(), w.len(), "w")?;
+    same("b", b.len(), w.len(), "w")?;
+    if !lr.is_finite() {
+        return Err(Error::arg("lr", format!("{lr}: must be finite")));
+    }
+    let n = w.len();
+    if n == 0 {
+        return Ok(());
+    }
+    let mut launch = gpu.kernels()?.prepare(stream, G::SGD_PAIR);
+    let ap = launch.read(a);
+    let bp = launch.read(b);
+    let wp = launch.write(w);
+    let p = SgdPairParams {
+        w: wp,
+        a: ap,
+        b: bp,
+        n: n as u64,
+        lr,
+        pad: 0,
+    };
+    // SAFETY: `w` holds `n` f32 and `a`, `b` `n` elements of `G` each (checked); `w` is borrowed
+    // exclusively so neither overlaps it; the launch is ordered after earlier accesses.
     unsafe {
         launch.run(
             crate::LaunchConfig::strided(n as u64, PER_BLOCK, MAX_BLOCKS),

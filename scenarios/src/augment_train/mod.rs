@@ -24,6 +24,7 @@
 mod ahead;
 mod check;
 mod decode;
+mod exchange;
 mod feed;
 mod model;
 mod parallel;
@@ -35,6 +36,8 @@ pub use decode::Decode;
 pub use model::GradDtype;
 pub(crate) use model::Model;
 pub use run::{run, run_with};
+
+pub use exchange::Exchange;
 
 use crate::folder::OnBadImage;
 use crate::Training;
@@ -73,7 +76,8 @@ pub struct Options {
     #[arg(long, default_value_t = Options::default().workers)]
     pub workers: usize,
     /// GPUs training data-parallel (devices 0..N), each on its own batch of the batch size:
-    /// gradients averaged over NCCL. With more than one, the report sets N GPUs against one.
+    /// gradients averaged as `--exchange` says. With more than one, the report sets N GPUs
+    /// against one.
     #[arg(long, default_value_t = Options::default().gpus)]
     pub gpus: usize,
     /// Buckets of the first layer's gradient all-reduced as each is computed (with --gpus).
@@ -83,6 +87,14 @@ pub struct Options {
     /// the bytes, within a written bound of the f32 step.
     #[arg(long, value_enum, default_value_t = GradDtype::F32)]
     pub grad_dtype: GradDtype,
+    /// How the gradients travel between GPUs (with --gpus): NCCL's all-reduce, whose kernels
+    /// share the GPUs' SMs with the step, or, on two GPUs, copies by the copy engines, which
+    /// take no SM, each GPU averaging its own gradient and the other's in its update (the same
+    /// bytes as a ring all-reduce on two). Auto: peer copies where two GPUs reach each
+    /// other's memory directly and no SMs are kept for NCCL (`--comm-sms`), else the
+    /// all-reduce.
+    #[arg(long, value_enum, default_value_t = Exchange::Auto)]
+    pub exchange: Exchange,
     /// After the timed runs, one more pipelined run of this many steps at the headline batch,
     /// its host and device memory sampled every tenth of it: whether a long run stays flat.
     #[arg(long, default_value_t = 0)]
@@ -146,6 +158,7 @@ impl Default for Options {
             gpus: 1,
             buckets: 8,
             grad_dtype: GradDtype::F32,
+            exchange: Exchange::Auto,
             soak: 0,
             forward_kernel: streamline::ops::matmul::Kernel::Auto,
             decoder_sms: None,
@@ -241,6 +254,24 @@ pub fn validate(o: &Options) -> Result<()> {
         return Err(Error::arg(
             "grad-dtype",
             "says how gradients travel between GPUs: give --gpus 2 or more, or leave it at f32",
+        ));
+    }
+    if o.gpus == 1 && o.exchange != Exchange::Auto {
+        return Err(Error::arg(
+            "exchange",
+            "says how gradients travel between GPUs: give --gpus 2 or more, or leave it at auto",
+        ));
+    }
+    if o.exchange == Exchange::PeerCopies && o.gpus > 2 {
+        return Err(Error::arg(
+            "exchange",
+            format!("peer-copies serves two GPUs (on {} each would send {} times the bytes of an all-reduce): give --gpus 2, or --exchange all-reduce", o.gpus, o.gpus - 1),
+        ));
+    }
+    if o.exchange == Exchange::PeerCopies && o.comm_sms > 0 {
+        return Err(Error::arg(
+            "comm-sms",
+            "keeps SMs for NCCL's all-reduces, and peer copies use none: leave it at 0, or give --exchange all-reduce",
         ));
     }
     crate::within("workers", o.workers, 1..=256)?;
@@ -353,6 +384,54 @@ mod tests {
         assert_eq!(with(&|o| o.input = None), None);
         // Auto: a folder that does not open, or holds no JPEG, decodes on the CPU.
         assert_eq!(with(&|o| o.decode = Decode::Auto), None);
+    }
+
+    /// `--exchange` asks for more than one GPU, peer copies for two and no SMs kept for NCCL;
+    /// each refusal names the argument.
+    #[test]
+    fn an_exchange_that_cannot_serve_the_run_is_refused_by_name() {
+        let check = |f: &dyn Fn(&mut Options)| {
+            let mut o = Options::default();
+            f(&mut o);
+            validate(&o).err().map(|e| e.to_string())
+        };
+        assert_eq!(check(&|_| {}), None);
+        let e = check(&|o| o.exchange = Exchange::AllReduce).unwrap();
+        assert!(e.contains("exchange") && e.contains("--gpus 2"), "{e}");
+        for gpus in [2, 3] {
+            let r = check(&|o| {
+                o.gpus = gpus;
+                o.exchange = Exchange::PeerCopies;
+            });
+            match gpus {
+                2 => assert_eq!(r, None),
+                _ => {
+                    let e = r.unwrap();
+                    assert!(
+                        e.contains("serves two GPUs") && e.contains("2 times"),
+                        "{e}"
+                    );
+                }
+            }
+        }
+        let e = check(&|o| {
+            o.gpus = 2;
+            o.exchange = Exchange::PeerCopies;
+            o.comm_sms = 8;
+        })
+        .unwrap();
+        assert!(
+            e.contains("comm-sms") && e.contains("peer copies use none"),
+            "{e}"
+        );
+        assert_eq!(
+            check(&|o| {
+                o.gpus = 2;
+                o.exchange = Exchange::AllReduce;
+                o.comm_sms = 8;
+            }),
+            None
+        );
     }
 
     #[test]

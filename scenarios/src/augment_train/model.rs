@@ -1,5 +1,6 @@
 //! The MLP the model stream trains: its weights and the intermediates of one SGD step, and,
-//! when the step is one GPU's part of a data-parallel step, the all-reduce of its gradients.
+//! when the step is one GPU's part of a data-parallel step, the exchange of its gradients (an
+//! all-reduce, or peer copies).
 
 use cudarc::driver::{CudaEvent, CudaStream};
 use half::bf16;
@@ -8,9 +9,11 @@ use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::error::Result;
 use streamline::multi::{Batch, Comm, ReduceOp};
 use streamline::ops::matmul::{sgemm, sgemm_to_bf16, Gemm, Kernel};
-use streamline::ops::train::{mse_grad, relu, relu_backward, sgd, transpose};
+use streamline::ops::train::{mse_grad, relu, relu_backward, sgd, sgd_pair, transpose};
 use streamline::Gpu;
 use streamline_testing::reference::train::Mlp;
+
+use super::exchange::Peers;
 
 /// The element type a data-parallel step's `dL/dW1` travels between GPUs in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -125,13 +128,15 @@ impl StepTrace {
     }
 }
 
-/// Where a data-parallel step all-reduces its gradients and applies them: the GPU's
-/// communicator, the stream the all-reduces run on and the stream the first layer's updates
-/// run on (ordered with the model stream by the buffers' tracking).
+/// Where a data-parallel step exchanges its gradients and applies them: the GPU's
+/// communicator, the stream the all-reduces (or the copies to the other GPU) run on, the
+/// stream the first layer's updates run on (ordered with the model stream by the buffers'
+/// tracking), and, where the gradients travel by peer copies, this GPU's ends of them.
 pub(crate) struct Reduce {
     pub(crate) comm: Arc<Comm>,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) update: Arc<CudaStream>,
+    pub(crate) peers: Option<Peers>,
 }
 
 /// The first row of `W1` and the rows of each of (at most) `buckets` gradient buckets over
@@ -240,6 +245,41 @@ impl Model {
         Ok(())
     }
 
+    /// Queues the copies of a step's gradients (`dL/dW2`, then every bucket of `dL/dW1` in the
+    /// type it travels in) to the other GPU, on `stream`.
+    pub(crate) fn send_gradients(&self, peers: &Peers, stream: &Arc<CudaStream>) -> Result<()> {
+        peers.w2.send(stream, 0, &self.dw2)?;
+        if let Some(p) = &peers.w1_bf16 {
+            for (i, g) in self.dw1_bf16.iter().enumerate() {
+                p.send(stream, i, g)?;
+            }
+        } else if let Some(p) = &peers.w1_f32 {
+            for (i, g) in self.dw1.iter().enumerate() {
+                p.send(stream, i, g)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the other GPU's gradients as [`Model::send_gradients`] sent them and gives their
+    /// slots back unread.
+    pub(crate) fn drop_received(&self, peers: &Peers) -> Result<()> {
+        let slot = peers.w2.receive(0)?;
+        peers.w2.give_back(0, slot)?;
+        if let Some(p) = &peers.w1_bf16 {
+            for i in 0..self.dw1_bf16.len() {
+                let slot = p.receive(i)?;
+                p.give_back(i, slot)?;
+            }
+        } else if let Some(p) = &peers.w1_f32 {
+            for i in 0..self.dw1.len() {
+                let slot = p.receive(i)?;
+                p.give_back(i, slot)?;
+            }
+        }
+        Ok(())
+    }
+
     /// One SGD step on batch `x` (`batch x inputs`) with targets `t` (`batch x outputs`).
     pub(crate) fn step(
         &mut self,
@@ -252,9 +292,10 @@ impl Model {
     }
 
     /// One SGD step; with `reduce`, this GPU's part of a data-parallel step: the gradients are
-    /// averaged over the GPUs before the update, `dL/dW2` while `dL/dW1` is computed and each
-    /// bucket of `dL/dW1` while the next is, and each bucket of `W1` is updated on the update
-    /// stream as soon as its gradient has arrived, while the model stream goes on.
+    /// averaged over the GPUs before the update (all-reduced, or copied to the other GPU and
+    /// averaged in the update), `dL/dW2` while `dL/dW1` is computed and each bucket of `dL/dW1`
+    /// while the next is, and each bucket of `W1` is updated on the update stream as soon as
+    /// its gradient has arrived, while the model stream goes on.
     pub(crate) fn step_with(
         &mut self,
         gpu: &Gpu,
@@ -357,9 +398,14 @@ impl Model {
         // A world of one GPU has nothing to average: its step skips the all-reduces (and the
         // rounding for them), and keeps the rest, the update stream included.
         let travel = reduce.filter(|r| r.comm.world_size() > 1);
-        if let Some(r) = travel {
-            r.comm
-                .all_reduce_in_place(&r.stream, &mut self.dw2, ReduceOp::Avg)?;
+        let peers = travel.and_then(|r| r.peers.as_ref());
+        match (travel, peers) {
+            (Some(r), Some(p)) => p.w2.send(&r.stream, 0, &self.dw2)?,
+            (Some(r), None) => {
+                r.comm
+                    .all_reduce_in_place(&r.stream, &mut self.dw2, ReduceOp::Avg)?;
+            }
+            (None, _) => {}
         }
         relu_backward(gpu, s, &self.da, &self.hpre, &mut self.dh)?;
         transpose(gpu, s, b, d, x, &mut self.xt)?;
@@ -374,26 +420,56 @@ impl Model {
                 (Some(r), Some(gh)) => {
                     sgemm_to_bf16(gpu, s, &product, &xt, &self.dh, gh)?;
                     mark(s, format!("gradient {i}"))?;
-                    mark(&r.stream, format!("all-reduce {i} reached"))?;
-                    r.comm.all_reduce_in_place(&r.stream, gh, ReduceOp::Avg)?;
-                    mark(&r.stream, format!("all-reduce {i} done"))?;
-                    sgd(gpu, u, w, gh, lr)?;
+                    match peers.and_then(|p| p.w1_bf16.as_ref()) {
+                        Some(p) => {
+                            mark(&r.stream, format!("copy {i} reached"))?;
+                            p.send(&r.stream, i, &*gh)?;
+                            mark(&r.stream, format!("copy {i} done"))?;
+                            let other = p.receive(i)?;
+                            sgd_pair(gpu, u, w, (&*gh, &other), lr)?;
+                            p.give_back(i, other)?;
+                        }
+                        None => {
+                            mark(&r.stream, format!("all-reduce {i} reached"))?;
+                            r.comm.all_reduce_in_place(&r.stream, gh, ReduceOp::Avg)?;
+                            mark(&r.stream, format!("all-reduce {i} done"))?;
+                            sgd(gpu, u, w, gh, lr)?;
+                        }
+                    }
                 }
                 (travel, _) => {
                     let g = &mut self.dw1[i];
                     sgemm(gpu, s, k, &product, &xt, &self.dh, g)?;
                     mark(s, format!("gradient {i}"))?;
-                    if let Some(r) = travel {
-                        mark(&r.stream, format!("all-reduce {i} reached"))?;
-                        r.comm.all_reduce_in_place(&r.stream, g, ReduceOp::Avg)?;
-                        mark(&r.stream, format!("all-reduce {i} done"))?;
+                    match (travel, peers.and_then(|p| p.w1_f32.as_ref())) {
+                        (Some(r), Some(p)) => {
+                            mark(&r.stream, format!("copy {i} reached"))?;
+                            p.send(&r.stream, i, &*g)?;
+                            mark(&r.stream, format!("copy {i} done"))?;
+                            let other = p.receive(i)?;
+                            sgd_pair(gpu, u, w, (&*g, &other), lr)?;
+                            p.give_back(i, other)?;
+                        }
+                        (Some(r), None) => {
+                            mark(&r.stream, format!("all-reduce {i} reached"))?;
+                            r.comm.all_reduce_in_place(&r.stream, g, ReduceOp::Avg)?;
+                            mark(&r.stream, format!("all-reduce {i} done"))?;
+                            sgd(gpu, u, w, g, lr)?;
+                        }
+                        (None, _) => sgd(gpu, u, w, g, lr)?,
                     }
-                    sgd(gpu, u, w, g, lr)?;
                 }
             }
             mark(u, format!("update {i}"))?;
         }
-        sgd(gpu, s, &mut self.w2, &self.dw2, lr)?;
+        match peers {
+            Some(p) => {
+                let other = p.w2.receive(0)?;
+                sgd_pair(gpu, s, &mut self.w2, (&self.dw2, &other), lr)?;
+                p.w2.give_back(0, other)?;
+            }
+            None => sgd(gpu, s, &mut self.w2, &self.dw2, lr)?,
+        }
         mark(s, "second layer updated".into())?;
         if let (Some(t), Some(m)) = (&mut self.trace, marks) {
             t.marks = m;

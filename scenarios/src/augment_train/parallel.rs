@@ -1,18 +1,19 @@
 //! Seed 003 data-parallel: N GPUs each train on their own batch of the batch size (part of a
 //! global batch N times as large), every GPU with its own stream pool (transform, model,
-//! communication and update streams), feed and model, driven by a host thread of its own. The
-//! gradients are averaged over NCCL on the communication stream, `dL/dW2` while `dL/dW1` is
-//! computed and `dL/dW1` bucket by bucket as each is computed (in f32, or rounded to bf16 to
-//! halve the bytes); each bucket of `W1` is updated on the update stream as soon as its
-//! gradient has arrived, and the next step's forward takes the buckets in the same order, so
+//! communication, update and receive streams), feed and model, driven by a host thread of its
+//! own. The gradients are averaged over the GPUs from the communication stream, by NCCL's
+//! all-reduce or, on two GPUs, by peer copies averaged in the update ([`super::exchange`]),
+//! `dL/dW2` while `dL/dW1` is computed and `dL/dW1` bucket by bucket as each is computed (in
+//! f32, or rounded to bf16 to halve the bytes); each bucket of `W1` is updated on the update
+//! stream as soon as its gradient has arrived, and the next step's forward takes the buckets in the same order, so
 //! that it starts while later buckets travel. Every GPU applies the same update; the next
 //! batch's augmentation runs meanwhile.
 //!
 //! The report sets N GPUs against one GPU with the same batch, timed in the same command, both
 //! the one-GPU pipeline and the data-parallel step on a world of one GPU (the same step with
-//! nothing to all-reduce, so the difference is the communication's): steps/s, images/s,
-//! the scaling efficiency, and how much of the gradients' all-reduce the step hides. The N
-//! GPUs also run side by side with nothing to all-reduce (each a world of one), which sets
+//! nothing to exchange, so the difference is the communication's): steps/s, images/s, the
+//! scaling efficiency, and how much of the gradients' exchange the step hides. The N
+//! GPUs also run side by side with nothing to exchange (each a world of one), which sets
 //! apart what running N at once costs besides the communication (the host's threads, memory
 //! and links, shared), and one step's moments on GPU 0's streams show where the time goes. The
 //! check: the weights bit-identical on every GPU, and the last step against the f64 reference
@@ -31,8 +32,9 @@ use streamline::engine::{Plan, StreamPool};
 use streamline::error::{Error, Result};
 use streamline::multi::{Batch, Comm, DEFAULT_TIMEOUT};
 use streamline::Gpu;
-use streamline_testing::reference::train::{mlp_step_exchanged, Exchange, Mlp};
+use streamline_testing::reference::train::{self as reference, mlp_step_exchanged, Mlp};
 
+use super::exchange::{peers_pair, Exchange};
 use super::feed::{Setup, Shard};
 use super::model::{bucket_spans, GradDtype, Reduce, StepTrace};
 use super::*;
@@ -44,7 +46,8 @@ struct Member<'g> {
     comm: Arc<Comm>,
 }
 
-/// The pool of one GPU: transform, model, communication and update streams.
+/// The pool of one GPU: transform, model, communication, update and receive streams (the
+/// last where the other GPU's copies land).
 fn pool(gpu: &Gpu) -> Result<StreamPool> {
     StreamPool::new(
         gpu,
@@ -53,9 +56,13 @@ fn pool(gpu: &Gpu) -> Result<StreamPool> {
             StreamSpec::new("model"),
             StreamSpec::new("comm"),
             StreamSpec::new("update"),
+            StreamSpec::new("receive"),
         ],
     )
 }
+
+/// The pool lane the other GPU's copies land on.
+const RECEIVE: usize = 4;
 
 impl Member<'_> {
     /// Where this GPU's part of a data-parallel step reduces and applies its gradients.
@@ -64,6 +71,7 @@ impl Member<'_> {
             comm: self.comm.clone(),
             stream: self.pool.stream(2)?.clone(),
             update: self.pool.stream(3)?.clone(),
+            peers: None,
         })
     }
 
@@ -133,6 +141,17 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     } else {
         split.iter().collect()
     };
+    // Peer copies: asked for, or where two GPUs reach each other directly and no SMs are kept
+    // for NCCL.
+    let direct = n == 2
+        && o.exchange != Exchange::AllReduce
+        && o.comm_sms == 0
+        && gpus[0].enable_peer_access(gpus[1])?;
+    let by_copies = match o.exchange {
+        Exchange::PeerCopies => true,
+        Exchange::AllReduce => false,
+        Exchange::Auto => direct,
+    };
     let comm_of = |c: Comm, plain: &Gpu| -> Result<Arc<Comm>> {
         Ok(Arc::new(if o.comm_sms > 0 {
             c.with_kernel_stream(plain.new_stream()?)?
@@ -183,8 +202,8 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         "steps/s",
         "images/s",
         "scaling efficiency",
-        "gradient all-reduce alone ms",
-        "all-reduce hidden",
+        "gradient exchange alone ms",
+        "exchange hidden",
     ]
     .map(String::from)
     .to_vec()];
@@ -222,6 +241,9 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             .enumerate()
             .map(|(g, m)| m.setup(o, batch, seed, g, n))
             .collect::<Result<Vec<_>>>()?;
+        if by_copies {
+            attach_peers(&members, &mut setups, o)?;
+        }
         let many = wall_ms(common.reps, || {
             on_every_gpu(&members, &mut setups, |m, su| steps_on(m, su, &plan, steps))
         })? / steps as f64;
@@ -234,7 +256,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             traces[1] = traced(&members, &mut setups, &plan, steps)?;
             host_ms = (per_stage, many, waited);
         }
-        let comm_ms = all_reduce_alone(&members, &mut setups, common.reps)?;
+        let comm_ms = exchange_alone(&members, &mut setups, common.reps)?;
         same_weights(&members, &setups, &mut check)?;
         if batch == smallest && !verified {
             let s = steps.clamp(2, 4 * DEPTH);
@@ -281,7 +303,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             n,
             side_by_side,
             format!(
-                "{:.3} (side by side, nothing all-reduced)",
+                "{:.3} (side by side, nothing exchanged)",
                 one / side_by_side
             ),
             none(),
@@ -308,7 +330,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     ];
     let stages = super::run::per_stage(&plan, &host_ms.0, |ms| format!("{ms:.3}"));
     notes.push(format!(
-        "GPU 0's thread spent {:.2} ms per data-parallel step (of {:.2}) in the calls that queue the step's copies, kernels and all-reduces (ms per stage: {}; of them {:.3} ms waiting for the loader's batch)",
+        "GPU 0's thread spent {:.2} ms per data-parallel step (of {:.2}) in the calls that queue the step's copies, kernels and exchanges (ms per stage: {}; of them {:.3} ms waiting for the loader's batch)",
         host_ms.0.iter().sum::<f64>(),
         host_ms.1,
         stages,
@@ -328,7 +350,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     {
         if !trace.is_empty() {
             notes.push(format!(
-                "one step of GPU 0 in {world} at batch {headline}, ms from its start to each moment its streams reached, and when GPU 0's thread queued it (model stream: after each product; communication stream: reaching each all-reduce, its earlier work done, and after it; update stream: each bucket updated): {trace}"
+                "one step of GPU 0 in {world} at batch {headline}, ms from its start to each moment its streams reached, and when GPU 0's thread queued it (model stream: after each product; communication stream: reaching each all-reduce or copy, its earlier work done, and after it; update stream: each bucket updated): {trace}"
             ));
         }
     }
@@ -345,7 +367,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     Ok(report_against_one(
         "augment-train",
         format!(
-            "seed 003 data-parallel on {n} GPUs ({}): each GPU augments its own batch of uint8 3x{s}x{s} on its transform stream while its model stream trains the 2-layer MLP ({} -> {} -> {}) on the previous one; the {:.0} MiB of gradients ({}) are averaged over NCCL on a communication stream ({} buckets of W1's, each as soon as computed, and applied on an update stream as each arrives); {steps} steps per run; one GPU with the same batch timed in the same command, in the one-GPU pipeline and in the data-parallel step on a world of one (nothing to all-reduce)",
+            "seed 003 data-parallel on {n} GPUs ({}): each GPU augments its own batch of uint8 3x{s}x{s} on its transform stream while its model stream trains the 2-layer MLP ({} -> {} -> {}) on the previous one; the {:.0} MiB of gradients ({}) are averaged {} from a communication stream ({} buckets of W1's, each as soon as computed, and applied on an update stream as each arrives); {steps} steps per run; one GPU with the same batch timed in the same command, in the one-GPU pipeline and in the data-parallel step on a world of one (nothing to exchange)",
             gpus[0].info().name,
             CHANNELS * o.size * o.size,
             o.train.hidden,
@@ -354,6 +376,11 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             match o.grad_dtype {
                 GradDtype::F32 => "f32",
                 GradDtype::Bf16 => "W1's in bf16",
+            },
+            match (by_copies, direct) {
+                (false, _) => "by NCCL's all-reduce",
+                (true, true) => "by peer copies (the copy engines, over the GPUs' direct link), each GPU taking the mean of its own and the other's in its update",
+                (true, false) => "by peer copies, staged through host memory by the driver (the two GPUs cannot reach each other's memory), each GPU taking the mean of its own and the other's in its update",
             },
             buckets,
             s = o.size
@@ -384,10 +411,26 @@ fn traced(members: &[Member], setups: &mut [Setup], plan: &Plan, steps: usize) -
         .join(", "))
 }
 
-/// Median ms of the gradients' all-reduces alone (every bucket and `dL/dW2`), as a step
-/// queues them, with nothing else running.
-fn all_reduce_alone(members: &[Member], setups: &mut [Setup], reps: usize) -> Result<f64> {
+/// Median ms of the gradients' exchange alone (every bucket and `dL/dW2`: all-reduces, or the
+/// copies both ways), as a step queues it, with nothing else running.
+fn exchange_alone(members: &[Member], setups: &mut [Setup], reps: usize) -> Result<f64> {
+    let by_copies = setups
+        .iter()
+        .any(|su| su.reduce.as_ref().is_some_and(|r| r.peers.is_some()));
     wall_ms(reps, || {
+        if by_copies {
+            for (m, su) in members.iter().zip(setups.iter()) {
+                if let Some(p) = su.reduce.as_ref().and_then(|r| r.peers.as_ref()) {
+                    su.model.send_gradients(p, m.pool.stream(2)?)?;
+                }
+            }
+            for su in setups.iter() {
+                if let Some(p) = su.reduce.as_ref().and_then(|r| r.peers.as_ref()) {
+                    su.model.drop_received(p)?;
+                }
+            }
+            return members.iter().try_for_each(|m| m.pool.synchronize());
+        }
         let mut batch = Batch::new();
         for (m, su) in members.iter().zip(setups.iter_mut()) {
             su.model
@@ -399,6 +442,30 @@ fn all_reduce_alone(members: &[Member], setups: &mut [Setup], reps: usize) -> Re
         }
         Ok(())
     })
+}
+
+/// Gives the two GPUs' setups their ends of the peer copies of their gradients.
+fn attach_peers(members: &[Member], setups: &mut [Setup], o: &Options) -> Result<()> {
+    let [a, b] = members else {
+        return Err(Error::arg(
+            "exchange",
+            format!("peer copies serve two GPUs, not {}", members.len()),
+        ));
+    };
+    let m = setups[0].model.m;
+    let (pa, pb) = peers_pair(
+        (&a.pool, RECEIVE, &a.comm),
+        (&b.pool, RECEIVE, &b.comm),
+        &m,
+        o.buckets,
+        o.grad_dtype,
+    )?;
+    for (su, p) in setups.iter_mut().zip([pa, pb]) {
+        if let Some(r) = su.reduce.as_mut() {
+            r.peers = Some(p);
+        }
+    }
+    Ok(())
 }
 
 /// Compares every GPU's weights with GPU 0's, bit for bit.
@@ -481,7 +548,7 @@ fn verify(
         ..setups[0].model.m
     };
     let rows = sample_indices(m.inputs, (common.sample / m.hidden).max(2), common.seed);
-    let exchange = (grad == GradDtype::Bf16).then_some(Exchange {
+    let exchange = (grad == GradDtype::Bf16).then_some(reference::Exchange {
         unit: f64::powi(2.0, -8),
         ranks: members.len(),
     });

@@ -11,6 +11,11 @@
 //!   product that underflows; the test allows `3u |exact| + 2^-148`.
 //! - `sgd` computes `fma(-lr, g, w)` with one rounding: `|w' - (w - lr g)| <= u |w - lr g|`,
 //!   plus `2^-150` when the result is subnormal; the test allows `u |exact| + 2^-149`.
+//! - `sgd_pair` computes `fma(-lr, (a + b) * 0.5, w)`: the sum of the two (exactly widened)
+//!   gradients rounds once, `|s - (a + b)| <= u |a + b|`; halving is exact but for a subnormal
+//!   result (`2^-150`); the update rounds once more. So the mean `m` is within
+//!   `e = u |m| + 2^-150` and `|w' - (w - lr m)| <= u |w - lr m| + (1 + u) |lr| e + 2^-150`;
+//!   the test allows `u |exact| + 1.01 |lr| e + 2^-149`.
 //! - A whole step (see [`mlp_step`]) chains products whose bound comes from
 //!   [`crate::reference::matmul`]: each product of length `k` is within `gamma_{k+2} S`
 //!   (`S` the sum of absolute products). The reference follows the step in f64 and carries a
@@ -48,6 +53,18 @@ pub fn mse_grad(y: f32, t: f32, scale: f32) -> (f64, f64) {
 pub fn sgd(w: f32, g: f32, lr: f32) -> (f64, f64) {
     let v = w as f64 - lr as f64 * g as f64;
     (v, f64::powi(2.0, -24) * v.abs() + f64::powi(2.0, -149))
+}
+
+/// `w - lr * (a + b) / 2` in f64 and the kernel's error bound.
+pub fn sgd_pair(w: f32, (a, b): (f32, f32), lr: f32) -> (f64, f64) {
+    let u = f64::powi(2.0, -24);
+    let mean = (a as f64 + b as f64) / 2.0;
+    let v = w as f64 - lr as f64 * mean;
+    let e = u * mean.abs() + f64::powi(2.0, -150);
+    (
+        v,
+        u * v.abs() + 1.01 * (lr as f64).abs() * e + f64::powi(2.0, -149),
+    )
 }
 
 /// The bits of `x` (not a NaN) rounded to the nearest bf16, ties to even, from its bits alone:

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::multi::{Batch, Comm, ReduceOp, Rendezvous};
 use streamline::Gpu;
-use streamline_scenarios::augment_train::{self, GradDtype};
+use streamline_scenarios::augment_train::{self, Exchange, GradDtype};
 use streamline_scenarios::{encoder_decoder, Common, Training};
 use streamline_tests::gpu_config;
 
@@ -506,8 +506,8 @@ fn copies_between_devices_keep_the_buffers_order() {
 }
 
 /// Seed 003's scenarios over two GPUs at small sizes: data-parallel augment-train (f32 and
-/// bf16 gradients, in buckets that do not divide the rows; NCCL's kernels on SMs of their
-/// own) and the encoder-decoder split over two GPUs, each checked against its f64 reference
+/// bf16 gradients, in buckets that do not divide the rows, exchanged by NCCL's all-reduce, its
+/// kernels also on SMs of their own, or by peer copies) and the encoder-decoder split over two GPUs, each checked against its f64 reference
 /// (and, data-parallel, the weights bit for bit across the GPUs; encoder-decoder, its
 /// recorded run on both GPUs).
 #[test]
@@ -526,10 +526,12 @@ fn scenarios_over_two_gpus_match_their_references() {
         steps: 4,
         ..Default::default()
     };
-    for (grad_dtype, buckets, comm_sms) in [
-        (GradDtype::F32, 3, 0),
-        (GradDtype::Bf16, 5, 0),
-        (GradDtype::Bf16, 4, 16),
+    for (grad_dtype, buckets, comm_sms, exchange) in [
+        (GradDtype::F32, 3, 0, Exchange::AllReduce),
+        (GradDtype::Bf16, 5, 0, Exchange::AllReduce),
+        (GradDtype::Bf16, 4, 16, Exchange::Auto),
+        (GradDtype::F32, 3, 0, Exchange::PeerCopies),
+        (GradDtype::Bf16, 5, 0, Exchange::PeerCopies),
     ] {
         let o = augment_train::Options {
             train: train.clone(),
@@ -538,11 +540,20 @@ fn scenarios_over_two_gpus_match_their_references() {
             buckets,
             grad_dtype,
             comm_sms,
+            exchange,
             ..Default::default()
         };
         let r = augment_train::run(gpu, &common, &o).unwrap();
-        assert!(r.check.passed(), "{grad_dtype:?} {comm_sms}: {:?}", r.check);
+        let case = format!("{grad_dtype:?} {comm_sms} {exchange:?}");
+        assert!(r.check.passed(), "{case}: {:?}", r.check);
         assert!(r.check.compared > 0);
+        let by_copies = exchange == Exchange::PeerCopies;
+        assert_eq!(r.workload.contains("by peer copies"), by_copies, "{case}");
+        assert_eq!(
+            r.workload.contains("by NCCL's all-reduce"),
+            !by_copies,
+            "{case}"
+        );
     }
     let o = encoder_decoder::Options {
         train: Training {

@@ -6,7 +6,7 @@
 use cudarc::driver::CudaSlice;
 use half::bf16;
 use proptest::prelude::*;
-use streamline::ops::train::{mse_grad, relu, relu_backward, round_bf16, sgd, transpose};
+use streamline::ops::train::{mse_grad, relu, relu_backward, round_bf16, sgd, sgd_pair, transpose};
 use streamline_testing::reference::train as reference;
 use streamline_tests::{fetch, gpu, gpu_property, poisoned, GUARD};
 
@@ -192,6 +192,83 @@ fn round_bf16_is_exact_and_sgd_by_a_bf16_gradient_within_its_bound() {
     );
 }
 
+/// The update by the mean of two gradients, f32 and bf16: within its bound of the f64 update,
+/// the same bits whichever gradient comes first (as two GPUs pass them), and nothing written
+/// around the weights it updates (guard zones of a marked value on both sides).
+#[test]
+fn sgd_pair_within_its_bound_and_the_same_bits_either_way() {
+    gpu_property(
+        32,
+        (
+            lengths().prop_flat_map(|n| (values(Just(n)), values(Just(n)), values(Just(n)))),
+            prop_oneof![Just(0.1f32), 1e-6f32..10.0, -10.0f32..-1e-6],
+            any::<bool>(),
+        ),
+        |((w0, a, b), lr, half)| {
+            let g = gpu().unwrap();
+            let s = g.stream();
+            let n = w0.len();
+            // The gradients as the kernel reads them: bf16 ones widened back exactly.
+            let widen = |v: &[f32]| -> Vec<f32> {
+                if half {
+                    v.iter().map(|&x| bf16::from_f32(x).to_f32()).collect()
+                } else {
+                    v.to_vec()
+                }
+            };
+            let (a, b) = (widen(&a), widen(&b));
+            const MARK: f32 = 7.25;
+            let around: Vec<f32> = [MARK; GUARD]
+                .into_iter()
+                .chain(w0.iter().copied())
+                .chain([MARK; GUARD])
+                .collect();
+            let mut ab = s.clone_htod(&around).unwrap();
+            let mut ba = s.clone_htod(&around).unwrap();
+            {
+                let mut abv = ab.slice_mut(GUARD..GUARD + n);
+                let mut bav = ba.slice_mut(GUARD..GUARD + n);
+                if half {
+                    let to =
+                        |v: &[f32]| -> Vec<bf16> { v.iter().map(|&x| bf16::from_f32(x)).collect() };
+                    let (ad, bd) = (
+                        s.clone_htod(&to(&a)).unwrap(),
+                        s.clone_htod(&to(&b)).unwrap(),
+                    );
+                    sgd_pair(g, s, &mut abv, (&ad, &bd), lr).unwrap();
+                    sgd_pair(g, s, &mut bav, (&bd, &ad), lr).unwrap();
+                } else {
+                    let (ad, bd) = (s.clone_htod(&a).unwrap(), s.clone_htod(&b).unwrap());
+                    sgd_pair(g, s, &mut abv, (&ad, &bd), lr).unwrap();
+                    sgd_pair(g, s, &mut bav, (&bd, &ad), lr).unwrap();
+                }
+            }
+            let ab = s.clone_dtoh(&ab).unwrap();
+            let ba = s.clone_dtoh(&ba).unwrap();
+            for w in [&ab, &ba] {
+                prop_assert!(
+                    w[..GUARD].iter().chain(&w[GUARD + n..]).all(|&v| v == MARK),
+                    "a guard was written"
+                );
+            }
+            for i in 0..n {
+                let got = ab[GUARD + i];
+                prop_assert_eq!(got.to_bits(), ba[GUARD + i].to_bits(), "order at {}", i);
+                let (want, bound) = reference::sgd_pair(w0[i], (a[i], b[i]), lr);
+                prop_assert!(
+                    ((got as f64) - want).abs() <= bound,
+                    "sgd_pair at {}: {} vs {} (bound {})",
+                    i,
+                    got,
+                    want,
+                    bound
+                );
+            }
+            Ok(())
+        },
+    );
+}
+
 #[test]
 fn transpose_is_exact_over_awkward_shapes() {
     let dim = prop_oneof![
@@ -239,6 +316,15 @@ fn bad_arguments_are_rejected_before_any_launch() {
     assert!(e.contains("`rows`"), "{e}");
     let e = sgd(g, s, &mut y, &x, 0.1).unwrap_err().to_string();
     assert!(e.contains("`g`"), "{e}");
+    let y5: CudaSlice<f32> = s.clone_htod(&[0.0f32; 5]).unwrap();
+    let e = sgd_pair(g, s, &mut y, (&y5, &x), 0.1)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`b`"), "{e}");
+    let e = sgd_pair(g, s, &mut y, (&y5, &y5), f32::INFINITY)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`lr`"), "{e}");
     let mut z: CudaSlice<f32> = s.clone_htod(&[0.0f32; 6]).unwrap();
     let e = mse_grad(g, s, &x, &x, f32::NAN, &mut z)
         .unwrap_err()
