@@ -74,6 +74,30 @@ fn keep_pool_memory(ctx: &CudaContext) -> Result<()> {
     Ok(())
 }
 
+/// Lets device `from` read and write the memory of `to`'s default memory pool (which the
+/// stream-ordered allocations come from), now and for later allocations.
+fn open_pool(to: &CudaContext, from: &CudaContext) -> Result<()> {
+    use cudarc::driver::result::device;
+    use cudarc::driver::sys::{
+        cuMemPoolSetAccess, CUmemAccessDesc, CUmemAccess_flags, CUmemLocation, CUmemLocationType,
+    };
+    let desc = CUmemAccessDesc {
+        location: CUmemLocation {
+            type_: CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: from.ordinal() as std::ffi::c_int,
+        },
+        flags: CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+    };
+    // SAFETY: the pool is `to`'s device's own; one live access descriptor naming a device
+    // that can access it (checked by the caller).
+    unsafe {
+        let pool = device::get_default_mem_pool(to.cu_device()).op("cuDeviceGetDefaultMemPool")?;
+        cuMemPoolSetAccess(pool, &desc, 1)
+            .result()
+            .op("cuMemPoolSetAccess")
+    }
+}
+
 impl Gpu {
     /// Opens device `ordinal`. Streamline's embedded kernels for its architecture are loaded
     /// when one is first launched; `ptx` (built from the same sources) is loaded now, so that
@@ -233,8 +257,10 @@ impl Gpu {
     /// Lets this device and `other` reach each other's memory directly (over NVLink or PCIe),
     /// where the hardware allows it both ways: then copies between them
     /// ([`crate::engine::memory::peer`]) go from one device's memory to the other's, and
-    /// otherwise the driver stages them through host memory. Returns whether the direct path
-    /// is on. Enabling it twice is harmless.
+    /// otherwise the driver stages them through host memory. Both the contexts and the
+    /// devices' memory pools (where the engine's buffers come from, and which the contexts'
+    /// peer access does not open) are opened to each other. Returns whether the direct path is
+    /// on. Enabling it twice is harmless.
     pub fn enable_peer_access(&self, other: &Gpu) -> Result<bool> {
         use cudarc::driver::sys::{cuCtxEnablePeerAccess, cuDeviceCanAccessPeer, CUresult};
         let (a, b) = (self.host_context(), other.host_context());
@@ -257,6 +283,9 @@ impl Gpu {
             match unsafe { cuCtxEnablePeerAccess(to.cu_ctx(), 0) } {
                 CUresult::CUDA_SUCCESS | CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
                 refused => refused.result().op("cuCtxEnablePeerAccess")?,
+            }
+            if to.has_async_alloc() {
+                open_pool(to, from)?;
             }
         }
         Ok(true)
