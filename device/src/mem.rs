@@ -161,29 +161,6 @@ pub unsafe fn stg2_at(base: *mut f32, i: u32, v: [f32; 2]) {
     }
 }
 
-/// `base[i]` and `base[i + 1]` in one 8-byte read-only global load, with [`ldg_at_line`]'s L2
-/// prefetch hint: a gather of two neighbouring values (two channels of a pixel) in one access.
-///
-/// # Safety
-/// `base + i` must be 8-byte aligned and point to two readable f32 in global memory that no
-/// thread writes while the kernel runs.
-#[inline(always)]
-pub unsafe fn ldg2_at_line(base: *const f32, i: u32) -> [f32; 2] {
-    let (x, y): (f32, f32);
-    // SAFETY: guaranteed by the caller; the instruction only reads `[base + 4 i, base + 4 i + 8)`.
-    unsafe {
-        asm!(
-            concat!("{{ .reg .u64 a; mul.wide.u32 a, {i}, 4; add.s64 a, a, {p}; cvta.to.global.u64 a, a; ld.global.nc", line_hint!(), ".v2.f32 {{{x}, {y}}}, [a]; }}"),
-            x = out(reg32) x,
-            y = out(reg32) y,
-            i = in(reg32) i,
-            p = in(reg64) base,
-            options(pure, readonly, nostack, preserves_flags)
-        );
-    }
-    [x, y]
-}
-
 /// Four f32 in one 16-byte read-only global load.
 ///
 /// # Safety

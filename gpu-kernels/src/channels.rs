@@ -13,7 +13,7 @@
 
 use streamline_abi::image::{IMAGE_BLOCK_X, IMAGE_BLOCK_Y};
 pub(crate) use streamline_abi::image::{NHWC_IN, NHWC_OUT};
-use streamline_device::mem::{ldg2_at_line, ldg_at_line, stg2_at, stg_at};
+use streamline_device::mem::{stg2_at, stg_at};
 use streamline_device::thread::{block_xyz, grid_z, thread_xy};
 use streamline_device::{DevPtr, DevPtrMut};
 
@@ -258,29 +258,6 @@ fn group<const N: usize>(
         store(first + k as u32, x);
     }
     N as u32
-}
-
-/// `base[i..i + 3]` (a three-channel pixel's values, interleaved) read as one 8-byte and one
-/// 4-byte read-only load with [`ldg_at_line`]'s L2 prefetch hint, whichever end of the run is
-/// 8-byte aligned taking the pair: two accesses where three loads of one value would be.
-///
-/// # Safety
-/// `base[i..i + 3]` must be readable f32 in global memory that no thread writes while the
-/// kernel runs.
-#[inline(always)]
-pub unsafe fn load3_at(base: *const f32, i: u32) -> [f32; 3] {
-    let odd = base.wrapping_add(i as usize) as usize & 4 != 0;
-    // SAFETY: both loads lie in `base[i..i + 3]` (the caller's); the pair's address is 8-byte
-    // aligned, since `base` holds f32 (4-byte aligned) and `odd` picks the aligned end.
-    unsafe {
-        if odd {
-            let [b, c] = ldg2_at_line(base, i + 1);
-            [ldg_at_line(base, i), b, c]
-        } else {
-            let [a, b] = ldg2_at_line(base, i);
-            [a, b, ldg_at_line(base, i + 2)]
-        }
-    }
 }
 
 /// Writes an interleaved pixel's three values to `base[i..i + 3]` as one 8-byte store and one

@@ -20,7 +20,7 @@
 //! warp's scattered reads are cheaper than in L1.
 
 use crate::channels::{
-    for_channel_groups, for_channels, for_shaped_columns, image_and_column, load3_at, store3_at,
+    for_channel_groups, for_channels, for_shaped_columns, image_and_column, store3_at,
     with_layouts, Strides, WarpShape,
 };
 use crate::sampling::{nearest_pixel, Bilinear, ColumnSpans, Rotation};
@@ -141,10 +141,8 @@ unsafe fn nearest<const NHWC_IN: bool, const NHWC_OUT: bool>(p: &RotateParams) {
     );
     let (h, w) = (p.height as i32, p.width as i32);
     let fill = if p.has_fill != 0 { p.fill } else { 0.0 };
-    // Three channels written interleaved go as one pixel's run of values, and read as one where
-    // they are interleaved in the input too.
+    // Three channels written interleaved go as one pixel's run of values.
     let rgb_run = NHWC_OUT && p.channels == 3;
-    let rgb_in = NHWC_IN && p.channels == 3;
     // Near 90 degrees, 8 x 4 patches.
     for_pixels(p, WarpShape(2), so, |image, out, dst, (sy, sx)| {
         let src =
@@ -155,14 +153,8 @@ unsafe fn nearest<const NHWC_IN: bool, const NHWC_OUT: bool>(p: &RotateParams) {
             None => fill,
         };
         if rgb_run {
-            let v = match src {
-                // SAFETY: `nearest_pixel` returns only pixels inside the image; interleaved,
-                // its three values start at `o`.
-                Some(o) if rgb_in => unsafe { load3_at(image, o) },
-                _ => [value(0), value(1), value(2)],
-            };
             // SAFETY: the pixel is in the image (`for_pixels`), its three values at `dst`.
-            unsafe { store3_at(out, dst, v) };
+            unsafe { store3_at(out, dst, [value(0), value(1), value(2)]) };
         } else {
             // SAFETY: the pixel is in the image (`for_pixels`), `c < channels`.
             for_channels(p.channels, value, |c, v| unsafe {

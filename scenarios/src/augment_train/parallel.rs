@@ -15,7 +15,8 @@
 //! scaling efficiency, and how much of the gradients' exchange the step hides. The N
 //! GPUs also run side by side with nothing to exchange (each a world of one), which sets
 //! apart what running N at once costs besides the communication (the host's threads, memory
-//! and links, shared), and one step's moments on GPU 0's streams show where the time goes. The
+//! and links, shared); one step's moments on GPU 0's streams show where the time goes, and a
+//! recorded run shows every GPU's stages in one timeline. The
 //! check: the weights bit-identical on every GPU, and the last step against the f64 reference
 //! of one SGD step on the global batch (what one GPU would compute from all N parts), within
 //! the bound of the type the gradient travelled in.
@@ -26,9 +27,10 @@
 
 use crate::gpus::{open_peers, report_against_one, together, wall_ms, Job};
 use crate::{check_mlp_weights, sample_indices, Check, Common, Report};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use streamline::engine::pool::StreamSpec;
-use streamline::engine::{Plan, StreamPool};
+use streamline::engine::{Plan, Recorder, StreamPool, Timeline};
 use streamline::error::{Error, Result};
 use streamline::multi::{Batch, Comm, DEFAULT_TIMEOUT};
 use streamline::Gpu;
@@ -214,6 +216,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let (headline, smallest) = o.train.headline_and_smallest();
     let mut traces = [String::new(), String::new()];
     let mut host_ms = (Vec::new(), 0.0, 0.0);
+    let mut timeline = Timeline::default();
     for (i, &batch) in o.train.batches.iter().enumerate() {
         let seed = common.seed + 100 * i as u64;
         // One GPU, the same batch: the baseline of this command.
@@ -254,6 +257,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             let per_stage: Vec<f64> = setups[0].host.iter().map(|&d| per_step(d)).collect();
             let waited = per_step(setups[0].last_loader.starved);
             traces[1] = traced(&members, &mut setups, &plan, steps)?;
+            timeline = record(&members, &mut setups, &plan, steps.min(64))?;
             host_ms = (per_stage, many, waited);
         }
         let comm_ms = exchange_alone(&members, &mut setups, common.reps)?;
@@ -364,7 +368,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         * o.train.hidden;
     let gradient_bytes = w1_bytes + 4 * o.train.hidden * o.train.classes;
     let buckets = bucket_spans(CHANNELS * o.size * o.size, o.buckets).count();
-    Ok(report_against_one(
+    let mut report = report_against_one(
         "augment-train",
         format!(
             "seed 003 data-parallel on {n} GPUs ({}): each GPU augments its own batch of uint8 3x{s}x{s} on its transform stream while its model stream trains the 2-layer MLP ({} -> {} -> {}) on the previous one; the {:.0} MiB of gradients ({}) are averaged {} from a communication stream ({} buckets of W1's, each as soon as computed, and applied on an update stream as each arrives); {steps} steps per run; one GPU with the same batch timed in the same command, in the one-GPU pipeline and in the data-parallel step on a world of one (nothing to exchange)",
@@ -390,7 +394,56 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         table,
         check,
         notes,
-    ))
+    );
+    report.metrics = timeline.metrics();
+    report.timeline = timeline;
+    Ok(report)
+}
+
+/// One run of `steps` steps recorded on every GPU, as one timeline: each GPU's recording begins
+/// while all are idle, each shifted by the host time between its beginning and GPU 0's.
+fn record(members: &[Member], setups: &mut [Setup], plan: &Plan, steps: usize) -> Result<Timeline> {
+    let mut recs = members
+        .iter()
+        .map(|m| Recorder::for_pool(&m.pool, 3 * steps))
+        .collect::<Result<Vec<_>>>()?;
+    for m in members {
+        m.pool.synchronize()?;
+    }
+    let t0 = Instant::now();
+    let mut offsets = Vec::with_capacity(members.len());
+    for (m, rec) in members.iter().zip(recs.iter_mut()) {
+        offsets.push(t0.elapsed().as_secs_f64() * 1e6);
+        rec.begin(m.pool.stream(1)?)?;
+    }
+    let recs: Vec<Mutex<Recorder>> = recs.into_iter().map(Mutex::new).collect();
+    on_every_gpu(members, setups, |m, su| {
+        let mut rec = recs[m.comm.rank()]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        su.hosted = true;
+        su.loader().start(steps)?;
+        plan.run(&m.pool, &[0, 1], 0..steps, Some(&mut rec), |c| {
+            su.stage(m.gpu, &mut None, c)
+        })?;
+        m.comm.synchronize(m.pool.stream(2)?)?;
+        m.pool.synchronize()?;
+        su.loader().finish().map(|_| ())
+    })?;
+    let parts = recs
+        .into_iter()
+        .zip(members)
+        .zip(offsets)
+        .map(|((rec, m), offset)| {
+            let rec = rec.into_inner().unwrap_or_else(|e| e.into_inner());
+            Ok((
+                format!("GPU {}", m.gpu.info().ordinal),
+                rec.finish()?,
+                offset,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Timeline::of_devices(parts))
 }
 
 /// One more run of `steps` steps with the middle one's moments recorded on GPU 0's streams,

@@ -507,9 +507,9 @@ fn copies_between_devices_keep_the_buffers_order() {
 
 /// Seed 003's scenarios over two GPUs at small sizes: data-parallel augment-train (f32 and
 /// bf16 gradients, in buckets that do not divide the rows, exchanged by NCCL's all-reduce, its
-/// kernels also on SMs of their own, or by peer copies) and the encoder-decoder split over two GPUs, each checked against its f64 reference
-/// (and, data-parallel, the weights bit for bit across the GPUs; encoder-decoder, its
-/// recorded run on both GPUs).
+/// kernels also on SMs of their own, or by peer copies) and the encoder-decoder split over two
+/// GPUs, each checked against its f64 reference (and, data-parallel, the weights bit for bit
+/// across the GPUs; both, their recorded runs on both GPUs).
 #[test]
 fn scenarios_over_two_gpus_match_their_references() {
     let _one = one_at_a_time();
