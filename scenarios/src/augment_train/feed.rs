@@ -207,7 +207,15 @@ impl Setup {
             },
             model: {
                 let mut model = if shard.exchange {
-                    Model::with_buckets(pool, 1, m, &w1, &w2, o.buckets, o.grad_dtype)?
+                    Model::with_buckets(
+                        pool,
+                        1,
+                        m,
+                        &w1,
+                        &w2,
+                        o.buckets.unwrap_or(ALL_REDUCE_BUCKETS),
+                        o.grad_dtype,
+                    )?
                 } else {
                     Model::new(pool, 1, m, &w1, &w2)?
                 };

@@ -154,6 +154,15 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         Exchange::AllReduce => false,
         Exchange::Auto => direct,
     };
+    // The options with the buckets that suit the exchange, where not given.
+    let o = &Options {
+        buckets: Some(o.buckets.unwrap_or(if by_copies {
+            PEER_COPY_BUCKETS
+        } else {
+            ALL_REDUCE_BUCKETS
+        })),
+        ..o.clone()
+    };
     let comm_of = |c: Comm, plain: &Gpu| -> Result<Arc<Comm>> {
         Ok(Arc::new(if o.comm_sms > 0 {
             c.with_kernel_stream(plain.new_stream()?)?
@@ -367,7 +376,11 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         * o.size
         * o.train.hidden;
     let gradient_bytes = w1_bytes + 4 * o.train.hidden * o.train.classes;
-    let buckets = bucket_spans(CHANNELS * o.size * o.size, o.buckets).count();
+    let buckets = bucket_spans(
+        CHANNELS * o.size * o.size,
+        o.buckets.unwrap_or(ALL_REDUCE_BUCKETS),
+    )
+    .count();
     let mut report = report_against_one(
         "augment-train",
         format!(
@@ -510,7 +523,7 @@ fn attach_peers(members: &[Member], setups: &mut [Setup], o: &Options) -> Result
         (&a.pool, RECEIVE, &a.comm),
         (&b.pool, RECEIVE, &b.comm),
         &m,
-        o.buckets,
+        o.buckets.unwrap_or(PEER_COPY_BUCKETS),
         o.grad_dtype,
     )?;
     for (su, p) in setups.iter_mut().zip([pa, pb]) {

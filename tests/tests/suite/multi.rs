@@ -537,7 +537,7 @@ fn scenarios_over_two_gpus_match_their_references() {
             train: train.clone(),
             size: 16,
             gpus: 2,
-            buckets,
+            buckets: Some(buckets),
             grad_dtype,
             comm_sms,
             exchange,
