@@ -5,7 +5,7 @@
 //! share, and they wait on those SMs for their peers. Peer copies run on the copy engines and
 //! take no SM: each GPU's gradient buckets are copied into slots on the other GPU, and each
 //! GPU's update takes the mean of its own gradient and the one that arrived
-//! ([`sgd_pair`](streamline::ops::train::sgd_pair)), summed in f32 whichever comes first, so
+//! ([`sgd_pair`]), summed in f32 whichever comes first, so
 //! that both GPUs' weights stay bit-identical. On two GPUs this sends the bytes a ring
 //! all-reduce sends (every GPU its whole gradient, once); on N it would send N - 1 times them,
 //! so it is offered for two.
@@ -27,6 +27,8 @@ use streamline::engine::memory::peer;
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::error::{Error, Result};
 use streamline::multi::Comm;
+use streamline::ops::train::{sgd_pair, GradElement};
+use streamline::Gpu;
 use streamline_testing::reference::train::Mlp;
 
 /// How a data-parallel step's gradients travel between its GPUs.
@@ -199,6 +201,23 @@ pub(crate) fn peers_pair(
             w1_bf16: hb,
         },
     ))
+}
+
+impl<T: GradElement> PeerLink<T> {
+    /// Queues `w = w - lr * (own + other) / 2` on `stream` ([`sgd_pair`]), `other` the other
+    /// GPU's item `item` once its copy is queued, and gives that slot back.
+    pub(crate) fn update_by_mean(
+        &self,
+        (gpu, stream): (&Gpu, &CudaStream),
+        item: usize,
+        own: &DeviceBuffer<T>,
+        w: &mut DeviceBuffer<f32>,
+        lr: f32,
+    ) -> Result<()> {
+        let other = self.receive(item)?;
+        sgd_pair(gpu, stream, w, (own, &other), lr)?;
+        self.give_back(item, other)
+    }
 }
 
 fn expect(item: usize, got: usize) -> Result<()> {

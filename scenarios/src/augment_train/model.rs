@@ -9,7 +9,7 @@ use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::error::Result;
 use streamline::multi::{Batch, Comm, ReduceOp};
 use streamline::ops::matmul::{sgemm, sgemm_to_bf16, Gemm, Kernel};
-use streamline::ops::train::{mse_grad, relu, relu_backward, sgd, sgd_pair, transpose};
+use streamline::ops::train::{mse_grad, relu, relu_backward, sgd, transpose};
 use streamline::Gpu;
 use streamline_testing::reference::train::Mlp;
 
@@ -425,9 +425,7 @@ impl Model {
                             mark(&r.stream, format!("copy {i} reached"))?;
                             p.send(&r.stream, i, &*gh)?;
                             mark(&r.stream, format!("copy {i} done"))?;
-                            let other = p.receive(i)?;
-                            sgd_pair(gpu, u, w, (&*gh, &other), lr)?;
-                            p.give_back(i, other)?;
+                            p.update_by_mean((gpu, u), i, gh, w, lr)?;
                         }
                         None => {
                             mark(&r.stream, format!("all-reduce {i} reached"))?;
@@ -446,9 +444,7 @@ impl Model {
                             mark(&r.stream, format!("copy {i} reached"))?;
                             p.send(&r.stream, i, &*g)?;
                             mark(&r.stream, format!("copy {i} done"))?;
-                            let other = p.receive(i)?;
-                            sgd_pair(gpu, u, w, (&*g, &other), lr)?;
-                            p.give_back(i, other)?;
+                            p.update_by_mean((gpu, u), i, g, w, lr)?;
                         }
                         (Some(r), None) => {
                             mark(&r.stream, format!("all-reduce {i} reached"))?;
@@ -464,9 +460,7 @@ impl Model {
         }
         match peers {
             Some(p) => {
-                let other = p.w2.receive(0)?;
-                sgd_pair(gpu, s, &mut self.w2, (&self.dw2, &other), lr)?;
-                p.w2.give_back(0, other)?;
+                p.w2.update_by_mean((gpu, s), 0, &self.dw2, &mut self.w2, lr)?;
             }
             None => sgd(gpu, s, &mut self.w2, &self.dw2, lr)?,
         }
