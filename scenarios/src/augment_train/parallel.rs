@@ -77,6 +77,13 @@ impl Member<'_> {
         })
     }
 
+    /// Waits until this GPU's queued work is done: its collectives (checked for NCCL's errors
+    /// and its timeout), then every stream of its pool.
+    fn settle(&self) -> Result<()> {
+        self.comm.synchronize(self.pool.stream(2)?)?;
+        self.pool.synchronize()
+    }
+
     /// A setup of batch `batch` for shard `index` of `count`, its step reducing over `comm`.
     fn setup(
         &self,
@@ -116,8 +123,7 @@ fn on_every_gpu(
 /// `steps` steps of the pipelined run on one GPU, waited for.
 fn steps_on(m: &Member, su: &mut Setup, plan: &Plan, steps: usize) -> Result<()> {
     su.last_loader = su.run(m.gpu, &m.pool, plan, &[0, 1], None, &mut None, steps)?;
-    m.comm.synchronize(m.pool.stream(2)?)?;
-    m.pool.synchronize()
+    m.settle()
 }
 
 /// Runs seed 003 data-parallel on devices `0..o.gpus` (`gpu` is device 0).
@@ -439,8 +445,7 @@ fn record(members: &[Member], setups: &mut [Setup], plan: &Plan, steps: usize) -
         plan.run(&m.pool, &[0, 1], 0..steps, Some(&mut rec), |c| {
             su.stage(m.gpu, &mut None, c)
         })?;
-        m.comm.synchronize(m.pool.stream(2)?)?;
-        m.pool.synchronize()?;
+        m.settle()?;
         su.loader().finish().map(|_| ())
     })?;
     let parts = recs
@@ -582,8 +587,7 @@ fn verify(
         plan.run(&m.pool, &[0, 1], 0..last, None, |c| {
             su.stage(m.gpu, &mut None, c)
         })?;
-        m.comm.synchronize(m.pool.stream(2)?)?;
-        m.pool.synchronize()
+        m.settle()
     })?;
     let s0 = members[0].pool.stream(1)?;
     let w1 = setups[0].model.w1_to_vec(s0)?;
@@ -592,8 +596,7 @@ fn verify(
         plan.run(&m.pool, &[0, 1], last..steps, None, |c| {
             su.stage(m.gpu, &mut None, c)
         })?;
-        m.comm.synchronize(m.pool.stream(2)?)?;
-        m.pool.synchronize()?;
+        m.settle()?;
         su.loader().finish().map(|_| ())
     })?;
     let w1n = setups[0].model.w1_to_vec(s0)?;
