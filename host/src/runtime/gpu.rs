@@ -40,6 +40,8 @@ pub struct Gpu {
     uploads: UploadCache,
     /// The split of the device's SMs this device's work runs in, where it was opened with one.
     split: Option<Arc<SmSplit>>,
+    /// The other devices whose memory this one reaches directly ([`Gpu::enable_peer_access`]).
+    reached: Mutex<Vec<usize>>,
 }
 
 /// Release threshold of the device's default memory pool: the pool's reserved memory (in use
@@ -173,6 +175,7 @@ impl Gpu {
             info,
             uploads: UploadCache::default(),
             split,
+            reached: Mutex::new(Vec::new()),
         };
         if let Some(path) = ptx {
             let image = KernelImage::from_file(path)?;
@@ -288,7 +291,24 @@ impl Gpu {
                 open_pool(to, from)?;
             }
         }
+        for (gpu, to) in [(self, other), (other, self)] {
+            let mut reached = gpu.reached.lock().unwrap_or_else(|e| e.into_inner());
+            if !reached.contains(&to.info.ordinal) {
+                reached.push(to.info.ordinal);
+            }
+        }
         Ok(true)
+    }
+
+    /// Whether kernels on this device may read and write memory of device `ordinal` directly:
+    /// it is this device, or [`Gpu::enable_peer_access`] opened the direct path to it.
+    pub fn reaches(&self, ordinal: usize) -> bool {
+        ordinal == self.info.ordinal
+            || self
+                .reached
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&ordinal)
     }
 
     /// The stream operations use unless told otherwise.

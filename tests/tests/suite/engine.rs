@@ -218,6 +218,54 @@ fn peer_copy_keeps_both_pools_order() {
     );
 }
 
+/// A read in place from another pool (as from another device): the reading kernel waits for the
+/// source's slow write on the source's pool, a later write of the source waits for the slow
+/// read, and queuing either does not make the host wait.
+#[test]
+fn read_remote_keeps_the_sources_order() {
+    use streamline::engine::memory::read_remote;
+    let Some(gpu) = gpu() else { return };
+    let (from, to) = (
+        StreamPool::with_streams(gpu, 2).unwrap(),
+        StreamPool::with_streams(gpu, 2).unwrap(),
+    );
+    let fresh: Vec<f32> = data().iter().map(|v| -v).collect();
+    let written = DeviceBuffer::from_slice(&from, 0, &fresh).unwrap();
+    let mut src = DeviceBuffer::from_slice(&from, 0, &data()).unwrap();
+    let mut seen = DeviceBuffer::<f32>::zeros(&to, 0, N).unwrap();
+    from.synchronize().unwrap();
+    to.synchronize().unwrap();
+    let t = Instant::now();
+    spin_copy(gpu, from.stream(0).unwrap(), &written, &mut src, SLOW_NS).unwrap();
+    let reader = to.stream(1).unwrap();
+    read_remote(gpu, reader, &src, from.stream(1).unwrap(), |r| {
+        spin_copy(gpu, reader, r, &mut seen, SLOW_NS)
+    })
+    .unwrap();
+    // A write to the source after the read waits for it.
+    src.fill_zeros(from.stream(0).unwrap()).unwrap();
+    let queued = t.elapsed();
+    assert_eq!(
+        seen.to_vec(to.stream(0).unwrap()).unwrap(),
+        fresh,
+        "the read missed the slow write, or saw the later one"
+    );
+    assert_eq!(src.to_vec(from.stream(1).unwrap()).unwrap(), vec![0.0; N]);
+    assert!(
+        sanitized() || queued < Duration::from_nanos(SLOW_NS / 2),
+        "queuing took {queued:?}: the host waited"
+    );
+    // The work's own error comes back as it was.
+    let e = read_remote(gpu, reader, &src, from.stream(1).unwrap(), |_| {
+        Err::<(), _>(streamline::error::Error::arg(
+            "work",
+            "refused on purpose".to_string(),
+        ))
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("refused on purpose"), "{e}");
+}
+
 /// Copies refuse mismatched lengths, naming the argument, and write nothing.
 #[test]
 fn copies_validate_lengths() {

@@ -1,6 +1,6 @@
 //! Several GPUs through NCCL: every collective against the CPU over awkward counts, random
 //! device subsets and stream assignments; ranks in their own threads meeting through a
-//! rendezvous; copies between devices ordered with the buffers' accesses; and the faults: a rank that never joins or never takes part ends in a clear
+//! rendezvous; copies between devices and reads in place ordered with the buffers' accesses; and the faults: a rank that never joins or never takes part ends in a clear
 //! error within the deadline, never a hang. Skipped, with one line, without two GPUs or NCCL.
 
 use cudarc::driver::CudaSlice;
@@ -505,9 +505,108 @@ fn copies_between_devices_keep_the_buffers_order() {
     assert!(e.to_string().contains("`dst`"), "{e}");
 }
 
+/// A kernel on one device reading another's buffer in place, over random lengths, offsets and
+/// directions: it sees the source's slow write, a later write of the source waits for it, and
+/// a reading GPU that does not reach the source, or streams of the wrong devices, are refused
+/// by name.
+#[test]
+fn reads_in_place_across_devices_keep_the_buffers_order() {
+    use streamline::engine::memory::read_remote;
+    use streamline::ops::spin::spin_copy;
+    let _one = one_at_a_time();
+    let Some(all) = devices() else { return };
+    if !all[0].0.enable_peer_access(&all[1].0).unwrap() {
+        eprintln!("skipping reads in place: devices 0 and 1 do not reach each other directly");
+        return;
+    }
+    let strategy = (1usize..=300_001, 0usize..=17, any::<bool>());
+    let mut runner = proptest::test_runner::TestRunner::new(gpu_config(12));
+    runner
+        .run(&strategy, |(n, at, back)| {
+            let ((gs, ps), (gr, pr)) = if back {
+                (&all[1], &all[0])
+            } else {
+                (&all[0], &all[1])
+            };
+            let x: Vec<f32> = (0..at + n).map(|i| input(1, i)).collect();
+            let written = DeviceBuffer::from_slice(ps, 0, &x).unwrap();
+            let mut src = DeviceBuffer::<f32>::zeros(ps, 0, x.len()).unwrap();
+            let mut seen = DeviceBuffer::from_slice(pr, 0, &vec![f32::NAN; n]).unwrap();
+            ps.synchronize().unwrap();
+            pr.synchronize().unwrap();
+            spin_copy(gs, ps.stream(0).unwrap(), &written, &mut src, 2_000_000).unwrap();
+            let reader = pr.stream(1).unwrap();
+            let from = src.view(at..at + n).unwrap();
+            read_remote(gr, reader, &from, ps.stream(2).unwrap(), |r| {
+                spin_copy(gr, reader, r, &mut seen, 1_000_000)
+            })
+            .unwrap();
+            // Overwritten after the read, on another stream of the source's pool.
+            src.fill_zeros(ps.stream(0).unwrap()).unwrap();
+            let got = seen.to_vec(pr.stream(0).unwrap()).unwrap();
+            for (i, g) in got.iter().enumerate() {
+                prop_assert!(
+                    *g == x[at + i],
+                    "n {} back {}: element {} is {}, want {}",
+                    n,
+                    back,
+                    i,
+                    g,
+                    x[at + i]
+                );
+            }
+            Ok(())
+        })
+        .unwrap();
+    let (g0, p0) = &all[0];
+    let p1 = &all[1].1;
+    let src = DeviceBuffer::<f32>::zeros(p1, 0, 16).unwrap();
+    let nothing = |_: &streamline::engine::memory::Remote<'_, f32>| Ok(());
+    let e = read_remote(
+        g0,
+        p1.stream(0).unwrap(),
+        &src,
+        p1.stream(1).unwrap(),
+        nothing,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("`stream`: is a stream of device 1, the reading GPU is device 0"),
+        "{e}"
+    );
+    let e = read_remote(
+        g0,
+        p0.stream(0).unwrap(),
+        &src,
+        p0.stream(1).unwrap(),
+        nothing,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("`home`: is a stream of device 0, `src` lives on device 1"),
+        "{e}"
+    );
+    // A device opened afresh has not reached device 1 yet.
+    let fresh = Gpu::new(0, None).unwrap();
+    let e = read_remote(
+        &fresh,
+        p0.stream(0).unwrap(),
+        &src,
+        p1.stream(1).unwrap(),
+        nothing,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("`src`") && e.to_string().contains("does not reach directly"),
+        "{e}"
+    );
+}
+
 /// Seed 003's scenarios over two GPUs at small sizes: data-parallel augment-train (f32 and
 /// bf16 gradients, in buckets that do not divide the rows, exchanged by NCCL's all-reduce, its
-/// kernels also on SMs of their own, or by peer copies) and the encoder-decoder split over two
+/// kernels also on SMs of their own, by peer copies, or read in place) and the encoder-decoder split over two
 /// GPUs, each checked against its f64 reference (and, data-parallel, the weights bit for bit
 /// across the GPUs; both, their recorded runs on both GPUs).
 #[test]
@@ -532,6 +631,8 @@ fn scenarios_over_two_gpus_match_their_references() {
         (GradDtype::Bf16, 4, 16, Exchange::Auto),
         (GradDtype::F32, 3, 0, Exchange::PeerCopies),
         (GradDtype::Bf16, 5, 0, Exchange::PeerCopies),
+        (GradDtype::F32, 3, 0, Exchange::PeerReads),
+        (GradDtype::Bf16, 5, 0, Exchange::PeerReads),
     ] {
         let o = augment_train::Options {
             train: train.clone(),
@@ -547,11 +648,15 @@ fn scenarios_over_two_gpus_match_their_references() {
         let case = format!("{grad_dtype:?} {comm_sms} {exchange:?}");
         assert!(r.check.passed(), "{case}: {:?}", r.check);
         assert!(r.check.compared > 0);
-        let by_copies = exchange == Exchange::PeerCopies;
+        let (by_copies, by_reads) = (
+            exchange == Exchange::PeerCopies,
+            exchange == Exchange::PeerReads,
+        );
         assert_eq!(r.workload.contains("by peer copies"), by_copies, "{case}");
+        assert_eq!(r.workload.contains("by reads in place"), by_reads, "{case}");
         assert_eq!(
             r.workload.contains("by NCCL's all-reduce"),
-            !by_copies,
+            !by_copies && !by_reads,
             "{case}"
         );
     }

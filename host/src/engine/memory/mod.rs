@@ -27,10 +27,12 @@
 mod copy;
 mod device;
 mod pinned;
+mod remote;
 
 pub use copy::{d2d, d2h, h2d, peer};
 pub use device::{DeviceBuffer, DeviceView, DeviceViewMut};
 pub use pinned::{PinnedBuffer, PinnedView, PinnedViewMut};
+pub use remote::{read_remote, Remote};
 
 use crate::error::{Error, Result};
 use std::ops::Range;

@@ -1,0 +1,102 @@
+//! Work on one GPU reading a buffer of another GPU in place, over the link between them,
+//! ordered by the buffer's tracking on its own device.
+//!
+//! A copy to the reading GPU first ([`super::peer`]) runs on the copy engines but writes the
+//! bytes into the reader's memory and has the reader read them again. Reading in place moves
+//! each byte once, by the reading kernel's loads, and leaves both devices' memory free of the
+//! copy's write and second read.
+
+use crate::error::{DriverContext, Error, Result};
+use crate::Gpu;
+use cudarc::driver::sys::{CUdeviceptr, CUevent_flags};
+use cudarc::driver::{CudaStream, DevicePtr, DeviceSlice, SyncOnDrop};
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// A buffer of another GPU as work queued inside [`read_remote`] sees it: its device address
+/// and length, for launches on the stream `read_remote` was given. Launchers take it like any
+/// buffer ([`DevicePtr`]); its ordering is `read_remote`'s.
+pub struct Remote<'a, T> {
+    ptr: CUdeviceptr,
+    len: usize,
+    /// The stream of the buffer's own device its reads are recorded on.
+    home: &'a Arc<CudaStream>,
+    _t: PhantomData<&'a T>,
+}
+
+impl<T> DeviceSlice<T> for Remote<'_, T> {
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn stream(&self) -> &Arc<CudaStream> {
+        self.home
+    }
+}
+
+impl<T> DevicePtr<T> for Remote<'_, T> {
+    fn device_ptr<'b>(&'b self, _stream: &'b CudaStream) -> (CUdeviceptr, SyncOnDrop<'b>) {
+        // Ordered by `read_remote`, around the whole of its work.
+        (self.ptr, SyncOnDrop::Record(None))
+    }
+}
+
+/// Queues `work` on `stream` (of `gpu`) reading `src`, a buffer of another device that `gpu`
+/// reaches directly ([`Gpu::enable_peer_access`]), or of `gpu`'s own, in place, and returns
+/// what `work` returns. `home` must be a stream of `src`'s device, one of its pool's for the
+/// host never to wait.
+///
+/// The work runs after `src`'s last write and counts as a read of `src` on `home`: later writes
+/// of `src` on its own device wait for it, as for any read there. `work` should only queue
+/// reads of the [`Remote`] it is given on `stream`; it may also use buffers of `gpu` as usual.
+pub fn read_remote<T, S: DevicePtr<T>, R>(
+    gpu: &Gpu,
+    stream: &Arc<CudaStream>,
+    src: &S,
+    home: &Arc<CudaStream>,
+    work: impl FnOnce(&Remote<'_, T>) -> Result<R>,
+) -> Result<R> {
+    let here = gpu.info().ordinal;
+    let (on, there, home_on) = (
+        stream.context().ordinal(),
+        src.stream().context().ordinal(),
+        home.context().ordinal(),
+    );
+    if on != here {
+        return Err(Error::arg(
+            "stream",
+            format!("is a stream of device {on}, the reading GPU is device {here}"),
+        ));
+    }
+    if home_on != there {
+        return Err(Error::arg(
+            "home",
+            format!("is a stream of device {home_on}, `src` lives on device {there}"),
+        ));
+    }
+    if !gpu.reaches(there) {
+        return Err(Error::arg(
+            "src",
+            format!(
+                "lives on device {there}, whose memory device {here} does not reach directly: \
+                 enable peer access between them first (where the hardware allows it)"
+            ),
+        ));
+    }
+    let untimed = Some(CUevent_flags::CU_EVENT_DISABLE_TIMING);
+    // `home` waits for the last write; the read is recorded there when `_read` drops, after
+    // `home` has waited for the work below.
+    let (ptr, _read) = src.device_ptr(home);
+    let written = home.record_event(untimed).op("cuEventRecord")?;
+    stream.wait(&written).op("cuStreamWaitEvent")?;
+    let remote = Remote {
+        ptr,
+        len: src.len(),
+        home,
+        _t: PhantomData,
+    };
+    let out = work(&remote);
+    // Whatever `work` queued before any failure is waited for before the read is recorded.
+    let done = stream.record_event(untimed).op("cuEventRecord")?;
+    home.wait(&done).op("cuStreamWaitEvent")?;
+    out
+}
