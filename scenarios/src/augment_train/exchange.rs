@@ -1,5 +1,5 @@
 //! How the GPUs of a data-parallel step share their gradients: NCCL's all-reduce, or, on two
-//! GPUs driven by one process, peer copies or reads in place.
+//! GPUs driven by one process, peer copies.
 //!
 //! An all-reduce runs as NCCL's kernels on SMs of every GPU, which the step's products then
 //! share, and they wait on those SMs for their peers. Peer copies run on the copy engines and
@@ -16,12 +16,6 @@
 //! buffers' tracking orders every copy after the update that last read its slot. Every item
 //! (bucket) has [`DEPTH`] slots, so a step's copy waits at most for the update two steps
 //! before it.
-//!
-//! Reads in place ([`PeerReads`]) take the copy out: each GPU's gradient products write into
-//! slots of its own, which pass to the other GPU the same way, and each GPU's update reads the
-//! other's slot over the link ([`read_remote`]). Each byte crosses once, by the update's loads,
-//! and neither GPU's memory takes the copy's write and its second read, which the step's
-//! products share.
 
 use super::model::{bucket_spans, GradDtype};
 use cudarc::driver::{CudaStream, DevicePtr, DeviceRepr};
@@ -29,7 +23,7 @@ use half::bf16;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use streamline::engine::memory::{peer, read_remote, Remote};
+use streamline::engine::memory::peer;
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::error::{Error, Result};
 use streamline::multi::Comm;
@@ -48,9 +42,6 @@ pub enum Exchange {
     /// Each GPU's gradient copied by the copy engines to the other, the mean taken in the
     /// update: two GPUs only.
     PeerCopies,
-    /// Each GPU's update reads the other's gradient in place, over the link between them, and
-    /// takes the mean: two GPUs that reach each other directly only.
-    PeerReads,
 }
 
 /// Slots per item and direction: a copy into a slot waits for the update two steps before.
@@ -58,9 +49,6 @@ pub(crate) const DEPTH: usize = 2;
 
 /// A slot with the item (bucket) it carries.
 type Slot<T> = (usize, DeviceBuffer<T>);
-
-/// A slot shared with the other GPU's thread while it reads it, with its item.
-type Shared<T> = (usize, Arc<DeviceBuffer<T>>);
 
 /// One GPU's end of a two-way exchange of items of `T` with one other GPU.
 pub(crate) struct PeerLink<T> {
@@ -144,209 +132,75 @@ impl<T> PeerLink<T> {
         self.back.send((item, slot)).map_err(|_| gone())
     }
 
+    /// The next slot from `from`, waiting while the other thread may still send one: not past
+    /// the communicator's timeout, nor once a thread has failed (the communicators aborted).
     fn wait(&self, from: &Receiver<Slot<T>>, what: &str) -> Result<Slot<T>> {
-        wait(&self.comm, from, what)
-    }
-}
-
-/// The next slot from `from`, waiting while the other thread may still send one: not past
-/// the communicator's timeout, nor once a thread has failed (the communicators aborted).
-fn wait<S>(comm: &Comm, from: &Receiver<(usize, S)>, what: &str) -> Result<(usize, S)> {
-    let start = Instant::now();
-    loop {
-        match from.recv_timeout(Duration::from_millis(20)) {
-            Ok(v) => return Ok(v),
-            Err(RecvTimeoutError::Disconnected) => return Err(gone()),
-            Err(RecvTimeoutError::Timeout) if comm.is_aborted() => {
-                return Err(Error::Interrupted(format!(
-                    "rank {}: stopped waiting for {what}: another GPU's thread failed",
-                    comm.rank()
-                )))
+        let start = Instant::now();
+        loop {
+            match from.recv_timeout(Duration::from_millis(20)) {
+                Ok(v) => return Ok(v),
+                Err(RecvTimeoutError::Disconnected) => return Err(gone()),
+                Err(RecvTimeoutError::Timeout) if self.comm.is_aborted() => {
+                    return Err(Error::Interrupted(format!(
+                        "rank {}: stopped waiting for {what}: another GPU's thread failed",
+                        self.comm.rank()
+                    )))
+                }
+                Err(RecvTimeoutError::Timeout) if start.elapsed() >= self.comm.timeout() => {
+                    return Err(Error::Timeout {
+                        during: format!("rank {}: waiting for {what}", self.comm.rank()),
+                        seconds: self.comm.timeout().as_secs_f64(),
+                    })
+                }
+                Err(RecvTimeoutError::Timeout) => {}
             }
-            Err(RecvTimeoutError::Timeout) if start.elapsed() >= comm.timeout() => {
-                return Err(Error::Timeout {
-                    during: format!("rank {}: waiting for {what}", comm.rank()),
-                    seconds: comm.timeout().as_secs_f64(),
-                })
-            }
-            Err(RecvTimeoutError::Timeout) => {}
         }
     }
 }
 
-/// One GPU's ends of the exchanges of a step's gradients with the other GPU: `dL/dW2` by
-/// copies, and `dL/dW1`'s buckets as [`W1Share`] says.
+/// One GPU's ends of the exchanges of a step's gradients with the other GPU: `dL/dW2`, and
+/// `dL/dW1`'s buckets in the type they travel in.
 pub(crate) struct Peers {
     pub(crate) w2: PeerLink<f32>,
-    pub(crate) w1: W1Share,
-}
-
-/// How `dL/dW1`'s buckets go to the other GPU, in the type they travel in.
-pub(crate) enum W1Share {
-    Copies(PeerLink<f32>),
-    CopiesBf16(PeerLink<bf16>),
-    Reads(PeerReads<f32>),
-    ReadsBf16(PeerReads<bf16>),
+    pub(crate) w1_f32: Option<PeerLink<f32>>,
+    pub(crate) w1_bf16: Option<PeerLink<bf16>>,
 }
 
 /// The two GPUs' [`Peers`] for an MLP `m` whose `dL/dW1` is in `buckets` buckets travelling as
-/// `grad`, copied or (`reads`) read in place: each side a pool, the lane its slots are
-/// written on (and, for reads, the other's reads of them are recorded on), and its
-/// communicator.
+/// `grad`: each side a pool, the lane its slots are written on, and its communicator.
 pub(crate) fn peers_pair(
     a: (&StreamPool, usize, &Arc<Comm>),
     b: (&StreamPool, usize, &Arc<Comm>),
     m: &Mlp,
     buckets: usize,
-    (grad, reads): (GradDtype, bool),
+    grad: GradDtype,
 ) -> Result<(Peers, Peers)> {
     let sizes: Vec<usize> = bucket_spans(m.inputs, buckets)
         .map(|(_, n)| n * m.hidden)
         .collect();
     let (w2a, w2b) = link_pair(a, b, &[m.hidden * m.outputs])?;
-    let (w1a, w1b) = match (grad, reads) {
-        (GradDtype::F32, false) => {
+    let ((fa, fb), (ha, hb)) = match grad {
+        GradDtype::F32 => {
             let (x, y) = link_pair(a, b, &sizes)?;
-            (W1Share::Copies(x), W1Share::Copies(y))
+            ((Some(x), Some(y)), (None, None))
         }
-        (GradDtype::Bf16, false) => {
+        GradDtype::Bf16 => {
             let (x, y) = link_pair(a, b, &sizes)?;
-            (W1Share::CopiesBf16(x), W1Share::CopiesBf16(y))
+            ((None, None), (Some(x), Some(y)))
         }
-        (GradDtype::F32, true) => {
-            let (x, y) = reads_pair(a, b, &sizes)?;
-            (W1Share::Reads(x), W1Share::Reads(y))
-        }
-        (GradDtype::Bf16, true) => {
-            let (x, y) = reads_pair(a, b, &sizes)?;
-            (W1Share::ReadsBf16(x), W1Share::ReadsBf16(y))
-        }
-    };
-    Ok((Peers { w2: w2a, w1: w1a }, Peers { w2: w2b, w1: w1b }))
-}
-
-/// One GPU's end of a two-way sharing of items of `T` with one other GPU by reads in place:
-/// each GPU writes its items into slots of its own, lends each to the other once written, and
-/// reads the other's where they are.
-pub(crate) struct PeerReads<T> {
-    /// This GPU's free slots, given back by the other once its reads are queued.
-    own: Receiver<Shared<T>>,
-    /// Where this GPU's written slots go to the other.
-    lend: Sender<Shared<T>>,
-    /// The other GPU's written slots.
-    lent: Receiver<Shared<T>>,
-    /// Where the other GPU's slots go back once their reads are queued.
-    back: Sender<Shared<T>>,
-    /// The stream of the other GPU its slots' reads from this GPU are recorded on.
-    home: Arc<CudaStream>,
-    /// This GPU's communicator: aborted when any GPU's thread fails; its timeout bounds waits.
-    comm: Arc<Comm>,
-}
-
-/// The two ends of a sharing by reads of items of lengths `sizes` between the GPUs of `a` and
-/// `b` (each a pool, the lane its slots are allocated on and read from the other GPU on, and
-/// its communicator): [`DEPTH`] slots per item on each GPU.
-fn reads_pair<T: bytemuck::Pod + DeviceRepr>(
-    a: (&StreamPool, usize, &Arc<Comm>),
-    b: (&StreamPool, usize, &Arc<Comm>),
-    sizes: &[usize],
-) -> Result<(PeerReads<T>, PeerReads<T>)> {
-    let (a_lend, b_lent) = mpsc::channel();
-    let (b_lend, a_lent) = mpsc::channel();
-    let (a_back, b_own) = mpsc::channel();
-    let (b_back, a_own) = mpsc::channel();
-    // Each GPU's slots start free on its own side, in the order it will write them.
-    for (pool, lane, free) in [(a.0, a.1, &b_back), (b.0, b.1, &a_back)] {
-        for _ in 0..DEPTH {
-            for (i, &n) in sizes.iter().enumerate() {
-                let slot = Arc::new(DeviceBuffer::zeros(pool, lane, n)?);
-                // The receiver is alive: it is held above.
-                let _ = free.send((i, slot));
-            }
-        }
-    }
-    let end = |own, lend, lent, back, other: (&StreamPool, usize, &Arc<Comm>), comm| {
-        Ok(PeerReads {
-            own,
-            lend,
-            lent,
-            back,
-            home: other.0.stream(other.1)?.clone(),
-            comm,
-        })
     };
     Ok((
-        end(a_own, a_lend, a_lent, a_back, b, a.2.clone())?,
-        end(b_own, b_lend, b_lent, b_back, a, b.2.clone())?,
+        Peers {
+            w2: w2a,
+            w1_f32: fa,
+            w1_bf16: ha,
+        },
+        Peers {
+            w2: w2b,
+            w1_f32: fb,
+            w1_bf16: hb,
+        },
     ))
-}
-
-impl<T> PeerReads<T> {
-    /// This GPU's next slot for item `item`, to write, once the other GPU's reads of it are
-    /// queued (later writes wait for them by the buffer's tracking).
-    pub(crate) fn take(&self, item: usize) -> Result<Arc<DeviceBuffer<T>>> {
-        let (got, slot) = wait(&self.comm, &self.own, "a slot the other GPU has read")?;
-        expect(item, got)?;
-        Ok(slot)
-    }
-
-    /// Lends slot `mine` of item `item` (written) to the other GPU.
-    pub(crate) fn lend(&self, item: usize, mine: Arc<DeviceBuffer<T>>) -> Result<()> {
-        self.lend.send((item, mine)).map_err(|_| gone())
-    }
-
-    /// Queues `work` on `stream` (of `gpu`) reading the other GPU's item `item` in place, once
-    /// it is lent, and gives its slot back.
-    pub(crate) fn read<R>(
-        &self,
-        (gpu, stream): (&Gpu, &Arc<CudaStream>),
-        item: usize,
-        work: impl FnOnce(&Remote<'_, T>) -> Result<R>,
-    ) -> Result<R> {
-        let (got, theirs) = wait(&self.comm, &self.lent, "the other GPU's gradient")?;
-        expect(item, got)?;
-        let out = read_remote(gpu, stream, &*theirs, &self.home, work)?;
-        self.back.send((item, theirs)).map_err(|_| gone())?;
-        Ok(out)
-    }
-}
-
-impl<T: GradElement> PeerReads<T> {
-    /// Lends `mine` (this GPU's item `item`, written) to the other GPU and queues
-    /// `w = w - lr * (mine + other) / 2` on `stream` ([`sgd_pair`]), `other` the other GPU's
-    /// item `item` read in place.
-    pub(crate) fn update_by_mean(
-        &self,
-        (gpu, stream): (&Gpu, &Arc<CudaStream>),
-        item: usize,
-        mine: Arc<DeviceBuffer<T>>,
-        w: &mut DeviceBuffer<f32>,
-        lr: f32,
-    ) -> Result<()> {
-        self.lend(item, mine.clone())?;
-        self.read((gpu, stream), item, |other| {
-            sgd_pair(gpu, stream, w, (&*mine, other), lr)
-        })
-    }
-}
-
-impl<T> PeerReads<T> {
-    /// Lends every item's next slot as it is (for timing the reads alone).
-    pub(crate) fn lend_all(&self, items: usize) -> Result<()> {
-        (0..items).try_for_each(|i| {
-            let slot = self.take(i)?;
-            self.lend(i, slot)
-        })
-    }
-}
-
-/// The slot [`PeerReads::take`] gave, to write: the other GPU holds none of it by then.
-pub(crate) fn written<T>(slot: &mut Arc<DeviceBuffer<T>>) -> Result<&mut DeviceBuffer<T>> {
-    Arc::get_mut(slot).ok_or_else(|| {
-        Error::Interrupted(
-            "the exchange between GPUs fell out of step: a slot came back while still lent".into(),
-        )
-    })
 }
 
 impl<T: GradElement> PeerLink<T> {
@@ -392,7 +246,7 @@ mod tests {
             .iter()
             .filter_map(|e| e.to_possible_value().map(|v| v.get_name().to_string()))
             .collect();
-        assert_eq!(names, ["auto", "all-reduce", "peer-copies", "peer-reads"]);
+        assert_eq!(names, ["auto", "all-reduce", "peer-copies"]);
         assert!(expect(3, 3).is_ok());
         let e = expect(3, 4).unwrap_err().to_string();
         assert!(e.contains("item 4 came where 3 was due"), "{e}");

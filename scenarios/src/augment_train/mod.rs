@@ -92,10 +92,9 @@ pub struct Options {
     /// How the gradients travel between GPUs (with --gpus): NCCL's all-reduce, whose kernels
     /// share the GPUs' SMs with the step, or, on two GPUs, copies by the copy engines, which
     /// take no SM, each GPU averaging its own gradient and the other's in its update (the same
-    /// bytes as a ring all-reduce on two), or reads in place, each GPU's update reading the
-    /// other's gradient over the link (the same bytes, neither GPU's memory taking a copy).
-    /// Auto: peer copies where two GPUs reach each other's memory directly and no SMs are kept
-    /// for NCCL (`--comm-sms`), else the all-reduce.
+    /// bytes as a ring all-reduce on two). Auto: peer copies where two GPUs reach each
+    /// other's memory directly and no SMs are kept for NCCL (`--comm-sms`), else the
+    /// all-reduce.
     #[arg(long, value_enum, default_value_t = Exchange::Auto)]
     pub exchange: Exchange,
     /// After the timed runs, one more pipelined run of this many steps at the headline batch,
@@ -123,8 +122,8 @@ pub struct Options {
     pub comm_sms: u32,
 }
 
-/// Buckets of `W1`'s gradient where `--buckets` is not given: between two GPUs directly (peer
-/// copies or reads), and by the all-reduce.
+/// Buckets of `W1`'s gradient where `--buckets` is not given: by peer copies, and by the
+/// all-reduce.
 pub const PEER_COPY_BUCKETS: usize = 2;
 pub const ALL_REDUCE_BUCKETS: usize = 4;
 
@@ -272,21 +271,16 @@ pub fn validate(o: &Options) -> Result<()> {
             "says how gradients travel between GPUs: give --gpus 2 or more, or leave it at auto",
         ));
     }
-    let peer = match o.exchange {
-        Exchange::PeerCopies => Some("peer-copies"),
-        Exchange::PeerReads => Some("peer-reads"),
-        Exchange::Auto | Exchange::AllReduce => None,
-    };
-    if let Some(name) = peer.filter(|_| o.gpus > 2) {
+    if o.exchange == Exchange::PeerCopies && o.gpus > 2 {
         return Err(Error::arg(
             "exchange",
-            format!("{name} serves two GPUs (on {} each would send {} times the bytes of an all-reduce): give --gpus 2, or --exchange all-reduce", o.gpus, o.gpus - 1),
+            format!("peer-copies serves two GPUs (on {} each would send {} times the bytes of an all-reduce): give --gpus 2, or --exchange all-reduce", o.gpus, o.gpus - 1),
         ));
     }
-    if peer.is_some() && o.comm_sms > 0 {
+    if o.exchange == Exchange::PeerCopies && o.comm_sms > 0 {
         return Err(Error::arg(
             "comm-sms",
-            "keeps SMs for NCCL's all-reduces, and an exchange between two GPUs directly has none: leave it at 0, or give --exchange all-reduce",
+            "keeps SMs for NCCL's all-reduces, and peer copies use none: leave it at 0, or give --exchange all-reduce",
         ));
     }
     crate::within("workers", o.workers, 1..=256)?;
@@ -413,13 +407,10 @@ mod tests {
         assert_eq!(check(&|_| {}), None);
         let e = check(&|o| o.exchange = Exchange::AllReduce).unwrap();
         assert!(e.contains("exchange") && e.contains("--gpus 2"), "{e}");
-        for (gpus, exchange) in [2, 3]
-            .into_iter()
-            .flat_map(|g| [(g, Exchange::PeerCopies), (g, Exchange::PeerReads)])
-        {
+        for gpus in [2, 3] {
             let r = check(&|o| {
                 o.gpus = gpus;
-                o.exchange = exchange;
+                o.exchange = Exchange::PeerCopies;
             });
             match gpus {
                 2 => assert_eq!(r, None),
@@ -432,18 +423,16 @@ mod tests {
                 }
             }
         }
-        for exchange in [Exchange::PeerCopies, Exchange::PeerReads] {
-            let e = check(&|o| {
-                o.gpus = 2;
-                o.exchange = exchange;
-                o.comm_sms = 8;
-            })
-            .unwrap();
-            assert!(
-                e.contains("comm-sms") && e.contains("directly has none"),
-                "{e}"
-            );
-        }
+        let e = check(&|o| {
+            o.gpus = 2;
+            o.exchange = Exchange::PeerCopies;
+            o.comm_sms = 8;
+        })
+        .unwrap();
+        assert!(
+            e.contains("comm-sms") && e.contains("peer copies use none"),
+            "{e}"
+        );
         assert_eq!(
             check(&|o| {
                 o.gpus = 2;

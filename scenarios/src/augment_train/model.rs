@@ -5,18 +5,15 @@
 use cudarc::driver::{CudaEvent, CudaStream};
 use half::bf16;
 use std::sync::Arc;
-use streamline::engine::memory::DeviceView;
 use streamline::engine::{DeviceBuffer, StreamPool};
-use streamline::error::{Error, Result};
+use streamline::error::Result;
 use streamline::multi::{Batch, Comm, ReduceOp};
 use streamline::ops::matmul::{sgemm, sgemm_to_bf16, Gemm, Kernel};
-use streamline::ops::train::{
-    mse_grad, relu, relu_backward, sgd, sgd_pair, transpose, GradElement,
-};
+use streamline::ops::train::{mse_grad, relu, relu_backward, sgd, transpose};
 use streamline::Gpu;
 use streamline_testing::reference::train::Mlp;
 
-use super::exchange::{written, PeerLink, PeerReads, Peers, W1Share};
+use super::exchange::Peers;
 
 /// The element type a data-parallel step's `dL/dW1` travels between GPUs in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -248,46 +245,39 @@ impl Model {
         Ok(())
     }
 
-    /// Queues the sending of a step's gradients (`dL/dW2`, then every bucket of `dL/dW1` in the
-    /// type it travels in) to the other GPU, on `stream`: copies, or, for reads in place, every
-    /// bucket's next slot lent as it is (for timing the exchange alone).
+    /// Queues the copies of a step's gradients (`dL/dW2`, then every bucket of `dL/dW1` in the
+    /// type it travels in) to the other GPU, on `stream`.
     pub(crate) fn send_gradients(&self, peers: &Peers, stream: &Arc<CudaStream>) -> Result<()> {
         peers.w2.send(stream, 0, &self.dw2)?;
-        match &peers.w1 {
-            W1Share::CopiesBf16(p) => {
-                (self.dw1_bf16.iter().enumerate()).try_for_each(|(i, g)| p.send(stream, i, g))
+        if let Some(p) = &peers.w1_bf16 {
+            for (i, g) in self.dw1_bf16.iter().enumerate() {
+                p.send(stream, i, g)?;
             }
-            W1Share::Copies(p) => {
-                (self.dw1.iter().enumerate()).try_for_each(|(i, g)| p.send(stream, i, g))
+        } else if let Some(p) = &peers.w1_f32 {
+            for (i, g) in self.dw1.iter().enumerate() {
+                p.send(stream, i, g)?;
             }
-            W1Share::ReadsBf16(p) => p.lend_all(self.dw1.len()),
-            W1Share::Reads(p) => p.lend_all(self.dw1.len()),
         }
+        Ok(())
     }
 
     /// Takes the other GPU's gradients as [`Model::send_gradients`] sent them and gives their
-    /// slots back: copies unread; slots lent for reads in place read on `stream` as the update
-    /// reads them, into `dL/dW1`'s own buckets (rewritten by the next step) with a rate of 0.
-    pub(crate) fn take_received(
-        &mut self,
-        peers: &Peers,
-        (gpu, stream): (&Gpu, &Arc<CudaStream>),
-    ) -> Result<()> {
+    /// slots back unread.
+    pub(crate) fn drop_received(&self, peers: &Peers) -> Result<()> {
         let slot = peers.w2.receive(0)?;
         peers.w2.give_back(0, slot)?;
-        let n = self.dw1.len();
-        match &peers.w1 {
-            W1Share::CopiesBf16(p) => (0..n).try_for_each(|i| p.give_back(i, p.receive(i)?)),
-            W1Share::Copies(p) => (0..n).try_for_each(|i| p.give_back(i, p.receive(i)?)),
-            W1Share::ReadsBf16(p) => (0..n).try_for_each(|i| {
-                let (w, g) = (&mut self.dw1[i], &self.dw1_bf16[i]);
-                p.read((gpu, stream), i, |o| sgd_pair(gpu, stream, w, (g, o), 0.0))
-            }),
-            W1Share::Reads(p) => (0..n).try_for_each(|i| {
-                let (w, g) = (&mut self.dw1[i], &self.w1[i]);
-                p.read((gpu, stream), i, |o| sgd_pair(gpu, stream, w, (g, o), 0.0))
-            }),
+        if let Some(p) = &peers.w1_bf16 {
+            for i in 0..self.dw1_bf16.len() {
+                let slot = p.receive(i)?;
+                p.give_back(i, slot)?;
+            }
+        } else if let Some(p) = &peers.w1_f32 {
+            for i in 0..self.dw1.len() {
+                let slot = p.receive(i)?;
+                p.give_back(i, slot)?;
+            }
         }
+        Ok(())
     }
 
     /// One SGD step on batch `x` (`batch x inputs`) with targets `t` (`batch x outputs`).
@@ -423,59 +413,47 @@ impl Model {
         let spans = bucket_spans(d, self.dw1.len());
         for (i, (r0, n)) in spans.enumerate() {
             let (xt, product) = (self.xt.view(r0 * b..(r0 + n) * b)?, Gemm::dense(n, h, b));
-            let op = (&product, &xt, &self.dh);
-            let w = &mut self.w1[i];
-            let u = reduce.map_or(s, |r| &*r.update);
-            match (travel, peers.map(|p| &p.w1)) {
-                (Some(r), Some(W1Share::CopiesBf16(p))) => {
-                    let on = Share::Copies(r, p);
-                    bucket(
-                        gpu,
-                        s,
-                        i,
-                        op,
-                        Some(&mut self.dw1_bf16[i]),
-                        on,
-                        w,
-                        lr,
-                        &mut mark,
-                    )?;
-                }
-                (Some(r), Some(W1Share::Copies(p))) => {
-                    let on = Share::Copies(r, p);
-                    bucket(gpu, s, i, op, Some(&mut self.dw1[i]), on, w, lr, &mut mark)?;
-                }
-                (Some(r), Some(W1Share::ReadsBf16(p))) => {
-                    let on = Share::<bf16>::Reads(r, p);
-                    bucket(gpu, s, i, op, None, on, w, lr, &mut mark)?;
-                }
-                (Some(r), Some(W1Share::Reads(p))) => {
-                    let on = Share::<f32>::Reads(r, p);
-                    bucket(gpu, s, i, op, None, on, w, lr, &mut mark)?;
-                }
+            let (w, u) = (&mut self.w1[i], reduce.map_or(s, |r| &*r.update));
+            match (travel, self.dw1_bf16.get_mut(i)) {
                 // The gradient travels in bf16: the product writes it rounded, with no f32
                 // copy.
-                (Some(r), None) if !self.dw1_bf16.is_empty() => {
-                    let on = Share::AllReduce(r);
-                    bucket(
-                        gpu,
-                        s,
-                        i,
-                        op,
-                        Some(&mut self.dw1_bf16[i]),
-                        on,
-                        w,
-                        lr,
-                        &mut mark,
-                    )?;
+                (Some(r), Some(gh)) => {
+                    sgemm_to_bf16(gpu, s, &product, &xt, &self.dh, gh)?;
+                    mark(s, format!("gradient {i}"))?;
+                    match peers.and_then(|p| p.w1_bf16.as_ref()) {
+                        Some(p) => {
+                            mark(&r.stream, format!("copy {i} reached"))?;
+                            p.send(&r.stream, i, &*gh)?;
+                            mark(&r.stream, format!("copy {i} done"))?;
+                            p.update_by_mean((gpu, u), i, gh, w, lr)?;
+                        }
+                        None => {
+                            mark(&r.stream, format!("all-reduce {i} reached"))?;
+                            r.comm.all_reduce_in_place(&r.stream, gh, ReduceOp::Avg)?;
+                            mark(&r.stream, format!("all-reduce {i} done"))?;
+                            sgd(gpu, u, w, gh, lr)?;
+                        }
+                    }
                 }
-                (Some(r), None) => {
-                    let on = Share::AllReduce(r);
-                    bucket(gpu, s, i, op, Some(&mut self.dw1[i]), on, w, lr, &mut mark)?;
-                }
-                (None, _) => {
-                    let on = Share::Local(u);
-                    bucket(gpu, s, i, op, Some(&mut self.dw1[i]), on, w, lr, &mut mark)?;
+                (travel, _) => {
+                    let g = &mut self.dw1[i];
+                    sgemm(gpu, s, k, &product, &xt, &self.dh, g)?;
+                    mark(s, format!("gradient {i}"))?;
+                    match (travel, peers.and_then(|p| p.w1_f32.as_ref())) {
+                        (Some(r), Some(p)) => {
+                            mark(&r.stream, format!("copy {i} reached"))?;
+                            p.send(&r.stream, i, &*g)?;
+                            mark(&r.stream, format!("copy {i} done"))?;
+                            p.update_by_mean((gpu, u), i, g, w, lr)?;
+                        }
+                        (Some(r), None) => {
+                            mark(&r.stream, format!("all-reduce {i} reached"))?;
+                            r.comm.all_reduce_in_place(&r.stream, g, ReduceOp::Avg)?;
+                            mark(&r.stream, format!("all-reduce {i} done"))?;
+                            sgd(gpu, u, w, g, lr)?;
+                        }
+                        (None, _) => sgd(gpu, u, w, g, lr)?,
+                    }
                 }
             }
             mark(u, format!("update {i}"))?;
@@ -491,96 +469,6 @@ impl Model {
             t.marks = m;
         }
         Ok(())
-    }
-}
-
-/// A type the first layer's gradient product writes `dL/dW1` in.
-trait Grad: GradElement + bytemuck::Pod + streamline::multi::Element {
-    /// `out = xt dh` (`product`'s shape), rounded to this type.
-    fn product(gpu: &Gpu, s: &CudaStream, op: Operands, out: &mut DeviceBuffer<Self>)
-        -> Result<()>;
-}
-
-/// A bucket's gradient product: its shape, `x` transposed (the bucket's rows), `dL/dH`.
-type Operands<'a, 'b> = (&'a Gemm, &'a DeviceView<'b, f32>, &'a DeviceBuffer<f32>);
-
-impl Grad for f32 {
-    fn product(
-        gpu: &Gpu,
-        s: &CudaStream,
-        (g, xt, dh): Operands,
-        out: &mut DeviceBuffer<f32>,
-    ) -> Result<()> {
-        sgemm(gpu, s, Kernel::Auto, g, xt, dh, out)
-    }
-}
-
-impl Grad for bf16 {
-    fn product(
-        gpu: &Gpu,
-        s: &CudaStream,
-        (g, xt, dh): Operands,
-        out: &mut DeviceBuffer<bf16>,
-    ) -> Result<()> {
-        sgemm_to_bf16(gpu, s, g, xt, dh, out)
-    }
-}
-
-/// Where a bucket's gradient goes before its update, and the update's stream.
-enum Share<'a, T> {
-    /// Nowhere: the update (on this stream) applies it.
-    Local(&'a CudaStream),
-    /// All-reduced (average) on the communication stream, then applied.
-    AllReduce(&'a Reduce),
-    /// Copied to the other GPU, and the mean with the other's taken in the update.
-    Copies(&'a Reduce, &'a PeerLink<T>),
-    /// Written into a slot the other GPU reads in place, and the mean with the other's (read in
-    /// place) taken in the update.
-    Reads(&'a Reduce, &'a PeerReads<T>),
-}
-
-/// Queues bucket `i`'s gradient product on `s` (into `own`, or, for reads, into a slot of the
-/// exchange), its exchange as `share` says, and the update of its weights `w`.
-#[allow(clippy::too_many_arguments)]
-fn bucket<T: Grad>(
-    gpu: &Gpu,
-    s: &CudaStream,
-    i: usize,
-    op: Operands,
-    own: Option<&mut DeviceBuffer<T>>,
-    share: Share<'_, T>,
-    w: &mut DeviceBuffer<f32>,
-    lr: f32,
-    mark: &mut dyn FnMut(&CudaStream, String) -> Result<()>,
-) -> Result<()> {
-    if let Share::Reads(r, p) = share {
-        let mut mine = p.take(i)?;
-        T::product(gpu, s, op, written(&mut mine)?)?;
-        mark(s, format!("gradient {i}"))?;
-        return p.update_by_mean((gpu, &r.update), i, mine, w, lr);
-    }
-    let Some(g) = own else {
-        return Err(Error::Interrupted(format!(
-            "bucket {i}: no buffer for its gradient"
-        )));
-    };
-    T::product(gpu, s, op, g)?;
-    mark(s, format!("gradient {i}"))?;
-    match share {
-        Share::Local(u) => sgd(gpu, u, w, &*g, lr),
-        Share::AllReduce(r) => {
-            mark(&r.stream, format!("all-reduce {i} reached"))?;
-            r.comm.all_reduce_in_place(&r.stream, g, ReduceOp::Avg)?;
-            mark(&r.stream, format!("all-reduce {i} done"))?;
-            sgd(gpu, &r.update, w, &*g, lr)
-        }
-        Share::Copies(r, p) => {
-            mark(&r.stream, format!("copy {i} reached"))?;
-            p.send(&r.stream, i, &*g)?;
-            mark(&r.stream, format!("copy {i} done"))?;
-            p.update_by_mean((gpu, &r.update), i, g, w, lr)
-        }
-        Share::Reads(..) => unreachable!("handled above"),
     }
 }
 

@@ -156,17 +156,10 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         && o.comm_sms == 0
         && gpus[0].enable_peer_access(gpus[1])?;
     let by_copies = match o.exchange {
-        Exchange::PeerCopies | Exchange::PeerReads => true,
+        Exchange::PeerCopies => true,
         Exchange::AllReduce => false,
         Exchange::Auto => direct,
     };
-    let reads = o.exchange == Exchange::PeerReads;
-    if reads && !direct {
-        return Err(Error::arg(
-            "exchange",
-            "peer-reads needs two GPUs that reach each other's memory directly, and these do not: give --exchange peer-copies or all-reduce",
-        ));
-    }
     // The options with the buckets that suit the exchange, where not given.
     let o = &Options {
         buckets: Some(o.buckets.unwrap_or(if by_copies {
@@ -267,7 +260,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             .map(|(g, m)| m.setup(o, batch, seed, g, n))
             .collect::<Result<Vec<_>>>()?;
         if by_copies {
-            attach_peers(&members, &mut setups, o, reads)?;
+            attach_peers(&members, &mut setups, o)?;
         }
         let many = wall_ms(common.reps, || {
             on_every_gpu(&members, &mut setups, |m, su| steps_on(m, su, &plan, steps))
@@ -409,7 +402,6 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
             },
             match (by_copies, direct) {
                 (false, _) => "by NCCL's all-reduce",
-                (true, true) if reads => "by reads in place (each GPU's update reading the other's gradient over the GPUs' direct link), each GPU taking the mean of its own and the other's in its update",
                 (true, true) => "by peer copies (the copy engines, over the GPUs' direct link), each GPU taking the mean of its own and the other's in its update",
                 (true, false) => "by peer copies, staged through host memory by the driver (the two GPUs cannot reach each other's memory), each GPU taking the mean of its own and the other's in its update",
             },
@@ -490,10 +482,8 @@ fn traced(members: &[Member], setups: &mut [Setup], plan: &Plan, steps: usize) -
         .join(", "))
 }
 
-/// Median ms of the gradients' exchange alone (every bucket and `dL/dW2`: all-reduces, the
-/// copies both ways, or, for reads in place, `dL/dW2`'s copies and every update's read of
-/// the other GPU's gradient with its own, into a scratch update), as a step queues it, with
-/// nothing else running.
+/// Median ms of the gradients' exchange alone (every bucket and `dL/dW2`: all-reduces, or the
+/// copies both ways), as a step queues it, with nothing else running.
 fn exchange_alone(members: &[Member], setups: &mut [Setup], reps: usize) -> Result<f64> {
     let by_copies = setups
         .iter()
@@ -505,11 +495,9 @@ fn exchange_alone(members: &[Member], setups: &mut [Setup], reps: usize) -> Resu
                     su.model.send_gradients(p, m.pool.stream(2)?)?;
                 }
             }
-            for (m, su) in members.iter().zip(setups.iter_mut()) {
-                if let Some(r) = su.reduce.as_ref() {
-                    if let Some(p) = r.peers.as_ref() {
-                        su.model.take_received(p, (m.gpu, &r.update))?;
-                    }
+            for su in setups.iter() {
+                if let Some(p) = su.reduce.as_ref().and_then(|r| r.peers.as_ref()) {
+                    su.model.drop_received(p)?;
                 }
             }
             return members.iter().try_for_each(|m| m.pool.synchronize());
@@ -527,9 +515,8 @@ fn exchange_alone(members: &[Member], setups: &mut [Setup], reps: usize) -> Resu
     })
 }
 
-/// Gives the two GPUs' setups their ends of the peer copies (or reads in place) of their
-/// gradients.
-fn attach_peers(members: &[Member], setups: &mut [Setup], o: &Options, reads: bool) -> Result<()> {
+/// Gives the two GPUs' setups their ends of the peer copies of their gradients.
+fn attach_peers(members: &[Member], setups: &mut [Setup], o: &Options) -> Result<()> {
     let [a, b] = members else {
         return Err(Error::arg(
             "exchange",
@@ -542,7 +529,7 @@ fn attach_peers(members: &[Member], setups: &mut [Setup], o: &Options, reads: bo
         (&b.pool, RECEIVE, &b.comm),
         &m,
         o.buckets.unwrap_or(PEER_COPY_BUCKETS),
-        (o.grad_dtype, reads),
+        o.grad_dtype,
     )?;
     for (su, p) in setups.iter_mut().zip([pa, pb]) {
         if let Some(r) = su.reduce.as_mut() {

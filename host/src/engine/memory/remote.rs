@@ -1,10 +1,12 @@
 //! Work on one GPU reading a buffer of another GPU in place, over the link between them,
 //! ordered by the buffer's tracking on its own device.
 //!
-//! A copy to the reading GPU first ([`super::peer`]) runs on the copy engines but writes the
-//! bytes into the reader's memory and has the reader read them again. Reading in place moves
-//! each byte once, by the reading kernel's loads, and leaves both devices' memory free of the
-//! copy's write and second read.
+//! A copy to the reading GPU first ([`super::peer`]) writes the bytes into the reader's memory
+//! and has the reader read them again; reading in place moves each byte once, by the reading
+//! kernel's own loads, and needs no buffer on the reading side. The price is that the reading
+//! kernel's blocks hold their SMs while its loads cross the link, where a copy runs on the copy
+//! engines beside the SMs' work: for work that overlaps compute with the transfer (a gradient
+//! exchanged during the next product, say), the copy first is usually faster.
 
 use crate::error::{DriverContext, Error, Result};
 use crate::Gpu;
