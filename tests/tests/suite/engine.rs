@@ -220,7 +220,8 @@ fn peer_copy_keeps_both_pools_order() {
 
 /// A read in place from another pool (as from another device): the reading kernel waits for the
 /// source's slow write on the source's pool, a later write of the source waits for the slow
-/// read, and queuing either does not make the host wait.
+/// read, and queuing either does not make the host wait; a read on another stream than the one
+/// given is ordered too.
 #[test]
 fn read_remote_keeps_the_sources_order() {
     use streamline::engine::memory::read_remote;
@@ -257,6 +258,16 @@ fn read_remote_keeps_the_sources_order() {
         sanitized() || queued < Duration::from_nanos(SLOW_NS / 2),
         "queuing took {queued:?}: the host waited"
     );
+    // Work on another stream than the one given still waits for the source's last write, and
+    // the host waits for it, so that the read is over when it is recorded.
+    let mut other = DeviceBuffer::<f32>::zeros(&to, 0, N).unwrap();
+    spin_copy(gpu, from.stream(0).unwrap(), &written, &mut src, SLOW_NS).unwrap();
+    read_remote(gpu, reader, &src, from.stream(1).unwrap(), |r| {
+        spin_copy(gpu, to.stream(0).unwrap(), r, &mut other, 0)
+    })
+    .unwrap();
+    src.fill_zeros(from.stream(0).unwrap()).unwrap();
+    assert_eq!(other.to_vec(to.stream(1).unwrap()).unwrap(), fresh);
     // The work's own error comes back as it was.
     let e = read_remote(gpu, reader, &src, from.stream(1).unwrap(), |_| {
         Err::<(), _>(streamline::error::Error::arg(

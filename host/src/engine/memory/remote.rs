@@ -11,18 +11,23 @@
 use crate::error::{DriverContext, Error, Result};
 use crate::Gpu;
 use cudarc::driver::sys::{CUdeviceptr, CUevent_flags};
-use cudarc::driver::{CudaStream, DevicePtr, DeviceSlice, SyncOnDrop};
+use cudarc::driver::{CudaEvent, CudaStream, DevicePtr, DeviceSlice, SyncOnDrop};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// A buffer of another GPU as work queued inside [`read_remote`] sees it: its device address
-/// and length, for launches on the stream `read_remote` was given. Launchers take it like any
-/// buffer ([`DevicePtr`]); its ordering is `read_remote`'s.
+/// and length. Launchers take it like any buffer ([`DevicePtr`]). On the stream `read_remote`
+/// was given its ordering is `read_remote`'s; on any other stream the launch also waits for
+/// the buffer's last write and the host waits for the launch, so that it is over before the
+/// read is recorded.
 pub struct Remote<'a, T> {
     ptr: CUdeviceptr,
     len: usize,
     /// The stream of the buffer's own device its reads are recorded on.
     home: &'a Arc<CudaStream>,
+    /// The stream `read_remote` orders, and the buffer's last write as `home` saw it.
+    stream: &'a CudaStream,
+    written: &'a CudaEvent,
     _t: PhantomData<&'a T>,
 }
 
@@ -36,9 +41,13 @@ impl<T> DeviceSlice<T> for Remote<'_, T> {
 }
 
 impl<T> DevicePtr<T> for Remote<'_, T> {
-    fn device_ptr<'b>(&'b self, _stream: &'b CudaStream) -> (CUdeviceptr, SyncOnDrop<'b>) {
-        // Ordered by `read_remote`, around the whole of its work.
-        (self.ptr, SyncOnDrop::Record(None))
+    fn device_ptr<'b>(&'b self, stream: &'b CudaStream) -> (CUdeviceptr, SyncOnDrop<'b>) {
+        if stream.cu_stream() == self.stream.cu_stream() {
+            // Ordered by `read_remote`, around the whole of its work.
+            return (self.ptr, SyncOnDrop::Record(None));
+        }
+        stream.context().record_err(stream.wait(self.written));
+        (self.ptr, SyncOnDrop::Sync(Some(stream)))
     }
 }
 
@@ -94,11 +103,19 @@ pub fn read_remote<T, S: DevicePtr<T>, R>(
         ptr,
         len: src.len(),
         home,
+        stream,
+        written: &written,
         _t: PhantomData,
     };
     let out = work(&remote);
-    // Whatever `work` queued before any failure is waited for before the read is recorded.
-    let done = stream.record_event(untimed).op("cuEventRecord")?;
-    home.wait(&done).op("cuStreamWaitEvent")?;
+    // Whatever `work` queued before any failure is waited for before the read is recorded;
+    // where the driver refuses that order, by the host.
+    let ordered = stream
+        .record_event(untimed)
+        .and_then(|done| home.wait(&done));
+    if ordered.is_err() {
+        let _ = stream.synchronize();
+    }
+    ordered.op("cuStreamWaitEvent")?;
     out
 }
