@@ -101,9 +101,10 @@ if [ "${DDP:-1}" = 1 ]; then
 fi
 
 for tool in memcheck racecheck synccheck; do
-  step "compute-sanitizer $tool (multi-GPU tests but the timeouts; NCCL's own handled API errors not reported)"
+  step "compute-sanitizer $tool (multi-GPU tests but the faults' timeouts and the green context; NCCL's own handled API errors not reported)"
   PROPTEST_CASES=${SANITIZER_CASES:-2} SANITIZER=1 timeout 400 compute-sanitizer --tool $tool \
-    --report-api-errors no --error-exitcode 9 "$here/tests/test-suite" multi::collectives multi::ranks multi::buffers multi::scenarios \
+    --report-api-errors no --error-exitcode 9 "$here/tests/test-suite" multi::collectives::collectives \
+    multi::collectives::ranks multi::collectives::buffers multi::between_devices multi::scenarios \
     --test-threads=1 \
     > "$out/sanitizer-multi-$tool.txt" 2>&1
   rc=$?
