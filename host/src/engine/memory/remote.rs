@@ -57,8 +57,10 @@ impl<T> DevicePtr<T> for Remote<'_, T> {
 /// host never to wait.
 ///
 /// The work runs after `src`'s last write and counts as a read of `src` on `home`: later writes
-/// of `src` on its own device wait for it, as for any read there. `work` should only queue
-/// reads of the [`Remote`] it is given on `stream`; it may also use buffers of `gpu` as usual.
+/// of `src` on its own device wait for it, as for any read there. `work` reads the [`Remote`]
+/// it is given (it cannot write it), on `stream` without the host waiting, or on another
+/// stream of `gpu` with the host waiting for that launch; it may also use buffers of `gpu` as
+/// usual.
 pub fn read_remote<T, S: DevicePtr<T>, R>(
     gpu: &Gpu,
     stream: &Arc<CudaStream>,
