@@ -60,7 +60,7 @@ pub struct EntryInfo {
 pub struct Manifest {
     /// Target architecture, e.g. `sm_90`.
     pub arch: String,
-    /// [`source_hash`] of the sources the PTX was built from.
+    /// The hash of the sources ([`hash_files`]) the PTX was built from.
     pub source_hash: String,
     /// The kernel entry points and their parameter lists.
     pub kernels: Vec<EntryInfo>,

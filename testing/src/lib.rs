@@ -4,7 +4,7 @@
 //! - Property-test helpers (this module): the GPU or a clean skip, poisoned outputs with guard
 //!   zones, every-element-written checks, and comparisons against a CPU reference in ULPs or
 //!   relative error.
-//! - [`reference`]: independent CPU references of Streamline's own kernels and the error bounds
+//! - [`reference`](mod@reference): independent CPU references of Streamline's own kernels and the error bounds
 //!   the kernels must meet.
 //! - [`data`]: random inputs and output poisoning for tests and benchmarks.
 //!

@@ -7,7 +7,7 @@
 //! The seed's rule, measured over batch sizes: pipelining pays when neither stage fills the
 //! GPU and the two cost about the same.
 //!
-//! With `--gpus 2` the two stages run on two GPUs instead ([`split`]).
+//! With `--gpus 2` the two stages run on two GPUs instead (`split.rs`).
 
 mod split;
 

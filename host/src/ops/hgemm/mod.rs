@@ -261,7 +261,7 @@ pub fn prefers_mma(g: &Gemm) -> bool {
 /// ones for `g`, multiplied in stages `bk` deep: where the narrow tiles keep the
 /// multiprocessors busy over more than 1.2 times the share of their waves that the wide tiles
 /// do (few tiles, or a wave and a half) and the wide tiles are not cut along `K` instead
-/// ([`split_k`], which fills the multiprocessors either way and pays less for it with fewer
+/// (split-K, which fills the multiprocessors either way and pays less for it with fewer
 /// tiles), or where `C` is at most 128 columns wide (the wide tiles' second half would only
 /// multiply zeros). Elsewhere the wide tiles, which read `A` once for twice the columns, win.
 pub fn prefers_narrow(g: &Gemm, sms: usize, bk: usize) -> bool {

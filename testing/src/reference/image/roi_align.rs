@@ -125,7 +125,7 @@ pub fn roi_align(x: &[f64], s: Shape, boxes: &[[f32; 5]], o: &RoiAlign) -> Vec<f
 
 /// The gradient of [`roi_align`] with respect to its input, for the output gradient `gy`
 /// (`boxes x c x out_h x out_w`): every sample of bin `(ph, pw)` of box `k` adds
-/// `gy[k, c, ph, pw] w / count` to each of the four pixels [`roi_point`] blends, `w` being
+/// `gy[k, c, ph, pw] w / count` to each of the four pixels a sample blends, `w` being
 /// that pixel's weight there (torchvision's `roi_align_backward`; a box whose batch index is
 /// outside the batch adds nothing). The geometry is computed in f32 as in [`roi_align`], the
 /// weights and sums in f64.
