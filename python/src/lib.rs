@@ -1,6 +1,6 @@
 //! `streamline._native`: Streamline's launchers for the Python package.
 //!
-//! Every operation is described once ([`ops`]): its arguments, the dtypes and ranks of its
+//! Every operation is described once (the `ops` module): its arguments, the dtypes and ranks of its
 //! tensors, its output's dtype and shape, its checks and its launch. The Python layer makes
 //! its functions, torch custom operators and fake implementations from that description, and
 //! calls one entry point with device addresses, shapes and the handle of the CUDA stream to

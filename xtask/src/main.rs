@@ -15,7 +15,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Compile gpu-kernels to PTX: target/ptx/<arch>/gpu_kernels.ptx and its manifest.
+    /// Compile gpu-kernels to PTX: `target/ptx/<arch>/gpu_kernels.ptx` and its manifest.
     BuildKernels {
         /// Comma-separated architectures.
         #[arg(long, value_delimiter = ',', default_values_t = ARCHS_WITH_SM90A.iter().map(|s| s.to_string()))]
@@ -179,7 +179,7 @@ fn build(arch: &[String]) -> Result<Vec<BuiltArch>> {
 }
 
 /// Builds the kernel crate in `dir` (relative to the workspace) for `arch` into
-/// target/`out`/<arch>/.
+/// `target/<out>/<arch>/`.
 fn build_crate(dir: &str, name: &str, out: &str, arch: &[String]) -> Result<Vec<BuiltArch>> {
     let target = target_dir();
     let built = Builder::new(workspace().join(dir))

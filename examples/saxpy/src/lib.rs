@@ -49,5 +49,5 @@ pub fn reference(a: f32, x: &[f32], y: &[f32]) -> Vec<f64> {
         .collect()
 }
 
-/// The bound from the error analysis of [`reference`].
+/// The bound from the error analysis of [`reference`](fn@reference).
 pub const TOLERANCE: Tolerance = Tolerance::Ulps(1);

@@ -32,7 +32,7 @@ pub fn launch_config(rows: u32, cols: u32) -> LaunchConfig {
     LaunchConfig::new((grid, 1, 1), (BLOCK, 1, 1))
 }
 
-/// Whether [`softmax_held`](softmax_kernels::softmax_held) takes rows of `cols` elements of
+/// Whether [`softmax_held`](fn@softmax_kernels::softmax_held) takes rows of `cols` elements of
 /// `T` between the matrices at device addresses `x` and `y`: rows a warp holds, each of whole
 /// 16-byte chunks, both matrices 16-byte aligned.
 pub fn rows_held<T: Elem>(cols: usize, x: u64, y: u64) -> bool {
@@ -106,7 +106,7 @@ pub fn reference(x: &[f64], cols: usize) -> Vec<f64> {
     out
 }
 
-/// Relative bound on the kernel's f32 result against [`reference`], for inputs whose row
+/// Relative bound on the kernel's f32 result against [`reference`](fn@reference), for inputs whose row
 /// spread (largest minus smallest) is at most `spread`.
 ///
 /// Error analysis, with `u = 2^-24` (f32 unit roundoff): the maximum is exact; `x - max`
