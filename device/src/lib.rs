@@ -55,10 +55,7 @@
 )]
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 // Documented for the host, the device-only modules these docs link to do not exist.
-#![cfg_attr(
-    not(target_arch = "nvptx64"),
-    allow(rustdoc::broken_intra_doc_links)
-)]
+#![cfg_attr(not(target_arch = "nvptx64"), allow(rustdoc::broken_intra_doc_links))]
 
 use core::marker::PhantomData;
 
