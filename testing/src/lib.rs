@@ -4,13 +4,15 @@
 //! - Property-test helpers (this module): the GPU or a clean skip, poisoned outputs with guard
 //!   zones, every-element-written checks, and comparisons against a CPU reference in ULPs or
 //!   relative error.
-//! - [`reference`](mod@reference): independent CPU references of Streamline's own kernels and the error bounds
+//! - [`reference`]: independent CPU references of Streamline's own kernels and the error bounds
 //!   the kernels must meet.
 //! - [`data`]: random inputs and output poisoning for tests and benchmarks.
 //!
 //! A kernel test reads: poison the output ([`poisoned`]), launch, copy back, check the guards
 //! and that every element was written ([`check_written`]), compare every element with the f64
 //! reference under the bound the kernel's error analysis gives ([`compare`]).
+//!
+//! [`reference`]: mod@reference
 
 pub mod data;
 pub mod reference;

@@ -106,7 +106,7 @@ pub fn reference(x: &[f64], cols: usize) -> Vec<f64> {
     out
 }
 
-/// Relative bound on the kernel's f32 result against [`reference`](fn@reference), for inputs whose row
+/// Relative bound on the kernel's f32 result against [`reference`], for inputs whose row
 /// spread (largest minus smallest) is at most `spread`.
 ///
 /// Error analysis, with `u = 2^-24` (f32 unit roundoff): the maximum is exact; `x - max`
@@ -118,6 +118,8 @@ pub fn reference(x: &[f64], cols: usize) -> Vec<f64> {
 /// chunks' elements and a share of the unaligned ends) and the butterflies of the warp and the
 /// block at most 8 more levels, adds `(ceil(cols / 32) + 24) u`;
 /// the reciprocal and the product add `2 u`. The reference's own f64 error is negligible.
+///
+/// [`reference`]: fn@reference
 pub fn f32_bound(cols: usize, spread: f64) -> f64 {
     let u = f64::powi(2.0, -24);
     (3.0 * spread + (cols.div_ceil(32) + 26) as f64) * u + f64::powi(2.0, -22)

@@ -1,7 +1,9 @@
 //! Kernel images: the machine code (cubin) and PTX of a kernel crate with the manifest written
-//! beside them at build time, embedded in the binary ([`include_kernels!`](crate::include_kernels)) or read from files,
+//! beside them at build time, embedded in the binary ([`include_kernels!`]) or read from files,
 //! refused when they differ from their manifest, and picked for a device: its architecture's
 //! machine code where the driver can load it, else PTX the driver compiles.
+//!
+//! [`include_kernels!`]: crate::include_kernels
 
 use crate::error::{Error, Result};
 use std::borrow::Cow;
@@ -43,8 +45,10 @@ impl EmbeddedArch {
     }
 }
 
-/// The kernels of one kernel crate, embedded at compile time by [`include_kernels!`](crate::include_kernels) from what
+/// The kernels of one kernel crate, embedded at compile time by [`include_kernels!`] from what
 /// `streamline_builder::Builder` wrote in the build script.
+///
+/// [`include_kernels!`]: crate::include_kernels
 #[derive(Clone, Copy, Debug)]
 pub struct EmbeddedModule {
     /// The kernel crate's library name.

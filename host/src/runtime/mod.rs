@@ -1,7 +1,7 @@
 //! Loading kernel modules onto a device and launching their kernels, in the order a launch
 //! needs them:
 //!
-//! 1. [`image`]: the kernel image (embedded with [`include_kernels!`](crate::include_kernels) or read from files): its
+//! 1. [`image`]: the kernel image (embedded with [`include_kernels!`] or read from files): its
 //!    machine code and PTX, checked against the manifest written at build time, and the one
 //!    that suits a device.
 //! 2. [`module`]: a module loaded on a device, each kernel's function resolved when it is first
@@ -12,6 +12,8 @@
 //!    user kernel) goes through.
 //! 5. [`gpu`]: a device with Streamline's own kernels, loaded when first launched, its SMs
 //!    split with [`partition`] where side work needs some of its own.
+//!
+//! [`include_kernels!`]: crate::include_kernels
 
 pub mod config;
 pub(crate) mod dylib;

@@ -1,12 +1,12 @@
 //! Seed 003, part 2: augmentation on the GPU pipelined with training. uint8 batches (and their
-//! targets) are copied from page-locked memory and augmented (our fused [`Augment`](streamline::ops::image::Augment): crop,
+//! targets) are copied from page-locked memory and augmented (our fused [`Augment`]: crop,
 //! resize, rotation, blur, normalisation) on a transform stream while the model stream trains
 //! on the previous batch: one SGD step of a two-layer MLP (`relu(x W1) W2`, mean squared error
 //! against one-hot targets), forward and backward built from our matmul and the training-step
 //! kernels. Device buffers form rings of three, so batch N+1 is augmented while batch N
 //! trains, each slot reused only once the step that read it is done.
 //!
-//! The batches stream from a [`Loader`](streamline::engine::Loader): host threads decode the PNG/JPEG images of a folder
+//! The batches stream from a [`Loader`]: host threads decode the PNG/JPEG images of a folder
 //! (or copy generated batches) into page-locked slots ahead of the copies, so host memory is
 //! the slots and a run can last any number of steps; with a graph, the steady state replays
 //! two captured windows in turn. The report says which stage bounds the throughput: the
@@ -20,6 +20,9 @@
 //! ahead of the queue), `model` (the MLP the model stream trains), `run` (the timed runs and
 //! the report), `check` (the last step against the CPU references), `report` (which stage
 //! bounds the throughput) and `parallel` (the same on several GPUs, data-parallel over NCCL).
+//!
+//! [`Augment`]: streamline::ops::image::Augment
+//! [`Loader`]: streamline::engine::Loader
 
 mod ahead;
 mod check;

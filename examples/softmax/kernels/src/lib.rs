@@ -3,14 +3,17 @@
 //! `softmax::<T>()` and `softmax_held::<T>()` are the handles of the instances for `T`.
 //!
 //! Every element is read as f32 and every sum and maximum is taken in f32; a bf16 output is
-//! rounded once, when stored. [`softmax`](fn@softmax) takes any shape and alignment: rows of at most
+//! rounded once, when stored. [`softmax`] takes any shape and alignment: rows of at most
 //! [`WARP_COLS`] columns take one warp each (eight rows per block), longer ones a whole block,
 //! so short rows leave no thread idle and long ones are spread over [`BLOCK`] threads; where
 //! input and output rows share their alignment, the middle of each row moves in 16-byte
-//! chunks, and each pass reads the row again. [`softmax_held`](fn@softmax_held) takes the common case of short
+//! chunks, and each pass reads the row again. [`softmax_held`] takes the common case of short
 //! rows that start 16-byte aligned in both matrices: each warp reads its row once, into its
 //! lanes' registers, and writes it once, so every byte crosses the memory system once, and a
 //! kernel of its own keeps those registers from the block rows' launches.
+//!
+//! [`softmax`]: fn@softmax
+//! [`softmax_held`]: fn@softmax_held
 #![no_std]
 
 use streamline_device::bf16;

@@ -20,9 +20,11 @@ fn copy(src: usize, dst: usize, queue: impl FnOnce() -> Result<()>) -> Result<()
     queue()
 }
 
-/// Copies host memory to the device on `stream`. From a [`PinnedBuffer`](super::PinnedBuffer) the copy is
+/// Copies host memory to the device on `stream`. From a [`PinnedBuffer`] the copy is
 /// asynchronous (the host returns at once); from pageable memory (`Vec`, slices) the driver
 /// stages it and the host waits until the source may be reused. Lengths must be equal.
+///
+/// [`PinnedBuffer`]: super::PinnedBuffer
 pub fn h2d<T: DeviceRepr, S: HostSlice<T> + ?Sized, D: DevicePtrMut<T>>(
     stream: &Arc<CudaStream>,
     src: &S,
@@ -33,8 +35,10 @@ pub fn h2d<T: DeviceRepr, S: HostSlice<T> + ?Sized, D: DevicePtrMut<T>>(
     })
 }
 
-/// Copies device memory to the host on `stream`: asynchronous into a [`PinnedBuffer`](super::PinnedBuffer),
+/// Copies device memory to the host on `stream`: asynchronous into a [`PinnedBuffer`],
 /// finished on return into pageable memory. Lengths must be equal.
+///
+/// [`PinnedBuffer`]: super::PinnedBuffer
 pub fn d2h<T: DeviceRepr, S: DevicePtr<T>, D: HostSlice<T> + ?Sized>(
     stream: &Arc<CudaStream>,
     src: &S,

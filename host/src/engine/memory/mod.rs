@@ -13,7 +13,7 @@
 //!
 //! # Rules
 //!
-//! - Accesses are recorded for the streams of the [`StreamPool`](crate::engine::StreamPool) the buffer was made with (and
+//! - Accesses are recorded for the streams of the [`StreamPool`] the buffer was made with (and
 //!   the `Gpu`'s own stream). An access on any other stream is made safe by the host waiting for
 //!   that stream right after the access is queued.
 //! - Tracking is per buffer: two views of one buffer written on two streams are ordered one
@@ -23,6 +23,8 @@
 //!
 //! The buffers implement cudarc's `DevicePtr`/`DevicePtrMut` (device) and `HostSlice` (pinned
 //! host), so every launcher in [`crate::ops`] and cudarc's copies take them directly.
+//!
+//! [`StreamPool`]: crate::engine::StreamPool
 
 mod copy;
 mod device;

@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 /// An array of `T` in page-locked (pinned) host memory: copies from and to it run
 /// asynchronously on a stream, overlapping with other work. Device accesses are tracked like
-/// those of a [`DeviceBuffer`](super::DeviceBuffer); host access waits only for the device accesses it must follow.
+/// those of a [`DeviceBuffer`]; host access waits only for the device accesses it must follow.
+///
+/// [`DeviceBuffer`]: super::DeviceBuffer
 pub struct PinnedBuffer<T> {
     alloc: Arc<Allocation>,
     len: usize,
