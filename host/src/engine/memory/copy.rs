@@ -60,6 +60,22 @@ pub fn d2d<T, S: DevicePtr<T>, D: DevicePtrMut<T>>(
     })
 }
 
+/// Refuses `stream` (argument `arg`) where it is not on the device of the buffer `side`, known
+/// by its owning stream `owner`.
+pub(super) fn stream_beside(
+    (arg, stream): (&'static str, &CudaStream),
+    (side, owner): (&str, &CudaStream),
+) -> Result<()> {
+    let (on, want) = (stream.context().ordinal(), owner.context().ordinal());
+    if on != want {
+        return Err(Error::arg(
+            arg,
+            format!("is a stream of device {on}, {side} lives on device {want}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Copies device memory of one GPU to device memory of another (or the same), without the host
 /// waiting for either. `src_stream` must be a stream of the source's device and `dst_stream`
 /// one of the destination's; lengths must be equal.
@@ -76,18 +92,8 @@ pub fn peer<T, S: DevicePtr<T>, D: DevicePtrMut<T>>(
     dst_stream: &Arc<CudaStream>,
     dst: &mut D,
 ) -> Result<()> {
-    for (arg, stream, buf, side) in [
-        ("src_stream", src_stream, src.stream(), "`src`"),
-        ("dst_stream", dst_stream, dst.stream(), "`dst`"),
-    ] {
-        let (on, want) = (stream.context().ordinal(), buf.context().ordinal());
-        if on != want {
-            return Err(Error::arg(
-                arg,
-                format!("is a stream of device {on}, {side} lives on device {want}"),
-            ));
-        }
-    }
+    stream_beside(("src_stream", src_stream), ("`src`", src.stream()))?;
+    stream_beside(("dst_stream", dst_stream), ("`dst`", dst.stream()))?;
     copy(src.len(), dst.len(), || {
         let bytes = src.num_bytes();
         let untimed = Some(CUevent_flags::CU_EVENT_DISABLE_TIMING);

@@ -68,11 +68,10 @@ pub fn read_remote<T, S: DevicePtr<T>, R>(
     home: &Arc<CudaStream>,
     work: impl FnOnce(&Remote<'_, T>) -> Result<R>,
 ) -> Result<R> {
-    let here = gpu.info().ordinal;
-    let (on, there, home_on) = (
+    let (here, on, there) = (
+        gpu.info().ordinal,
         stream.context().ordinal(),
         src.stream().context().ordinal(),
-        home.context().ordinal(),
     );
     if on != here {
         return Err(Error::arg(
@@ -80,12 +79,7 @@ pub fn read_remote<T, S: DevicePtr<T>, R>(
             format!("is a stream of device {on}, the reading GPU is device {here}"),
         ));
     }
-    if home_on != there {
-        return Err(Error::arg(
-            "home",
-            format!("is a stream of device {home_on}, `src` lives on device {there}"),
-        ));
-    }
+    super::copy::stream_beside(("home", home), ("`src`", src.stream()))?;
     if !gpu.reaches(there) {
         return Err(Error::arg(
             "src",
