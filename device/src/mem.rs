@@ -3,7 +3,8 @@
 //! A Rust pointer becomes a generic PTX address, and LLVM may split or merge loads it cannot
 //! prove aligned; these helpers pin down the instruction a hot loop relies on: a read-only
 //! (`.nc`) global load of 1, 4 or 16 bytes, from a generic address converted to a global one;
-//! shared-memory loads and stores; and asynchronous global-to-shared copies (`cp.async`).
+//! 16-byte loads and stores marked evict-first, for data touched once; shared-memory loads and
+//! stores; and asynchronous global-to-shared copies (`cp.async`).
 use core::arch::asm;
 
 /// The qualifier of [`ldg_line`] and [`ldg_at_line`]'s loads: the L2 prefetch hint on sm_90;
@@ -347,6 +348,51 @@ pub unsafe fn stg4(p: *mut f32, v: [f32; 4]) {
     unsafe {
         asm!(
             "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; st.global.v4.f32 [g], {{{a}, {b}, {c}, {d}}}; }}",
+            p = in(reg64) p,
+            a = in(reg32) v[0],
+            b = in(reg32) v[1],
+            c = in(reg32) v[2],
+            d = in(reg32) v[3],
+            options(nostack, preserves_flags)
+        );
+    }
+}
+
+/// Sixteen bytes in one global load marked evict-first (`ld.global.cs`, streaming): for data
+/// a kernel reads once, so that it leaves L2 to data that is used again.
+///
+/// # Safety
+/// `p` must be 16-byte aligned and point to 16 readable bytes in global memory.
+#[inline(always)]
+pub unsafe fn ld_stream16(p: *const [u32; 4]) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: guaranteed by the caller; the instruction only reads `[p, p + 16)`.
+    unsafe {
+        asm!(
+            "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.global.cs.v4.u32 {{{a}, {b}, {c}, {d}}}, [g]; }}",
+            a = out(reg32) a,
+            b = out(reg32) b,
+            c = out(reg32) c,
+            d = out(reg32) d,
+            p = in(reg64) p,
+            options(readonly, nostack, preserves_flags)
+        );
+    }
+    [a, b, c, d]
+}
+
+/// Writes sixteen bytes with one global store marked evict-first (`st.global.cs`, streaming):
+/// for output nothing in the kernel reads again.
+///
+/// # Safety
+/// `p` must be 16-byte aligned and point to 16 writable bytes in global memory that no other
+/// thread accesses while the kernel runs.
+#[inline(always)]
+pub unsafe fn st_stream16(p: *mut [u32; 4], v: [u32; 4]) {
+    // SAFETY: guaranteed by the caller; the instruction only writes `[p, p + 16)`.
+    unsafe {
+        asm!(
+            "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; st.global.cs.v4.u32 [g], {{{a}, {b}, {c}, {d}}}; }}",
             p = in(reg64) p,
             a = in(reg32) v[0],
             b = in(reg32) v[1],

@@ -13,18 +13,21 @@ def input_count(nbytes):
     return max(2, -(-ROTATE_BYTES // nbytes))
 
 
-def median_ms(fn, inputs, runs=None):
-    """Median milliseconds of ``fn(x)`` (``fn(*x)`` for a tuple) over ``inputs`` in turn, after
-    one warm-up pass over them; ``runs`` timed calls (default: ten per input, at least 50)."""
+def median_ms(fn, inputs, runs=None, calls=1):
+    """Median milliseconds per call of ``fn(x)`` (``fn(*x)`` for a tuple) over ``inputs`` in
+    turn, after one warm-up pass over them; ``runs`` timed runs (default: ten per input, at least
+    50) of ``calls`` calls each, queued back to back between the two events (more than one keeps
+    the caller's launch path from leaving the GPU waiting)."""
     runs = runs or max(len(inputs) * 10, 50)
     times = []
     for r in range(len(inputs) + runs):
-        x = inputs[r % len(inputs)]
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn(*x) if isinstance(x, tuple) else fn(x)
+        for k in range(calls):
+            x = inputs[(r * calls + k) % len(inputs)]
+            fn(*x) if isinstance(x, tuple) else fn(x)
         end.record()
         end.synchronize()
         if r >= len(inputs):
-            times.append(start.elapsed_time(end))
+            times.append(start.elapsed_time(end) / calls)
     return statistics.median(times)

@@ -4,8 +4,10 @@
 //! `softmax bench`: CUDA-event times of both instances on 4096 x 1000 and larger shapes, the
 //! median of many runs after a warm-up, each run on another of several input buffers that
 //! together exceed L2, beside a device-to-device copy of the same bytes; prints ms and GB/s
-//! (bytes read plus bytes written). `examples/python/softmax_bench.py` times `torch.softmax`
-//! on the same shapes.
+//! (bytes read plus bytes written) of a call timed alone, which counts the caller's launch
+//! path where the GPU waits for it, and per call of a stream of calls queued back to back,
+//! which counts the device's time. `examples/python/softmax_bench.py` times `torch.softmax`
+//! on the same shapes the same two ways.
 
 use anyhow::{bail, Context, Result};
 use softmax::{bf16, softmax, Elem, KERNELS};
@@ -19,6 +21,9 @@ use streamline::{Gpu, Module};
 const SHAPES: [(usize, usize); 4] = [(4096, 1000), (16384, 1000), (8192, 4096), (4096, 32768)];
 /// The inputs of one shape and type together exceed this (above any current GPU's L2).
 const ROTATE_BYTES: usize = 256 << 20;
+/// Calls queued back to back for the "in a stream" times, where no caller's launch path
+/// leaves the GPU waiting.
+const STREAMED: usize = 16;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -26,7 +31,10 @@ fn main() -> Result<()> {
     let module = gpu.load(&KERNELS)?;
     let stream = gpu.stream();
     if args.first().map(String::as_str) == Some("bench") {
-        println!("shape, type, kernel ms, kernel GB/s, copy ms, copy GB/s");
+        println!(
+            "shape, type, kernel ms, kernel GB/s, copy ms, copy GB/s, \
+             in a stream: kernel ms, kernel GB/s, copy ms, copy GB/s"
+        );
         for shape in SHAPES {
             bench::<f32>(&module, stream, shape, "f32")?;
             bench::<bf16>(&module, stream, shape, "bf16")?;
@@ -97,26 +105,42 @@ fn bench<T: Elem + Default>(
         .map(|_| stream.clone_htod(&vec![T::default(); n]))
         .collect::<Result<_, _>>()?;
     let mut y = stream.clone_htod(&vec![T::default(); n])?;
-    let (mut kernel, mut copy) = (Vec::new(), Vec::new());
+    // Milliseconds per call of `calls` calls queued back to back between two events, each on
+    // the next input after `run`'s.
+    let mut timed = |run: usize, calls: usize, kernel: bool| {
+        time_on(stream, || {
+            for k in 0..calls {
+                let src = &x[(run * calls + k) % count];
+                if kernel {
+                    softmax(module, stream, (rows, cols), src, &mut y)?;
+                } else {
+                    stream.memcpy_dtod(src, &mut y).op("cuMemcpyDtoDAsync")?;
+                }
+            }
+            Ok(())
+        })
+        .map(|ms| ms / calls as f64)
+    };
+    let mut t = [(); 4].map(|_| Vec::new());
     for run in 0..(count * 10).max(50) {
-        let src = &x[run % count];
-        let k = time_on(stream, || {
-            softmax(module, stream, (rows, cols), src, &mut y)
-        })?;
-        let c = time_on(stream, || {
-            stream.memcpy_dtod(src, &mut y).op("cuMemcpyDtoDAsync")
-        })?;
+        let each = [
+            timed(run, 1, true)?,
+            timed(run, 1, false)?,
+            timed(run, STREAMED, true)?,
+            timed(run, STREAMED, false)?,
+        ];
         if run >= count {
-            kernel.push(k);
-            copy.push(c);
+            t.iter_mut().zip(each).for_each(|(v, ms)| v.push(ms));
         }
     }
-    let (k, c) = (median(&mut kernel), median(&mut copy));
+    let [k, c, ks, cs] = t.map(|mut v| median(&mut v));
     let gbs = |ms: f64| 2.0 * bytes as f64 / (ms * 1e6);
     println!(
-        "{rows} x {cols}, {name}, {k:.4}, {:.1}, {c:.4}, {:.1}",
+        "{rows} x {cols}, {name}, {k:.4}, {:.1}, {c:.4}, {:.1}, {ks:.4}, {:.1}, {cs:.4}, {:.1}",
         gbs(k),
-        gbs(c)
+        gbs(c),
+        gbs(ks),
+        gbs(cs)
     );
     Ok(())
 }

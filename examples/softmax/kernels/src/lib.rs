@@ -61,6 +61,10 @@ pub trait Lanes: Float {
     type Held: Copy + AsRef<[Chunk]> + AsMut<[Chunk]>;
     /// [`Lanes::Held`] before the row is read.
     const HELD: Self::Held;
+    /// A chunk of negative infinities: in a lane's share past the row's end it leaves the
+    /// maximum as it is and adds nothing to the sum, so no step between the load and the store
+    /// asks which chunks are the row's.
+    const NEG_INF: Chunk;
     /// Calls `f` on each element of `c`, widened to f32, in order.
     fn each(c: Chunk, f: impl FnMut(f32));
     /// The chunk of `f` of each element of `c` (called in order), each result rounded to this
@@ -71,6 +75,7 @@ pub trait Lanes: Float {
 impl Lanes for f32 {
     type Held = [Chunk; WARP_COLS as usize / 4 / 32];
     const HELD: Self::Held = [Chunk([0; 4]); WARP_COLS as usize / 4 / 32];
+    const NEG_INF: Chunk = Chunk([0xff80_0000; 4]);
     #[inline(always)]
     fn each(c: Chunk, mut f: impl FnMut(f32)) {
         c.0.iter().for_each(|&w| f(f32::from_bits(w)));
@@ -84,6 +89,7 @@ impl Lanes for f32 {
 impl Lanes for bf16 {
     type Held = [Chunk; WARP_COLS as usize / 8 / 32];
     const HELD: Self::Held = [Chunk([0; 4]); WARP_COLS as usize / 8 / 32];
+    const NEG_INF: Chunk = Chunk([0xff80_ff80; 4]);
     #[inline(always)]
     fn each(c: Chunk, mut f: impl FnMut(f32)) {
         c.0.iter().for_each(|&w| {
@@ -285,16 +291,17 @@ kernel! {
         let mine = |j: usize| lane + 32 * j < chunks;
         let mut held = T::HELD;
         for (j, h) in held.as_mut().iter_mut().enumerate() {
-            if mine(j) {
-                // SAFETY: a chunk of the row (`chunks * LANES == cols`).
-                *h = unsafe { *x.add(lane + 32 * j) };
-            }
+            *h = if mine(j) {
+                // SAFETY: a chunk of the row (`chunks * LANES == cols`), 16-byte aligned. Read
+                // once, so marked evict-first.
+                Chunk(unsafe { ld_stream16(x.add(lane + 32 * j) as *const [u32; 4]) })
+            } else {
+                T::NEG_INF
+            };
         }
         let mut m = f32::NEG_INFINITY;
-        for (j, &h) in held.as_ref().iter().enumerate() {
-            if mine(j) {
-                T::each(h, |v| m = m.max(v));
-            }
+        for &h in held.as_ref() {
+            T::each(h, |v| m = m.max(v));
         }
         let m = warp.max(m);
         // Each element's exponential, taken once for the sum and the output (as a power of
@@ -304,14 +311,12 @@ kernel! {
         let mut e = [0.0f32; WARP_COLS as usize / 32];
         let mut s = 0.0f32;
         for (j, &h) in held.as_ref().iter().enumerate() {
-            if mine(j) {
-                let mut k = j * T::LANES;
-                T::each(h, |v| {
-                    e[k] = exp2f((v - m) * core::f32::consts::LOG2_E);
-                    s += e[k];
-                    k += 1;
-                });
-            }
+            let mut k = j * T::LANES;
+            T::each(h, |v| {
+                e[k] = exp2f((v - m) * core::f32::consts::LOG2_E);
+                s += e[k];
+                k += 1;
+            });
         }
         let inv = 1.0 / warp.sum(s);
         for (j, &h) in held.as_ref().iter().enumerate() {
@@ -321,8 +326,8 @@ kernel! {
                     k += 1;
                     e[k - 1] * inv
                 });
-                // SAFETY: as for the loads; `y`'s row has the same chunks.
-                unsafe { *y.add(lane + 32 * j) = out };
+                // SAFETY: as for the loads; `y`'s row has the same chunks, written once.
+                unsafe { st_stream16(y.add(lane + 32 * j) as *mut [u32; 4], out.0) };
             }
         }
     }
