@@ -10,7 +10,7 @@ Rust bench, so both can run in one command on the GPU machine:
 import torch
 from _timing import input_count, median_ms
 
-SHAPES = [(4096, 1000), (16384, 1000), (8192, 4096), (4096, 32768)]
+SHAPES = [(4096, 1000), (16384, 1000), (8192, 4096), (4096, 16384), (4096, 32768)]
 #: calls queued back to back for the "in a stream" times, as in the Rust bench
 STREAMED = 16
 dev = torch.device("cuda")

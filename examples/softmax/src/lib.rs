@@ -2,8 +2,8 @@
 //! the element type, and the f64 reference with its error analysis.
 
 use softmax_kernels::{
-    softmax as kernel, softmax_held as held_kernel, Lanes, SoftmaxParams, BLOCK, WARP_COLS,
-    WARP_ROWS,
+    softmax as kernel, softmax_held as held_kernel, softmax_long as long_kernel, Lanes,
+    SoftmaxParams, BLOCK, LONG_BLOCK, LONG_GROUP, WARP_COLS, WARP_ROWS,
 };
 use streamline::cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use streamline::{EmbeddedModule, Error, LaunchConfig, Module, Result};
@@ -16,35 +16,63 @@ pub static KERNELS: EmbeddedModule = streamline::include_kernels!("softmax_kerne
 
 /// An element type the kernel has an instance for: `f32` or [`bf16`].
 pub trait Elem:
-    Lanes + kernel::Instance + held_kernel::Instance + streamline::cudarc::driver::DeviceRepr
+    Lanes
+    + kernel::Instance
+    + held_kernel::Instance
+    + long_kernel::Instance
+    + streamline::cudarc::driver::DeviceRepr
 {
 }
 impl Elem for f32 {}
 impl Elem for bf16 {}
 
-/// The grid of a `rows x cols` softmax: one warp per row for short rows, else one block.
-pub fn launch_config(rows: u32, cols: u32) -> LaunchConfig {
-    let grid = if cols <= WARP_COLS {
-        rows.div_ceil(WARP_ROWS)
-    } else {
-        rows
-    };
-    LaunchConfig::new((grid, 1, 1), (BLOCK, 1, 1))
+/// The kernel that takes a softmax's rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// [`softmax_held`](fn@softmax_kernels::softmax_held): rows a warp holds, of at most
+    /// [`WARP_COLS`] columns, each of whole 16-byte chunks, both matrices 16-byte aligned.
+    Held,
+    /// [`softmax_long`](fn@softmax_kernels::softmax_long): rows of at least
+    /// [`LONG_BLOCK`]` * `[`LONG_GROUP`] chunks (64 KiB), chunked and aligned the same way. A
+    /// block of 256 threads per row keeps rows shorter than that in L2 between its passes
+    /// (several blocks fit on a multiprocessor), while the long rows' larger blocks would wait
+    /// on their reductions with little to read.
+    Long,
+    /// [`softmax`](fn@softmax_kernels::softmax): every other shape and alignment.
+    Any,
 }
 
-/// Whether [`softmax_held`](fn@softmax_kernels::softmax_held) takes rows of `cols` elements of
-/// `T` between the matrices at device addresses `x` and `y`: rows a warp holds, each of whole
-/// 16-byte chunks, both matrices 16-byte aligned.
-pub fn rows_held<T: Elem>(cols: usize, x: u64, y: u64) -> bool {
-    cols <= WARP_COLS as usize
-        && (cols * std::mem::size_of::<T>()).is_multiple_of(16)
+/// The path rows of `cols` elements of `T` take between the matrices at device addresses `x`
+/// and `y`.
+pub fn path<T: Elem>(cols: usize, x: u64, y: u64) -> Path {
+    let chunked = (cols * std::mem::size_of::<T>()).is_multiple_of(16)
         && x.is_multiple_of(16)
-        && y.is_multiple_of(16)
+        && y.is_multiple_of(16);
+    let chunks = cols * std::mem::size_of::<T>() / 16;
+    if !chunked {
+        Path::Any
+    } else if cols <= WARP_COLS as usize {
+        Path::Held
+    } else if chunks >= LONG_BLOCK as usize * LONG_GROUP {
+        Path::Long
+    } else {
+        Path::Any
+    }
+}
+
+/// The grid of a `rows x cols` softmax on `path`: a warp per row for short rows, else a block.
+pub fn launch_config(path: Path, rows: u32, cols: u32) -> LaunchConfig {
+    match path {
+        Path::Long => LaunchConfig::new((rows, 1, 1), (LONG_BLOCK, 1, 1)),
+        _ if cols <= WARP_COLS => {
+            LaunchConfig::new((rows.div_ceil(WARP_ROWS), 1, 1), (BLOCK, 1, 1))
+        }
+        _ => LaunchConfig::new((rows, 1, 1), (BLOCK, 1, 1)),
+    }
 }
 
 /// Row-wise softmax of the row-major `rows x cols` matrix `x` into `y`, on `stream`, in `T`
-/// (f32 arithmetic inside), by the kernel that holds each row in registers where
-/// [`rows_held`] says so. The launch waits for earlier writers of `x` and `y` on other
+/// (f32 arithmetic inside), by the kernel [`path`] picks. The launch waits for earlier writers of `x` and `y` on other
 /// streams of the engine, and later users of `y` wait for it.
 pub fn softmax<T: Elem>(
     module: &Module,
@@ -77,14 +105,17 @@ pub fn softmax<T: Elem>(
         rows: r,
         cols: c,
     };
-    if rows_held::<T>(cols, params.x.addr(), params.y.addr()) {
-        launch = launch.instead(held_kernel::<T>());
+    let path = path::<T>(cols, params.x.addr(), params.y.addr());
+    match path {
+        Path::Held => launch = launch.instead(held_kernel::<T>()),
+        Path::Long => launch = launch.instead(long_kernel::<T>()),
+        Path::Any => {}
     }
     // SAFETY: both buffers hold `rows * cols` elements of `T` (checked above) and are distinct
-    // (one borrowed shared, one exclusively); `cols >= 1`; the grid is either kernel's (the
-    // held rows' is the warp rows' grid), and the held rows' kernel is taken only for the
-    // columns and alignment it requires.
-    unsafe { launch.run(launch_config(r, c), params) }
+    // (one borrowed shared, one exclusively); `cols >= 1`; the grid is the chosen kernel's
+    // (`launch_config` of its path), and the held and long rows' kernels are taken only for
+    // the columns and alignment they require.
+    unsafe { launch.run(launch_config(path, r, c), params) }
 }
 
 /// Softmax of each row of `x` (`cols` wide) in f64, with plain loops.
@@ -117,12 +148,22 @@ pub fn reference(x: &[f64], cols: usize) -> Vec<f64> {
 /// positive terms, each thread adding at most `ceil(cols / 32) + 16` of them in turn (its
 /// chunks' elements and a share of the unaligned ends) and the butterflies of the warp and the
 /// block at most 8 more levels, adds `(ceil(cols / 32) + 24) u`;
-/// the reciprocal and the product add `2 u`. The reference's own f64 error is negligible.
+/// the reciprocal and the product add `2 u`. The long rows' kernel, which sums each thread's
+/// exponentials against its maximum so far, moves that sum to a new maximum at most once per
+/// group of its chunks and once more for the block's maximum, `ceil(cols / 4096) + 1` times:
+/// each factor, a power of two of a rounded difference, is off by at most `2^-22 + 3 spread u`
+/// relative. The reference's own f64 error is negligible.
 ///
 /// [`reference`]: fn@reference
 pub fn f32_bound(cols: usize, spread: f64) -> f64 {
     let u = f64::powi(2.0, -24);
-    (3.0 * spread + (cols.div_ceil(32) + 26) as f64) * u + f64::powi(2.0, -22)
+    let moves = if cols > WARP_COLS as usize {
+        cols.div_ceil(4 * LONG_BLOCK as usize) + 1
+    } else {
+        0
+    };
+    let each = f64::powi(2.0, -22) + 3.0 * spread * u;
+    (3.0 * spread + (cols.div_ceil(32) + 26) as f64) * u + each + moves as f64 * each
 }
 
 /// [`f32_bound`] for `T`'s output: for bf16, the f32 result rounded once to bf16 (8

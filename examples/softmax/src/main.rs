@@ -18,7 +18,13 @@ use streamline::timing::time_on;
 use streamline::{Gpu, Module};
 
 /// Shapes the bench times: the common one, then larger.
-const SHAPES: [(usize, usize); 4] = [(4096, 1000), (16384, 1000), (8192, 4096), (4096, 32768)];
+const SHAPES: [(usize, usize); 5] = [
+    (4096, 1000),
+    (16384, 1000),
+    (8192, 4096),
+    (4096, 16384),
+    (4096, 32768),
+];
 /// The inputs of one shape and type together exceed this (above any current GPU's L2).
 const ROTATE_BYTES: usize = 256 << 20;
 /// Calls queued back to back for the "in a stream" times, where no caller's launch path

@@ -4,8 +4,10 @@
 //! the written bound, for f32 and bf16, with every output written and the guards untouched.
 
 use proptest::prelude::*;
-use softmax::{bf16, reference, rows_held, tolerance, Elem, KERNELS};
-use softmax_kernels::{softmax as kernel, softmax_held as held_kernel};
+use softmax::{bf16, path, reference, tolerance, Elem, Path, KERNELS};
+use softmax_kernels::{
+    softmax as kernel, softmax_held as held_kernel, softmax_long as long_kernel,
+};
 use streamline_testing::{compare, gpu, gpu_property};
 
 /// Awkward widths: one column, around a warp, the warp/block switch, past a power of two.
@@ -30,27 +32,62 @@ fn the_embedded_code_holds_both_instances() {
             (f.name.as_str(), b.name.as_str()),
             ("softmax_held_f32", "softmax_held_bf16")
         );
+        let f = image.entry(long_kernel::<f32>()).unwrap();
+        let b = image.entry(long_kernel::<bf16>()).unwrap();
+        assert_eq!(
+            (f.name.as_str(), b.name.as_str()),
+            ("softmax_long_f32", "softmax_long_bf16")
+        );
+        assert_eq!(b.bounds.map(|b| b.max_threads), Some(1024));
     }
 }
 
 #[test]
-fn rows_are_held_only_when_short_whole_chunks_and_aligned() {
-    assert!(rows_held::<f32>(1000, 0x1000, 0x2000));
-    assert!(rows_held::<bf16>(1024, 0x1000, 0x2010));
-    assert!(
-        !rows_held::<f32>(1028, 0x1000, 0x2000),
+fn rows_take_the_held_or_long_kernel_only_when_whole_chunks_and_aligned() {
+    assert_eq!(path::<f32>(1000, 0x1000, 0x2000), Path::Held);
+    assert_eq!(path::<bf16>(1024, 0x1000, 0x2010), Path::Held);
+    assert_eq!(path::<f32>(16384, 0x1000, 0x2000), Path::Long);
+    assert_eq!(path::<bf16>(32768, 0x1000, 0x2000), Path::Long);
+    assert_eq!(
+        path::<f32>(16380, 0x1000, 0x2000),
+        Path::Any,
+        "fewer than 64 KiB a row"
+    );
+    assert_eq!(
+        path::<bf16>(16384, 0x1000, 0x2000),
+        Path::Any,
+        "fewer than 64 KiB a row"
+    );
+    assert_eq!(
+        path::<f32>(1028, 0x1000, 0x2000),
+        Path::Any,
         "more than a warp's columns"
     );
-    assert!(
-        !rows_held::<f32>(1001, 0x1000, 0x2000),
+    assert_eq!(
+        path::<f32>(1001, 0x1000, 0x2000),
+        Path::Any,
         "rows not whole chunks"
     );
-    assert!(
-        !rows_held::<bf16>(1004, 0x1000, 0x2000),
+    assert_eq!(
+        path::<bf16>(1004, 0x1000, 0x2000),
+        Path::Any,
         "rows not whole chunks"
     );
-    assert!(!rows_held::<f32>(1000, 0x1004, 0x2000), "x not aligned");
-    assert!(!rows_held::<bf16>(1000, 0x1000, 0x2008), "y not aligned");
+    assert_eq!(
+        path::<f32>(4098, 0x1000, 0x2000),
+        Path::Any,
+        "rows not whole chunks"
+    );
+    assert_eq!(
+        path::<f32>(1000, 0x1004, 0x2000),
+        Path::Any,
+        "x not aligned"
+    );
+    assert_eq!(
+        path::<bf16>(5000, 0x1000, 0x2008),
+        Path::Any,
+        "y not aligned"
+    );
 }
 
 proptest! {
@@ -180,6 +217,27 @@ fn held_rows_match_the_reference() {
     });
 }
 
+/// Shapes the long rows' kernel takes for `T`: whole 16-byte chunks, from 64 KiB a row to past
+/// two groups of a block's loads (`lanes` elements a chunk), outputs at an aligned guard offset.
+fn long_shapes(lanes: usize) -> impl Strategy<Value = (usize, usize, u64, usize)> {
+    (
+        1usize..4,
+        (4096usize..=10_000).prop_map(move |c| lanes * c),
+        any::<u64>(),
+        prop::sample::select(vec![0usize, 8, 16]),
+    )
+}
+
+#[test]
+fn long_rows_match_the_reference() {
+    gpu_property(12, long_shapes(4), |(rows, cols, seed, guard)| {
+        check::<f32>(rows, cols, seed, guard).map_err(TestCaseError::fail)
+    });
+    gpu_property(12, long_shapes(8), |(rows, cols, seed, guard)| {
+        check::<bf16>(rows, cols, seed, guard).map_err(TestCaseError::fail)
+    });
+}
+
 #[test]
 fn a_long_and_a_wide_matrix_match_the_reference() {
     if gpu().is_none() {
@@ -187,6 +245,9 @@ fn a_long_and_a_wide_matrix_match_the_reference() {
     }
     check::<f32>(4096, 1000, 7, 4).unwrap();
     check::<bf16>(3, 40_000, 9, 3).unwrap();
+    check::<f32>(5, 40_000, 11, 0).unwrap();
+    check::<bf16>(2, 131_072, 13, 8).unwrap();
+    check::<f32>(3, 16_384, 17, 4).unwrap();
 }
 
 #[test]

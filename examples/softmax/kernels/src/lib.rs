@@ -1,6 +1,7 @@
-//! Row-wise softmax of a row-major `rows x cols` matrix, generic over the element type: two
+//! Row-wise softmax of a row-major `rows x cols` matrix, generic over the element type: three
 //! kernels, each built for f32 and bf16 (`softmax_f32`, `softmax_held_bf16`, ...). On the host
-//! `softmax::<T>()` and `softmax_held::<T>()` are the handles of the instances for `T`.
+//! `softmax::<T>()`, `softmax_held::<T>()` and `softmax_long::<T>()` are the handles of the
+//! instances for `T`.
 //!
 //! Every element is read as f32 and every sum and maximum is taken in f32; a bf16 output is
 //! rounded once, when stored. [`softmax`] takes any shape and alignment: rows of at most
@@ -10,10 +11,13 @@
 //! chunks, and each pass reads the row again. [`softmax_held`] takes the common case of short
 //! rows that start 16-byte aligned in both matrices: each warp reads its row once, into its
 //! lanes' registers, and writes it once, so every byte crosses the memory system once, and a
-//! kernel of its own keeps those registers from the block rows' launches.
+//! kernel of its own keeps those registers from the block rows' launches. [`softmax_long`]
+//! takes the longer rows of the same alignment: a larger block per row, which holds fewer rows
+//! at once, reads each row twice, the second time from L2.
 //!
 //! [`softmax`]: fn@softmax
 //! [`softmax_held`]: fn@softmax_held
+//! [`softmax_long`]: fn@softmax_long
 #![no_std]
 
 use streamline_device::bf16;
@@ -25,6 +29,11 @@ pub const BLOCK: u32 = 256;
 pub const WARP_COLS: u32 = 1024;
 /// Rows per block when each row takes one warp.
 pub const WARP_ROWS: u32 = BLOCK / 32;
+/// Threads per block of [`softmax_long`](fn@softmax_long): at most two such blocks fit on a
+/// multiprocessor, so the rows being read at once fit in L2 until their second read.
+pub const LONG_BLOCK: u32 = 1024;
+/// Chunks each thread of [`softmax_long`](fn@softmax_long) loads before using any.
+pub const LONG_GROUP: usize = 4;
 
 params! {
     /// Parameters of [`softmax`] over elements `T`: the matrices' addresses and shape.
@@ -328,6 +337,103 @@ kernel! {
                 });
                 // SAFETY: as for the loads; `y`'s row has the same chunks, written once.
                 unsafe { st_stream16(y.add(lane + 32 * j) as *mut [u32; 4], out.0) };
+            }
+        }
+    }
+}
+
+device! {
+    /// Group `g` of a [`softmax_long`] thread's chunks of a row of `chunks` chunks at `x`: chunks
+    /// `first + LONG_BLOCK * (LONG_GROUP * g + k)`, each read with `load` before any is used;
+    /// past the row's end, negative infinities (no weight in the maximum or the sum).
+    ///
+    /// # Safety
+    /// `x` addresses `chunks` chunks, 16-byte aligned, and `load` reads the chunk it is given.
+    #[inline(always)]
+    unsafe fn group<T: Lanes>(
+        x: *const Chunk,
+        (first, g, chunks): (usize, usize, usize),
+        load: impl Fn(*const Chunk) -> Chunk,
+    ) -> [Chunk; LONG_GROUP] {
+        let mut h = [T::NEG_INF; LONG_GROUP];
+        for (k, h) in h.iter_mut().enumerate() {
+            let c = first + LONG_BLOCK as usize * (LONG_GROUP * g + k);
+            if c < chunks {
+                // SAFETY: chunk `c < chunks` of the row (the caller's).
+                *h = load(unsafe { x.add(c) });
+            }
+        }
+        h
+    }
+}
+
+kernel! {
+    #[instances(f32, bf16)]
+    #[launch_bounds(LONG_BLOCK, 2)]
+    /// [`softmax`] of rows longer than [`WARP_COLS`], one row per block of [`LONG_BLOCK`]
+    /// threads, reading the row twice: once for its maximum and its sum of exponentials together
+    /// (each thread's sum rescaled as its maximum grows), once for the output, that read and the
+    /// output's write marked evict-first.
+    ///
+    /// Launch with blocks of [`LONG_BLOCK`] threads, `rows` of them. Rows of fewer than
+    /// `LONG_BLOCK * LONG_GROUP` chunks come out right too, but [`softmax`]'s smaller blocks
+    /// serve them better.
+    ///
+    /// # Safety
+    /// As for [`softmax_held`], except that `p.cols > WARP_COLS` instead of at most.
+    pub unsafe fn softmax_long<T: Lanes>(p: SoftmaxParams<T>) {
+        // SAFETY: blocks of LONG_BLOCK threads (whole warps); no thread leaves early and the
+        // two reductions below lie outside every branch.
+        let block = unsafe { Block::new() };
+        let (chunks, at) = (p.cols as usize / T::LANES, block_x() as usize * p.cols as usize);
+        // SAFETY: row `block_x()` lies inside both matrices (one block per row), and starts
+        // 16-byte aligned in both, as each row is whole chunks and the matrices are aligned.
+        let (x, y) = unsafe {
+            (
+                p.x.as_ptr().add(at) as *const Chunk,
+                p.y.as_mut_ptr().add(at) as *mut Chunk,
+            )
+        };
+        let (first, step) = (thread_xy().0 as usize, LONG_BLOCK as usize);
+        let log2e = core::f32::consts::LOG2_E;
+        let groups = chunks.div_ceil(step * LONG_GROUP);
+        let (mut m, mut s) = (f32::NEG_INFINITY, 0.0f32);
+        for g in 0..groups {
+            // SAFETY: `x` is the row of `chunks` chunks (above).
+            let h = unsafe { group::<T>(x, (first, g, chunks), |c| *c) };
+            let mut top = m;
+            h.iter().for_each(|&c| T::each(c, |v| top = top.max(v)));
+            if top > f32::NEG_INFINITY {
+                // The sum so far moves to the new maximum (a factor of 0 from an empty sum's
+                // negative infinity, and of 1 when the maximum stays).
+                s *= exp2f((m - top) * log2e);
+                h.iter()
+                    .for_each(|&c| T::each(c, |v| s += exp2f((v - top) * log2e)));
+                m = top;
+            }
+        }
+        let top = block.max(m);
+        let mine = if m > f32::NEG_INFINITY {
+            s * exp2f((m - top) * log2e)
+        } else {
+            0.0
+        };
+        let inv = 1.0 / block.sum(mine);
+        for g in 0..groups {
+            // SAFETY: as above. The row's last read, so marked evict-first (`group` passes
+            // only 16-byte aligned chunks of the row).
+            let h = unsafe {
+                group::<T>(x, (first, g, chunks), |c| {
+                    Chunk(ld_stream16(c as *const [u32; 4]))
+                })
+            };
+            for (k, &h) in h.iter().enumerate() {
+                let c = first + step * (LONG_GROUP * g + k);
+                if c < chunks {
+                    let out = T::map(h, |v| exp2f((v - top) * log2e) * inv);
+                    // SAFETY: as for the loads; `y`'s row has the same chunks, written once.
+                    unsafe { st_stream16(y.add(c) as *mut [u32; 4], out.0) };
+                }
             }
         }
     }
