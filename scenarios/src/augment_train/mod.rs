@@ -36,8 +36,8 @@ mod run;
 mod source;
 
 pub use decode::Decode;
-pub use model::GradDtype;
 pub(crate) use model::Model;
+pub use model::{GradDtype, Updates};
 pub use run::{run, run_with};
 
 pub use exchange::Exchange;
@@ -100,6 +100,13 @@ pub struct Options {
     /// all-reduce.
     #[arg(long, value_enum, default_value_t = Exchange::Auto)]
     pub exchange: Exchange,
+    /// Where a data-parallel step applies the first layer's gradient (with --gpus): `beside`,
+    /// on an update stream, each bucket's as soon as its gradient has arrived, beside the
+    /// model stream's products; `in-order`, on the model stream, each bucket's just before the
+    /// next step's forward product that reads it, so that no update shares the SMs with a
+    /// product while the exchange still runs under them.
+    #[arg(long, value_enum, default_value_t = Updates::Beside)]
+    pub updates: Updates,
     /// After the timed runs, one more pipelined run of this many steps at the headline batch,
     /// its host and device memory sampled every tenth of it: whether a long run stays flat.
     #[arg(long, default_value_t = 0)]
@@ -169,6 +176,7 @@ impl Default for Options {
             buckets: None,
             grad_dtype: GradDtype::F32,
             exchange: Exchange::Auto,
+            updates: Updates::Beside,
             soak: 0,
             forward_kernel: streamline::ops::matmul::Kernel::Auto,
             decoder_sms: None,
@@ -272,6 +280,12 @@ pub fn validate(o: &Options) -> Result<()> {
         return Err(Error::arg(
             "exchange",
             "says how gradients travel between GPUs: give --gpus 2 or more, or leave it at auto",
+        ));
+    }
+    if o.gpus == 1 && o.updates != Updates::Beside {
+        return Err(Error::arg(
+            "updates",
+            "says where a data-parallel step applies its gradients: give --gpus 2 or more, or leave it at beside",
         ));
     }
     if o.exchange == Exchange::PeerCopies && o.gpus > 2 {
@@ -410,6 +424,15 @@ mod tests {
         assert_eq!(check(&|_| {}), None);
         let e = check(&|o| o.exchange = Exchange::AllReduce).unwrap();
         assert!(e.contains("exchange") && e.contains("--gpus 2"), "{e}");
+        let e = check(&|o| o.updates = Updates::InOrder).unwrap();
+        assert!(e.contains("updates") && e.contains("--gpus 2"), "{e}");
+        assert_eq!(
+            check(&|o| {
+                o.gpus = 2;
+                o.updates = Updates::InOrder;
+            }),
+            None
+        );
         for gpus in [2, 3] {
             let r = check(&|o| {
                 o.gpus = gpus;

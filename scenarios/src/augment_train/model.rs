@@ -6,7 +6,7 @@ use cudarc::driver::{CudaEvent, CudaStream};
 use half::bf16;
 use std::sync::Arc;
 use streamline::engine::{DeviceBuffer, StreamPool};
-use streamline::error::Result;
+use streamline::error::{Error, Result};
 use streamline::multi::{Batch, Comm, ReduceOp};
 use streamline::ops::matmul::{sgemm, sgemm_to_bf16, Gemm, Kernel};
 use streamline::ops::train::{mse_grad, relu, relu_backward, sgd, transpose};
@@ -24,6 +24,18 @@ pub enum GradDtype {
     /// Rounded to bf16 before it travels (half the bytes), averaged in bf16 and applied to the
     /// f32 weights: within a written bound of the f32 step, and bit-identical on every GPU.
     Bf16,
+}
+
+/// Where a data-parallel step applies the first layer's gradient.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Updates {
+    /// On an update stream beside the model stream, each bucket's as soon as its gradient has
+    /// arrived.
+    #[default]
+    Beside,
+    /// On the model stream, each bucket's just before the next step's forward product that
+    /// reads it (the last step's, before the weights are read).
+    InOrder,
 }
 
 /// The MLP's weights and the intermediates of a step (also the trainable decoder of
@@ -52,6 +64,8 @@ pub(crate) struct Model {
     dw1_bf16: Vec<DeviceBuffer<bf16>>,
     /// The kernel of the first layer's forward product.
     pub(crate) forward: Kernel,
+    /// Buckets whose update from the last step is still to be queued ([`Updates::InOrder`]).
+    owed: Vec<bool>,
     /// Where one step's moments are recorded, when asked for.
     pub(crate) trace: Option<StepTrace>,
 }
@@ -137,6 +151,8 @@ pub(crate) struct Reduce {
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) update: Arc<CudaStream>,
     pub(crate) peers: Option<Peers>,
+    /// Where the first layer's updates run.
+    pub(crate) updates: Updates,
 }
 
 /// The first row of `W1` and the rows of each of (at most) `buckets` gradient buckets over
@@ -202,6 +218,7 @@ impl Model {
                     .collect::<Result<_>>()?,
             },
             forward: Kernel::Auto,
+            owed: vec![false; spans.len()],
             trace: None,
         })
     }
@@ -215,8 +232,14 @@ impl Model {
         Ok(w)
     }
 
-    /// Sets `W1` from `w` (all rows in order), on `s`.
+    /// Sets `W1` from `w` (all rows in order), on `s`. Refused while an update of the last
+    /// step is owed ([`Model::pay_owed`] first), as the other GPU's gradient for it waits.
     pub(crate) fn load_w1(&mut self, s: &Arc<CudaStream>, w: &[f32]) -> Result<()> {
+        if self.owed.contains(&true) {
+            return Err(Error::Interrupted(
+                "W1 was set while an update of the last step was still owed".into(),
+            ));
+        }
         let h = self.m.hidden;
         for ((r0, n), b) in bucket_spans(self.m.inputs, self.w1.len()).zip(self.w1.iter_mut()) {
             streamline::engine::memory::h2d(s, &w[r0 * h..(r0 + n) * h], b)?;
@@ -280,6 +303,49 @@ impl Model {
         Ok(())
     }
 
+    /// Queues on `stream` the update of `W1`'s bucket `i` by the last step's gradient: the
+    /// mean of this GPU's and the other's where they travel by peer copies, the gradient as
+    /// all-reduced otherwise (as computed in a world of one).
+    fn pay(
+        &mut self,
+        gpu: &Gpu,
+        stream: &CudaStream,
+        reduce: Option<&Reduce>,
+        i: usize,
+    ) -> Result<()> {
+        self.owed[i] = false;
+        let lr = self.m.lr;
+        let travel = reduce.filter(|r| r.comm.world_size() > 1);
+        let peers = travel.and_then(|r| r.peers.as_ref());
+        let w = &mut self.w1[i];
+        match (travel, self.dw1_bf16.get(i)) {
+            (Some(_), Some(gh)) => match peers.and_then(|p| p.w1_bf16.as_ref()) {
+                Some(p) => p.update_by_mean((gpu, stream), i, gh, w, lr),
+                None => sgd(gpu, stream, w, gh, lr),
+            },
+            _ => match peers.and_then(|p| p.w1_f32.as_ref()) {
+                Some(p) => p.update_by_mean((gpu, stream), i, &self.dw1[i], w, lr),
+                None => sgd(gpu, stream, w, &self.dw1[i], lr),
+            },
+        }
+    }
+
+    /// Queues on `stream` (the model stream) every update of the last step still owed
+    /// ([`Updates::InOrder`]), so that `W1` holds the step's result.
+    pub(crate) fn pay_owed(
+        &mut self,
+        gpu: &Gpu,
+        stream: &CudaStream,
+        reduce: Option<&Reduce>,
+    ) -> Result<()> {
+        for i in 0..self.owed.len() {
+            if self.owed[i] {
+                self.pay(gpu, stream, reduce, i)?;
+            }
+        }
+        Ok(())
+    }
+
     /// One SGD step on batch `x` (`batch x inputs`) with targets `t` (`batch x outputs`).
     pub(crate) fn step(
         &mut self,
@@ -295,7 +361,8 @@ impl Model {
     /// averaged over the GPUs before the update (all-reduced, or copied to the other GPU and
     /// averaged in the update), `dL/dW2` while `dL/dW1` is computed and each bucket of `dL/dW1`
     /// while the next is, and each bucket of `W1` is updated on the update stream as soon as
-    /// its gradient has arrived, while the model stream goes on.
+    /// its gradient has arrived, while the model stream goes on, or, [`Updates::InOrder`], on
+    /// the model stream just before the next step's product that reads it.
     pub(crate) fn step_with(
         &mut self,
         gpu: &Gpu,
@@ -333,7 +400,12 @@ impl Model {
         };
         mark(s, "step".into())?;
         // Forward: a = relu(x W1), y = a W2; `x W1` as the sum of the buckets' products, so
-        // that each waits only for its own bucket's update.
+        // that each waits only for its own bucket's update (queued just before it where it is
+        // owed).
+        if self.owed[0] {
+            self.pay(gpu, s, reduce, 0)?;
+            mark(s, "update 0".into())?;
+        }
         if self.w1.len() == 1 {
             sgemm(
                 gpu,
@@ -345,7 +417,11 @@ impl Model {
                 &mut self.hpre,
             )?;
         } else {
-            for (i, ((r0, n), w)) in bucket_spans(d, self.w1.len()).zip(&self.w1).enumerate() {
+            for (i, (r0, n)) in bucket_spans(d, self.w1.len()).enumerate() {
+                if i > 0 && self.owed[i] {
+                    self.pay(gpu, s, reduce, i)?;
+                    mark(s, format!("update {i}"))?;
+                }
                 let part = Gemm {
                     lda: d,
                     beta: if i == 0 { 0.0 } else { 1.0 },
@@ -357,7 +433,7 @@ impl Model {
                     k1,
                     &part,
                     &x.view(r0..r0 + (b - 1) * d + n)?,
-                    w,
+                    &self.w1[i],
                     &mut self.hpre,
                 )?;
                 mark(s, format!("forward {i}"))?;
@@ -411,9 +487,9 @@ impl Model {
         transpose(gpu, s, b, d, x, &mut self.xt)?;
         mark(s, "second layer, transposed x".into())?;
         let spans = bucket_spans(d, self.dw1.len());
+        let in_order = reduce.is_some_and(|r| r.updates == Updates::InOrder);
         for (i, (r0, n)) in spans.enumerate() {
             let (xt, product) = (self.xt.view(r0 * b..(r0 + n) * b)?, Gemm::dense(n, h, b));
-            let (w, u) = (&mut self.w1[i], reduce.map_or(s, |r| &*r.update));
             match (travel, self.dw1_bf16.get_mut(i)) {
                 // The gradient travels in bf16: the product writes it rounded, with no f32
                 // copy.
@@ -425,13 +501,11 @@ impl Model {
                             mark(&r.stream, format!("copy {i} reached"))?;
                             p.send(&r.stream, i, &*gh)?;
                             mark(&r.stream, format!("copy {i} done"))?;
-                            p.update_by_mean((gpu, u), i, gh, w, lr)?;
                         }
                         None => {
                             mark(&r.stream, format!("all-reduce {i} reached"))?;
                             r.comm.all_reduce_in_place(&r.stream, gh, ReduceOp::Avg)?;
                             mark(&r.stream, format!("all-reduce {i} done"))?;
-                            sgd(gpu, u, w, gh, lr)?;
                         }
                     }
                 }
@@ -444,19 +518,23 @@ impl Model {
                             mark(&r.stream, format!("copy {i} reached"))?;
                             p.send(&r.stream, i, &*g)?;
                             mark(&r.stream, format!("copy {i} done"))?;
-                            p.update_by_mean((gpu, u), i, g, w, lr)?;
                         }
                         (Some(r), None) => {
                             mark(&r.stream, format!("all-reduce {i} reached"))?;
                             r.comm.all_reduce_in_place(&r.stream, g, ReduceOp::Avg)?;
                             mark(&r.stream, format!("all-reduce {i} done"))?;
-                            sgd(gpu, u, w, g, lr)?;
                         }
-                        (None, _) => sgd(gpu, u, w, g, lr)?,
+                        (None, _) => {}
                     }
                 }
             }
-            mark(u, format!("update {i}"))?;
+            if in_order {
+                self.owed[i] = true;
+            } else {
+                let u = reduce.map_or(s, |r| &*r.update);
+                self.pay(gpu, u, reduce, i)?;
+                mark(u, format!("update {i}"))?;
+            }
         }
         match peers {
             Some(p) => {

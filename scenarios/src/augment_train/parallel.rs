@@ -38,7 +38,7 @@ use streamline_testing::reference::train::{self as reference, mlp_step_exchanged
 
 use super::exchange::{peers_pair, Exchange};
 use super::feed::{Setup, Shard};
-use super::model::{bucket_spans, GradDtype, Reduce, StepTrace};
+use super::model::{bucket_spans, GradDtype, Reduce, StepTrace, Updates};
 use super::*;
 
 /// One GPU's part of the run.
@@ -68,18 +68,22 @@ const RECEIVE: usize = 4;
 
 impl Member<'_> {
     /// Where this GPU's part of a data-parallel step reduces and applies its gradients.
-    fn reduce(&self) -> Result<Reduce> {
+    fn reduce(&self, updates: Updates) -> Result<Reduce> {
         Ok(Reduce {
             comm: self.comm.clone(),
             stream: self.pool.stream(2)?.clone(),
             update: self.pool.stream(3)?.clone(),
             peers: None,
+            updates,
         })
     }
 
-    /// Waits until this GPU's queued work is done: its collectives (checked for NCCL's errors
-    /// and its timeout), then every stream of its pool.
-    fn settle(&self) -> Result<()> {
+    /// Queues the updates of `su`'s last step still owed, then waits until this GPU's queued
+    /// work is done: its collectives (checked for NCCL's errors and its timeout), then every
+    /// stream of its pool.
+    fn settle(&self, su: &mut Setup) -> Result<()> {
+        let model = self.pool.stream(1)?;
+        su.model.pay_owed(self.gpu, model, su.reduce.as_ref())?;
         self.comm.synchronize(self.pool.stream(2)?)?;
         self.pool.synchronize()
     }
@@ -99,7 +103,7 @@ impl Member<'_> {
             exchange: true,
         };
         let mut su = Setup::for_shard(&self.pool, o, batch, seed, None, shard, None)?;
-        su.reduce = Some(self.reduce()?);
+        su.reduce = Some(self.reduce(o.updates)?);
         Ok(su)
     }
 }
@@ -123,7 +127,7 @@ fn on_every_gpu(
 /// `steps` steps of the pipelined run on one GPU, waited for.
 fn steps_on(m: &Member, su: &mut Setup, plan: &Plan, steps: usize) -> Result<()> {
     su.last_loader = su.run(m.gpu, &m.pool, plan, &[0, 1], None, &mut None, steps)?;
-    m.settle()
+    m.settle(su)
 }
 
 /// Runs seed 003 data-parallel on devices `0..o.gpus` (`gpu` is device 0).
@@ -292,7 +296,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
         }
         // Last, as the GPUs' weights part ways: the same setups, each GPU a world of one.
         for (m, su) in apart.iter().zip(setups.iter_mut()) {
-            su.reduce = Some(m.reduce()?);
+            su.reduce = Some(m.reduce(o.updates)?);
         }
         let side_by_side = wall_ms(common.reps, || {
             on_every_gpu(&apart, &mut setups, |m, su| steps_on(m, su, &plan, steps))
@@ -390,7 +394,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     let mut report = report_against_one(
         "augment-train",
         format!(
-            "seed 003 data-parallel on {n} GPUs ({}): each GPU augments its own batch of uint8 3x{s}x{s} on its transform stream while its model stream trains the 2-layer MLP ({} -> {} -> {}) on the previous one; the {:.0} MiB of gradients ({}) are averaged {} from a communication stream ({} buckets of W1's, each as soon as computed, and applied on an update stream as each arrives); {steps} steps per run; one GPU with the same batch timed in the same command, in the one-GPU pipeline and in the data-parallel step on a world of one (nothing to exchange)",
+            "seed 003 data-parallel on {n} GPUs ({}): each GPU augments its own batch of uint8 3x{s}x{s} on its transform stream while its model stream trains the 2-layer MLP ({} -> {} -> {}) on the previous one; the {:.0} MiB of gradients ({}) are averaged {} from a communication stream ({} buckets of W1's, each as soon as computed, and applied {}); {steps} steps per run; one GPU with the same batch timed in the same command, in the one-GPU pipeline and in the data-parallel step on a world of one (nothing to exchange)",
             gpus[0].info().name,
             CHANNELS * o.size * o.size,
             o.train.hidden,
@@ -406,6 +410,11 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
                 (true, false) => "by peer copies, staged through host memory by the driver (the two GPUs cannot reach each other's memory), each GPU taking the mean of its own and the other's in its update",
             },
             buckets,
+            match o.updates {
+                Updates::Beside => "on an update stream as each arrives",
+                Updates::InOrder =>
+                    "on the model stream, each just before the next step's product that reads it",
+            },
             s = o.size
         ),
         (one * n as f64, many),
@@ -445,7 +454,7 @@ fn record(members: &[Member], setups: &mut [Setup], plan: &Plan, steps: usize) -
         plan.run(&m.pool, &[0, 1], 0..steps, Some(&mut rec), |c| {
             su.stage(m.gpu, &mut None, c)
         })?;
-        m.settle()?;
+        m.settle(su)?;
         su.loader().finish().map(|_| ())
     })?;
     let parts = recs
@@ -587,7 +596,7 @@ fn verify(
         plan.run(&m.pool, &[0, 1], 0..last, None, |c| {
             su.stage(m.gpu, &mut None, c)
         })?;
-        m.settle()
+        m.settle(su)
     })?;
     let s0 = members[0].pool.stream(1)?;
     let w1 = setups[0].model.w1_to_vec(s0)?;
@@ -596,7 +605,7 @@ fn verify(
         plan.run(&m.pool, &[0, 1], last..steps, None, |c| {
             su.stage(m.gpu, &mut None, c)
         })?;
-        m.settle()?;
+        m.settle(su)?;
         su.loader().finish().map(|_| ())
     })?;
     let w1n = setups[0].model.w1_to_vec(s0)?;

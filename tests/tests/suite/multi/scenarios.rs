@@ -1,13 +1,14 @@
 //! Seed 003's scenarios over two GPUs against their references.
 
-use streamline_scenarios::augment_train::{self, Exchange, GradDtype};
+use streamline_scenarios::augment_train::{self, Exchange, GradDtype, Updates};
 use streamline_scenarios::{encoder_decoder, Common, Training};
 
 use super::{devices, one_at_a_time};
 
 /// Seed 003's scenarios over two GPUs at small sizes: data-parallel augment-train (f32 and
 /// bf16 gradients, in buckets that do not divide the rows, exchanged by NCCL's all-reduce, its
-/// kernels also on SMs of their own, or by peer copies) and the encoder-decoder split over two
+/// kernels also on SMs of their own, or by peer copies, the updates beside the model stream or
+/// in its order) and the encoder-decoder split over two
 /// GPUs, each checked against its f64 reference (and, data-parallel, the weights bit for bit
 /// across the GPUs; both, their recorded runs on both GPUs).
 #[test]
@@ -26,12 +27,14 @@ fn scenarios_over_two_gpus_match_their_references() {
         steps: 4,
         ..Default::default()
     };
-    for (grad_dtype, buckets, comm_sms, exchange) in [
-        (GradDtype::F32, 3, 0, Exchange::AllReduce),
-        (GradDtype::Bf16, 5, 0, Exchange::AllReduce),
-        (GradDtype::Bf16, 4, 16, Exchange::Auto),
-        (GradDtype::F32, 3, 0, Exchange::PeerCopies),
-        (GradDtype::Bf16, 5, 0, Exchange::PeerCopies),
+    let (beside, in_order) = (Updates::Beside, Updates::InOrder);
+    for (grad_dtype, buckets, comm_sms, exchange, updates) in [
+        (GradDtype::F32, 3, 0, Exchange::AllReduce, beside),
+        (GradDtype::Bf16, 5, 0, Exchange::AllReduce, in_order),
+        (GradDtype::Bf16, 4, 16, Exchange::Auto, beside),
+        (GradDtype::F32, 3, 0, Exchange::PeerCopies, in_order),
+        (GradDtype::Bf16, 5, 0, Exchange::PeerCopies, beside),
+        (GradDtype::Bf16, 2, 0, Exchange::PeerCopies, in_order),
     ] {
         let o = augment_train::Options {
             train: train.clone(),
@@ -41,10 +44,11 @@ fn scenarios_over_two_gpus_match_their_references() {
             grad_dtype,
             comm_sms,
             exchange,
+            updates,
             ..Default::default()
         };
         let r = augment_train::run(gpu, &common, &o).unwrap();
-        let case = format!("{grad_dtype:?} {comm_sms} {exchange:?}");
+        let case = format!("{grad_dtype:?} {buckets} {comm_sms} {exchange:?} {updates:?}");
         assert!(r.check.passed(), "{case}: {:?}", r.check);
         assert!(r.check.compared > 0);
         let by_copies = exchange == Exchange::PeerCopies;
@@ -52,6 +56,12 @@ fn scenarios_over_two_gpus_match_their_references() {
         assert_eq!(
             r.workload.contains("by NCCL's all-reduce"),
             !by_copies,
+            "{case}"
+        );
+        assert_eq!(
+            r.workload
+                .contains("each just before the next step's product"),
+            updates == in_order,
             "{case}"
         );
     }
