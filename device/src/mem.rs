@@ -22,6 +22,54 @@ macro_rules! line_hint {
     };
 }
 
+/// Four 4-byte values of type `$t` from the 16 bytes at the generic address `$p`, in one global
+/// load by the instruction `$ins` (`ld.global.nc.v4.f32`, ...); `pure` where the memory cannot
+/// change while the kernel runs (`.nc`), so that the compiler may move or merge the load.
+macro_rules! ld_global_v4 {
+    ($p:expr, $ins:literal, $t:ty) => {
+        ld_global_v4!($p, $ins, $t, readonly, nostack, preserves_flags)
+    };
+    ($p:expr, $ins:literal, $t:ty, pure) => {
+        ld_global_v4!($p, $ins, $t, pure, readonly, nostack, preserves_flags)
+    };
+    ($p:expr, $ins:literal, $t:ty, $($opt:ident),+) => {{
+        let (a, b, c, d): ($t, $t, $t, $t);
+        // SAFETY: guaranteed by the caller; the instruction only reads `[p, p + 16)`.
+        unsafe {
+            asm!(
+                concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ", $ins, " {{{a}, {b}, {c}, {d}}}, [g]; }}"),
+                a = out(reg32) a,
+                b = out(reg32) b,
+                c = out(reg32) c,
+                d = out(reg32) d,
+                p = in(reg64) $p,
+                options($($opt),+)
+            );
+        }
+        [a, b, c, d]
+    }};
+}
+
+/// Writes the four 4-byte values `$v` to the 16 bytes at the generic address `$p` in one global
+/// store by the instruction `$ins` (`st.global.v4.f32`, ...).
+macro_rules! st_global_v4 {
+    ($p:expr, $v:expr, $ins:literal) => {{
+        let v = $v;
+        // SAFETY: guaranteed by the caller; the instruction only writes `[p, p + 16)`.
+        unsafe {
+            asm!(
+                concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ", $ins, " [g], {{{a}, {b}, {c}, {d}}}; }}"),
+                p = in(reg64) $p,
+                a = in(reg32) v[0],
+                b = in(reg32) v[1],
+                c = in(reg32) v[2],
+                d = in(reg32) v[3],
+                options(nostack, preserves_flags)
+            );
+        }
+    }};
+}
+
 /// `ld.global.nc` of one f32 at the generic address `$p`, with the qualifier `$q` (a string
 /// literal or a macro giving one) after `.nc`.
 macro_rules! ld_nc_f32 {
@@ -169,20 +217,7 @@ pub unsafe fn stg2_at(base: *mut f32, i: u32, v: [f32; 2]) {
 /// writes while the kernel runs.
 #[inline(always)]
 pub unsafe fn ldg4(p: *const f32) -> [f32; 4] {
-    let (a, b, c, d): (f32, f32, f32, f32);
-    // SAFETY: guaranteed by the caller; the instruction only reads `[p, p + 16)`.
-    unsafe {
-        asm!(
-            "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.global.nc.v4.f32 {{{a}, {b}, {c}, {d}}}, [g]; }}",
-            a = out(reg32) a,
-            b = out(reg32) b,
-            c = out(reg32) c,
-            d = out(reg32) d,
-            p = in(reg64) p,
-            options(pure, readonly, nostack, preserves_flags)
-        );
-    }
-    [a, b, c, d]
+    ld_global_v4!(p, "ld.global.nc.v4.f32", f32, pure)
 }
 
 /// Loads a byte through the read-only data cache (`ld.global.nc`).
@@ -344,18 +379,7 @@ pub unsafe fn copy_wait() {
 /// thread accesses while the kernel runs.
 #[inline(always)]
 pub unsafe fn stg4(p: *mut f32, v: [f32; 4]) {
-    // SAFETY: guaranteed by the caller; the instruction only writes `[p, p + 16)`.
-    unsafe {
-        asm!(
-            "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; st.global.v4.f32 [g], {{{a}, {b}, {c}, {d}}}; }}",
-            p = in(reg64) p,
-            a = in(reg32) v[0],
-            b = in(reg32) v[1],
-            c = in(reg32) v[2],
-            d = in(reg32) v[3],
-            options(nostack, preserves_flags)
-        );
-    }
+    st_global_v4!(p, v, "st.global.v4.f32")
 }
 
 /// Sixteen bytes in one global load marked evict-first (`ld.global.cs`, streaming): for data
@@ -365,20 +389,7 @@ pub unsafe fn stg4(p: *mut f32, v: [f32; 4]) {
 /// `p` must be 16-byte aligned and point to 16 readable bytes in global memory.
 #[inline(always)]
 pub unsafe fn ld_stream16(p: *const [u32; 4]) -> [u32; 4] {
-    let (a, b, c, d): (u32, u32, u32, u32);
-    // SAFETY: guaranteed by the caller; the instruction only reads `[p, p + 16)`.
-    unsafe {
-        asm!(
-            "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.global.cs.v4.u32 {{{a}, {b}, {c}, {d}}}, [g]; }}",
-            a = out(reg32) a,
-            b = out(reg32) b,
-            c = out(reg32) c,
-            d = out(reg32) d,
-            p = in(reg64) p,
-            options(readonly, nostack, preserves_flags)
-        );
-    }
-    [a, b, c, d]
+    ld_global_v4!(p, "ld.global.cs.v4.u32", u32)
 }
 
 /// Writes sixteen bytes with one global store marked evict-first (`st.global.cs`, streaming):
@@ -389,18 +400,7 @@ pub unsafe fn ld_stream16(p: *const [u32; 4]) -> [u32; 4] {
 /// thread accesses while the kernel runs.
 #[inline(always)]
 pub unsafe fn st_stream16(p: *mut [u32; 4], v: [u32; 4]) {
-    // SAFETY: guaranteed by the caller; the instruction only writes `[p, p + 16)`.
-    unsafe {
-        asm!(
-            "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; st.global.cs.v4.u32 [g], {{{a}, {b}, {c}, {d}}}; }}",
-            p = in(reg64) p,
-            a = in(reg32) v[0],
-            b = in(reg32) v[1],
-            c = in(reg32) v[2],
-            d = in(reg32) v[3],
-            options(nostack, preserves_flags)
-        );
-    }
+    st_global_v4!(p, v, "st.global.cs.v4.u32")
 }
 
 /// Starts copying 16 bytes from `src` (global memory) to shared-memory address `dst` with
