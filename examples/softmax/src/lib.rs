@@ -33,10 +33,10 @@ pub enum Path {
     /// [`WARP_COLS`] columns, each of whole 16-byte chunks, both matrices 16-byte aligned.
     Held,
     /// [`softmax_long`](fn@softmax_kernels::softmax_long): rows of at least
-    /// [`LONG_BLOCK`]` * `[`LONG_GROUP`] chunks (64 KiB), chunked and aligned the same way. A
-    /// block of 256 threads per row keeps rows shorter than that in L2 between its passes
-    /// (several blocks fit on a multiprocessor), while the long rows' larger blocks would wait
-    /// on their reductions with little to read.
+    /// [`LONG_BLOCK`]` * `[`LONG_GROUP`] chunks (64 KiB), chunked and aligned the same way.
+    /// Shorter rows stay with [`Path::Any`]: its blocks of 256 threads keep them in L2 between
+    /// passes (several blocks fit on a multiprocessor), where a block of 1024 threads would wait
+    /// on its reductions with little to read between them.
     Long,
     /// [`softmax`](fn@softmax_kernels::softmax): every other shape and alignment.
     Any,
@@ -72,8 +72,8 @@ pub fn launch_config(path: Path, rows: u32, cols: u32) -> LaunchConfig {
 }
 
 /// Row-wise softmax of the row-major `rows x cols` matrix `x` into `y`, on `stream`, in `T`
-/// (f32 arithmetic inside), by the kernel [`path`] picks. The launch waits for earlier writers of `x` and `y` on other
-/// streams of the engine, and later users of `y` wait for it.
+/// (f32 arithmetic inside), by the kernel [`path`] picks. The launch waits for earlier writers
+/// of `x` and `y` on other streams of the engine, and later users of `y` wait for it.
 pub fn softmax<T: Elem>(
     module: &Module,
     stream: &CudaStream,
@@ -148,28 +148,33 @@ pub fn reference(x: &[f64], cols: usize) -> Vec<f64> {
 /// positive terms, each thread adding at most `ceil(cols / 32) + 16` of them in turn (its
 /// chunks' elements and a share of the unaligned ends) and the butterflies of the warp and the
 /// block at most 8 more levels, adds `(ceil(cols / 32) + 24) u`;
-/// the reciprocal and the product add `2 u`. The long rows' kernel, which sums each thread's
-/// exponentials against its maximum so far, moves that sum to a new maximum at most once per
-/// group of its chunks and once more for the block's maximum, `ceil(cols / 4096) + 1` times:
-/// each factor, a power of two of a rounded difference, is off by at most `2^-22 + 3 spread u`
-/// relative. The reference's own f64 error is negligible.
+/// the reciprocal and the product add `2 u`. The reference's own f64 error is negligible.
 ///
 /// [`reference`]: fn@reference
 pub fn f32_bound(cols: usize, spread: f64) -> f64 {
     let u = f64::powi(2.0, -24);
-    let moves = if cols > WARP_COLS as usize {
-        cols.div_ceil(4 * LONG_BLOCK as usize) + 1
-    } else {
-        0
-    };
-    let each = f64::powi(2.0, -22) + 3.0 * spread * u;
-    (3.0 * spread + (cols.div_ceil(32) + 26) as f64) * u + each + moves as f64 * each
+    (3.0 * spread + (cols.div_ceil(32) + 26) as f64) * u + f64::powi(2.0, -22)
 }
 
-/// [`f32_bound`] for `T`'s output: for bf16, the f32 result rounded once to bf16 (8
-/// significant bits), `2^-8` relative more.
+/// What the long rows' kernel adds to [`f32_bound`] for rows of `cols` elements of `T` (0 for
+/// rows it does not take): it sums each thread's exponentials against that thread's maximum so
+/// far, and moves the sum to a new maximum at most once per group of the thread's chunks
+/// (`LONG_GROUP` of them, `LANES` elements each) and once more for the block's maximum; each
+/// factor, a power of two of a rounded difference, is off by at most `2^-22 + 3 spread u`
+/// relative.
+pub fn long_rows_bound<T: Elem>(cols: usize, spread: f64) -> f64 {
+    let chunks = cols * std::mem::size_of::<T>() / 16;
+    if cols <= WARP_COLS as usize || chunks < LONG_BLOCK as usize * LONG_GROUP {
+        return 0.0;
+    }
+    let moves = cols.div_ceil(T::LANES * LONG_BLOCK as usize * LONG_GROUP) + 1;
+    moves as f64 * (f64::powi(2.0, -22) + 3.0 * spread * f64::powi(2.0, -24))
+}
+
+/// [`f32_bound`] (with [`long_rows_bound`]) for `T`'s output: for bf16, the f32 result rounded
+/// once to bf16 (8 significant bits), `2^-8` relative more.
 pub fn tolerance<T: Elem>(cols: usize, spread: f64) -> Tolerance {
-    let e = f32_bound(cols, spread);
+    let e = f32_bound(cols, spread) + long_rows_bound::<T>(cols, spread);
     let rel = if std::mem::size_of::<T>() == 2 {
         e + f64::powi(2.0, -8) * (1.0 + e)
     } else {

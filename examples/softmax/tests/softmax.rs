@@ -250,6 +250,61 @@ fn a_long_and_a_wide_matrix_match_the_reference() {
     check::<f32>(3, 16_384, 17, 4).unwrap();
 }
 
+/// Rows holding NaN or infinities on each kernel's path (rows a warp holds, long rows, and
+/// unaligned rows of the generic kernel), f32: every output is NaN exactly where the f64
+/// reference's is, and the others are within the bound. One long row's NaN all fall in one
+/// thread's chunks, which hold nothing else but negative infinities.
+#[test]
+fn nan_and_infinities_match_the_reference() {
+    let Some(gpu) = gpu() else { return };
+    let module = gpu.load(&KERNELS).unwrap();
+    let s = gpu.stream();
+    for cols in [1000usize, 16_384, 1001] {
+        let rows = 6;
+        let mut x = input(rows * cols, 5, 16.0);
+        let row = |r: usize| r * cols..(r + 1) * cols;
+        x[row(1).start + 7] = f64::NAN;
+        x[row(2).start + 3] = f64::INFINITY;
+        x[row(3)].fill(f64::NEG_INFINITY);
+        x[row(4).start + 11] = f64::NEG_INFINITY;
+        // Thread 5's chunks of a long row (chunks 5, 1029, 2053, 3077 of four f32 each): NaN in
+        // the first, negative infinities in the rest.
+        for (k, c) in [5usize, 1029, 2053, 3077].into_iter().enumerate() {
+            for e in 4 * c..(4 * c + 4).min(cols) {
+                x[row(5).start + e] = if k == 0 { f64::NAN } else { f64::NEG_INFINITY };
+            }
+        }
+        let xf: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+        let xd = s.clone_htod(&xf).unwrap();
+        let mut yd = s.clone_htod(&vec![0.0f32; rows * cols]).unwrap();
+        softmax::softmax(&module, s, (rows, cols), &xd, &mut yd).unwrap();
+        let got = s.clone_dtoh(&yd).unwrap();
+        let want = reference(&xf.iter().map(|&v| v as f64).collect::<Vec<_>>(), cols);
+        let bound = match tolerance::<f32>(cols, 16.0) {
+            streamline_testing::Tolerance::Relative { rel, .. } => rel,
+            t => panic!("unexpected tolerance {t:?}"),
+        };
+        for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            let (r, c) = (i / cols, i % cols);
+            assert_eq!(
+                g.is_nan(),
+                w.is_nan(),
+                "{cols} columns, row {r}, column {c}: {g} against {w}"
+            );
+            if !w.is_nan() {
+                assert!(
+                    (g as f64 - w).abs() <= bound * w.abs(),
+                    "{cols} columns, row {r}, column {c}: {g} against {w}"
+                );
+            }
+        }
+        assert!(
+            got[row(5)].iter().all(|v| v.is_nan()),
+            "{cols} columns: a NaN spreads over its row"
+        );
+    }
+}
+
 #[test]
 fn a_shape_that_does_not_match_the_buffers_is_refused() {
     let Some(gpu) = gpu() else { return };

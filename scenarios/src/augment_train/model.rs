@@ -155,6 +155,13 @@ pub(crate) struct Reduce {
     pub(crate) updates: Updates,
 }
 
+/// `reduce` where its gradients travel to other GPUs (a world of more than one); the gradient
+/// products then write `dL/dW1` in the type it travels in ([`Model::step_with`]), which is the
+/// one the update reads ([`Model::pay`]).
+fn travelling(reduce: Option<&Reduce>) -> Option<&Reduce> {
+    reduce.filter(|r| r.comm.world_size() > 1)
+}
+
 /// The first row of `W1` and the rows of each of (at most) `buckets` gradient buckets over
 /// `inputs` rows, all of equal size but the last.
 pub(crate) fn bucket_spans(inputs: usize, buckets: usize) -> impl Iterator<Item = (usize, usize)> {
@@ -313,9 +320,8 @@ impl Model {
         reduce: Option<&Reduce>,
         i: usize,
     ) -> Result<()> {
-        self.owed[i] = false;
         let lr = self.m.lr;
-        let travel = reduce.filter(|r| r.comm.world_size() > 1);
+        let travel = travelling(reduce);
         let peers = travel.and_then(|r| r.peers.as_ref());
         let w = &mut self.w1[i];
         match (travel, self.dw1_bf16.get(i)) {
@@ -327,7 +333,9 @@ impl Model {
                 Some(p) => p.update_by_mean((gpu, stream), i, &self.dw1[i], w, lr),
                 None => sgd(gpu, stream, w, &self.dw1[i], lr),
             },
-        }
+        }?;
+        self.owed[i] = false;
+        Ok(())
     }
 
     /// Queues on `stream` (the model stream) every update of the last step still owed
@@ -402,40 +410,24 @@ impl Model {
         // Forward: a = relu(x W1), y = a W2; `x W1` as the sum of the buckets' products, so
         // that each waits only for its own bucket's update (queued just before it where it is
         // owed).
-        if self.owed[0] {
-            self.pay(gpu, s, reduce, 0)?;
-            mark(s, "update 0".into())?;
-        }
-        if self.w1.len() == 1 {
-            sgemm(
-                gpu,
-                s,
-                k1,
-                &Gemm::dense(b, h, d),
-                x,
-                &self.w1[0],
-                &mut self.hpre,
-            )?;
-        } else {
-            for (i, (r0, n)) in bucket_spans(d, self.w1.len()).enumerate() {
-                if i > 0 && self.owed[i] {
-                    self.pay(gpu, s, reduce, i)?;
-                    mark(s, format!("update {i}"))?;
-                }
+        let buckets = self.w1.len();
+        for (i, (r0, n)) in bucket_spans(d, buckets).enumerate() {
+            if self.owed[i] {
+                self.pay(gpu, s, reduce, i)?;
+                mark(s, format!("update {i}"))?;
+            }
+            let (part, xi) = if buckets == 1 {
+                (Gemm::dense(b, h, d), x.view(0..b * d)?)
+            } else {
                 let part = Gemm {
                     lda: d,
                     beta: if i == 0 { 0.0 } else { 1.0 },
                     ..Gemm::dense(b, h, n)
                 };
-                sgemm(
-                    gpu,
-                    s,
-                    k1,
-                    &part,
-                    &x.view(r0..r0 + (b - 1) * d + n)?,
-                    &self.w1[i],
-                    &mut self.hpre,
-                )?;
+                (part, x.view(r0..r0 + (b - 1) * d + n)?)
+            };
+            sgemm(gpu, s, k1, &part, &xi, &self.w1[i], &mut self.hpre)?;
+            if buckets > 1 {
                 mark(s, format!("forward {i}"))?;
             }
         }
@@ -473,7 +465,7 @@ impl Model {
         )?;
         // A world of one GPU has nothing to average: its step skips the all-reduces (and the
         // rounding for them), and keeps the rest, the update stream included.
-        let travel = reduce.filter(|r| r.comm.world_size() > 1);
+        let travel = travelling(reduce);
         let peers = travel.and_then(|r| r.peers.as_ref());
         match (travel, peers) {
             (Some(r), Some(p)) => p.w2.send(&r.stream, 0, &self.dw2)?,

@@ -5,9 +5,10 @@
 //! all-reduce or, on two GPUs, by peer copies averaged in the update ([`super::exchange`]),
 //! `dL/dW2` while `dL/dW1` is computed and `dL/dW1` bucket by bucket as each is computed (in
 //! f32, or rounded to bf16 to halve the bytes); each bucket of `W1` is updated on the update
-//! stream as soon as its gradient has arrived, and the next step's forward takes the buckets in the same order, so
-//! that it starts while later buckets travel. Every GPU applies the same update; the next
-//! batch's augmentation runs meanwhile.
+//! stream as soon as its gradient has arrived (or, `--updates in-order`, on the model stream
+//! just before the next step's product that reads it), and the next step's forward takes the
+//! buckets in the same order, so that it starts while later buckets travel. Every GPU applies
+//! the same update; the next batch's augmentation runs meanwhile.
 //!
 //! The report sets N GPUs against one GPU with the same batch, timed in the same command, both
 //! the one-GPU pipeline and the data-parallel step on a world of one GPU (the same step with
@@ -373,7 +374,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
     {
         if !trace.is_empty() {
             notes.push(format!(
-                "one step of GPU 0 in {world} at batch {headline}, ms from its start to each moment its streams reached, and when GPU 0's thread queued it (model stream: after each product; communication stream: reaching each all-reduce or copy, its earlier work done, and after it; update stream: each bucket updated): {trace}"
+                "one step of GPU 0 in {world} at batch {headline}, ms from its start to each moment its streams reached, and when GPU 0's thread queued it (model stream: after each product; communication stream: reaching each all-reduce or copy, its earlier work done, and after it; each bucket updated, on the update stream, or, with the updates in order, on the model stream by the last step's gradient): {trace}"
             ));
         }
     }

@@ -30,7 +30,9 @@ pub const WARP_COLS: u32 = 1024;
 /// Rows per block when each row takes one warp.
 pub const WARP_ROWS: u32 = BLOCK / 32;
 /// Threads per block of [`softmax_long`](fn@softmax_long): at most two such blocks fit on a
-/// multiprocessor, so the rows being read at once fit in L2 until their second read.
+/// multiprocessor, so the rows being read at once fit in L2 until their second read (for rows up
+/// to about L2's size over twice the multiprocessors, some 190 KiB on an H200; longer rows read
+/// part of the second pass from memory).
 pub const LONG_BLOCK: u32 = 1024;
 /// Chunks each thread of [`softmax_long`](fn@softmax_long) loads before using any.
 pub const LONG_GROUP: usize = 4;
@@ -343,9 +345,16 @@ kernel! {
 }
 
 device! {
-    /// Group `g` of a [`softmax_long`] thread's chunks of a row of `chunks` chunks at `x`: chunks
-    /// `first + LONG_BLOCK * (LONG_GROUP * g + k)`, each read with `load` before any is used;
-    /// past the row's end, negative infinities (no weight in the maximum or the sum).
+    /// Chunk `k` of group `g` of a [`softmax_long`] thread whose first chunk is `first`: a
+    /// thread's chunks lie [`LONG_BLOCK`] apart, [`LONG_GROUP`] of them to a group.
+    #[inline(always)]
+    fn long_chunk(first: usize, g: usize, k: usize) -> usize {
+        first + LONG_BLOCK as usize * (LONG_GROUP * g + k)
+    }
+
+    /// Group `g` of a [`softmax_long`] thread's chunks of a row of `chunks` chunks at `x`
+    /// ([`long_chunk`]), each read with `load` before any is used; past the row's end,
+    /// negative infinities (no weight in the maximum or the sum).
     ///
     /// # Safety
     /// `x` addresses `chunks` chunks, 16-byte aligned, and `load` reads the chunk it is given.
@@ -357,7 +366,7 @@ device! {
     ) -> [Chunk; LONG_GROUP] {
         let mut h = [T::NEG_INF; LONG_GROUP];
         for (k, h) in h.iter_mut().enumerate() {
-            let c = first + LONG_BLOCK as usize * (LONG_GROUP * g + k);
+            let c = long_chunk(first, g, k);
             if c < chunks {
                 // SAFETY: chunk `c < chunks` of the row (the caller's).
                 *h = load(unsafe { x.add(c) });
@@ -380,7 +389,9 @@ kernel! {
     /// serve them better.
     ///
     /// # Safety
-    /// As for [`softmax_held`], except that `p.cols > WARP_COLS` instead of at most.
+    /// `p.x` and `p.y` must each address `p.rows * p.cols` elements of `T` on the device, not
+    /// overlapping, 16-byte aligned, with `p.cols > WARP_COLS` and each row a whole number of
+    /// 16-byte chunks (`p.cols * size_of::<T>()` a multiple of 16), launched as said above.
     pub unsafe fn softmax_long<T: Lanes>(p: SoftmaxParams<T>) {
         // SAFETY: blocks of LONG_BLOCK threads (whole warps); no thread leaves early and the
         // two reductions below lie outside every branch.
@@ -394,15 +405,22 @@ kernel! {
                 p.y.as_mut_ptr().add(at) as *mut Chunk,
             )
         };
-        let (first, step) = (thread_xy().0 as usize, LONG_BLOCK as usize);
+        let first = thread_xy().0 as usize;
         let log2e = core::f32::consts::LOG2_E;
-        let groups = chunks.div_ceil(step * LONG_GROUP);
-        let (mut m, mut s) = (f32::NEG_INFINITY, 0.0f32);
+        let groups = chunks.div_ceil(LONG_BLOCK as usize * LONG_GROUP);
+        // The maximum ignores NaN, so a NaN is remembered apart: it makes the row's sum, and so
+        // every output of the row, NaN, as in the reference.
+        let (mut m, mut s, mut nan) = (f32::NEG_INFINITY, 0.0f32, false);
         for g in 0..groups {
             // SAFETY: `x` is the row of `chunks` chunks (above).
             let h = unsafe { group::<T>(x, (first, g, chunks), |c| *c) };
             let mut top = m;
-            h.iter().for_each(|&c| T::each(c, |v| top = top.max(v)));
+            h.iter().for_each(|&c| {
+                T::each(c, |v| {
+                    top = top.max(v);
+                    nan |= v.is_nan();
+                })
+            });
             if top > f32::NEG_INFINITY {
                 // The sum so far moves to the new maximum (a factor of 0 from an empty sum's
                 // negative infinity, and of 1 when the maximum stays).
@@ -413,7 +431,9 @@ kernel! {
             }
         }
         let top = block.max(m);
-        let mine = if m > f32::NEG_INFINITY {
+        let mine = if nan {
+            f32::NAN
+        } else if m > f32::NEG_INFINITY {
             s * exp2f((m - top) * log2e)
         } else {
             0.0
@@ -428,7 +448,7 @@ kernel! {
                 })
             };
             for (k, &h) in h.iter().enumerate() {
-                let c = first + step * (LONG_GROUP * g + k);
+                let c = long_chunk(first, g, k);
                 if c < chunks {
                     let out = T::map(h, |v| exp2f((v - top) * log2e) * inv);
                     // SAFETY: as for the loads; `y`'s row has the same chunks, written once.
