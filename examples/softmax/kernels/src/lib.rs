@@ -408,35 +408,38 @@ kernel! {
         let first = thread_xy().0 as usize;
         let log2e = core::f32::consts::LOG2_E;
         let groups = chunks.div_ceil(LONG_BLOCK as usize * LONG_GROUP);
-        // The maximum ignores NaN, so a NaN is remembered apart: it makes the row's sum, and so
-        // every output of the row, NaN, as in the reference.
-        let (mut m, mut s, mut nan) = (f32::NEG_INFINITY, 0.0f32, false);
+        let (mut m, mut s) = (f32::NEG_INFINITY, 0.0f32);
         for g in 0..groups {
             // SAFETY: `x` is the row of `chunks` chunks (above).
             let h = unsafe { group::<T>(x, (first, g, chunks), |c| *c) };
             let mut top = m;
-            h.iter().for_each(|&c| {
-                T::each(c, |v| {
-                    top = top.max(v);
-                    nan |= v.is_nan();
-                })
-            });
+            h.iter().for_each(|&c| T::each(c, |v| top = top.max(v)));
             if top > f32::NEG_INFINITY {
                 // The sum so far moves to the new maximum (a factor of 0 from an empty sum's
-                // negative infinity, and of 1 when the maximum stays).
+                // negative infinity, and of 1 when the maximum stays); a NaN makes it NaN.
                 s *= exp2f((m - top) * log2e);
                 h.iter()
                     .for_each(|&c| T::each(c, |v| s += exp2f((v - top) * log2e)));
                 m = top;
+            } else {
+                // Nothing but negative infinities and NaN so far (the maximum ignores NaN): a
+                // NaN still makes the row's sum, and so all its outputs, NaN, as in the
+                // reference.
+                h.iter().for_each(|&c| {
+                    T::each(c, |v| {
+                        if v.is_nan() {
+                            s = f32::NAN;
+                        }
+                    })
+                });
             }
         }
         let top = block.max(m);
-        let mine = if nan {
-            f32::NAN
-        } else if m > f32::NEG_INFINITY {
+        // A thread whose maximum is still negative infinity holds a sum of 0, or NaN.
+        let mine = if m > f32::NEG_INFINITY {
             s * exp2f((m - top) * log2e)
         } else {
-            0.0
+            s
         };
         let inv = 1.0 / block.sum(mine);
         for g in 0..groups {
