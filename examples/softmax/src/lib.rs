@@ -159,7 +159,7 @@ pub fn f32_bound(cols: usize, spread: f64) -> f64 {
 /// What the long rows' kernel adds to [`f32_bound`] for rows of `cols` elements of `T` (0 for
 /// rows it does not take): it sums each thread's exponentials against that thread's maximum so
 /// far, and moves the sum to a new maximum at most once per group of the thread's chunks
-/// (`LONG_GROUP` of them, `LANES` elements each) and once more for the block's maximum; each
+/// (`GROUP` of them, `LANES` elements each) and once more for the block's maximum; each
 /// factor, a power of two of a rounded difference, is off by at most `2^-22 + 3 spread u`
 /// relative.
 pub fn long_rows_bound<T: Elem>(cols: usize, spread: f64) -> f64 {
@@ -167,7 +167,7 @@ pub fn long_rows_bound<T: Elem>(cols: usize, spread: f64) -> f64 {
     if cols <= WARP_COLS as usize || chunks < LONG_BLOCK as usize * LONG_GROUP {
         return 0.0;
     }
-    let moves = cols.div_ceil(T::LANES * LONG_BLOCK as usize * LONG_GROUP) + 1;
+    let moves = cols.div_ceil(T::LANES * LONG_BLOCK as usize * T::GROUP) + 1;
     moves as f64 * (f64::powi(2.0, -22) + 3.0 * spread * f64::powi(2.0, -24))
 }
 

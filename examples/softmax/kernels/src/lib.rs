@@ -34,7 +34,8 @@ pub const WARP_ROWS: u32 = BLOCK / 32;
 /// to about L2's size over twice the multiprocessors, some 190 KiB on an H200; longer rows read
 /// part of the second pass from memory).
 pub const LONG_BLOCK: u32 = 1024;
-/// Chunks each thread of [`softmax_long`](fn@softmax_long) loads before using any.
+/// The most chunks each thread of [`softmax_long`](fn@softmax_long) loads before using any
+/// (each type's [`Lanes::GROUP`]).
 pub const LONG_GROUP: usize = 4;
 
 params! {
@@ -72,6 +73,10 @@ pub trait Lanes: Float {
     type Held: Copy + AsRef<[Chunk]> + AsMut<[Chunk]>;
     /// [`Lanes::Held`] before the row is read.
     const HELD: Self::Held;
+    /// Chunks each thread of [`softmax_long`](fn@softmax_long) loads before using any, at most
+    /// [`LONG_GROUP`]: fewer for types whose chunks unpack to more values, so that two blocks'
+    /// threads keep them in registers.
+    const GROUP: usize;
     /// A chunk of negative infinities: in a lane's share past the row's end it leaves the
     /// maximum as it is and adds nothing to the sum, so no step between the load and the store
     /// asks which chunks are the row's.
@@ -87,6 +92,7 @@ impl Lanes for f32 {
     type Held = [Chunk; WARP_COLS as usize / 4 / 32];
     const HELD: Self::Held = [Chunk([0; 4]); WARP_COLS as usize / 4 / 32];
     const NEG_INF: Chunk = Chunk([0xff80_0000; 4]);
+    const GROUP: usize = LONG_GROUP;
     #[inline(always)]
     fn each(c: Chunk, mut f: impl FnMut(f32)) {
         c.0.iter().for_each(|&w| f(f32::from_bits(w)));
@@ -101,6 +107,7 @@ impl Lanes for bf16 {
     type Held = [Chunk; WARP_COLS as usize / 8 / 32];
     const HELD: Self::Held = [Chunk([0; 4]); WARP_COLS as usize / 8 / 32];
     const NEG_INF: Chunk = Chunk([0xff80_ff80; 4]);
+    const GROUP: usize = LONG_GROUP / 2;
     #[inline(always)]
     fn each(c: Chunk, mut f: impl FnMut(f32)) {
         c.0.iter().for_each(|&w| {
@@ -346,15 +353,16 @@ kernel! {
 
 device! {
     /// Chunk `k` of group `g` of a [`softmax_long`] thread whose first chunk is `first`: a
-    /// thread's chunks lie [`LONG_BLOCK`] apart, [`LONG_GROUP`] of them to a group.
+    /// thread's chunks lie [`LONG_BLOCK`] apart, [`Lanes::GROUP`] of them to a group.
     #[inline(always)]
-    fn long_chunk(first: usize, g: usize, k: usize) -> usize {
-        first + LONG_BLOCK as usize * (LONG_GROUP * g + k)
+    fn long_chunk<T: Lanes>(first: usize, g: usize, k: usize) -> usize {
+        first + LONG_BLOCK as usize * (T::GROUP * g + k)
     }
 
     /// Group `g` of a [`softmax_long`] thread's chunks of a row of `chunks` chunks at `x`
-    /// ([`long_chunk`]), each read with `load` before any is used; past the row's end,
-    /// negative infinities (no weight in the maximum or the sum).
+    /// ([`long_chunk`]), each read with `load` before any is used, in the first
+    /// [`Lanes::GROUP`] entries; past the row's end, negative infinities (no weight in the
+    /// maximum or the sum).
     ///
     /// # Safety
     /// `x` addresses `chunks` chunks, 16-byte aligned, and `load` reads the chunk it is given.
@@ -365,8 +373,8 @@ device! {
         load: impl Fn(*const Chunk) -> Chunk,
     ) -> [Chunk; LONG_GROUP] {
         let mut h = [T::NEG_INF; LONG_GROUP];
-        for (k, h) in h.iter_mut().enumerate() {
-            let c = long_chunk(first, g, k);
+        for (k, h) in h[..T::GROUP].iter_mut().enumerate() {
+            let c = long_chunk::<T>(first, g, k);
             if c < chunks {
                 // SAFETY: chunk `c < chunks` of the row (the caller's).
                 *h = load(unsafe { x.add(c) });
@@ -407,12 +415,13 @@ kernel! {
         };
         let first = thread_xy().0 as usize;
         let log2e = core::f32::consts::LOG2_E;
-        let groups = chunks.div_ceil(LONG_BLOCK as usize * LONG_GROUP);
+        let groups = chunks.div_ceil(LONG_BLOCK as usize * T::GROUP);
         let (mut m, mut s) = (f32::NEG_INFINITY, 0.0f32);
         for g in 0..groups {
             // SAFETY: `x` is the row of `chunks` chunks (above).
             let h = unsafe { group::<T>(x, (first, g, chunks), |c| *c) };
             let mut top = m;
+            let h = &h[..T::GROUP];
             h.iter().for_each(|&c| T::each(c, |v| top = top.max(v)));
             if top > f32::NEG_INFINITY {
                 // The sum so far moves to the new maximum (a factor of 0 from an empty sum's
@@ -450,8 +459,8 @@ kernel! {
                     Chunk(ld_stream16(c as *const [u32; 4]))
                 })
             };
-            for (k, &h) in h.iter().enumerate() {
-                let c = long_chunk(first, g, k);
+            for (k, &h) in h[..T::GROUP].iter().enumerate() {
+                let c = long_chunk::<T>(first, g, k);
                 if c < chunks {
                     let out = T::map(h, |v| exp2f((v - top) * log2e) * inv);
                     // SAFETY: as for the loads; `y`'s row has the same chunks, written once.
