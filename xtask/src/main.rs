@@ -71,13 +71,14 @@ const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
         "NHWC interleaved halo under the four-block bound",
     ),
     // Under the 128-register bound that keeps two blocks per SM, sm_80's allocation of step
-    // 5's 128 x 128 loop spills a few words (addresses, loop state and, in step 7 and split-K,
-    // the last row and column that edge blocks clamp their fetches to), in step 5 itself and in
-    // the kernels built on it (step 7, split-K 128 x 128); sm_90's spills none.
+    // 5's 128 x 128 loop spills a few words (addresses, loop state, the old values of `C` a
+    // product with `beta` reads and, in step 7 and split-K, the last row and column that edge
+    // blocks clamp their fetches to), in step 5 itself and in the kernels built on it (step 7,
+    // split-K 128 x 128); sm_90's spills none.
     (
         "sgemm_5_pipelined_128x128",
-        16,
         32,
+        64,
         "sm_80 under the two-block register bound",
     ),
     (

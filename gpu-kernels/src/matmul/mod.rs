@@ -402,7 +402,11 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
     }
 
     /// Writes `alpha * acc + beta * C` for this thread's 4 x 4 quadrants, rounded to `C`'s
-    /// type, four elements per store where `C` allows it.
+    /// type, four elements per store where `C` allows it. With `beta` nonzero, the old values
+    /// of a row (two with 8 x 16 outputs) are all read before any of them is written, so their
+    /// loads are in flight together instead of each waiting for the store before it (more at
+    /// once spill under the two-block register bound of step 5's and step 7's 128 x 128
+    /// kernels).
     ///
     /// # Safety
     /// `p.c` must hold `C`.
@@ -412,20 +416,28 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
         let c = p.c.as_mut_ptr();
         let ldc = p.ldc as usize;
         let vec_c = p.c.addr() % (4 * size_of::<O>() as u64) == 0 && ldc % 4 == 0;
-        for i in 0..8 {
-            let r = f.row0 + (i / 4) * (BM / 2) + ty * 4 + i % 4;
+        let row = |i: usize| f.row0 + (i / 4) * (BM / 2) + ty * 4 + i % 4;
+        let col = |h: usize| f.col0 + h * Self::QN + tx * 4;
+        // Where the vector `h` of row `i` of this thread's takes one access: its offset in `C`.
+        let whole = |i: usize, h: usize| {
+            let (r, c0) = (row(i), col(h));
+            (r < f.m && vec_c && c0 + 4 <= f.n).then_some(r * ldc + c0)
+        };
+        // Writes row `i` of this thread's, the old values of its whole vectors in `old`.
+        let put = |i: usize, old: [[f32; 4]; 4]| {
+            let r = row(i);
             if r >= f.m {
-                continue;
+                return;
             }
             for h in 0..TN / 4 {
-                let c0 = f.col0 + h * Self::QN + tx * 4;
+                let c0 = col(h);
                 let v = &acc[i][h * 4..h * 4 + 4];
-                // SAFETY: `r < m`; every column written is below `n`; with `vec_c` the four
-                // start on a multiple of four elements of an aligned row.
+                // SAFETY: `r < m`; every column written is below `n`; a whole vector starts on
+                // a multiple of four elements of an aligned row.
                 unsafe {
                     let q = c.add(r * ldc + c0);
-                    if vec_c && c0 + 4 <= f.n {
-                        O::write4(q, v, p.alpha, p.beta);
+                    if whole(i, h).is_some() {
+                        O::write4(q, v, old[h], p.alpha, p.beta);
                     } else {
                         for (j, &x) in v.iter().enumerate() {
                             if c0 + j < f.n {
@@ -434,6 +446,28 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
                         }
                     }
                 }
+            }
+        };
+        if p.beta == 0.0 {
+            for i in 0..8 {
+                put(i, [[0.0; 4]; 4]);
+            }
+            return;
+        }
+        // Rows read at once: four vectors of 8 x 16 outputs, two of 8 x 8.
+        let rows = TN / 8;
+        for i in (0..8).step_by(rows) {
+            let mut old = [[[0.0f32; 4]; 4]; 2];
+            for g in 0..rows {
+                for h in 0..TN / 4 {
+                    if let Some(e) = whole(i + g, h) {
+                        // SAFETY: a whole vector inside `C` (`whole`), aligned.
+                        old[g][h] = unsafe { O::read4(c.add(e)) };
+                    }
+                }
+            }
+            for g in 0..rows {
+                put(i + g, old[g]);
             }
         }
     }

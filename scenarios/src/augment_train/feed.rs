@@ -211,8 +211,7 @@ impl Setup {
                         pool,
                         1,
                         m,
-                        &w1,
-                        &w2,
+                        (&w1, &w2),
                         o.buckets.unwrap_or(ALL_REDUCE_BUCKETS),
                         o.grad_dtype,
                     )?

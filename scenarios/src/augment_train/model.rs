@@ -56,11 +56,12 @@ pub(crate) struct Model {
     pub(super) w2t: DeviceBuffer<f32>,
     pub(super) da: DeviceBuffer<f32>,
     pub(super) dh: DeviceBuffer<f32>,
-    /// `dL/dW1` in the buckets of `w1`: each bucket's all-reduce overlaps the product that
-    /// fills the next one.
+    /// `dL/dW1` in the buckets of `w1`, where it may travel in f32: each bucket's all-reduce
+    /// overlaps the product that fills the next one. Empty otherwise: a step whose gradient
+    /// stays on its GPU adds the update to `W1` as the product computes it.
     pub(super) dw1: Vec<DeviceBuffer<f32>>,
     /// `dL/dW1`'s buckets in bf16, where the gradient travels in bf16: the gradient products
-    /// write them rounded (`dw1` then serves a world of one alone).
+    /// write them rounded.
     dw1_bf16: Vec<DeviceBuffer<bf16>>,
     /// The kernel of the first layer's forward product.
     pub(crate) forward: Kernel,
@@ -179,7 +180,7 @@ impl Model {
         w1: &[f32],
         w2: &[f32],
     ) -> Result<Model> {
-        Model::with_buckets(pool, lane, m, w1, w2, 1, GradDtype::F32)
+        Model::build(pool, lane, m, (w1, w2), 1, None)
     }
 
     /// The model with `W1` and `dL/dW1` in `buckets` buckets of whole rows, the gradient
@@ -188,10 +189,22 @@ impl Model {
         pool: &StreamPool,
         lane: usize,
         m: Mlp,
-        w1: &[f32],
-        w2: &[f32],
+        (w1, w2): (&[f32], &[f32]),
         buckets: usize,
         grad: GradDtype,
+    ) -> Result<Model> {
+        Model::build(pool, lane, m, (w1, w2), buckets, Some(grad))
+    }
+
+    /// The model; `dL/dW1` has buffers of its own only where it may travel (`grad` given): a
+    /// step that keeps it applies it as the product computes it.
+    fn build(
+        pool: &StreamPool,
+        lane: usize,
+        m: Mlp,
+        (w1, w2): (&[f32], &[f32]),
+        buckets: usize,
+        grad: Option<GradDtype>,
     ) -> Result<Model> {
         let (b, d, h, o) = (m.batch, m.inputs, m.hidden, m.outputs);
         let z = |n| DeviceBuffer::zeros(pool, lane, n);
@@ -213,13 +226,16 @@ impl Model {
             w2t: z(o * h)?,
             da: z(b * h)?,
             dh: z(b * h)?,
-            dw1: spans
-                .iter()
-                .map(|&(_, n)| z(n * h))
-                .collect::<Result<_>>()?,
+            dw1: match grad {
+                None | Some(GradDtype::Bf16) => Vec::new(),
+                Some(GradDtype::F32) => spans
+                    .iter()
+                    .map(|&(_, n)| z(n * h))
+                    .collect::<Result<_>>()?,
+            },
             dw1_bf16: match grad {
-                GradDtype::F32 => Vec::new(),
-                GradDtype::Bf16 => spans
+                None | Some(GradDtype::F32) => Vec::new(),
+                Some(GradDtype::Bf16) => spans
                     .iter()
                     .map(|&(_, n)| DeviceBuffer::zeros(pool, lane, n * h))
                     .collect::<Result<_>>()?,
@@ -370,7 +386,9 @@ impl Model {
     /// averaged in the update), `dL/dW2` while `dL/dW1` is computed and each bucket of `dL/dW1`
     /// while the next is, and each bucket of `W1` is updated on the update stream as soon as
     /// its gradient has arrived, while the model stream goes on, or, [`Updates::InOrder`], on
-    /// the model stream just before the next step's product that reads it.
+    /// the model stream just before the next step's product that reads it. Without `reduce`
+    /// (or in a world of one), each gradient product adds `-lr dL/dW1` to its bucket of `W1`
+    /// as it writes it (`C = -lr A B + C`): no gradient in memory, no pass to apply it.
     pub(crate) fn step_with(
         &mut self,
         gpu: &Gpu,
@@ -464,7 +482,7 @@ impl Model {
             &mut self.da,
         )?;
         // A world of one GPU has nothing to average: its step skips the all-reduces (and the
-        // rounding for them), and keeps the rest, the update stream included.
+        // rounding for them), and its gradient products apply `dL/dW1` as they compute it.
         let travel = travelling(reduce);
         let peers = travel.and_then(|r| r.peers.as_ref());
         match (travel, peers) {
@@ -478,7 +496,7 @@ impl Model {
         relu_backward(gpu, s, &self.da, &self.hpre, &mut self.dh)?;
         transpose(gpu, s, b, d, x, &mut self.xt)?;
         mark(s, "second layer, transposed x".into())?;
-        let spans = bucket_spans(d, self.dw1.len());
+        let spans = bucket_spans(d, self.w1.len());
         let in_order = reduce.is_some_and(|r| r.updates == Updates::InOrder);
         for (i, (r0, n)) in spans.enumerate() {
             let (xt, product) = (self.xt.view(r0 * b..(r0 + n) * b)?, Gemm::dense(n, h, b));
@@ -501,22 +519,35 @@ impl Model {
                         }
                     }
                 }
-                (travel, _) => {
-                    let g = &mut self.dw1[i];
+                // Nothing to average: the product adds `-lr dL/dW1` to the bucket of `W1` as it
+                // writes it, with no gradient in memory and no pass to apply it.
+                (None, _) => {
+                    let update = Gemm {
+                        alpha: -lr,
+                        beta: 1.0,
+                        ..product
+                    };
+                    sgemm(gpu, s, k, &update, &xt, &self.dh, &mut self.w1[i])?;
+                    mark(s, format!("gradient {i} applied"))?;
+                    continue;
+                }
+                (Some(r), None) => {
+                    let g = self.dw1.get_mut(i).ok_or_else(|| {
+                        Error::Interrupted("a model built for one GPU was asked to exchange".into())
+                    })?;
                     sgemm(gpu, s, k, &product, &xt, &self.dh, g)?;
                     mark(s, format!("gradient {i}"))?;
-                    match (travel, peers.and_then(|p| p.w1_f32.as_ref())) {
-                        (Some(r), Some(p)) => {
+                    match peers.and_then(|p| p.w1_f32.as_ref()) {
+                        Some(p) => {
                             mark(&r.stream, format!("copy {i} reached"))?;
                             p.send(&r.stream, i, &*g)?;
                             mark(&r.stream, format!("copy {i} done"))?;
                         }
-                        (Some(r), None) => {
+                        None => {
                             mark(&r.stream, format!("all-reduce {i} reached"))?;
                             r.comm.all_reduce_in_place(&r.stream, g, ReduceOp::Avg)?;
                             mark(&r.stream, format!("all-reduce {i} done"))?;
                         }
-                        (None, _) => {}
                     }
                 }
             }
