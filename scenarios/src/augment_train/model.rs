@@ -328,7 +328,7 @@ impl Model {
 
     /// Queues on `stream` the update of `W1`'s bucket `i` by the last step's gradient: the
     /// mean of this GPU's and the other's where they travel by peer copies, the gradient as
-    /// all-reduced otherwise (as computed in a world of one).
+    /// all-reduced otherwise.
     fn pay(
         &mut self,
         gpu: &Gpu,
