@@ -454,7 +454,9 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
             }
             return;
         }
-        // Rows read at once: four vectors of 8 x 16 outputs, two of 8 x 8.
+        // Rows read at once: two rows of four vectors (8 x 16 outputs), one row of two (8 x 8);
+        // rows of `C` do not overlap (`ldc >= n`, validated by the host), so reading the next
+        // row before writing this one reads its old values.
         let rows = TN / 8;
         for i in (0..8).step_by(rows) {
             let mut old = [[[0.0f32; 4]; 4]; 2];

@@ -56,12 +56,14 @@ pub(crate) struct Model {
     pub(super) w2t: DeviceBuffer<f32>,
     pub(super) da: DeviceBuffer<f32>,
     pub(super) dh: DeviceBuffer<f32>,
-    /// `dL/dW1` in the buckets of `w1`, where it may travel in f32: each bucket's all-reduce
-    /// overlaps the product that fills the next one. Empty otherwise: a step whose gradient
-    /// stays on its GPU adds the update to `W1` as the product computes it.
+    /// `dL/dW1` in the buckets of `w1`, in a model of a data-parallel step: each bucket's
+    /// all-reduce overlaps the product that fills the next one (in a world of one, the
+    /// gradient the update pass reads, so that the step differs from one with peers only by
+    /// the exchange). Empty in a model of one GPU, whose gradient products add the update to
+    /// `W1` as they compute it.
     pub(super) dw1: Vec<DeviceBuffer<f32>>,
     /// `dL/dW1`'s buckets in bf16, where the gradient travels in bf16: the gradient products
-    /// write them rounded.
+    /// write them rounded (`dw1` then serves a world of one alone).
     dw1_bf16: Vec<DeviceBuffer<bf16>>,
     /// The kernel of the first layer's forward product.
     pub(crate) forward: Kernel,
@@ -163,6 +165,11 @@ fn travelling(reduce: Option<&Reduce>) -> Option<&Reduce> {
     reduce.filter(|r| r.comm.world_size() > 1)
 }
 
+/// The error of a model of one GPU (no gradient buffers) asked for a data-parallel step's part.
+fn one_gpu_model() -> Error {
+    Error::Interrupted("a model of one GPU was given a data-parallel step's part".into())
+}
+
 /// The first row of `W1` and the rows of each of (at most) `buckets` gradient buckets over
 /// `inputs` rows, all of equal size but the last.
 pub(crate) fn bucket_spans(inputs: usize, buckets: usize) -> impl Iterator<Item = (usize, usize)> {
@@ -196,8 +203,8 @@ impl Model {
         Model::build(pool, lane, m, (w1, w2), buckets, Some(grad))
     }
 
-    /// The model; `dL/dW1` has buffers of its own only where it may travel (`grad` given): a
-    /// step that keeps it applies it as the product computes it.
+    /// The model; `dL/dW1` has buffers of its own only in a data-parallel step's model
+    /// (`grad` given): a model of one GPU applies it as the product computes it.
     fn build(
         pool: &StreamPool,
         lane: usize,
@@ -227,8 +234,8 @@ impl Model {
             da: z(b * h)?,
             dh: z(b * h)?,
             dw1: match grad {
-                None | Some(GradDtype::Bf16) => Vec::new(),
-                Some(GradDtype::F32) => spans
+                None => Vec::new(),
+                Some(_) => spans
                     .iter()
                     .map(|&(_, n)| z(n * h))
                     .collect::<Result<_>>()?,
@@ -328,7 +335,7 @@ impl Model {
 
     /// Queues on `stream` the update of `W1`'s bucket `i` by the last step's gradient: the
     /// mean of this GPU's and the other's where they travel by peer copies, the gradient as
-    /// all-reduced otherwise.
+    /// all-reduced otherwise (as computed in a world of one).
     fn pay(
         &mut self,
         gpu: &Gpu,
@@ -345,10 +352,13 @@ impl Model {
                 Some(p) => p.update_by_mean((gpu, stream), i, gh, w, lr),
                 None => sgd(gpu, stream, w, gh, lr),
             },
-            _ => match peers.and_then(|p| p.w1_f32.as_ref()) {
-                Some(p) => p.update_by_mean((gpu, stream), i, &self.dw1[i], w, lr),
-                None => sgd(gpu, stream, w, &self.dw1[i], lr),
-            },
+            _ => {
+                let g = self.dw1.get(i).ok_or_else(one_gpu_model)?;
+                match peers.and_then(|p| p.w1_f32.as_ref()) {
+                    Some(p) => p.update_by_mean((gpu, stream), i, g, w, lr),
+                    None => sgd(gpu, stream, w, g, lr),
+                }
+            }
         }?;
         self.owed[i] = false;
         Ok(())
@@ -386,9 +396,9 @@ impl Model {
     /// averaged in the update), `dL/dW2` while `dL/dW1` is computed and each bucket of `dL/dW1`
     /// while the next is, and each bucket of `W1` is updated on the update stream as soon as
     /// its gradient has arrived, while the model stream goes on, or, [`Updates::InOrder`], on
-    /// the model stream just before the next step's product that reads it. Without `reduce`
-    /// (or in a world of one), each gradient product adds `-lr dL/dW1` to its bucket of `W1`
-    /// as it writes it (`C = -lr A B + C`): no gradient in memory, no pass to apply it.
+    /// the model stream just before the next step's product that reads it. In a model of one
+    /// GPU ([`Model::new`]), each gradient product adds `-lr dL/dW1` to its bucket of `W1` as
+    /// it writes it (`C = -lr A B + C`): no gradient in memory, no pass to apply it.
     pub(crate) fn step_with(
         &mut self,
         gpu: &Gpu,
@@ -482,7 +492,7 @@ impl Model {
             &mut self.da,
         )?;
         // A world of one GPU has nothing to average: its step skips the all-reduces (and the
-        // rounding for them), and its gradient products apply `dL/dW1` as they compute it.
+        // rounding for them), and keeps the rest, the update stream included.
         let travel = travelling(reduce);
         let peers = travel.and_then(|r| r.peers.as_ref());
         match (travel, peers) {
@@ -519,9 +529,9 @@ impl Model {
                         }
                     }
                 }
-                // Nothing to average: the product adds `-lr dL/dW1` to the bucket of `W1` as it
-                // writes it, with no gradient in memory and no pass to apply it.
-                (None, _) => {
+                // A model of one GPU: the product adds `-lr dL/dW1` to the bucket of `W1` as
+                // it writes it, with no gradient in memory and no pass to apply it.
+                (None, _) if self.dw1.is_empty() => {
                     let update = Gemm {
                         alpha: -lr,
                         beta: 1.0,
@@ -531,23 +541,22 @@ impl Model {
                     mark(s, format!("gradient {i} applied"))?;
                     continue;
                 }
-                (Some(r), None) => {
-                    let g = self.dw1.get_mut(i).ok_or_else(|| {
-                        Error::Interrupted("a model built for one GPU was asked to exchange".into())
-                    })?;
+                (travel, _) => {
+                    let g = self.dw1.get_mut(i).ok_or_else(one_gpu_model)?;
                     sgemm(gpu, s, k, &product, &xt, &self.dh, g)?;
                     mark(s, format!("gradient {i}"))?;
-                    match peers.and_then(|p| p.w1_f32.as_ref()) {
-                        Some(p) => {
+                    match (travel, peers.and_then(|p| p.w1_f32.as_ref())) {
+                        (Some(r), Some(p)) => {
                             mark(&r.stream, format!("copy {i} reached"))?;
                             p.send(&r.stream, i, &*g)?;
                             mark(&r.stream, format!("copy {i} done"))?;
                         }
-                        None => {
+                        (Some(r), None) => {
                             mark(&r.stream, format!("all-reduce {i} reached"))?;
                             r.comm.all_reduce_in_place(&r.stream, g, ReduceOp::Avg)?;
                             mark(&r.stream, format!("all-reduce {i} done"))?;
                         }
+                        (None, _) => {}
                     }
                 }
             }
