@@ -17,8 +17,8 @@
 //!   `e = u |m| + 2^-150` and `|w' - (w - lr m)| <= u |w - lr m| + (1 + u) |lr| e + 2^-150`;
 //!   the test allows `u |exact| + 1.01 |lr| e + 2^-149`.
 //! - A step of one GPU applies `dL/dW1` in the product that computes it (`C = -lr A B + C`):
-//!   `t = round(-lr acc)`, then `w' = round(w + t)`, two roundings where the gradient's
-//!   product and `sgd` make `k + 1`. With `|acc - s| <= gamma_k S + E` (`S` the sum of
+//!   `t = round(-lr acc)`, then `w' = round(w + t)`: after the product's `k` roundings two
+//!   more, where a gradient in memory and `sgd` take one. With `|acc - s| <= gamma_k S + E` (`S` the sum of
 //!   absolute products, `E` what the inputs' errors carry), `|w' - (w - lr s)| <= u |w - lr s|
 //!   + (1 + u) |lr| ((1 + u)(gamma_k S + E) + u S) + 2^-149`, inside the `gamma_{k+2} S + E`
 //!   the step's bound allows for the product while `E <= S / 2` (the propagated errors are of
