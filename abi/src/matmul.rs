@@ -76,6 +76,50 @@ params! {
     }
 }
 
+/// A `SplitKParams` field (inside [`SplitKSgdParams`]) passes as its bytes.
+impl streamline_device::params::Field for SplitKParams {
+    const KIND: streamline_device::params::FieldKind = streamline_device::params::FieldKind::Bytes;
+}
+
+params! {
+    /// Parameters of the split-K kernels that apply an SGD step to `B` as they read it
+    /// (`sgemm_splitk_wide_sgd_*`): `B` is a layer's f32 weights with an update owed,
+    /// `B = B - lr * g0` or, for the `pair` kernel, `B = B - lr * (g0 + g1) / 2` (the sum
+    /// rounded once in f32, so the two may be swapped without changing a bit), each element
+    /// updated exactly as `sgd_f32`, `sgd_f32_bf16` or `sgd_pair_f32` would, written back
+    /// to `B` and multiplied in the same pass: the product reads the weights anyway, so the
+    /// update costs no pass of its own. The planes of partial products are those of
+    /// [`SplitKParams`], of the updated `B`.
+    ///
+    /// Every element of `B` must be read by one block only: the grid has one row of blocks
+    /// (`m` at most the tile's 128 rows). The gradients are laid out as `B` (row stride `ldb`)
+    /// and aligned to four elements where `B` is to 16 bytes and `ldb` is a multiple of 4.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct SplitKSgdParams<G: Element> {
+        /// The product; `split.gemm.b` is the weights as read.
+        pub split: SplitKParams,
+        /// The weights as written: the address of `split.gemm.b`.
+        pub w: DevPtrMut<f32>,
+        /// The gradient; overlapping neither `B` nor the partials.
+        pub g0: DevPtr<G>,
+        /// The other gradient (the `pair` kernel); unread by the others.
+        pub g1: DevPtr<G>,
+        /// Learning rate.
+        pub lr: f32,
+        /// Zero (keeps the struct free of implicit padding).
+        pub pad: u32,
+    }
+}
+
+// SAFETY: `SplitKParams` (72 bytes of addresses and 4-byte fields), three 8-byte addresses, an
+// f32 and a u32 whatever `G` is: no padding (checked by the test below), and every bit pattern
+// is a valid value.
+#[cfg(feature = "bytemuck")]
+unsafe impl<G: Element> bytemuck::Zeroable for SplitKSgdParams<G> {}
+// SAFETY: as above.
+#[cfg(feature = "bytemuck")]
+unsafe impl<G: Element> bytemuck::Pod for SplitKSgdParams<G> {}
+
 /// Row stride, in floats, of a plane of split-K partial products with `n` columns: `n` rounded
 /// up to 32, so that every row starts on a 128-byte line whatever `n` is.
 pub const fn splitk_row_stride(n: u32) -> u32 {
@@ -170,6 +214,16 @@ declare! {
     const SPLITK_WIDE_128X128: Kernel<SplitKParams> =
         Kernel::new("sgemm_splitk_wide_128x128").with_bounds(128, 2);
     const DOT_1X16: Kernel<GemmParams> = Kernel::new("sgemm_dot_1x16").with_bounds(256, 1);
+    /// Split-K with step 8's tiles, `B` updated by an f32 gradient as it is read (see
+    /// [`SplitKSgdParams`]).
+    pub const SGEMM_SPLITK_WIDE_SGD_F32: Kernel<SplitKSgdParams<f32>> =
+        Kernel::new("sgemm_splitk_wide_sgd_f32").with_bounds(128, 2);
+    /// The same by the mean of two f32 gradients.
+    pub const SGEMM_SPLITK_WIDE_SGD_PAIR_F32: Kernel<SplitKSgdParams<f32>> =
+        Kernel::new("sgemm_splitk_wide_sgd_pair_f32").with_bounds(128, 2);
+    /// The same by a bf16 gradient (widened exactly).
+    pub const SGEMM_SPLITK_WIDE_SGD_BF16: Kernel<SplitKSgdParams<bf16>> =
+        Kernel::new("sgemm_splitk_wide_sgd_bf16").with_bounds(128, 2);
     const SPLITK_64X64: Kernel<SplitKParams> = Kernel::new("sgemm_splitk_64x64");
     const SPLITK_32X128: Kernel<SplitKParams> = Kernel::new("sgemm_splitk_32x128");
     /// The split-K reduction (see [`SplitKReduceParams`]).
@@ -422,6 +476,14 @@ mod tests {
         assert_eq!(
             core::mem::size_of::<GemmParamsTo<bf16>>(),
             sum(<GemmParamsTo<bf16> as ParamFields>::FIELDS)
+        );
+        assert_eq!(
+            core::mem::size_of::<SplitKSgdParams<f32>>(),
+            sum(<SplitKSgdParams<f32> as ParamFields>::FIELDS)
+        );
+        assert_eq!(
+            core::mem::size_of::<SplitKSgdParams<bf16>>(),
+            sum(<SplitKSgdParams<bf16> as ParamFields>::FIELDS)
         );
     }
 }

@@ -8,6 +8,7 @@ mod img;
 mod info;
 mod matmul;
 mod matmul_half;
+mod matmul_owed;
 mod pipeline;
 
 use anyhow::Result;

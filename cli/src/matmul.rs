@@ -64,6 +64,11 @@ pub struct MatmulArgs {
     /// cuBLAS alike; bf16, f16 and tf32 only.
     #[arg(long)]
     pub(crate) b_transposed: bool,
+    /// Time the product with an SGD step owed to B (`B = B - lr g`, by one gradient or the mean
+    /// of two, in f32 or bf16), applied inside the split-K product beside the update pass and
+    /// then the product, on the same inputs; the two checked bit for bit.
+    #[arg(long, value_enum)]
+    pub(crate) owed_update: Option<crate::matmul_owed::OwedUpdate>,
 }
 
 /// The median of `repeat` CUDA-event times of `run` on `stream`, after one warm-up run.
@@ -101,7 +106,13 @@ pub fn run(device: usize, ptx: Option<&std::path::Path>, a: MatmulArgs) -> Resul
     if !(1..=10_000).contains(&a.repeat) {
         bail!("--repeat must be in 1..=10000, got {}", a.repeat);
     }
+    if a.owed_update.is_some() && (a.dtype != "f32" || a.b_transposed || a.sweep) {
+        bail!("--owed-update updates f32 weights kept as k x n rows, one shape: leave out --dtype, --b-transposed and --sweep");
+    }
     let gpu = Gpu::new(device, ptx)?;
+    if let Some(owed) = a.owed_update {
+        return crate::matmul_owed::run(&gpu, &a, owed);
+    }
     if a.dtype != "f32" {
         return crate::matmul_half::run(&gpu, &a, &a.dtype);
     }

@@ -220,6 +220,27 @@ pub unsafe fn ldg4(p: *const f32) -> [f32; 4] {
     ld_global_v4!(p, "ld.global.nc.v4.f32", f32, pure)
 }
 
+/// Two 4-byte words in one 8-byte read-only global load (four bf16, say).
+///
+/// # Safety
+/// `p` must be 8-byte aligned and point to 8 readable bytes in global memory that no thread
+/// writes while the kernel runs.
+#[inline(always)]
+pub unsafe fn ldg8(p: *const [u32; 2]) -> [u32; 2] {
+    let (a, b): (u32, u32);
+    // SAFETY: guaranteed by the caller; the instruction only reads `[p, p + 8)`.
+    unsafe {
+        asm!(
+            "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.global.nc.v2.u32 {{{a}, {b}}}, [g]; }}",
+            a = out(reg32) a,
+            b = out(reg32) b,
+            p = in(reg64) p,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+    }
+    [a, b]
+}
+
 /// Loads a byte through the read-only data cache (`ld.global.nc`).
 ///
 /// # Safety

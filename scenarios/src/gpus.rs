@@ -18,7 +18,7 @@ pub(crate) fn open_peers(gpu: &Gpu, n: usize) -> Result<Vec<Gpu>> {
     if !(2..=devices).contains(&n) {
         return Err(Error::arg(
             "gpus",
-            format!("{n} GPUs asked for: must be in 1..={devices} (the devices here)"),
+            format!("{n} GPUs asked for and {devices} here: a run on several GPUs takes from 2 up to the devices here"),
         ));
     }
     let ordinal = gpu.info().ordinal;

@@ -93,6 +93,26 @@ const STACK_ALLOWANCES: &[(&str, u32, u32, &str)] = &[
         96,
         "sm_80 under the two-block register bound",
     ),
+    // The split-K products that apply an owed SGD step to `B` hold the gradients' vectors
+    // beside `B`'s under the same bound; sm_80 spills a few words of it, sm_90 none.
+    (
+        "sgemm_splitk_wide_sgd_f32",
+        16,
+        32,
+        "sm_80 under the two-block register bound",
+    ),
+    (
+        "sgemm_splitk_wide_sgd_pair_f32",
+        16,
+        32,
+        "sm_80 under the two-block register bound",
+    ),
+    (
+        "sgemm_splitk_wide_sgd_bf16",
+        16,
+        32,
+        "sm_80 under the two-block register bound",
+    ),
     // libdevice's sincosf reduces huge arguments (|x| > 105615) with Payne-Hanek, which keeps
     // a 7-word table of partial products in a local array. Only lanes with such arguments touch
     // it; ordinary inputs never do.

@@ -27,7 +27,9 @@
 //! into its own plane of partial products, and `sgemm_splitk_reduce` adds the planes in slice
 //! order and applies `alpha` and `beta`. No atomics: the same inputs give the same bits on every
 //! run. Products with few outputs and a moderate `K` split it inside each block instead, in one
-//! launch ([`dot`]: `sgemm_dot_1x16`).
+//! launch ([`dot`]: `sgemm_dot_1x16`). The `sgemm_splitk_wide_sgd_*` kernels ([`sgd`]) are
+//! `sgemm_splitk_wide_128x128` with an SGD step owed to `B` applied as each vector of it is
+//! read: a training step's next forward product updates the weights it multiplies.
 //!
 //! Accumulation is a chain of fused multiply-adds over `k` in increasing order for every
 //! output, so all steps return the same results for the same shape, up to the sign of a zero;
@@ -50,7 +52,7 @@ use streamline_abi::matmul::{
     SGEMM_7_SWIZZLED_128X128, SGEMM_8_WIDE_128X128, SGEMM_8_WIDE_128X128_BF16,
 };
 use streamline_device::kernel;
-use streamline_device::mem::{ldg, ldg4};
+use streamline_device::mem::{ld_stream16, ldg, ldg4};
 
 /// Four floats that move as one 16-byte access.
 #[repr(C, align(16))]
@@ -58,6 +60,61 @@ use streamline_device::mem::{ldg, ldg4};
 struct F4([f32; 4]);
 
 const ZERO4: F4 = F4([0.0; 4]);
+
+/// What a product does to each vector of `B` between reading it and staging it in shared
+/// memory: nothing ([`AsIs`]), or an SGD step owed to weights, written back as it is multiplied
+/// ([`sgd::Sgd`]).
+trait StageB {
+    /// What is read beside each vector of `B` (with it, so that its loads are in flight
+    /// together).
+    type Held: Copy;
+    /// `Held` where nothing is read.
+    const EMPTY: Self::Held;
+    /// Whether `B` is written: then it is read through the coherent global path, not the
+    /// read-only one.
+    const WRITES_B: bool;
+
+    /// What goes with `B`'s vector at element offset `off`, of which the first `valid` (0 to 4)
+    /// lie inside `B`; with one access if `vec`.
+    ///
+    /// # Safety
+    /// The first `valid` elements at `off` lie inside `B`; with `vec`, `valid` is 4 and `off`
+    /// a multiple of 4 of a 16-byte aligned `B`.
+    unsafe fn held(&self, off: usize, valid: usize, vec: bool) -> Self::Held;
+
+    /// The vector `v` of `B` at `off` as it is staged, after writing it back where it changed
+    /// (the first `valid` elements; `valid` 0 for one read outside `B`).
+    ///
+    /// # Safety
+    /// As for [`StageB::held`], `held` what it returned for this vector.
+    unsafe fn stage(&self, v: F4, held: Self::Held, off: usize, valid: usize, vec: bool) -> F4;
+
+    /// The same for `B` starting `rows` rows of `ld` elements further.
+    fn from_row(self, rows: usize, ld: usize) -> Self;
+}
+
+/// `B` multiplied as it is.
+#[derive(Clone, Copy)]
+struct AsIs;
+
+impl StageB for AsIs {
+    type Held = ();
+    const EMPTY: () = ();
+    const WRITES_B: bool = false;
+
+    #[inline(always)]
+    unsafe fn held(&self, _: usize, _: usize, _: bool) {}
+
+    #[inline(always)]
+    unsafe fn stage(&self, v: F4, _: (), _: usize, _: usize, _: bool) -> F4 {
+        v
+    }
+
+    #[inline(always)]
+    fn from_row(self, _: usize, _: usize) -> AsIs {
+        AsIs
+    }
+}
 
 /// Block and thread coordinates of this thread.
 #[inline(always)]
@@ -92,6 +149,7 @@ unsafe fn epilogue<O: Out>(c: *mut O, acc: f32, alpha: f32, beta: f32) {
 pub mod dot;
 pub mod half;
 mod out;
+pub mod sgd;
 pub mod splitk;
 pub mod step1_naive;
 pub mod step2_tiled;
@@ -190,8 +248,8 @@ impl Frame {
 
 /// Elements `(r, c..c + 4)` of a `rows x cols` matrix with row stride `ld`, zero outside it;
 /// one 16-byte load when the four are inside and `vec` says the address is 16-byte aligned.
-/// Loads go through the read-only (non-coherent) global path: `A` and `B` are never written
-/// while a product runs.
+/// Loads go through the read-only (non-coherent) global path where `nc` (an operand no thread
+/// writes while the product runs), the coherent one otherwise.
 ///
 /// # Safety
 /// `base` must hold the matrix in global memory.
@@ -199,11 +257,10 @@ impl Frame {
 unsafe fn load4(
     base: *const f32,
     ld: usize,
-    rows: usize,
-    cols: usize,
-    r: usize,
-    c: usize,
+    (rows, cols): (usize, usize),
+    (r, c): (usize, usize),
     vec: bool,
+    nc: bool,
 ) -> F4 {
     if r >= rows {
         return ZERO4;
@@ -212,22 +269,54 @@ unsafe fn load4(
     unsafe {
         let p = base.add(r * ld + c);
         if vec && c + 4 <= cols {
-            return F4(ldg4(p));
+            return read4(p, nc);
         }
         let mut v = ZERO4;
         for j in 0..4 {
             if c + j < cols {
-                v.0[j] = ldg(p.add(j));
+                v.0[j] = if nc { ldg(p.add(j)) } else { *p.add(j) };
             }
         }
         v
     }
 }
 
-/// Global loads of the `A` and `B` tiles starting at depth `k0`, held in registers.
-struct Staged<const LA: usize, const LB: usize> {
+/// Four floats at `p` in one 16-byte load: through the read-only path where `nc`, otherwise
+/// through the coherent one marked evict-first (weights a product updates: each element is read
+/// once, and the next read is the next step's).
+///
+/// # Safety
+/// `p` must be 16-byte aligned and address four floats of global memory, unwritten while the
+/// kernel runs where `nc`.
+#[inline(always)]
+unsafe fn read4(p: *const f32, nc: bool) -> F4 {
+    // SAFETY: forwarded.
+    unsafe {
+        if nc {
+            F4(ldg4(p))
+        } else {
+            F4(ld_stream16(p as *const [u32; 4]).map(f32::from_bits))
+        }
+    }
+}
+
+/// Global loads of the `A` and `B` tiles starting at depth `k0`, held in registers, with what
+/// `U` read beside each vector of `B`.
+struct Staged<const LA: usize, const LB: usize, U: StageB> {
     a: [F4; LA],
     b: [F4; LB],
+    held: [U::Held; LB],
+    k0: usize,
+}
+
+impl<const LA: usize, const LB: usize, U: StageB> Staged<LA, LB, U> {
+    /// Nothing read (after the last tile).
+    const NONE: Self = Staged {
+        a: [ZERO4; LA],
+        b: [ZERO4; LB],
+        held: [U::EMPTY; LB],
+        k0: 0,
+    };
 }
 
 impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM, BN, BK, TN> {
@@ -249,13 +338,29 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
     /// of one row per load, `B`'s as 4 consecutive columns of one `k`.
     ///
     /// # Safety
-    /// The frame's matrices must be valid.
+    /// The frame's matrices must be valid, and `u`'s laid out as `B`.
     #[inline(always)]
-    unsafe fn fetch<const LA: usize, const LB: usize>(f: &Frame, k0: usize) -> Staged<LA, LB> {
-        Self::fetch_by(f, k0, |_, base, ld, (rows, cols), (r, c)| {
-            // SAFETY: forwarded; load4 guards the bounds.
-            unsafe { load4(base, ld, rows, cols, r, c, f.vec_ab) }
-        })
+    unsafe fn fetch<const LA: usize, const LB: usize, U: StageB>(
+        f: &Frame,
+        u: &U,
+        k0: usize,
+    ) -> Staged<LA, LB, U> {
+        Self::fetch_by(
+            f,
+            k0,
+            |of_a, base, ld, dims, rc| {
+                // SAFETY: forwarded; load4 guards the bounds.
+                unsafe { load4(base, ld, dims, rc, f.vec_ab, of_a || !U::WRITES_B) }
+            },
+            |(r, c)| {
+                if r >= f.k {
+                    return U::EMPTY;
+                }
+                let valid = f.n.saturating_sub(c).min(4);
+                // SAFETY: row `r` and the first `valid` columns from `c` lie inside `B`.
+                unsafe { u.held(r * f.ldb + c, valid, f.vec_ab && valid == 4) }
+            },
+        )
     }
 
     /// [`Self::fetch`] for a tile whose depths lie inside `K`, with 16-byte access allowed: no
@@ -269,26 +374,36 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
     /// with `CLAMP`, either columns `col0..col0 + BN` inside `B` or `n` a multiple of 4;
     /// without, rows `row0..row0 + BM` and columns `col0..col0 + BN` inside the matrices.
     #[inline(always)]
-    unsafe fn fetch_inside<const LA: usize, const LB: usize, const CLAMP: bool>(
+    unsafe fn fetch_inside<const LA: usize, const LB: usize, const CLAMP: bool, U: StageB>(
         f: &Frame,
+        u: &U,
         k0: usize,
-    ) -> Staged<LA, LB> {
+    ) -> Staged<LA, LB, U> {
         let (last_row, last_vec) = (f.m - 1, f.n.saturating_sub(4));
-        Self::fetch_by(f, k0, |of_a, base, ld, _, (r, c)| {
-            let (r, c) = if !CLAMP {
-                (r, c)
-            } else if of_a {
-                (r.min(last_row), c)
-            } else {
-                (r, c.min(last_vec))
-            };
-            // SAFETY: the row is below `m` (A) or a depth inside `K` (B); the depths of A and
-            // the column vectors of B lie inside by the caller's guarantee (clamped, a vector
-            // past `n` reads the last whole one, `n - 4`, since `n` is a multiple of 4 where
-            // the tile crosses `n`); 16-byte aligned since the base and `ld` are and the
-            // column is a multiple of 4.
-            F4(unsafe { ldg4(base.add(r * ld + c)) })
-        })
+        Self::fetch_by(
+            f,
+            k0,
+            |of_a, base, ld, _, (r, c)| {
+                let (r, c) = if !CLAMP {
+                    (r, c)
+                } else if of_a {
+                    (r.min(last_row), c)
+                } else {
+                    (r, c.min(last_vec))
+                };
+                // SAFETY: the row is below `m` (A) or a depth inside `K` (B); the depths of A
+                // and the column vectors of B lie inside by the caller's guarantee (clamped, a
+                // vector past `n` reads the last whole one, `n - 4`, since `n` is a multiple of
+                // 4 where the tile crosses `n`); 16-byte aligned since the base and `ld` are
+                // and the column is a multiple of 4.
+                unsafe { read4(base.add(r * ld + c), of_a || !U::WRITES_B) }
+            },
+            |(r, c)| {
+                let c = if CLAMP { c.min(last_vec) } else { c };
+                // SAFETY: the vector read of `B` just above, inside and aligned.
+                unsafe { u.held(r * f.ldb + c, 4, true) }
+            },
+        )
     }
 
     /// [`Self::fetch_inside`] where 16-byte access is not allowed (a base or a leading
@@ -298,32 +413,46 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
     /// # Safety
     /// As for [`Self::fetch_inside`], without its alignment condition.
     #[inline(always)]
-    unsafe fn fetch_inside_unaligned<const LA: usize, const LB: usize>(
+    unsafe fn fetch_inside_unaligned<const LA: usize, const LB: usize, U: StageB>(
         f: &Frame,
+        u: &U,
         k0: usize,
-    ) -> Staged<LA, LB> {
-        Self::fetch_by(f, k0, |_, base, ld, _, (r, c)| {
-            // SAFETY: the four elements lie inside the matrix by the caller's guarantee.
-            unsafe {
-                let p = base.add(r * ld + c);
-                F4([ldg(p), ldg(p.add(1)), ldg(p.add(2)), ldg(p.add(3))])
-            }
-        })
+    ) -> Staged<LA, LB, U> {
+        Self::fetch_by(
+            f,
+            k0,
+            |of_a, base, ld, _, (r, c)| {
+                let nc = of_a || !U::WRITES_B;
+                // SAFETY: the four elements lie inside the matrix by the caller's guarantee.
+                unsafe {
+                    let p = base.add(r * ld + c);
+                    if nc {
+                        F4([ldg(p), ldg(p.add(1)), ldg(p.add(2)), ldg(p.add(3))])
+                    } else {
+                        F4([*p, *p.add(1), *p.add(2), *p.add(3)])
+                    }
+                }
+            },
+            |(r, c)| {
+                // SAFETY: the four elements lie inside `B` by the caller's guarantee.
+                unsafe { u.held(r * f.ldb + c, 4, false) }
+            },
+        )
     }
 
     /// The tiles at depth `k0`, each vector read by `load(of_a, matrix, ld, (rows, cols), (row,
     /// col))` at its first element: this thread's share of `A`'s (4 consecutive `k` of a row,
-    /// `of_a` true) and `B`'s (4 consecutive columns of a `k`).
+    /// `of_a` true) and `B`'s (4 consecutive columns of a `k`), and beside each of `B`'s what
+    /// `held((row, col))` reads.
     #[inline(always)]
-    fn fetch_by<const LA: usize, const LB: usize>(
+    fn fetch_by<const LA: usize, const LB: usize, U: StageB>(
         f: &Frame,
         k0: usize,
         load: impl Fn(bool, *const f32, usize, (usize, usize), (usize, usize)) -> F4,
-    ) -> Staged<LA, LB> {
-        let mut s = Staged {
-            a: [ZERO4; LA],
-            b: [ZERO4; LB],
-        };
+        held: impl Fn((usize, usize)) -> U::Held,
+    ) -> Staged<LA, LB, U> {
+        let mut s = Staged::NONE;
+        s.k0 = k0;
         for i in 0..LA {
             let e = f.tid + i * Self::THREADS;
             let (r, kq) = (e / (BK / 4), (e % (BK / 4)) * 4);
@@ -332,18 +461,29 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
         for i in 0..LB {
             let e = f.tid + i * Self::THREADS;
             let (kr, cq) = (e / (BN / 4), (e % (BN / 4)) * 4);
-            s.b[i] = load(false, f.b, f.ldb, (f.k, f.n), (k0 + kr, f.col0 + cq));
+            let at = (k0 + kr, f.col0 + cq);
+            s.b[i] = load(false, f.b, f.ldb, (f.k, f.n), at);
+            if U::WRITES_B {
+                s.held[i] = held(at);
+            }
         }
         s
     }
 
-    /// Writes staged tiles into shared stage `stage`: `A` transposed (`sa[k][row]`), `B` as is.
+    /// Writes staged tiles into shared stage `stage`: `A` transposed (`sa[k][row]`), `B` as
+    /// `u` stages it.
     ///
     /// # Safety
-    /// The launch must provide `stage + 1` stages of shared memory.
+    /// The launch must provide `stage + 1` stages of shared memory; `s` was fetched with `u`.
     #[inline(always)]
-    unsafe fn store<const LA: usize, const LB: usize>(f: &Frame, s: &Staged<LA, LB>, stage: usize) {
-        // SAFETY: every index below is inside stage `stage` (e < BM * BK / 4 and e < BK * BN / 4).
+    unsafe fn store<const LA: usize, const LB: usize, U: StageB>(
+        f: &Frame,
+        u: &U,
+        s: &Staged<LA, LB, U>,
+        stage: usize,
+    ) {
+        // SAFETY: every index below is inside stage `stage` (e < BM * BK / 4 and e < BK * BN / 4);
+        // `u` stages the vectors its `held` read beside, at the same offsets.
         unsafe {
             let sa = f.smem.add(stage * Self::STAGE);
             let sb = sa.add(BK * Self::SA);
@@ -356,7 +496,21 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
             }
             for i in 0..LB {
                 let e = f.tid + i * Self::THREADS;
-                *(sb.add(e * 4) as *mut F4) = s.b[i];
+                let v = if U::WRITES_B {
+                    let (kr, cq) = (e / (BN / 4), (e % (BN / 4)) * 4);
+                    let (r, c) = (s.k0 + kr, f.col0 + cq);
+                    // Only what lies inside `B` is written back (not a clamped vector's copy
+                    // of the last one, nor the zeros read past an edge).
+                    let valid = if r < f.k {
+                        f.n.saturating_sub(c).min(4)
+                    } else {
+                        0
+                    };
+                    u.stage(s.b[i], s.held[i], r * f.ldb + c, valid, f.vec_ab)
+                } else {
+                    s.b[i]
+                };
+                *(sb.add(e * 4) as *mut F4) = v;
             }
         }
     }

@@ -6,15 +6,16 @@ use super::*;
 use streamline_device::{DevPtr, DevPtrMut};
 
 /// Split-K: the blocks of grid `z` multiply slice `z` of `K` (`k_slice` deep, the last one what
-/// remains) with step 5's loop (8 x `TN` outputs per thread: `TN` 16 is step 8's) and write it,
-/// unscaled, to plane `z` of the partial products.
+/// remains) with step 5's loop (8 x `TN` outputs per thread: `TN` 16 is step 8's), `B` staged
+/// by `u`, and write it, unscaled, to plane `z` of the partial products.
 ///
 /// # Safety
 /// The host validated the product, made `slices = ceil(k / k_slice)` with `k_slice` a multiple
 /// of `BK`, launched `slices` grid layers, allocated `slices` planes of `m` rows of
-/// `splitk_row_stride(n)` floats of partials and two stages of shared memory.
+/// `splitk_row_stride(n)` floats of partials and two stages of shared memory; `u` as for
+/// [`pipelined_in`].
 #[inline(always)]
-unsafe fn split_k<
+pub(super) unsafe fn split_k<
     const BM: usize,
     const BN: usize,
     const BK: usize,
@@ -23,6 +24,7 @@ unsafe fn split_k<
     const TN: usize,
 >(
     s: SplitKParams,
+    u: impl StageB,
 ) {
     // SAFETY: reading a special register has no side effects.
     let z = unsafe { nvptx::_block_idx_z() } as u64;
@@ -43,8 +45,12 @@ unsafe fn split_k<
     };
     // SAFETY: slice `z` starts inside K (`z < slices`), so `A` from column `k0` and `B` from
     // row `k0` hold an `m x k` and a `k x n` matrix with the same strides; plane `z` holds
-    // `m x n` floats at stride `ldp >= n`. 16-byte alignment is re-derived from these addresses.
-    unsafe { pipelined_in::<BM, BN, BK, LA, LB, false, TN, true>(p) }
+    // `m x n` floats at stride `ldp >= n`. 16-byte alignment is re-derived from these addresses;
+    // `u`'s matrices start at the same row as `B`'s slice.
+    unsafe {
+        let u = u.from_row(k0 as usize, g.ldb as usize);
+        pipelined_in::<BM, BN, BK, LA, LB, false, TN, true>(p, u)
+    }
 }
 
 kernel! {
@@ -56,7 +62,7 @@ kernel! {
     pub unsafe fn sgemm_splitk_128x128(p: SplitKParams) {
         type T = Tile<128, 128, 8>;
         // SAFETY: forwarded.
-        unsafe { split_k::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, 8>(p) }
+        unsafe { split_k::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, 8>(p, AsIs) }
     }
 }
 
@@ -69,7 +75,7 @@ kernel! {
     pub unsafe fn sgemm_splitk_wide_128x128(p: SplitKParams) {
         type T = Tile<128, 128, 8, 16>;
         // SAFETY: forwarded.
-        unsafe { split_k::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, 16>(p) }
+        unsafe { split_k::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, 16>(p, AsIs) }
     }
 }
 
@@ -82,7 +88,7 @@ kernel! {
     pub unsafe fn sgemm_splitk_64x64(p: SplitKParams) {
         type T = Tile<64, 64, 8>;
         // SAFETY: forwarded.
-        unsafe { split_k::<64, 64, 8, { T::LOADS_A }, { T::LOADS_B }, 8>(p) }
+        unsafe { split_k::<64, 64, 8, { T::LOADS_A }, { T::LOADS_B }, 8>(p, AsIs) }
     }
 }
 
@@ -95,7 +101,7 @@ kernel! {
     pub unsafe fn sgemm_splitk_32x128(p: SplitKParams) {
         type T = Tile<32, 128, 8>;
         // SAFETY: forwarded.
-        unsafe { split_k::<32, 128, 8, { T::LOADS_A }, { T::LOADS_B }, 8>(p) }
+        unsafe { split_k::<32, 128, 8, { T::LOADS_A }, { T::LOADS_B }, 8>(p, AsIs) }
     }
 }
 

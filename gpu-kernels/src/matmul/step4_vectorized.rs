@@ -22,8 +22,8 @@ kernel! {
             // SAFETY: the host validated the matrices; one stage of shared memory is provided and
             // the barriers separate its writes from its reads.
             unsafe {
-                let s = T::fetch::<{ T::LOADS_A }, { T::LOADS_B }>(&f, k0);
-                T::store(&f, &s, 0);
+                let s = T::fetch::<{ T::LOADS_A }, { T::LOADS_B }, _>(&f, &AsIs, k0);
+                T::store(&f, &AsIs, &s, 0);
                 barrier();
                 T::multiply(&f, 0, &mut acc);
                 barrier();

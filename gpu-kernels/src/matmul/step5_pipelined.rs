@@ -23,17 +23,19 @@ pub(super) unsafe fn pipelined<
     p: GemmParams,
 ) {
     // SAFETY: forwarded.
-    unsafe { pipelined_in::<BM, BN, BK, LA, LB, false, 8, EDGES>(p) }
+    unsafe { pipelined_in::<BM, BN, BK, LA, LB, false, 8, EDGES>(p, AsIs) }
 }
 
 /// [`pipelined`], with the blocks' tiles in [`swizzled`] order when `SWIZZLE` (step 7) and
-/// 8 x `TN` outputs per thread (16 in step 8). With `EDGES`, edge blocks run the branch-free
+/// 8 x `TN` outputs per thread (16 in step 8), `B`'s vectors staged by `u` (as they are, or
+/// updated and written back: see [`StageB`]). With `EDGES`, edge blocks run the branch-free
 /// loop too, their fetches clamped to the last row and column vector (see
 /// [`Tile::fetch_inside`]); step 5's 128 x 128 kernel goes without, since at its 128-register
 /// bound the clamps cost it a spill in the loop (BENCHMARKS.md has the measurement).
 ///
 /// # Safety
-/// As for [`pipelined`].
+/// As for [`pipelined`]; `u`'s matrices laid out as `B`, and, where `u` writes `B`, no element
+/// of `B` read by another block.
 #[inline(always)]
 pub(super) unsafe fn pipelined_in<
     const BM: usize,
@@ -46,6 +48,7 @@ pub(super) unsafe fn pipelined_in<
     const EDGES: bool,
 >(
     p: GemmParamsTo<impl Out>,
+    u: impl StageB,
 ) {
     let f = Frame::at::<BM, BN>(&p, SWIZZLE);
     let mut acc = [[0.0f32; TN]; 8];
@@ -56,8 +59,8 @@ pub(super) unsafe fn pipelined_in<
     let inside = (f.vec_ab || TN > 8) && f.row0 + BM <= f.m && f.col0 + BN <= f.n;
     // SAFETY: stage 0 is written before the first barrier and read after it.
     unsafe {
-        let s = Tile::<BM, BN, BK, TN>::fetch::<LA, LB>(&f, 0);
-        Tile::<BM, BN, BK, TN>::store(&f, &s, 0);
+        let s = Tile::<BM, BN, BK, TN>::fetch::<LA, LB, _>(&f, &u, 0);
+        Tile::<BM, BN, BK, TN>::store(&f, &u, &s, 0);
     }
     barrier();
     // Tiles whose next tile lies wholly inside K are, where the rows are 16-byte aligned,
@@ -83,9 +86,10 @@ pub(super) unsafe fn pipelined_in<
         // depths lie inside K (`(t + 2) BK <= k`), its columns inside B or `n` is a multiple
         // of 4 (`clamped`), and its rows are 16-byte aligned.
         unsafe {
-            let next = Tile::<BM, BN, BK, TN>::fetch_inside::<LA, LB, EDGES>(&f, (t + 1) * BK);
+            let k0 = (t + 1) * BK;
+            let next = Tile::<BM, BN, BK, TN>::fetch_inside::<LA, LB, EDGES, _>(&f, &u, k0);
             Tile::<BM, BN, BK, TN>::multiply(&f, t % 2, &mut acc);
-            Tile::<BM, BN, BK, TN>::store(&f, &next, 1 - t % 2);
+            Tile::<BM, BN, BK, TN>::store(&f, &u, &next, 1 - t % 2);
         }
         barrier();
     }
@@ -99,21 +103,18 @@ pub(super) unsafe fn pipelined_in<
             // their tiles), but without it the assembler schedules the loop above worse.
             let next = if more && inside && k0 + BK <= f.k {
                 if TN == 8 || f.vec_ab {
-                    Tile::<BM, BN, BK, TN>::fetch_inside::<LA, LB, EDGES>(&f, k0)
+                    Tile::<BM, BN, BK, TN>::fetch_inside::<LA, LB, EDGES, _>(&f, &u, k0)
                 } else {
-                    Tile::<BM, BN, BK, TN>::fetch_inside_unaligned::<LA, LB>(&f, k0)
+                    Tile::<BM, BN, BK, TN>::fetch_inside_unaligned::<LA, LB, _>(&f, &u, k0)
                 }
             } else if more {
-                Tile::<BM, BN, BK, TN>::fetch::<LA, LB>(&f, k0)
+                Tile::<BM, BN, BK, TN>::fetch::<LA, LB, _>(&f, &u, k0)
             } else {
-                Staged {
-                    a: [ZERO4; LA],
-                    b: [ZERO4; LB],
-                }
+                Staged::NONE
             };
             Tile::<BM, BN, BK, TN>::multiply(&f, stage, &mut acc);
             if more {
-                Tile::<BM, BN, BK, TN>::store(&f, &next, 1 - stage);
+                Tile::<BM, BN, BK, TN>::store(&f, &u, &next, 1 - stage);
             }
         }
         barrier();

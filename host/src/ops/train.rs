@@ -8,6 +8,10 @@ use crate::error::{Error, Result};
 use crate::runtime::{Gpu, LaunchConfig};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use half::bf16;
+use streamline_abi::matmul::{
+    SplitKSgdParams, SGEMM_SPLITK_WIDE_SGD_BF16, SGEMM_SPLITK_WIDE_SGD_F32,
+    SGEMM_SPLITK_WIDE_SGD_PAIR_F32,
+};
 use streamline_abi::train::{
     transpose_shared_bytes, MseGradParams, ReluBackwardParams, ReluParams, RoundBf16Params,
     SgdPairParams, SgdParams, TransposeParams, MSE_GRAD_F32, RELU_BACKWARD_F32, RELU_F32,
@@ -23,16 +27,26 @@ pub trait GradElement: DeviceRepr + streamline_device::element::Element {
     const SGD: Kernel<SgdParams<Self>>;
     /// The update's kernel by the mean of two gradients of this type.
     const SGD_PAIR: Kernel<SgdPairParams<Self>>;
+    /// The split-K product that applies the update to its `B` as it reads it.
+    const SPLITK_SGD: Kernel<SplitKSgdParams<Self>>;
+    /// The same by the mean of two gradients, where there is one (f32 only: in bf16 the
+    /// kernel would spill).
+    const SPLITK_SGD_PAIR: Option<Kernel<SplitKSgdParams<Self>>>;
 }
 
 impl GradElement for f32 {
     const SGD: Kernel<SgdParams<f32>> = SGD_F32;
     const SGD_PAIR: Kernel<SgdPairParams<f32>> = SGD_PAIR_F32;
+    const SPLITK_SGD: Kernel<SplitKSgdParams<f32>> = SGEMM_SPLITK_WIDE_SGD_F32;
+    const SPLITK_SGD_PAIR: Option<Kernel<SplitKSgdParams<f32>>> =
+        Some(SGEMM_SPLITK_WIDE_SGD_PAIR_F32);
 }
 
 impl GradElement for bf16 {
     const SGD: Kernel<SgdParams<bf16>> = SGD_F32_BF16;
     const SGD_PAIR: Kernel<SgdPairParams<bf16>> = SGD_PAIR_F32_BF16;
+    const SPLITK_SGD: Kernel<SplitKSgdParams<bf16>> = SGEMM_SPLITK_WIDE_SGD_BF16;
+    const SPLITK_SGD_PAIR: Option<Kernel<SplitKSgdParams<bf16>>> = None;
 }
 
 fn same(arg: &'static str, have: usize, want: usize, of: &str) -> Result<()> {

@@ -214,9 +214,20 @@ impl<T: GradElement> PeerLink<T> {
         w: &mut DeviceBuffer<f32>,
         lr: f32,
     ) -> Result<()> {
+        self.with_other(item, |other| sgd_pair(gpu, stream, w, (own, other), lr))
+    }
+
+    /// Queues `queue(other)`, `other` the other GPU's item `item` once its copy is queued, and
+    /// gives that slot back.
+    pub(crate) fn with_other<R>(
+        &self,
+        item: usize,
+        queue: impl FnOnce(&DeviceBuffer<T>) -> Result<R>,
+    ) -> Result<R> {
         let other = self.receive(item)?;
-        sgd_pair(gpu, stream, w, (own, &other), lr)?;
-        self.give_back(item, other)
+        let r = queue(&other)?;
+        self.give_back(item, other)?;
+        Ok(r)
     }
 }
 

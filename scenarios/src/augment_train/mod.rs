@@ -104,7 +104,9 @@ pub struct Options {
     /// on an update stream, each bucket's as soon as its gradient has arrived, beside the
     /// model stream's products; `in-order`, on the model stream, each bucket's just before the
     /// next step's forward product that reads it, so that no update shares the SMs with a
-    /// product while the exchange still runs under them.
+    /// product while the exchange still runs under them; `in-forward`, inside that product,
+    /// which updates each weight as it reads it (where it runs split-K in one row of blocks:
+    /// a batch of at most 128), so that the update costs no pass of its own over the weights.
     #[arg(long, value_enum, default_value_t = Updates::Beside)]
     pub updates: Updates,
     /// After the timed runs, one more pipelined run of this many steps at the headline batch,
@@ -424,15 +426,17 @@ mod tests {
         assert_eq!(check(&|_| {}), None);
         let e = check(&|o| o.exchange = Exchange::AllReduce).unwrap();
         assert!(e.contains("exchange") && e.contains("--gpus 2"), "{e}");
-        let e = check(&|o| o.updates = Updates::InOrder).unwrap();
-        assert!(e.contains("updates") && e.contains("--gpus 2"), "{e}");
-        assert_eq!(
-            check(&|o| {
-                o.gpus = 2;
-                o.updates = Updates::InOrder;
-            }),
-            None
-        );
+        for updates in [Updates::InOrder, Updates::InForward] {
+            let e = check(&|o| o.updates = updates).unwrap();
+            assert!(e.contains("updates") && e.contains("--gpus 2"), "{e}");
+            assert_eq!(
+                check(&|o| {
+                    o.gpus = 2;
+                    o.updates = updates;
+                }),
+                None
+            );
+        }
         for gpus in [2, 3] {
             let r = check(&|o| {
                 o.gpus = gpus;

@@ -2,13 +2,15 @@
 //! when the step is one GPU's part of a data-parallel step, the exchange of its gradients (an
 //! all-reduce, or peer copies).
 
-use cudarc::driver::{CudaEvent, CudaStream};
+use cudarc::driver::{CudaEvent, CudaStream, DevicePtr};
 use half::bf16;
 use std::sync::Arc;
 use streamline::engine::{DeviceBuffer, StreamPool};
 use streamline::error::{Error, Result};
 use streamline::multi::{Batch, Comm, ReduceOp};
-use streamline::ops::matmul::{sgemm, sgemm_to_bf16, Gemm, Kernel};
+use streamline::ops::matmul::{
+    sgemm, sgemm_after_sgd, sgemm_after_sgd_pair, sgemm_to_bf16, Applied, Gemm, Kernel,
+};
 use streamline::ops::train::{mse_grad, relu, relu_backward, sgd, transpose};
 use streamline::Gpu;
 use streamline_testing::reference::train::Mlp;
@@ -36,6 +38,10 @@ pub enum Updates {
     /// On the model stream, each bucket's just before the next step's forward product that
     /// reads it (the last step's, before the weights are read).
     InOrder,
+    /// Inside the next step's forward product that reads the bucket, which updates each weight
+    /// as it reads it (where the product runs split-K in one row of blocks; otherwise as
+    /// `in-order`): the update costs no pass of its own over the weights.
+    InForward,
 }
 
 /// The MLP's weights and the intermediates of a step (also the trainable decoder of
@@ -67,7 +73,8 @@ pub(crate) struct Model {
     dw1_bf16: Vec<DeviceBuffer<bf16>>,
     /// The kernel of the first layer's forward product.
     pub(crate) forward: Kernel,
-    /// Buckets whose update from the last step is still to be queued ([`Updates::InOrder`]).
+    /// Buckets whose update from the last step is still to be queued ([`Updates::InOrder`],
+    /// [`Updates::InForward`]).
     owed: Vec<bool>,
     /// Where one step's moments are recorded, when asked for.
     pub(crate) trace: Option<StepTrace>,
@@ -364,8 +371,43 @@ impl Model {
         Ok(())
     }
 
+    /// Queues on `stream` bucket `i`'s part of the forward product, `part` of `x_i` and the
+    /// bucket, with the bucket's owed update applied first (as [`Model::pay`] would, by the same
+    /// gradients), inside the product where it can be.
+    fn pay_in_forward(
+        &mut self,
+        (gpu, stream): (&Gpu, &CudaStream),
+        reduce: Option<&Reduce>,
+        i: usize,
+        (part, xi): (&Gemm, &impl DevicePtr<f32>),
+    ) -> Result<Applied> {
+        let (lr, k1) = (self.m.lr, self.forward);
+        let travel = travelling(reduce);
+        let peers = travel.and_then(|r| r.peers.as_ref());
+        let (w, c) = (&mut self.w1[i], &mut self.hpre);
+        let applied = match (travel, self.dw1_bf16.get(i)) {
+            (Some(_), Some(gh)) => match peers.and_then(|p| p.w1_bf16.as_ref()) {
+                Some(p) => p.with_other(i, |other| {
+                    sgemm_after_sgd_pair(gpu, stream, k1, part, xi, (w, (gh, other), lr), c)
+                }),
+                None => sgemm_after_sgd(gpu, stream, k1, part, xi, (w, gh, lr), c),
+            },
+            _ => {
+                let g = self.dw1.get(i).ok_or_else(one_gpu_model)?;
+                match peers.and_then(|p| p.w1_f32.as_ref()) {
+                    Some(p) => p.with_other(i, |other| {
+                        sgemm_after_sgd_pair(gpu, stream, k1, part, xi, (w, (g, other), lr), c)
+                    }),
+                    None => sgemm_after_sgd(gpu, stream, k1, part, xi, (w, g, lr), c),
+                }
+            }
+        }?;
+        self.owed[i] = false;
+        Ok(applied)
+    }
+
     /// Queues on `stream` (the model stream) every update of the last step still owed
-    /// ([`Updates::InOrder`]), so that `W1` holds the step's result.
+    /// ([`Updates::InOrder`], [`Updates::InForward`]), so that `W1` holds the step's result.
     pub(crate) fn pay_owed(
         &mut self,
         gpu: &Gpu,
@@ -440,10 +482,6 @@ impl Model {
         // owed).
         let buckets = self.w1.len();
         for (i, (r0, n)) in bucket_spans(d, buckets).enumerate() {
-            if self.owed[i] {
-                self.pay(gpu, s, reduce, i)?;
-                mark(s, format!("update {i}"))?;
-            }
             let (part, xi) = if buckets == 1 {
                 (Gemm::dense(b, h, d), x.view(0..b * d)?)
             } else {
@@ -454,6 +492,21 @@ impl Model {
                 };
                 (part, x.view(r0..r0 + (b - 1) * d + n)?)
             };
+            let in_forward = reduce.is_some_and(|r| r.updates == Updates::InForward);
+            if self.owed[i] && in_forward {
+                let applied = self.pay_in_forward((gpu, s), reduce, i, (&part, &xi))?;
+                if applied == Applied::ByPass {
+                    mark(s, format!("update {i}"))?;
+                }
+                if buckets > 1 {
+                    mark(s, format!("forward {i}"))?;
+                }
+                continue;
+            }
+            if self.owed[i] {
+                self.pay(gpu, s, reduce, i)?;
+                mark(s, format!("update {i}"))?;
+            }
             sgemm(gpu, s, k1, &part, &xi, &self.w1[i], &mut self.hpre)?;
             if buckets > 1 {
                 mark(s, format!("forward {i}"))?;
@@ -507,7 +560,7 @@ impl Model {
         transpose(gpu, s, b, d, x, &mut self.xt)?;
         mark(s, "second layer, transposed x".into())?;
         let spans = bucket_spans(d, self.w1.len());
-        let in_order = reduce.is_some_and(|r| r.updates == Updates::InOrder);
+        let in_order = reduce.is_some_and(|r| r.updates != Updates::Beside);
         for (i, (r0, n)) in spans.enumerate() {
             let (xt, product) = (self.xt.view(r0 * b..(r0 + n) * b)?, Gemm::dense(n, h, b));
             match (travel, self.dw1_bf16.get_mut(i)) {

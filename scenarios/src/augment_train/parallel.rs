@@ -6,8 +6,9 @@
 //! `dL/dW2` while `dL/dW1` is computed and `dL/dW1` bucket by bucket as each is computed (in
 //! f32, or rounded to bf16 to halve the bytes); each bucket of `W1` is updated on the update
 //! stream as soon as its gradient has arrived (or, `--updates in-order`, on the model stream
-//! just before the next step's product that reads it), and the next step's forward takes the
-//! buckets in the same order, so that it starts while later buckets travel. Every GPU applies
+//! just before the next step's product that reads it; `in-forward`, inside that product), and
+//! the next step's forward takes the buckets in the same order, so that it starts while later
+//! buckets travel. Every GPU applies
 //! the same update; the next batch's augmentation runs meanwhile.
 //!
 //! The report sets N GPUs against one GPU with the same batch, timed in the same command, both
@@ -415,6 +416,8 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
                 Updates::Beside => "on an update stream as each arrives",
                 Updates::InOrder =>
                     "on the model stream, each just before the next step's product that reads it",
+                Updates::InForward =>
+                    "inside the next step's product that reads it, as it reads each weight",
             },
             s = o.size
         ),

@@ -11,6 +11,7 @@ mod jpeg;
 mod kernel_image;
 mod launch;
 mod matmul;
+mod matmul_after_sgd;
 mod matmul_to_bf16;
 mod multi;
 mod out_of_tree;

@@ -27,7 +27,7 @@ fn scenarios_over_two_gpus_match_their_references() {
         steps: 4,
         ..Default::default()
     };
-    let (beside, in_order) = (Updates::Beside, Updates::InOrder);
+    let (beside, in_order, in_forward) = (Updates::Beside, Updates::InOrder, Updates::InForward);
     for (grad_dtype, buckets, comm_sms, exchange, updates) in [
         (GradDtype::F32, 3, 0, Exchange::AllReduce, beside),
         (GradDtype::Bf16, 5, 0, Exchange::AllReduce, in_order),
@@ -35,6 +35,8 @@ fn scenarios_over_two_gpus_match_their_references() {
         (GradDtype::F32, 3, 0, Exchange::PeerCopies, in_order),
         (GradDtype::Bf16, 5, 0, Exchange::PeerCopies, beside),
         (GradDtype::Bf16, 2, 0, Exchange::PeerCopies, in_order),
+        (GradDtype::F32, 3, 0, Exchange::AllReduce, in_forward),
+        (GradDtype::Bf16, 2, 0, Exchange::PeerCopies, in_forward),
     ] {
         let o = augment_train::Options {
             train: train.clone(),

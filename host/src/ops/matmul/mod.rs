@@ -17,6 +17,9 @@ use streamline_device::element::{bf16, Element};
 use streamline_device::{DevPtr, DevPtrMut};
 
 pub use crate::spec::matmul::{Gemm, MAX_DIM};
+pub use sgd::{fused_split, sgemm_after_sgd, sgemm_after_sgd_pair, Applied};
+
+mod sgd;
 
 /// The launch side of a product.
 impl Gemm {
@@ -389,25 +392,7 @@ fn split_k(
     b: &impl DevicePtr<f32>,
     c: &mut impl DevicePtrMut<f32>,
 ) -> Result<()> {
-    let outputs = g.m * g.n;
-    let total = (g.m * splitk_row_stride(g.n as u32) as usize)
-        .checked_mul(slices)
-        .filter(|&v| v <= isize::MAX as usize / 4)
-        .ok_or_else(|| {
-            Error::arg(
-                "m",
-                "the split-K partial products overflow the address space",
-            )
-        })?;
-    let grid = (
-        g.n.div_ceil(t.bn as usize) as u32,
-        g.m.div_ceil(t.bm as usize) as u32,
-        slices as u32,
-    );
-    if grid.1 > 65_535 {
-        return Err(Error::arg("m", "too many rows for one split-K launch"));
-    }
-    let scratch = Scratch::new(stream, total * 4)?;
+    let (grid, scratch) = split_k_frame(stream, g, t, slices)?;
     let pp = scratch.floats();
     let module = gpu.kernels()?;
     let mut launch = module.prepare(stream, t.spec);
@@ -425,7 +410,49 @@ fn split_k(
     // partials hold `slices` planes of `m` rows of `splitk_row_stride(n)`; the shared size and
     // block are the tiling's.
     unsafe { launch.run(cfg, params)? };
-    let mut launch = module.prepare(stream, SGEMM_SPLITK_REDUCE);
+    split_k_sum(gpu, stream, g, slices, &scratch, c)
+}
+
+/// The grid of a split-K product of `slices` slices with tiling `t`, and scratch for its
+/// partial products, allocated on `stream`.
+fn split_k_frame<'s>(
+    stream: &'s CudaStream,
+    g: &Gemm,
+    t: &SplitKTiling,
+    slices: usize,
+) -> Result<((u32, u32, u32), Scratch<'s>)> {
+    let total = (g.m * splitk_row_stride(g.n as u32) as usize)
+        .checked_mul(slices)
+        .filter(|&v| v <= isize::MAX as usize / 4)
+        .ok_or_else(|| {
+            Error::arg(
+                "m",
+                "the split-K partial products overflow the address space",
+            )
+        })?;
+    let grid = (
+        g.n.div_ceil(t.bn as usize) as u32,
+        g.m.div_ceil(t.bm as usize) as u32,
+        slices as u32,
+    );
+    if grid.1 > 65_535 {
+        return Err(Error::arg("m", "too many rows for one split-K launch"));
+    }
+    Ok((grid, Scratch::new(stream, total * 4)?))
+}
+
+/// Queues the ordered sum of the `slices` planes of partial products in `scratch` (written by
+/// the launch before it on `stream`) into `C`, scaled by `alpha` and `beta`.
+fn split_k_sum(
+    gpu: &Gpu,
+    stream: &CudaStream,
+    g: &Gemm,
+    slices: usize,
+    scratch: &Scratch<'_>,
+    c: &mut impl DevicePtrMut<f32>,
+) -> Result<()> {
+    let pp = scratch.floats();
+    let mut launch = gpu.kernels()?.prepare(stream, SGEMM_SPLITK_REDUCE);
     let cp = launch.write(c);
     let reduce = SplitKReduceParams {
         partials: pp.as_const(),
@@ -439,6 +466,7 @@ fn split_k(
     };
     // The grid is sized for the kernel's steps: four elements each where it can use 16-byte
     // accesses.
+    let outputs = g.m * g.n;
     let quads = splitk_reduce_by_quads(g.m as u32, g.n as u32, g.ldc as u32, cp.addr(), pp.addr());
     let steps = if quads { outputs / 4 } else { outputs };
     // SAFETY: the partials were written by the launch before on this stream; `C` holds
