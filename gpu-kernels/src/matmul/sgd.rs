@@ -4,7 +4,7 @@
 //! step reads them anyway). Each element is updated with the same operations as `sgd_f32` and
 //! `sgd_pair_f32` (and `sgd_f32_bf16`), so the weights come out bit-identical to the update
 //! pass followed by the product. There is no kernel for the mean of two bf16 gradients: under
-//! the 255 registers a thread can have, its loop spills (BENCHMARKS.md has the count).
+//! the 255 registers a thread can have, its loop spills (the results history has the count).
 
 use super::splitk::split_k;
 use super::*;
