@@ -92,7 +92,7 @@ params! {
     /// [`SplitKParams`], of the updated `B`.
     ///
     /// Every element of `B` must be read by one block only: the grid has one row of blocks
-    /// (`m` at most the tile's 128 rows). The gradients are laid out as `B` (row stride `ldb`)
+    /// (`m` at most the tile's 128 rows); `B` overlaps neither `A` nor the partials. The gradients are laid out as `B` (row stride `ldb`)
     /// and aligned to four elements where `B` is to 16 bytes and `ldb` is a multiple of 4.
     #[derive(Clone, Copy, Debug, PartialEq)]
     pub struct SplitKSgdParams<G: Element> {

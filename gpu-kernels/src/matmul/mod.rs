@@ -282,8 +282,8 @@ unsafe fn load4(
 }
 
 /// Four floats at `p` in one 16-byte load: through the read-only path where `nc`, otherwise
-/// through the coherent one marked evict-first (weights a product updates: each element is read
-/// once, and the next read is the next step's).
+/// through the coherent one marked evict-first (weights a product updates: the product reads
+/// each once, and the next read is the next step's).
 ///
 /// # Safety
 /// `p` must be 16-byte aligned and address four floats of global memory, unwritten while the
@@ -391,12 +391,21 @@ impl<const BM: usize, const BN: usize, const BK: usize, const TN: usize> Tile<BM
                 } else {
                     (r, c.min(last_vec))
                 };
+                // A `B` that is written while it is read: a vector past `n` reads A's first
+                // vector instead of `B`'s last, which its own thread may be writing (either
+                // feeds only columns past `n`, which are never written).
+                let p = if U::WRITES_B && !of_a && c > last_vec {
+                    f.a
+                } else {
+                    // SAFETY: as below.
+                    unsafe { base.add(r * ld + c) }
+                };
                 // SAFETY: the row is below `m` (A) or a depth inside `K` (B); the depths of A
                 // and the column vectors of B lie inside by the caller's guarantee (clamped, a
                 // vector past `n` reads the last whole one, `n - 4`, since `n` is a multiple of
                 // 4 where the tile crosses `n`); 16-byte aligned since the base and `ld` are
-                // and the column is a multiple of 4.
-                unsafe { read4(base.add(r * ld + c), of_a || !U::WRITES_B) }
+                // and the column is a multiple of 4 (A's base too, where it stands in).
+                unsafe { read4(p, of_a || !U::WRITES_B) }
             },
             |(r, c)| {
                 let c = if CLAMP { c.min(last_vec) } else { c };

@@ -148,12 +148,13 @@ impl<G: Grad, const PAIR: bool> StageB for Sgd<G, PAIR> {
     unsafe fn held(&self, off: usize, valid: usize, vec: bool) -> [G::Four; 2] {
         // SAFETY: the gradients are laid out as `B` and aligned to four elements where `B` is
         // to 16 bytes (the contract of the kernels), so the elements inside `B` at `off` are
-        // inside them, and aligned with `vec`.
+        // inside them, and aligned with `vec`; none is read where none lies inside (`valid` 0,
+        // whose offset may lie past them: hence the wrapping offsets).
         unsafe {
             [
-                read_four(self.g[0].add(off), valid, vec),
+                read_four(self.g[0].wrapping_add(off), valid, vec),
                 if PAIR {
-                    read_four(self.g[1].add(off), valid, vec)
+                    read_four(self.g[1].wrapping_add(off), valid, vec)
                 } else {
                     G::ZERO
                 },
@@ -176,9 +177,11 @@ impl<G: Grad, const PAIR: bool> StageB for Sgd<G, PAIR> {
             }
         }
         // SAFETY: the first `valid` elements at `off` lie inside `B`, which this thread alone
-        // reads and writes (the contract of the kernels); with `vec` and `valid` 4, aligned.
+        // reads and writes (one row of blocks, each vector fetched by one thread, and a vector
+        // past `n` read from A instead: see `Tile::fetch_inside`); with `vec` and `valid` 4,
+        // aligned. Nothing is written where `valid` is 0 (whose offset may lie past `B`).
         unsafe {
-            let w = self.w.add(off);
+            let w = self.w.wrapping_add(off);
             if vec && valid == 4 {
                 st_stream16(w as *mut [u32; 4], out.0.map(f32::to_bits));
             } else {
@@ -223,9 +226,9 @@ kernel! {
     ///
     /// # Safety
     /// As for [`super::splitk::sgemm_splitk_wide_128x128`]; `p.w` is the address of `B`,
-    /// which one row of blocks reads (`m` at most 128), and the gradients are laid out as `B`
-    /// (aligned to four elements where `B` is to 16 bytes with `ldb` a multiple of 4),
-    /// overlapping neither it nor the partials.
+    /// which one row of blocks reads (`m` at most 128) and which overlaps neither `A` nor the
+    /// partials, and the gradients are laid out as `B` (aligned to four elements where `B` is
+    /// to 16 bytes with `ldb` a multiple of 4), overlapping neither it nor the partials.
     pub unsafe fn sgemm_splitk_wide_sgd_f32(p: SplitKSgdParams<f32>) {
         // SAFETY: forwarded.
         unsafe { sgd_split_k::<f32, false>(p) }

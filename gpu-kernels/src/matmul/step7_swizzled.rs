@@ -13,6 +13,8 @@ kernel! {
     pub unsafe fn sgemm_7_swizzled_128x128(p: GemmParams) {
         type T = Tile<128, 128, 8>;
         // SAFETY: forwarded.
-        unsafe { pipelined_in::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, true, 8, true>(p, AsIs) }
+        unsafe {
+            pipelined_in::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, true, 8, true>(p, AsIs)
+        }
     }
 }

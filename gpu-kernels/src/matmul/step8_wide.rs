@@ -17,7 +17,9 @@ kernel! {
     pub unsafe fn sgemm_8_wide_128x128(p: GemmParams) {
         type T = Tile<128, 128, 8, 16>;
         // SAFETY: forwarded.
-        unsafe { pipelined_in::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, false, 16, true>(p, AsIs) }
+        unsafe {
+            pipelined_in::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, false, 16, true>(p, AsIs)
+        }
     }
 }
 
@@ -32,6 +34,8 @@ kernel! {
     pub unsafe fn sgemm_8_wide_128x128_bf16(p: GemmParamsTo<streamline_device::bf16>) {
         type T = Tile<128, 128, 8, 16>;
         // SAFETY: forwarded.
-        unsafe { pipelined_in::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, false, 16, true>(p, AsIs) }
+        unsafe {
+            pipelined_in::<128, 128, 8, { T::LOADS_A }, { T::LOADS_B }, false, 16, true>(p, AsIs)
+        }
     }
 }

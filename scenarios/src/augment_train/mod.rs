@@ -105,8 +105,10 @@ pub struct Options {
     /// model stream's products; `in-order`, on the model stream, each bucket's just before the
     /// next step's forward product that reads it, so that no update shares the SMs with a
     /// product while the exchange still runs under them; `in-forward`, inside that product,
-    /// which updates each weight as it reads it (where it runs split-K in one row of blocks:
-    /// a batch of at most 128), so that the update costs no pass of its own over the weights.
+    /// which updates each weight as it reads it, so that the update costs no pass of its own
+    /// over the weights (where the product runs split-K with 128 x 128 tiles, the automatic
+    /// plan's for batches of 65 to 128, and, by peer copies, with f32 gradients; otherwise as
+    /// `in-order`).
     #[arg(long, value_enum, default_value_t = Updates::Beside)]
     pub updates: Updates,
     /// After the timed runs, one more pipelined run of this many steps at the headline batch,

@@ -39,8 +39,10 @@ pub enum Updates {
     /// reads it (the last step's, before the weights are read).
     InOrder,
     /// Inside the next step's forward product that reads the bucket, which updates each weight
-    /// as it reads it (where the product runs split-K in one row of blocks; otherwise as
-    /// `in-order`): the update costs no pass of its own over the weights.
+    /// as it reads it: the update costs no pass of its own over the weights. Where that product
+    /// runs split-K with step 8's 128 x 128 tiles (the automatic plan's for batches of 65 to 128
+    /// against a deep first layer) and, by peer copies, the gradients are f32; otherwise as
+    /// [`Updates::InOrder`].
     InForward,
 }
 
@@ -438,7 +440,8 @@ impl Model {
     /// averaged in the update), `dL/dW2` while `dL/dW1` is computed and each bucket of `dL/dW1`
     /// while the next is, and each bucket of `W1` is updated on the update stream as soon as
     /// its gradient has arrived, while the model stream goes on, or, [`Updates::InOrder`], on
-    /// the model stream just before the next step's product that reads it. In a model of one
+    /// the model stream just before the next step's product that reads it, or,
+    /// [`Updates::InForward`], inside that product. In a model of one
     /// GPU ([`Model::new`]), each gradient product adds `-lr dL/dW1` to its bucket of `W1` as
     /// it writes it (`C = -lr A B + C`): no gradient in memory, no pass to apply it.
     pub(crate) fn step_with(
@@ -495,12 +498,11 @@ impl Model {
             let in_forward = reduce.is_some_and(|r| r.updates == Updates::InForward);
             if self.owed[i] && in_forward {
                 let applied = self.pay_in_forward((gpu, s), reduce, i, (&part, &xi))?;
-                if applied == Applied::ByPass {
-                    mark(s, format!("update {i}"))?;
-                }
-                if buckets > 1 {
-                    mark(s, format!("forward {i}"))?;
-                }
+                let what = match applied {
+                    Applied::InProduct => format!("forward {i}, updating its bucket"),
+                    Applied::ByPass => format!("update {i} and forward {i}"),
+                };
+                mark(s, what)?;
                 continue;
             }
             if self.owed[i] {

@@ -417,7 +417,7 @@ pub fn run_parallel(gpu: &Gpu, common: &Common, o: &Options) -> Result<Report> {
                 Updates::InOrder =>
                     "on the model stream, each just before the next step's product that reads it",
                 Updates::InForward =>
-                    "inside the next step's product that reads it, as it reads each weight",
+                    "inside the next step's product that reads it, as it reads each weight, where that product can take it (else just before it)",
             },
             s = o.size
         ),

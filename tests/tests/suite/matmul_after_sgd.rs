@@ -208,6 +208,35 @@ fn an_update_inside_the_product_has_the_bits_of_the_pass_then_the_product() {
     gpu_property(48, case(), |c| run_case(&c));
 }
 
+/// The shapes a training step gives, which random shapes seldom reach: everything 16-byte
+/// aligned (the loops without bounds checks, the vector loads and stores), whole 128-row
+/// tiles, and an edge block that crosses `n` with `n` a multiple of 4 (its fetches clamped),
+/// for every gradient type and both ways of averaging.
+#[test]
+fn aligned_training_shapes_have_the_bits_of_the_pass_then_the_product() {
+    let shapes = [
+        (128, 1024, 4096, 33),
+        (128, 200, 1000, 7),
+        (96, 260, 517, 5),
+    ];
+    for (m, n, k, slices) in shapes {
+        for (pair, bf16) in [(false, false), (false, true), (true, false), (true, true)] {
+            let c = Case {
+                g: Gemm::dense(m, n, k),
+                slices,
+                pair,
+                bf16,
+                offsets: [0, 0],
+                lr: 0.37,
+                seed: (m * n + k) as u64,
+            };
+            if let Err(e) = run_case(&c) {
+                panic!("{c:?}: {e}");
+            }
+        }
+    }
+}
+
 /// Products the fused kernels cannot take (more than one row of blocks, weights with padded
 /// rows, a whole-product plan, a misaligned gradient) run the pass and then the product, and
 /// say so.

@@ -125,7 +125,7 @@ pub fn fused_split(
 
 /// Queues the product that applies the update as it reads `B` and the sum of its partial
 /// products, if [`fused_split`] allows it and the gradients are aligned to four elements;
-/// false (nothing queued) otherwise. The arguments are checked.
+/// false (no kernel queued) otherwise. The arguments are checked.
 fn fused<G: GradElement>(
     gpu: &Gpu,
     stream: &CudaStream,
@@ -178,8 +178,8 @@ fn fused<G: GradElement>(
     // W, which holds exactly the dense `k x n` matrix (`fused_split`), so the gradients are laid
     // out as B and, aligned to four elements (checked), wherever B is to 16 bytes; `w` is
     // borrowed exclusively, so neither the gradients nor A overlap it, and the partials are
-    // fresh scratch; one row of blocks (`m <= 128`) reads each element of B once; every slice
-    // starts inside K; the shared size and block are the tiling's.
+    // fresh scratch; one row of blocks (`m <= 128`) reads and writes each element of B in one
+    // thread; every slice starts inside K; the shared size and block are the tiling's.
     unsafe { launch.run(cfg, params)? };
     split_k_sum(gpu, stream, g, slices, &scratch, c)?;
     Ok(true)
