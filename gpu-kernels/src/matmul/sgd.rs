@@ -8,12 +8,12 @@
 
 use super::splitk::split_k;
 use super::*;
-use streamline_device::element::{bf16, Element};
-use streamline_device::mem::{ldg8, st_stream16};
 use streamline_abi::matmul::{
     SplitKSgdParams, SGEMM_SPLITK_WIDE_SGD_BF16, SGEMM_SPLITK_WIDE_SGD_F32,
     SGEMM_SPLITK_WIDE_SGD_PAIR_F32,
 };
+use streamline_device::element::{bf16, Element};
+use streamline_device::mem::{ldg8, st_stream16};
 
 /// An element type of a gradient, read four at a time and held as loaded until it is used.
 trait Grad: Element<Acc = f32> {
@@ -86,7 +86,11 @@ impl Grad for bf16 {
     fn widen(four: [u32; 2], j: usize) -> f32 {
         // A bf16 is the upper half of the f32 of the same value.
         let word = four[j / 2];
-        f32::from_bits(if j % 2 == 0 { word << 16 } else { word & 0xffff_0000 })
+        f32::from_bits(if j % 2 == 0 {
+            word << 16
+        } else {
+            word & 0xffff_0000
+        })
     }
 }
 
